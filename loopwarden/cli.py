@@ -1,0 +1,220 @@
+"""The `loopwarden` command line."""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from typing import Any, BinaryIO
+
+import click
+import orjson
+
+from .replay import FORMATS, Replayer, ReplaySummary
+from .supervisor.config import Config, ConfigError, describe_keys, format_duration, load_config
+from .supervisor.spill import Spiller
+from .supervisor.verdicts import Verdict
+
+EXIT_USAGE = 2
+
+
+class Fail(click.ClickException):
+    """A one-line error with exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"loopwarden: error: {self.format_message()}", err=True)
+
+
+def config_options(func: Any) -> Any:
+    """--config, --preset and --set, shared by every command that builds a Config."""
+    func = click.option("--set", "sets", metavar="KEY=VALUE", multiple=True,
+                        help="Override one setting, e.g. --set limits.max_runtime=30m (repeatable).")(func)
+    func = click.option("--preset", type=click.Choice(["conservative", "recommended", "aggressive"]),
+                        help="Threshold preset (default: recommended).")(func)
+    func = click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False),
+                        help="TOML file with [limits], [repetition], ... sections.")(func)
+    return func
+
+
+def build_config(config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> Config:
+    try:
+        return load_config(preset=preset, file=config_file, sets=list(sets))
+    except ConfigError as exc:
+        raise Fail(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="loopwarden")
+def main() -> None:
+    """Supervise AI agent sessions: catch loops, stalls and runaway runs.
+
+    \b
+    Start here:
+      loopwarden demo                         replay the bundled example and explain each verdict
+      loopwarden replay --format claude-code run.jsonl
+      loopwarden config keys                  every setting, its default and what it accepts
+    """
+
+
+@main.command()
+@config_options
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="native", show_default=True,
+              help="Wire format of the recording.")
+@click.option("--summary-json", is_flag=True, help="Write the summary to stderr as one JSON object.")
+@click.option("--no-spill", is_flag=True, help="Report large outputs without writing spill files.")
+@click.argument("file", metavar="FILE|-")
+def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], fmt: str,
+           summary_json: bool, no_spill: bool, file: str) -> None:
+    """Feed a recorded agent stream through the engine and print its verdicts.
+
+    One JSON line per verdict other than allow goes to stdout (seq is the input
+    line that caused it); a summary goes to stderr. Exit 0 when the input was
+    read, whatever the verdicts; 2 for usage errors or an unreadable file.
+
+    \b
+    Examples:
+      loopwarden replay session.jsonl
+      loopwarden replay --format claude-code --set repetition.max_identical_calls=3 run.jsonl
+      claude -p "fix the tests" --output-format stream-json --verbose | loopwarden replay --format claude-code -
+    """
+    config = build_config(config_file, preset, sets)
+    out = sys.stdout.buffer
+
+    def emit(verdict: Verdict) -> None:
+        out.write(orjson.dumps(verdict.to_dict()) + b"\n")
+
+    summary = _run_replay(config, file, fmt, emit, spill=not no_spill)
+    out.flush()
+    if summary_json:
+        sys.stderr.write(orjson.dumps(summary.to_dict()).decode() + "\n")
+    else:
+        sys.stderr.write(render_summary(summary))
+
+
+def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) -> ReplaySummary:
+    spiller = Spiller(config.spill.dir or None, preview_chars=config.spill.preview_chars,
+                      truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
+                      session="replay") if spill else None
+    stream: BinaryIO
+    try:
+        stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        return Replayer(config, spiller=spiller).run(stream, fmt, emit)
+    except OSError as exc:
+        raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def render_summary(s: ReplaySummary) -> str:
+    """The human summary printed after a replay."""
+    types = ", ".join(f"{k} {v:,}" for k, v in sorted(s.by_type.items(), key=lambda kv: -kv[1]))
+    rules = ", ".join(f"{k} {v:,}" for k, v in sorted(s.by_rule.items(), key=lambda kv: -kv[1])) or "none"
+    lines = [
+        f"replay: {s.lines:,} lines, {s.events:,} events" + (f" ({types})" if types else ""),
+        f"verdicts: {s.verdicts:,} ({rules})",
+        f"validation failures: {s.validation_failures:,}"
+        + "".join(f"\n  line {v['seq']}: {v['reason']}" for v in s.validation_examples[:10]),
+    ]
+    final = s.state
+    if s.termination:
+        final += f" ({s.termination}) at line {s.stopped_at:,}; the rest of the input was not judged"
+    if s.pending_gates:
+        final += f"; gates waiting for a human: {', '.join(s.pending_gates)}"
+    lines.append(f"final state: {final}")
+    return "\n".join(lines) + "\n"
+
+
+_ACTION_STYLE = {
+    "nudge": "yellow", "block": "red", "gate": "magenta", "terminate": "bright_red",
+    "force_next": "cyan", "unblock_authority": "cyan", "escalate": "magenta", "spill": "blue",
+}
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON lines, like replay.")
+def demo(as_json: bool) -> None:
+    """Replay the bundled example session and explain every verdict.
+
+    The example is a scripted agent that loops in every way loopwarden knows:
+    repeated calls, the same error, alternation, monologue, malformed output,
+    a stall, a huge output, a repeated failure that needs a human, a blocked
+    task. No API key or network is needed.
+    """
+    config = load_config(env={})
+    example = resources.files("loopwarden") / "examples" / "demo.jsonl"
+
+    def emit(v: Verdict) -> None:
+        if as_json:
+            click.echo(orjson.dumps(v.to_dict()).decode())
+            return
+        head = click.style(f"{str(v.action).upper():<17}", fg=_ACTION_STYLE.get(str(v.action)), bold=True)
+        click.echo(f"line {v.seq:>3}  {head} {v.rule:<22} {v.reason}")
+        if v.message and v.message != v.reason:
+            for text_line in v.message.splitlines()[:8]:
+                click.echo(click.style("          │ ", dim=True) + text_line[:160])
+
+    with resources.as_file(example) as path:
+        summary = _run_replay(config, str(path), "native", emit, spill=True)
+    click.echo("")
+    click.echo(render_summary(summary), nl=False)
+
+
+@main.group()
+def config() -> None:
+    """Inspect settings."""
+
+
+@config.command("keys")
+def config_keys() -> None:
+    """List every setting with its default and what it accepts."""
+    for key, accepts, help_text, default in describe_keys():
+        if isinstance(default, float) and key.split(".")[1] in ("max_runtime", "stall_timeout", "window",
+                                                                  "retention", "timeout"):
+            default = format_duration(default)
+        click.echo(f"{key:<34} default {default!s:<22} {help_text}; accepts {accepts}")
+
+
+@config.command("show")
+@config_options
+def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> None:
+    """Print the effective configuration (defaults < preset < file < environment < --set) as TOML."""
+    cfg = build_config(config_file, preset, sets)
+    click.echo(f'preset = "{cfg.preset}"')
+    for section, values in cfg.to_dict().items():
+        click.echo(f"\n[{section}]")
+        for key, value in values.items():
+            click.echo(f"{key} = {_toml_value(value)}")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if isinstance(value, list):
+        return "[" + ", ".join(orjson.dumps(v).decode() for v in value) + "]"
+    return repr(value)
+
+
+def run() -> None:
+    """Entry point: usage errors are one line and exit 2."""
+    try:
+        main.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("loopwarden: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        if isinstance(exc, click.UsageError) and not isinstance(exc, Fail):
+            cmd = exc.ctx.command_path if exc.ctx else "loopwarden"
+            click.echo(f"loopwarden: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+            sys.exit(EXIT_USAGE)
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)

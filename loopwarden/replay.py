@@ -1,0 +1,131 @@
+"""Replay: feed a recorded stream through the engine, offline and deterministically."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Iterator
+
+from .supervisor import protocol
+from .supervisor.config import Config
+from .supervisor.events import Event, InvalidLine, ToolResult
+from .supervisor.health import SessionHealth
+from .supervisor.lines import Oversized, read_lines
+from .supervisor.spill import Spiller
+from .supervisor.verdicts import Action, Verdict
+
+FORMATS = ("native", "claude-code", "codex")
+RECORDED_MAX_LINE_BYTES = 64 << 20
+NATIVE_MAX_LINE_BYTES = 1 << 20
+
+
+def max_line_bytes(config: Config, fmt: str) -> int:
+    """The configured limit, or the format's default: recorded formats carry base64 images."""
+    if config.limits.max_line_bytes:
+        return config.limits.max_line_bytes
+    return NATIVE_MAX_LINE_BYTES if fmt == "native" else RECORDED_MAX_LINE_BYTES
+
+
+def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
+    """The function that turns one line of a format into events."""
+    if fmt == "native":
+        return lambda line, seq: [protocol.parse_line(line, seq)]
+    if fmt == "claude-code":
+        from .sessions.claude_code import ClaudeCodeParser
+
+        return ClaudeCodeParser().parse_line
+    if fmt == "codex":
+        from .sessions.codex import CodexParser
+
+        return CodexParser().parse_line
+    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
+    """Every event of a stream, with over-long lines as InvalidLine."""
+    parse = line_parser(fmt)
+    for seq, line in read_lines(stream, limit):
+        if type(line) is Oversized:
+            yield InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
+                              preview=protocol.preview(line.head))
+        else:
+            yield from parse(line, seq)  # type: ignore[arg-type]
+
+
+@dataclass
+class ReplaySummary:
+    lines: int = 0
+    events: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    verdicts: int = 0
+    by_rule: dict[str, int] = field(default_factory=dict)
+    by_action: dict[str, int] = field(default_factory=dict)
+    validation_failures: int = 0
+    validation_examples: list[dict[str, Any]] = field(default_factory=list)
+    state: str = "running"
+    termination: str | None = None
+    stopped_at: int | None = None
+    pending_gates: list[str] = field(default_factory=list)
+    counters: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Replayer:
+    """Drives one SessionHealth over a stream; time comes from the events' `ts`."""
+
+    def __init__(self, config: Config, *, spiller: Spiller | None = None) -> None:
+        self.config = config
+        self.health = SessionHealth(config)
+        self.spiller = spiller
+        self.now = 0.0
+        self.actions: Tally[str] = Tally()
+
+    def run(self, stream: BinaryIO, fmt: str, on_verdict: Callable[[Verdict], None]) -> ReplaySummary:
+        health = self.health
+        observe = health.observe
+        last_seq = 0
+        stopped_at = None
+        for event in iter_events(stream, fmt, max_line_bytes(self.config, fmt)):
+            last_seq = event.seq
+            if event.ts is not None and event.ts > self.now:
+                self.now = event.ts
+            verdicts = observe(event, self.now)
+            for verdict in verdicts:
+                if verdict.action == Action.SPILL and type(event) is ToolResult:
+                    self._spill(verdict, event)
+                self.actions[verdict.action] += 1
+                on_verdict(verdict)
+            if health.state == "terminated":
+                stopped_at = event.seq
+                break
+        return self._summary(last_seq, stopped_at)
+
+    def _spill(self, verdict: Verdict, event: ToolResult) -> None:
+        if self.spiller is None:
+            return
+        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=self.now)
+        verdict.message = result.message
+        verdict.evidence.update(path=result.path, preview_chars=len(result.preview))
+        if result.warning:
+            verdict.evidence["warning"] = result.warning
+        event.output = result.message  # the full text lives in the spill file, not in memory
+
+    def _summary(self, last_seq: int, stopped_at: int | None) -> ReplaySummary:
+        h = self.health
+        return ReplaySummary(
+            lines=last_seq,
+            events=h.events,
+            by_type=dict(h.by_type),
+            verdicts=sum(self.actions.values()),
+            by_rule=dict(h.by_rule),
+            by_action={str(k): v for k, v in self.actions.items()},
+            validation_failures=h.validation_total,
+            validation_examples=[{"seq": s, "reason": r} for s, r in list(h.validation_failures)[:50]],
+            state=h.state,
+            termination=str(h.termination_reason) if h.termination_reason else None,
+            stopped_at=stopped_at,
+            pending_gates=[g.id for g in h.pending_gates()],
+            counters={c.name: [c.value, c.limit] for c in h.counters()},
+        )

@@ -1,0 +1,235 @@
+"""Adapter: Claude Code `--output-format stream-json --verbose` records to Events."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from ..supervisor import events as ev
+from ..supervisor import protocol
+
+MAP_LIMIT = 4096  # call ids and message ids remembered per stream
+
+
+def _remember(table: dict[str, Any], key: str, value: Any, limit: int = MAP_LIMIT) -> None:
+    """Store key -> value and drop the oldest entries beyond `limit`."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > limit:
+        del table[next(iter(table))]
+
+
+def _int(value: Any) -> int:
+    """A token count as an int; anything that is not a number counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value)
+
+
+def _num(value: Any) -> float | None:
+    """A number as a float, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def epoch(stamp: Any) -> float | None:
+    """An ISO-8601 timestamp as epoch seconds (naive means UTC), or None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def block_text(content: Any) -> str:
+    """Tool-result content as text; images become a short placeholder, never base64."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return orjson.dumps(content).decode()
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif not isinstance(block, dict):
+            continue
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+        elif block.get("type") == "image":
+            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            data = source.get("data")
+            size = f", {len(data)} bytes {source.get('type') or 'base64'}" if isinstance(data, str) else ""
+            parts.append(f"[image: {source.get('media_type') or 'unknown'}{size}]")
+        else:
+            parts.append(f"[{block.get('type') or 'block'}]")
+    return "\n".join(parts)
+
+
+def invalid(obj: Any, seq: int, reason: str) -> ev.InvalidLine:
+    """An InvalidLine for an already-decoded record."""
+    try:
+        raw = orjson.dumps(obj).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        raw = repr(obj)[: protocol.PREVIEW_CHARS * 4]
+    return ev.InvalidLine(seq=seq, reason=reason, preview=protocol.preview(raw))
+
+
+class ClaudeCodeParser:
+    """Turns one Claude Code stream-json stream into Events; keep one instance per stream."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, str] = {}  # tool_use id -> tool name
+        self._spoken: dict[str, None] = {}  # message ids that already gave an AssistantMessage
+        self._seen_assistant = False
+        self._results = 0
+        self._cost_total = 0.0
+
+    def parse_line(self, line: bytes, seq: int) -> list[ev.Event]:
+        """One raw line to Events; an undecodable line becomes an InvalidLine."""
+        try:
+            obj = protocol.load_object(line)
+        except protocol.LineRejected as exc:
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(line))]
+        return self.feed(obj, seq)
+
+    def feed(self, obj: Any, seq: int) -> list[ev.Event]:
+        """One decoded record to zero or more Events, all carrying `seq`."""
+        if not isinstance(obj, dict):
+            return [invalid(obj, seq, f"not a JSON object (got {type(obj).__name__})")]
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            return [invalid(obj, seq, "missing 'type'")]
+        handler = {"assistant": self._assistant, "user": self._user, "result": self._result}.get(kind)
+        if handler is None:  # system, rate_limit_event, stream_event, control_*, unknown
+            return []
+        return handler(obj, seq, epoch(obj.get("timestamp")))
+
+    def _assistant(self, obj: dict[str, Any], seq: int, ts: float | None) -> list[ev.Event]:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return [invalid(obj, seq, "assistant: 'message' must be an object")]
+        self._seen_assistant = True
+        agent = _agent(obj)
+        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        out: list[ev.Event] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                name = block.get("name")
+                tool = name if isinstance(name, str) and name else "unknown"
+                args = block.get("input")
+                call_id = block.get("id") if isinstance(block.get("id"), str) else None
+                if call_id:
+                    _remember(self._tools, call_id, tool)
+                out.append(ev.ToolCall(
+                    seq=seq, ts=ts, agent=agent, tool=tool, call_id=call_id,
+                    args=args if isinstance(args, dict) else {"input": args},
+                ))
+            elif block.get("type") == "text":
+                text = block.get("text")
+                if not isinstance(text, str) or not text.strip():
+                    continue
+                if msg_id is not None:
+                    if msg_id in self._spoken:
+                        continue  # one AssistantMessage per API message
+                    _remember(self._spoken, msg_id, None)
+                out.append(ev.AssistantMessage(seq=seq, ts=ts, agent=agent, text=text))
+        error = obj.get("error")
+        if isinstance(error, str) and error:  # API failure surfaced on an assistant line
+            message = f"assistant error: {error}"
+            out.append(ev.Error(seq=seq, ts=ts, agent=agent, message=message, error_type=error))
+        return out
+
+    def _user(self, obj: dict[str, Any], seq: int, ts: float | None) -> list[ev.Event]:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return [invalid(obj, seq, "user: 'message' must be an object")]
+        agent = _agent(obj)
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        out: list[ev.Event] = []
+        texts: list[str] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None
+                out.append(ev.ToolResult(
+                    seq=seq, ts=ts, agent=agent, call_id=call_id,
+                    tool=self._tools.get(call_id) if call_id else None,
+                    output=block_text(block.get("content")),
+                    is_error=bool(block.get("is_error") or False),
+                ))
+            elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+        if texts and (obj.get("isReplay") is True or not self._seen_assistant):
+            out.insert(0, ev.UserMessage(seq=seq, ts=ts, agent=agent, text="\n".join(texts)))
+        return out
+
+    def _result(self, obj: dict[str, Any], seq: int, ts: float | None) -> list[ev.Event]:
+        self._results += 1
+        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+        total = _num(obj.get("total_cost_usd"))
+        if total is None:
+            total = _num(obj.get("cost_usd"))  # legacy field name
+        cost = None
+        if total is not None:
+            # Totals are cumulative per stream; a drop means a reset, so start again from 0.
+            cost = total - self._cost_total if total >= self._cost_total else total
+            self._cost_total = total
+        subtype = obj.get("subtype")
+        is_error = bool(obj.get("is_error") or False)
+        # A missing subtype (the hand-made claude-code-action fixture) counts as success.
+        passed = subtype in ("success", None) and not is_error
+        errors = obj.get("errors")
+        error = None
+        if isinstance(errors, list) and errors:
+            error = str(errors[0])
+        elif is_error and isinstance(obj.get("result"), str):
+            error = obj["result"]
+        elif not passed and isinstance(subtype, str):
+            error = subtype
+        return [
+            ev.Usage(
+                seq=seq, ts=ts,
+                input_tokens=_int(usage.get("input_tokens"))
+                + _int(usage.get("cache_creation_input_tokens"))
+                + _int(usage.get("cache_read_input_tokens")),
+                output_tokens=_int(usage.get("output_tokens")),
+                cost_usd=cost,
+            ),
+            ev.Iteration(seq=seq, ts=ts, n=self._results, status="pass" if passed else "fail", error=error),
+        ]
+
+
+def _agent(obj: dict[str, Any]) -> str | None:
+    """The Task call id a sub-agent line belongs to, or None for the main agent."""
+    parent = obj.get("parent_tool_use_id")
+    return parent if isinstance(parent, str) and parent else None
+
+
+def parse_array(data: bytes) -> list[ev.Event]:
+    """Parse a top-level JSON array of stream-json records (seq = 1-based index)."""
+    try:
+        records = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        reason = f"not valid JSON ({str(exc).split(':', 1)[0]})"
+        return [ev.InvalidLine(seq=1, reason=reason, preview=protocol.preview(data))]
+    if not isinstance(records, list):
+        return [ev.InvalidLine(seq=1, reason="not a JSON array", preview=protocol.preview(data))]
+    parser = ClaudeCodeParser()
+    return [event for seq, record in enumerate(records, 1) for event in parser.feed(record, seq)]

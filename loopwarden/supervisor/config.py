@@ -1,0 +1,346 @@
+"""Limits and thresholds: defaults, presets, TOML, environment and --set, in rising precedence."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "LOOPWARDEN_"
+
+
+class ConfigError(ValueError):
+    """A bad key or value; the message is one line that names the key and what it accepts."""
+
+
+def _key(kind: str, help: str, default: Any) -> Any:
+    return field(default=default, metadata={"kind": kind, "help": help})
+
+
+def _list_key(help: str, default: list[str]) -> Any:
+    return field(default_factory=lambda: list(default), metadata={"kind": "list", "help": help})
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_runtime: float = _key("duration", "hard wall-clock limit; 0 = off", 4 * 3600.0)
+    stall_timeout: float = _key("duration", "silence before a stall nudge; 0 = off", 30.0)
+    max_iterations: int = _key("int", "iterations before terminate(max_iterations); 0 = off", 10)
+    max_tokens: int = _key("int", "input+output tokens before terminate(budget); 0 = off", 0)
+    max_cost_usd: float = _key("float", "cost in USD before terminate(budget); 0 = off", 0.0)
+    max_line_bytes: int = _key(
+        "size", "longest accepted input line; 0 = 1 MiB for native, 64 MiB for recorded formats", 0
+    )
+
+
+@dataclass(frozen=True)
+class Repetition:
+    nudge_after: int = _key("int", "consecutive identical calls that earn a recovery prompt", 2)
+    max_identical_calls: int = _key("int", "identical consecutive calls allowed; the next is blocked", 5)
+    max_blocks: int = _key("int", "blocked repeats before terminate(repetition_loop)", 3)
+    max_same_error: int = _key("int", "same error fingerprint from a tool before its next call is blocked", 3)
+    alternation_window: int = _key("int", "calls in an A,B,A,B pattern with identical results", 6)
+    max_monologue: int = _key("int", "assistant messages in a row with no tool call", 3)
+    reset_on_user_message: bool = _key("bool", "a human turn resets the windows and failure count", True)
+
+
+@dataclass(frozen=True)
+class Validation:
+    max_consecutive: int = _key("int", "validation failures in a row before terminate(validation_failure)", 3)
+
+
+@dataclass(frozen=True)
+class Failures:
+    max_consecutive: int = _key("int", "failures in a row before terminate(consecutive_failures)", 5)
+
+
+@dataclass(frozen=True)
+class Loop:
+    gate_after: int = _key("int", "loop count (exact repeats of a failure) that opens a gate", 3)
+    similarity: float = _key("float", "collaboration requests at least this similar are the same", 0.85)
+    history: int = _key("int", "failures kept per task as evidence", 10)
+
+
+@dataclass(frozen=True)
+class Attempts:
+    max_attempts: int = _key("int", "attempts of one task before a loop is considered", 3)
+    window: float = _key("duration", "only attempts this recent count", 3600.0)
+    force_next_after: int = _key("int", "no-progress attempts before force_next", 5)
+    auto_unblock: bool = _key("bool", "grant unblock authority on a blocked spin (else escalate)", True)
+
+
+@dataclass(frozen=True)
+class Escalation:
+    failures_per_model: int = _key("int", "consecutive failed iterations before the next model", 2)
+    failures_at_top: int = _key("int", "failed iterations on the last model before a human is called", 3)
+    models: list[str] = _list_key("model ladder, cheapest first", ["haiku", "sonnet", "opus"])
+
+
+@dataclass(frozen=True)
+class Spill:
+    threshold_chars: int = _key("int", "tool outputs longer than this go to a file", 200_000)
+    preview_chars: int = _key("int", "characters of a spilled output shown inline", 1000)
+    retention: float = _key("duration", "spill files older than this are removed", 24 * 3600.0)
+    dir: str = _key("path", "where spill files go; empty = the user cache directory", "")
+
+
+@dataclass(frozen=True)
+class Gates:
+    timeout: float = _key("duration", "a pending gate expires after this; 0 = never", 0.0)
+    on_timeout: str = _key("choice:deny,approve", "what an expired gate decides", "deny")
+
+
+@dataclass(frozen=True)
+class Config:
+    limits: Limits = field(default_factory=Limits)
+    repetition: Repetition = field(default_factory=Repetition)
+    validation: Validation = field(default_factory=Validation)
+    failures: Failures = field(default_factory=Failures)
+    loop: Loop = field(default_factory=Loop)
+    attempts: Attempts = field(default_factory=Attempts)
+    escalation: Escalation = field(default_factory=Escalation)
+    spill: Spill = field(default_factory=Spill)
+    gates: Gates = field(default_factory=Gates)
+    preset: str = "recommended"
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {
+            s.name: {k.name: getattr(getattr(self, s.name), k.name) for k in fields(getattr(self, s.name))}
+            for s in fields(self)
+            if s.name != "preset"
+        }
+
+
+SECTIONS: dict[str, type] = {
+    "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
+    "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "recommended": {},
+    "conservative": {
+        "attempts.max_attempts": 5,
+        "attempts.force_next_after": 8,
+        "attempts.auto_unblock": False,
+        "repetition.nudge_after": 3,
+        "repetition.max_identical_calls": 8,
+        "repetition.max_blocks": 5,
+        "repetition.max_same_error": 5,
+        "validation.max_consecutive": 5,
+        "failures.max_consecutive": 8,
+        "loop.gate_after": 5,
+    },
+    "aggressive": {
+        "attempts.max_attempts": 2,
+        "attempts.force_next_after": 3,
+        "attempts.auto_unblock": True,
+        "repetition.max_identical_calls": 3,
+        "repetition.max_blocks": 2,
+        "repetition.max_same_error": 2,
+        "validation.max_consecutive": 2,
+        "failures.max_consecutive": 3,
+        "loop.gate_after": 2,
+    },
+}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZE = re.compile(r"(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1 << 20, "mb": 10**6,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def parse_duration(text: str) -> float:
+    """'30s', '5m', '4h', '1h30m', '250ms' or a bare number of seconds, to seconds."""
+    s = text.strip().lower().replace(" ", "")
+    try:
+        value = float(s)
+    except ValueError:
+        pos, total = 0, 0.0
+        for m in _DURATION.finditer(s):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+            pos = m.end()
+        if pos != len(s) or not s:
+            raise ValueError(text) from None
+        return total
+    if value < 0 or value != value:
+        raise ValueError(text)
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a short human duration: 4h, 5m30s, 31.2s."""
+    if seconds < 60:
+        return f"{seconds:.1f}s".replace(".0s", "s")
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+
+
+def _accepts(kind: str) -> str:
+    if kind.startswith("choice:"):
+        return "one of " + ", ".join(kind[7:].split(","))
+    return {
+        "duration": "a duration such as 30s, 5m or 4h",
+        "int": "a whole number >= 0",
+        "float": "a number >= 0",
+        "bool": "true or false",
+        "size": "a size such as 1048576, 64KiB or 1MiB",
+        "path": "a directory path",
+        "list": "a list of names (comma-separated outside TOML)",
+    }[kind]
+
+
+def convert(key: str, kind: str, value: Any) -> Any:
+    """Coerce a raw value (TOML value or string) to the key's type, or raise ConfigError."""
+    try:
+        if kind == "duration":
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                return float(value)
+            if isinstance(value, str):
+                return parse_duration(value)
+        elif kind == "int":
+            if isinstance(value, str):
+                value = int(value.strip().replace("_", ""))
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        elif kind == "float":
+            if isinstance(value, str):
+                value = float(value.strip())
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                return float(value)
+        elif kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                return value.strip().lower() in _TRUE
+        elif kind == "size":
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+            if isinstance(value, str):
+                m = _SIZE.fullmatch(value.strip())
+                if m:
+                    return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()]
+        elif kind == "path":
+            if isinstance(value, str):
+                return value
+        elif kind == "list":
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+                return list(value)
+        elif kind.startswith("choice:"):
+            if isinstance(value, str) and value.strip() in kind[7:].split(","):
+                return value.strip()
+    except ValueError:
+        pass
+    raise ConfigError(f"{key}: {value!r} is not valid; it accepts {_accepts(kind)}")
+
+
+def _all_keys() -> dict[str, str]:
+    return {f"{s}.{k.name}": k.metadata["kind"] for s, cls in SECTIONS.items() for k in fields(cls)}
+
+
+KEYS: dict[str, str] = _all_keys()
+
+
+def describe_keys() -> list[tuple[str, str, str, Any]]:
+    """(key, accepts, help, default) for every key, for docs and --help."""
+    base = Config()
+    return [
+        (f"{s}.{k.name}", _accepts(k.metadata["kind"]), k.metadata["help"], getattr(getattr(base, s), k.name))
+        for s, cls in SECTIONS.items()
+        for k in fields(cls)
+    ]
+
+
+def _unknown(key: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else "; see 'loopwarden config keys'"
+    return ConfigError(f"{where}: unknown key '{key}'{hint}")
+
+
+def _apply(config: Config, overrides: Mapping[str, Any], where: str) -> Config:
+    sections: dict[str, dict[str, Any]] = {}
+    for key, raw in overrides.items():
+        kind = KEYS.get(key)
+        if kind is None:
+            raise _unknown(key, where)
+        section, name = key.split(".", 1)
+        sections.setdefault(section, {})[name] = convert(key, kind, raw)
+    for section, values in sections.items():
+        config = replace(config, **{section: replace(getattr(config, section), **values)})
+    return config
+
+
+def _flatten_toml(data: dict[str, Any], where: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for section, table in data.items():
+        if section == "preset":
+            continue
+        if not isinstance(table, dict):
+            raise _unknown(section, where)
+        for name, value in table.items():
+            flat[f"{section}.{name}"] = value
+    return flat
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for var, value in env.items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        rest = var[len(ENV_PREFIX):].lower()
+        for section in SECTIONS:
+            if rest.startswith(section + "_"):
+                key = f"{section}.{rest[len(section) + 1:]}"
+                if key not in KEYS:
+                    raise _unknown(key, f"environment variable {var}")
+                out[key] = value
+    return out
+
+
+def parse_set(item: str) -> tuple[str, str]:
+    """'section.key=value' to (key, value), or raise ConfigError."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. limits.max_runtime=30m")
+    return key.strip(), value
+
+
+def load_config(
+    *,
+    preset: str | None = None,
+    file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+) -> Config:
+    """Build the effective configuration: defaults < preset < file < environment < --set."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    if file is not None:
+        path = Path(file)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: cannot read it ({exc.strerror or exc})") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path}: not valid TOML ({exc})") from None
+    chosen = preset or env.get(ENV_PREFIX + "PRESET") or data.get("preset") or "recommended"
+    if chosen not in PRESETS:
+        raise ConfigError(f"preset {chosen!r} is unknown; it accepts one of {', '.join(PRESETS)}")
+    config = _apply(Config(preset=chosen), PRESETS[chosen], f"preset {chosen}")
+    if file is not None:
+        config = _apply(config, _flatten_toml(data, f"config file {file}"), f"config file {file}")
+    config = _apply(config, _env_overrides(env), "environment")
+    set_values = dict(parse_set(item) for item in sets)
+    return _apply(config, set_values, "--set")

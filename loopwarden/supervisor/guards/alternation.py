@@ -1,0 +1,107 @@
+"""Two calls alternating A,B,A,B with identical results: nudge once, then block the pattern."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Sequence
+
+from .. import messages
+from ..config import Repetition
+from ..events import Event, ToolCall, ToolResult
+from ..signature import output_digest
+from ..verdicts import Action, Termination, Verdict, terminate
+from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .repetition import result_matches
+
+
+class AlternationGuard(Guard):
+    """Watches (call, result) pairs over a window of `alternation_window` calls."""
+
+    name = "alternation"
+    handles = (ToolCall, ToolResult)
+
+    def __init__(self, cfg: Repetition, ledger: BlockLedger) -> None:
+        self.window = cfg.alternation_window
+        self.ledger = ledger
+        self.pairs: deque[tuple[bytes | None, bytes, str]] = deque(maxlen=max(self.window, 1))
+        self.pending: ToolCall | None = None
+        self.nudged = False
+        self.armed = False
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if not self.window:
+            return NO_VERDICTS
+        if type(event) is ToolCall:
+            return self._call(event)
+        assert isinstance(event, ToolResult)
+        return self._result(event)
+
+    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+        self.pending = call
+        if not self.armed:
+            return NO_VERDICTS
+        expected = self.pairs[-2][0] if len(self.pairs) >= 2 else None
+        if call.sig != expected:
+            self.armed = False
+            self.pairs.clear()
+            return NO_VERDICTS
+        if self.ledger.blocked_seq == call.seq:
+            return NO_VERDICTS
+        self.pending = None
+        a, b = self.pairs[-2][2], self.pairs[-1][2]
+        evidence = {"tool": call.tool, "pattern": [a, b], "blocks": self.ledger.count}
+        if self.ledger.exhausted():
+            text = messages.repetition_terminate(call.tool, self.window, self.ledger.count)
+            return (terminate(self.name, Termination.REPETITION_LOOP, text, **evidence),)
+        self.ledger.add(call.seq)
+        reason = f"{call.tool} continues an A,B loop ({a} / {b}) (block {self.ledger.count}/{self.ledger.max_blocks})"
+        return (Verdict(Action.BLOCK, self.name, reason, message=messages.alternation_block(call.tool, a, b),
+                        evidence=evidence),)
+
+    def _result(self, result: ToolResult) -> Sequence[Verdict]:
+        call = self.pending
+        if call is None or not result_matches(result, call.call_id, call.tool):
+            return NO_VERDICTS
+        self.pending = None
+        self.pairs.append((call.sig, output_digest(result.output, result.failed), call.tool))
+        if not self._alternating():
+            return NO_VERDICTS
+        a, b = self.pairs[0][2], self.pairs[1][2]
+        if self.nudged:
+            self.armed = True
+            return NO_VERDICTS
+        self.nudged = True
+        self.pairs.clear()
+        cycles = self.window // 2
+        return (Verdict(Action.NUDGE, self.name, f"alternating {a} / {b} {cycles}x with identical results",
+                        message=messages.alternation_nudge(a, b, cycles), evidence={"pattern": [a, b]}),)
+
+    def _alternating(self) -> bool:
+        pairs = self.pairs
+        if len(pairs) < self.window or self.window < 4:
+            return False
+        first, second = pairs[0], pairs[1]
+        if first[0] == second[0]:
+            return False
+        return all(p[:2] == (first if i % 2 == 0 else second)[:2] for i, p in enumerate(pairs))
+
+    def _clear(self) -> None:
+        self.pairs.clear()
+        self.pending = None
+        self.nudged = self.armed = False
+
+    def human_turn(self) -> None:
+        self._clear()
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "repetition", "alternation"):
+            self._clear()
+
+    def counters(self) -> list[Counter]:
+        return [Counter("alternation", len(self.pairs) if self._alternating_prefix() else 0, self.window)]
+
+    def _alternating_prefix(self) -> bool:
+        pairs = self.pairs
+        if len(pairs) < 2 or pairs[0][0] == pairs[1][0]:
+            return False
+        return all(p[:2] == pairs[i % 2][:2] for i, p in enumerate(pairs))

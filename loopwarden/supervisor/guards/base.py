@@ -1,0 +1,64 @@
+"""What every guard is: a pure object that turns events into verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+from ..events import Event
+from ..verdicts import Verdict
+
+NO_VERDICTS: tuple[Verdict, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class Counter:
+    """One counter against its limit, for the health panel (limit 0 = off)."""
+
+    name: str
+    value: float
+    limit: float
+
+
+class Guard:
+    """Base class: `observe` is called only for event types in `handles`; `now` is injected."""
+
+    name: ClassVar[str] = "guard"
+    handles: ClassVar[tuple[type[Event], ...]] = ()
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        return NO_VERDICTS
+
+    def tick(self, now: float) -> Sequence[Verdict]:
+        """Time-based checks between events."""
+        return NO_VERDICTS
+
+    def human_turn(self) -> None:
+        """A user_message arrived (only called when reset_on_user_message is on)."""
+
+    def human_reset(self, counter: str | None = None) -> None:
+        """An operator decided or reset counters; `counter` limits it to one counter."""
+
+    def counters(self) -> list[Counter]:
+        return []
+
+
+class BlockLedger:
+    """Blocked repeats shared by the repetition rules; past the limit a repeat terminates."""
+
+    def __init__(self, max_blocks: int) -> None:
+        self.max_blocks = max_blocks
+        self.count = 0
+        self.blocked_seq = -1  # the call already blocked by one rule is not blocked twice
+
+    def exhausted(self) -> bool:
+        """True when the next block must be a termination instead."""
+        return self.count >= self.max_blocks
+
+    def add(self, seq: int) -> int:
+        self.count += 1
+        self.blocked_seq = seq
+        return self.count
+
+    def reset(self) -> None:
+        self.count = 0

@@ -1,0 +1,49 @@
+"""Token and cost budgets from usage events: a warning at 80%, terminate(budget) at the limit."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import messages
+from ..config import Limits
+from ..events import Event, Usage
+from ..verdicts import Action, Termination, Verdict, terminate
+from .base import NO_VERDICTS, Counter, Guard
+
+WARN_AT = 0.8
+
+
+class BudgetGuard(Guard):
+    name = "budget"
+    handles = (Usage,)
+
+    def __init__(self, cfg: Limits) -> None:
+        self.cfg = cfg
+        self.tokens = 0
+        self.cost = 0.0
+        self.warned: set[str] = set()
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        assert isinstance(event, Usage)
+        self.tokens += event.input_tokens + event.output_tokens
+        self.cost += event.cost_usd or 0.0
+        out: list[Verdict] = []
+        for what, used, limit, show in (
+            ("token", self.tokens, self.cfg.max_tokens, lambda v: f"{v:,.0f} tokens"),
+            ("cost", self.cost, self.cfg.max_cost_usd, lambda v: f"${v:.2f}"),
+        ):
+            if not limit:
+                continue
+            if used >= limit:
+                text = messages.budget_terminate(what, show(used), show(limit))
+                return (terminate(self.name, Termination.BUDGET, text, what=what, used=used, limit=limit),)
+            if used >= WARN_AT * limit and what not in self.warned:
+                self.warned.add(what)
+                text = messages.budget_warning(what, show(used), show(limit))
+                out.append(Verdict(Action.NUDGE, self.name, f"{what} budget at {used / limit:.0%}", message=text,
+                                   evidence={"what": what, "used": used, "limit": limit}))
+        return out or NO_VERDICTS
+
+    def counters(self) -> list[Counter]:
+        return [Counter("tokens", self.tokens, self.cfg.max_tokens),
+                Counter("cost_usd", round(self.cost, 4), self.cfg.max_cost_usd)]

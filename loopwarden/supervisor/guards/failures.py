@@ -1,0 +1,44 @@
+"""Consecutive failures: tool errors and error events with no success between (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import messages
+from ..config import Failures
+from ..events import Error, Event, ToolResult
+from ..verdicts import Termination, Verdict, terminate
+from .base import NO_VERDICTS, Counter, Guard
+
+
+class FailuresGuard(Guard):
+    name = "consecutive_failures"
+    handles = (ToolResult, Error)
+
+    def __init__(self, cfg: Failures) -> None:
+        self.limit = cfg.max_consecutive
+        self.count = 0
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is ToolResult:
+            if not event.failed:  # type: ignore[attr-defined]
+                self.count = 0
+                return NO_VERDICTS
+            last = messages.outcome(event.output, True)  # type: ignore[attr-defined]
+        else:
+            last = "error: " + messages.clip(event.message, 160)  # type: ignore[attr-defined]
+        self.count += 1
+        if self.limit and self.count >= self.limit:
+            return (terminate(self.name, Termination.CONSECUTIVE_FAILURES,
+                              messages.failures_terminate(self.count, last), count=self.count, last=last),)
+        return NO_VERDICTS
+
+    def human_turn(self) -> None:
+        self.count = 0
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "failures", "consecutive_failures"):
+            self.count = 0
+
+    def counters(self) -> list[Counter]:
+        return [Counter("failures", self.count, self.limit)]

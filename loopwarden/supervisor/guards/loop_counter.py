@@ -1,0 +1,178 @@
+"""Decision 74's loop counter: exact repeats of a failure within a task open a human gate."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from math import sqrt
+from typing import Callable, Sequence
+
+from .. import messages
+from ..config import Loop
+from ..events import Attempt, Collaboration, Done, Error, Event, TestResult
+from ..verdicts import Action, Verdict
+from .base import NO_VERDICTS, Counter, Guard
+
+Similarity = Callable[[str, str], float]
+_MAX_TASKS = 256
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def lexical_similarity(a: str, b: str) -> float:
+    """Cosine similarity of word stems (first four letters), so rewordings still match."""
+    va: dict[str, int] = {}
+    vb: dict[str, int] = {}
+    for text, vec in ((a, va), (b, vb)):
+        for word in _WORD.findall(text.lower()):
+            stem = word[:4]
+            vec[stem] = vec.get(stem, 0) + 1
+    if not va or not vb:
+        return 1.0 if va == vb else 0.0
+    dot = sum(n * vb.get(k, 0) for k, n in va.items())
+    return dot / (sqrt(sum(n * n for n in va.values())) * sqrt(sum(n * n for n in vb.values())))
+
+
+_ERROR_TYPES = (
+    ("syntax", re.compile(r"syntax|parse error|unexpected token|indentation", re.I)),
+    ("dependency", re.compile(r"modulenotfound|importerror|cannot find module|no module named|dependency|unresolved import", re.I)),
+    ("network", re.compile(r"timeout|timed out|connection|econn|dns|unreachable|\b50[234]\b|rate limit|\b429\b", re.I)),
+    ("permission", re.compile(r"permission denied|unauthori[sz]ed|forbidden|\b40[13]\b|auth", re.I)),
+    ("test", re.compile(r"assert|test.*fail|failing test|expected .* got", re.I)),
+    ("runtime", re.compile(r"error|exception|panic|traceback", re.I)),
+)
+
+
+def classify(message: str) -> str:
+    """A coarse error type from the message, when the agent gave none."""
+    for name, pattern in _ERROR_TYPES:
+        if pattern.search(message):
+            return name
+    return "logic"
+
+
+@dataclass(slots=True, frozen=True)
+class FailureSignature:
+    exact_message: str
+    error_type: str
+    location: str
+    context_hash: str
+    seq: int
+    ts: float
+    agent: str | None
+
+    def evidence(self) -> dict[str, object]:
+        return {"seq": self.seq, "ts": self.ts, "message": messages.clip(self.exact_message, 300),
+                "error_type": self.error_type, "location": self.location, "agent": self.agent}
+
+
+@dataclass
+class LoopTracker:
+    """One task's failure history and loop count (agent changes do not reset it)."""
+
+    history: deque[FailureSignature]
+    collaborations: deque[Collaboration]
+    loop_count: int = 0
+    last_test: TestResult | None = None
+    gate_open: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+class LoopCounterGuard(Guard):
+    name = "loop_counter"
+    handles = (Error, TestResult, Collaboration, Done, Attempt)
+
+    def __init__(self, cfg: Loop, similarity: Similarity = lexical_similarity) -> None:
+        self.cfg = cfg
+        self.similarity = similarity
+        self.trackers: OrderedDict[str, LoopTracker] = OrderedDict()
+
+    def tracker(self, task: str) -> LoopTracker:
+        tracker = self.trackers.get(task)
+        if tracker is None:
+            tracker = LoopTracker(deque(maxlen=max(self.cfg.history, 1)), deque(maxlen=max(self.cfg.history, 1)))
+            self.trackers[task] = tracker
+            if len(self.trackers) > _MAX_TASKS:
+                self.trackers.popitem(last=False)
+        else:
+            self.trackers.move_to_end(task)
+        return tracker
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        task = event.task or "default"
+        kind = type(event)
+        if kind is Done or (kind is Attempt and event.status == "done"):  # type: ignore[attr-defined]
+            self.trackers.pop(task, None)  # success resets the task's counter
+            return NO_VERDICTS
+        if kind is Attempt:
+            return NO_VERDICTS
+        tracker = self.tracker(task)
+        if kind is Error:
+            sig = self._signature(event, event.message, event.error_type, event.location, event.stack, now)  # type: ignore[attr-defined]
+            return self._failure(task, tracker, sig)
+        if kind is TestResult:
+            return self._test(task, tracker, event, now)  # type: ignore[arg-type]
+        return self._collaboration(task, tracker, event)  # type: ignore[arg-type]
+
+    def _signature(self, event: Event, message: str, error_type: str | None, location: str | None,
+                   stack: str | None, now: float) -> FailureSignature:
+        context = hashlib.blake2b((stack or "").encode("utf-8", "replace"), digest_size=8).hexdigest()
+        return FailureSignature(message, error_type or classify(message), location or "unknown", context,
+                                event.seq, now, event.agent)
+
+    def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature) -> Sequence[Verdict]:
+        repeat = any(prev.exact_message == sig.exact_message for prev in tracker.history)
+        tracker.history.append(sig)
+        if not repeat:
+            return NO_VERDICTS
+        return self._increment(task, tracker, "exact error message match", sig.exact_message)
+
+    def _test(self, task: str, tracker: LoopTracker, result: TestResult, now: float) -> Sequence[Verdict]:
+        previous, tracker.last_test = tracker.last_test, result
+        if result.failed == 0:
+            return NO_VERDICTS
+        if previous is not None:
+            more_coverage = (result.coverage is not None and previous.coverage is not None
+                             and result.coverage > previous.coverage)
+            if result.failed < previous.failed or more_coverage:
+                return NO_VERDICTS  # progress: fewer failures or more coverage
+            if result.failed > previous.failed:
+                text = f"regression: {previous.failed} -> {result.failed} failing tests"
+                sig = self._signature(result, text, "test", None, None, now)
+                tracker.history.append(sig)
+                return self._increment(task, tracker, "test regression", text)
+        names = ", ".join(sorted(result.failing or []))
+        text = f"{result.failed} failing tests" + (f": {names}" if names else "")
+        return self._failure(task, tracker, self._signature(result, text, "test", None, None, now))
+
+    def _collaboration(self, task: str, tracker: LoopTracker, collab: Collaboration) -> Sequence[Verdict]:
+        similar = next((c for c in tracker.collaborations
+                        if c.from_agent == collab.from_agent and c.to_agent == collab.to_agent
+                        and self.similarity(c.request, collab.request) >= self.cfg.similarity), None)
+        tracker.collaborations.append(collab)
+        if similar is None:
+            return NO_VERDICTS
+        text = f"{collab.from_agent} -> {collab.to_agent}: {collab.request}"
+        return self._increment(task, tracker, "repeated collaboration request", text)
+
+    def _increment(self, task: str, tracker: LoopTracker, why: str, message: str) -> Sequence[Verdict]:
+        tracker.loop_count += 1
+        tracker.reasons.append(why)
+        if tracker.loop_count < self.cfg.gate_after or tracker.gate_open or not self.cfg.gate_after:
+            return NO_VERDICTS
+        tracker.gate_open = True
+        evidence = {
+            "task": task, "loop_count": tracker.loop_count, "why": why,
+            "failures": [sig.evidence() for sig in tracker.history],
+        }
+        reason = messages.loop_gate(task, tracker.loop_count, why, message)
+        return (Verdict(Action.GATE, self.name, reason, evidence=evidence),)
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "loop", "loop_counter"):
+            self.trackers.clear()
+
+    def counters(self) -> list[Counter]:
+        worst = max((t.loop_count for t in self.trackers.values()), default=0)
+        return [Counter("loop", worst, self.cfg.gate_after)]

@@ -1,0 +1,48 @@
+"""Assistant messages in a row with no tool call between them (their texts may differ)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import messages
+from ..config import Repetition
+from ..events import AssistantMessage, Event, Iteration, ToolCall
+from ..verdicts import Action, Verdict
+from .base import NO_VERDICTS, Counter, Guard
+
+
+class MonologueGuard(Guard):
+    """Nudges at the `max_monologue`-th message; at twice that, asks a human."""
+
+    name = "monologue"
+    handles = (AssistantMessage, ToolCall, Iteration)
+
+    def __init__(self, cfg: Repetition) -> None:
+        self.limit = cfg.max_monologue
+        self.count = 0
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is not AssistantMessage:
+            self.count = 0  # a tool call, or a new iteration (a new prompt), ends the monologue
+            return NO_VERDICTS
+        self.count += 1
+        if not self.limit:
+            return NO_VERDICTS
+        evidence = {"count": self.count, "last": messages.clip(event.text, 160)}
+        if self.count == self.limit:
+            return (Verdict(Action.NUDGE, self.name, f"{self.count} assistant messages with no tool call",
+                            message=messages.monologue_nudge(self.count), evidence=evidence),)
+        if self.count == 2 * self.limit:
+            return (Verdict(Action.GATE, self.name,
+                            f"{self.count} assistant messages with no tool call, after a nudge", evidence=evidence),)
+        return NO_VERDICTS
+
+    def human_turn(self) -> None:
+        self.count = 0
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "repetition", "monologue"):
+            self.count = 0
+
+    def counters(self) -> list[Counter]:
+        return [Counter("monologue", self.count, self.limit)]

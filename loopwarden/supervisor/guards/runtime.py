@@ -1,0 +1,67 @@
+"""Wall clock: a stall nudge after silence (seed 000), a hard max_runtime (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import messages
+from ..config import Limits
+from ..events import Done, Event, ToolCall, ToolResult
+from ..verdicts import Action, Termination, Verdict, terminate
+from .base import NO_VERDICTS, Counter, Guard
+
+
+class RuntimeGuard(Guard):
+    """Every event is activity; `tick` judges the time since start and since the last event."""
+
+    name = "runtime"
+    handles = (Event,)
+
+    def __init__(self, cfg: Limits, started_at: float | None = None) -> None:
+        self.cfg = cfg
+        self.started_at = started_at
+        self.last_activity = started_at
+        self.now = started_at or 0.0
+        self.last_tool: str | None = None
+        self.last_outcome = "no result yet"
+        self.stalled = False
+        self.finished = False
+        self.waiting_on_human = False
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.last_activity = now
+        self.stalled = False
+        kind = type(event)
+        if kind is ToolCall:
+            self.last_tool, self.last_outcome = event.tool, "no result yet"  # type: ignore[attr-defined]
+        elif kind is ToolResult:
+            self.last_outcome = messages.outcome(event.output, event.failed)  # type: ignore[attr-defined]
+        elif kind is Done:
+            self.finished = True
+        return NO_VERDICTS
+
+    def tick(self, now: float) -> Sequence[Verdict]:
+        if self.started_at is None:
+            self.started_at = self.last_activity = now
+        self.now = now
+        elapsed = now - self.started_at
+        limit = self.cfg.max_runtime
+        if limit and elapsed >= limit:
+            return (terminate(self.name, Termination.MAX_RUNTIME, messages.max_runtime(limit),
+                              elapsed=round(elapsed, 3), limit=limit),)
+        stall = self.cfg.stall_timeout
+        assert self.last_activity is not None
+        silent = now - self.last_activity
+        if stall and not self.stalled and not self.finished and not self.waiting_on_human and silent >= stall:
+            self.stalled = True
+            text = messages.stall_nudge(silent, self.last_tool, self.last_outcome)
+            return (Verdict(Action.NUDGE, "stall", f"no activity for {silent:.1f}s", message=text,
+                            evidence={"silent": round(silent, 3), "last_tool": self.last_tool,
+                                      "last_outcome": self.last_outcome}),)
+        return NO_VERDICTS
+
+    def counters(self) -> list[Counter]:
+        elapsed = 0.0 if self.started_at is None else self.now - self.started_at
+        silent = 0.0 if self.last_activity is None else max(0.0, self.now - self.last_activity)
+        return [Counter("runtime", round(elapsed, 1), self.cfg.max_runtime),
+                Counter("silence", round(silent, 1), self.cfg.stall_timeout)]

@@ -1,0 +1,58 @@
+"""Consecutive validation failures: malformed lines or model output (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import messages
+from ..config import Validation
+from ..events import AssistantMessage, Done, Event, InvalidLine, ToolCall, ToolResult, ValidationError
+from ..verdicts import Action, Termination, Verdict, terminate
+from .base import NO_VERDICTS, Counter, Guard
+
+_STEPS = (ToolResult, AssistantMessage, Done)
+
+
+class ValidationGuard(Guard):
+    """A valid step resets the count; a tool_call answered by a validation_error does not."""
+
+    name = "validation"
+    handles = (Event,)
+
+    def __init__(self, cfg: Validation) -> None:
+        self.limit = cfg.max_consecutive
+        self.count = 0
+        self.total = 0
+        self.call_pending = False
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        kind = type(event)
+        if kind is InvalidLine or kind is ValidationError:
+            self.call_pending = False
+            self.count += 1
+            self.total += 1
+            return self._failure(event)
+        if self.call_pending or kind in _STEPS:
+            self.count = 0  # the pending call was valid: something other than a validation error followed
+        self.call_pending = kind is ToolCall
+        return NO_VERDICTS
+
+    def _failure(self, event: Event) -> Sequence[Verdict]:
+        if type(event) is InvalidLine:
+            description = f"line {event.seq}: {event.reason}"  # type: ignore[attr-defined]
+        else:
+            description = messages.clip(event.message, 200)  # type: ignore[attr-defined]
+        evidence = {"count": self.count, "description": description}
+        if self.limit and self.count >= self.limit:
+            text = messages.validation_terminate(self.count, description)
+            return (terminate(self.name, Termination.VALIDATION_FAILURE, text, **evidence),)
+        text = messages.validation_nudge(description, self.count, self.limit)
+        return (Verdict(Action.NUDGE, self.name, f"validation failure {self.count}/{self.limit}: {description}",
+                        message=text, evidence=evidence),)
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "validation"):
+            self.count = 0
+
+    def counters(self) -> list[Counter]:
+        return [Counter("validation", self.count, self.limit)]

@@ -1,0 +1,211 @@
+"""SessionHealth: runs every guard over a session's events and owns its state and gates."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections import deque
+from typing import Iterable
+
+from . import messages
+from .config import Config
+from .events import EVENT_TYPES, Done, Event, InvalidLine, ToolCall, UserMessage, ValidationError
+from .gates import Gate, GateBook
+from .guards.alternation import AlternationGuard
+from .guards.attempts import AttemptsGuard
+from .guards.base import BlockLedger, Counter, Guard
+from .guards.budget import BudgetGuard
+from .guards.failures import FailuresGuard
+from .guards.iterations import IterationsGuard
+from .guards.loop_counter import LoopCounterGuard, Similarity, lexical_similarity
+from .guards.monologue import MonologueGuard
+from .guards.repetition import RepetitionGuard
+from .guards.requests import GateRequestGuard, LargeOutputGuard
+from .guards.runtime import RuntimeGuard
+from .guards.same_error import SameErrorGuard
+from .guards.validation import ValidationGuard
+from .signature import ArgsTooDeep, call_signature
+from .verdicts import Action, Termination, Verdict, terminate
+
+RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
+_DECIDED_GATES_KEPT = 200
+_VALIDATION_KEPT = 1000
+
+
+class SessionHealth:
+    """The functional core of one session: `observe(event, now)` and `tick(now)` return verdicts."""
+
+    def __init__(self, config: Config, *, started_at: float | None = None,
+                 similarity: Similarity = lexical_similarity) -> None:
+        self.config = config
+        self.ledger = BlockLedger(config.repetition.max_blocks)
+        self.runtime = RuntimeGuard(config.limits, started_at)
+        self._validation = ValidationGuard(config.validation)
+        self.guards: list[Guard] = [
+            self._validation,
+            self.runtime,
+            RepetitionGuard(config.repetition, self.ledger),
+            SameErrorGuard(config.repetition, self.ledger),
+            AlternationGuard(config.repetition, self.ledger),
+            MonologueGuard(config.repetition),
+            FailuresGuard(config.failures),
+            LoopCounterGuard(config.loop, similarity),
+            AttemptsGuard(config.attempts),
+            IterationsGuard(config.limits, config.escalation),
+            BudgetGuard(config.limits),
+            LargeOutputGuard(config.spill),
+            GateRequestGuard(),
+        ]
+        self._dispatch: dict[type[Event], tuple[Guard, ...]] = {
+            kind: tuple(g for g in self.guards if issubclass(kind, g.handles))
+            for kind in (*EVENT_TYPES.values(), InvalidLine)
+        }
+        self.gates = GateBook()
+        self.state = RUNNING
+        self.termination: Verdict | None = None
+        self.events = 0
+        self.by_type: Tally[str] = Tally()
+        self.by_rule: Tally[str] = Tally()
+        self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)
+        self.last_verdict: Verdict | None = None
+
+    # ---- the event path -------------------------------------------------
+    def observe(self, event: Event, now: float) -> list[Verdict]:
+        """Judge one event; after termination every event is ignored."""
+        if self.state == TERMINATED:
+            return []
+        out = self._tick(now, event.seq)
+        if self.state == TERMINATED:
+            return out
+        kind = type(event)
+        if kind is ToolCall:
+            try:
+                event.sig = call_signature(event.tool, event.args)  # type: ignore[attr-defined]
+            except (ArgsTooDeep, TypeError) as exc:
+                event = InvalidLine(seq=event.seq, ts=event.ts, task=event.task, agent=event.agent,
+                                    reason=f"tool_call: {exc}")
+                kind = InvalidLine
+        self.events += 1
+        self.by_type[event.kind] += 1
+        if kind is InvalidLine:
+            self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
+        elif kind is ValidationError:
+            self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))  # type: ignore[attr-defined]
+        elif kind is Done and self.state == RUNNING:
+            self.state = DONE
+        found: list[Verdict] = []
+        for guard in self._dispatch[kind]:
+            verdicts = guard.observe(event, now)
+            if verdicts:
+                found.extend(verdicts)
+        if kind is UserMessage and self.config.repetition.reset_on_user_message:
+            self.ledger.reset()
+            for guard in self.guards:
+                guard.human_turn()
+        if found:
+            out.extend(self._settle(found, event.seq, now))
+        return out
+
+    def tick(self, now: float) -> list[Verdict]:
+        """Time-based checks: max runtime, stall, gate expiry."""
+        return self._tick(now, 0)
+
+    def _tick(self, now: float, seq: int) -> list[Verdict]:
+        if self.state == TERMINATED:
+            return []
+        self.runtime.waiting_on_human = self.state == GATED
+        found = list(self.runtime.tick(now))
+        out = self._settle(found, seq, now) if found else []
+        for gate in self.gates.expired(now, self.config.gates.timeout):
+            if self.state == TERMINATED:
+                break
+            out.extend(self.decide(gate.id, self.config.gates.on_timeout == "approve", now,
+                                   by="policy", note=None, expired=True))
+        return out
+
+    def _settle(self, found: Iterable[Verdict], seq: int, now: float) -> list[Verdict]:
+        """Stamp verdicts, open gates, keep at most one terminate (and nothing after it)."""
+        out: list[Verdict] = []
+        for verdict in found:
+            verdict.seq = seq
+            if verdict.action == Action.GATE or (verdict.action == Action.ESCALATE and verdict.target == "human"):
+                if not self._open_gate(verdict, now):
+                    continue
+            out.append(verdict)
+            self.by_rule[verdict.rule] += 1
+            self.last_verdict = verdict
+            if verdict.action == Action.TERMINATE:
+                self.state = TERMINATED
+                self.termination = verdict
+                break
+        return out
+
+    def _open_gate(self, verdict: Verdict, now: float) -> bool:
+        for gate in self.gates.pending():
+            if gate.rule == verdict.rule and gate.reason == verdict.reason:
+                return False  # the same question is already waiting
+        gate = self.gates.open(verdict.rule, verdict.reason, verdict.evidence, verdict.seq, now)
+        verdict.gate_id = gate.id
+        if self.state == RUNNING:
+            self.state = GATED
+        decided = [g for g in self.gates.gates.values() if not g.pending]
+        for old in decided[:-_DECIDED_GATES_KEPT]:
+            del self.gates.gates[old.id]
+        return True
+
+    # ---- human decisions ------------------------------------------------
+    def decide(self, gate_id: str, approve: bool, now: float, *, by: str = "operator",
+               note: str | None = None, expired: bool = False) -> list[Verdict]:
+        """Approve (optionally with guidance, which is injected) or deny (terminate) a gate.
+
+        Any human decision resets the loop counters (decision 74). Raises GateError.
+        """
+        status = "expired" if expired else ("approved" if approve else "denied")
+        gate = self.gates.decide(gate_id, status, now, by, note)
+        self.reset_counters()
+        if not self.gates.pending() and self.state == GATED:
+            self.state = RUNNING
+        if not approve:
+            text = f"session terminated: gate {gate.id} ({gate.rule}) denied by {by}" + (f": {note}" if note else "")
+            verdict = terminate("gate", Termination.LOOP_GATE_DENIED, text, gate=gate.id)
+            return self._settle([verdict], gate.seq, now)
+        if note:
+            return self._settle([Verdict(Action.NUDGE, "operator", f"guidance on gate {gate.id}",
+                                         message=messages.gate_guidance(note), gate_id=gate.id)], gate.seq, now)
+        return []
+
+    def reset_counters(self, counter: str | None = None) -> None:
+        """A human intervention: reset every counter, or the one named."""
+        if counter in (None, "repetition", "blocks"):
+            self.ledger.reset()
+        for guard in self.guards:
+            guard.human_reset(counter)
+
+    def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
+        """An operator grants scoped unblock authority (seed 001); the text is injected."""
+        verdict = Verdict(Action.UNBLOCK_AUTHORITY, "operator", "unblock authority granted by an operator",
+                          message=messages.operator_authority(task, note))
+        self.reset_counters()
+        return self._settle([verdict], 0, now)[0]
+
+    def operator_terminate(self, now: float, note: str | None = None) -> list[Verdict]:
+        text = "session terminated by an operator" + (f": {note}" if note else "")
+        return self._settle([terminate("operator", Termination.OPERATOR, text)], 0, now)
+
+    # ---- views ----------------------------------------------------------
+    def pending_gates(self) -> list[Gate]:
+        return self.gates.pending()
+
+    def counters(self) -> list[Counter]:
+        out = [Counter("blocks", self.ledger.count, self.ledger.max_blocks)]
+        for guard in self.guards:
+            out.extend(guard.counters())
+        return out
+
+    @property
+    def validation_total(self) -> int:
+        """Every validation failure so far (invalid lines and validation_error events)."""
+        return self._validation.total
+
+    @property
+    def termination_reason(self) -> Termination | None:
+        return self.termination.termination if self.termination else None

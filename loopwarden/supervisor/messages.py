@@ -1,0 +1,190 @@
+"""Every text the supervisor sends to an agent, in one place.
+
+Each says what happened, with the evidence, and what to do instead (seeds 000-004).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .config import format_duration
+
+_ARGS_LIMIT = 200
+_OUTCOME_LIMIT = 160
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of at most `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def show_args(args: dict[str, Any]) -> str:
+    """Arguments as compact JSON, clipped for a message."""
+    try:
+        text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        text = repr(args)
+    return clip(text, _ARGS_LIMIT)
+
+
+def outcome(output: str | None, failed: bool) -> str:
+    """'error: <first line>' or 'ok: <first line>' or 'no result yet'."""
+    if output is None:
+        return "no result yet"
+    first = next((line for line in output.splitlines() if line.strip()), "")
+    return f"{'error' if failed else 'ok'}: {clip(first, _OUTCOME_LIMIT)}" if first else ("error" if failed else "ok")
+
+
+def repetition_nudge(tool: str, args: dict[str, Any], count: int, last: str) -> str:
+    return (
+        f'Your previous attempt is looping: Tool "{tool}" was called {count} consecutive times '
+        f"with identical arguments {show_args(args)}. Last outcome: {last}. "
+        "Try a different approach, use a different tool, or decompose the problem."
+    )
+
+
+def repetition_block(tool: str, args: dict[str, Any], count: int, last: str) -> str:
+    return (
+        f"Tool call blocked: tool '{tool}' called {count} times consecutively with identical "
+        f"parameters {show_args(args)}. Last outcome: {last}. "
+        "Try a different approach or parameters."
+    )
+
+
+def repetition_terminate(tool: str, count: int, blocks: int) -> str:
+    return (
+        f"session terminated: repetition loop: tool '{tool}' was called {count} times in a row "
+        f"and {blocks} blocked repeats did not change the approach"
+    )
+
+
+def same_error_block(tool: str, count: int, fingerprint: str) -> str:
+    return (
+        f"Tool call blocked: tool '{tool}' has returned the same error {count} consecutive times: "
+        f"'{fingerprint}'. Investigate the cause (read the code or logs the error points to) "
+        "instead of calling it again with small variations."
+    )
+
+
+def alternation_nudge(a: str, b: str, cycles: int) -> str:
+    return (
+        f"Your previous attempt is looping: you alternated between '{a}' and '{b}' {cycles} times "
+        "and got the same results each time. Neither call is giving you new information. "
+        "Step back, state what you expected to change, and try a different approach."
+    )
+
+
+def alternation_block(tool: str, a: str, b: str) -> str:
+    return (
+        f"Tool call blocked: '{tool}' continues an A,B,A,B loop between '{a}' and '{b}' that you "
+        "were already warned about. Try a different approach."
+    )
+
+
+def monologue_nudge(count: int) -> str:
+    return (
+        f"You have sent {count} messages in a row without using a tool or making progress. "
+        "Stop deliberating: take one concrete action with a tool, or say that you are done."
+    )
+
+
+def stall_nudge(elapsed: float, last_tool: str | None, last: str) -> str:
+    tool = f"Last tool: {last_tool} → {last}. " if last_tool else "No tool has run yet. "
+    return (
+        f"Your previous attempt stalled after {elapsed * 1000:.0f}ms. {tool}"
+        "Try a different approach or decompose the problem into smaller steps."
+    )
+
+
+def max_runtime(limit: float) -> str:
+    return f"session terminated: max runtime exceeded ({format_duration(limit)})"
+
+
+def validation_nudge(description: str, count: int, limit: int) -> str:
+    return (
+        f"Failed to parse your response: {description}. Please try again with valid JSON. "
+        f"(validation failure {count}/{limit})"
+    )
+
+
+def validation_terminate(count: int, description: str) -> str:
+    return f"session terminated: {count} consecutive validation failures (last: {description})"
+
+
+def failures_terminate(count: int, last: str) -> str:
+    return f"session terminated: {count} consecutive failures (last: {last})"
+
+
+def loop_gate(task: str, count: int, why: str, message: str) -> str:
+    return (
+        f"Loop detected on task {task}: loop count {count} ({why}; last: "
+        f"'{clip(message, _OUTCOME_LIMIT)}'). Waiting for a human decision."
+    )
+
+
+def gate_guidance(note: str) -> str:
+    return f"A human reviewed the loop and approved continuing, with this guidance: {note}"
+
+
+def force_next_done(task: str, attempts: int) -> str:
+    return (
+        f"LOOP DETECTED: Task {task} completed after {attempts} attempts.\n"
+        "DO NOT revisit this task. SELECT NEXT TASK from the roadmap."
+    )
+
+
+def force_next_no_progress(task: str, attempts: int) -> str:
+    return (
+        f"LOOP DETECTED: Task {task} made no progress in {attempts} attempts (the same work each time).\n"
+        "DO NOT revisit this task. SELECT NEXT TASK from the roadmap."
+    )
+
+
+def unblock_authority(task: str, blockers: list[str], attempts: int) -> str:
+    return (
+        f"UNBLOCK AUTHORITY GRANTED: Task {task} blocked by [{', '.join(blockers)}] after {attempts} attempts.\n\n"
+        "You have FULL AUTHORITY to:\n"
+        "1. Remove or work around these blockers\n"
+        "2. Make necessary architectural changes\n"
+        "3. Skip unavailable dependencies temporarily\n"
+        "4. Create stub implementations if needed\n"
+        "5. Document blockers as technical debt for later\n\n"
+        "COMPLETE the task by any means necessary, then mark it done and move on."
+    )
+
+
+def operator_authority(task: str | None, note: str | None) -> str:
+    scope = f"Task {task}" if task else "The current task"
+    text = unblock_authority(task or "(current)", ["as reported"], 0).split("\n", 1)[1]
+    head = f"UNBLOCK AUTHORITY GRANTED by an operator: {scope}."
+    return head + ("\nOperator note: " + note if note else "") + "\n" + text
+
+
+def escalate_human(task: str, attempts: int, reason: str) -> str:
+    return (
+        f"ESCALATION: Loop detected on task {task} after {attempts} attempts.\n"
+        f"Human intervention required.\nReason: {reason}."
+    )
+
+
+def escalate_model(current: str, nxt: str, why: str) -> str:
+    return f"Escalating from {current} to {nxt}: {why}. Use the stronger model to rethink the approach."
+
+
+def stuck_iterations(pattern: str) -> str:
+    return f"Stuck loop detected over the last 3 iterations: {pattern}."
+
+
+def max_iterations(limit: int) -> str:
+    return f"session terminated: max iterations reached ({limit})"
+
+
+def budget_warning(what: str, used: str, limit: str) -> str:
+    return f"You have used {used} of your {what} budget of {limit}. Finish the task or wrap up soon."
+
+
+def budget_terminate(what: str, used: str, limit: str) -> str:
+    return f"session terminated: {what} budget exhausted ({used} of {limit})"

@@ -1,0 +1,147 @@
+"""The native protocol, v1: one JSON object per line, validated into an Event."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+
+from . import events as ev
+
+PROTOCOL_VERSION = 1
+PREVIEW_CHARS = 120
+
+# Field kinds: what a value must be, and how it is described in an error.
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "num": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "a number",
+    ),
+    "obj": (lambda v: isinstance(v, dict), "an object"),
+    "strlist": (
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "a list of strings",
+    ),
+    "any": (lambda v: True, "any value"),
+}
+
+# type -> [(field, kind, required)]
+FIELDS: dict[str, list[tuple[str, str, bool]]] = {
+    "hello": [("handshake", "bool", False), ("name", "str", False), ("protocol", "int", False)],
+    "tool_call": [("tool", "str", True), ("args", "obj", True), ("call_id", "str", False)],
+    "tool_result": [
+        ("output", "text", True), ("tool", "str", False), ("call_id", "str", False),
+        ("is_error", "bool", False), ("exit_code", "int", False),
+    ],
+    "assistant_message": [("text", "text", True)],
+    "user_message": [("text", "text", True)],
+    "system_nudge": [("text", "text", True)],
+    "condensation": [("text", "text", False)],
+    "validation_error": [("message", "text", True), ("raw", "any", False)],
+    "error": [
+        ("message", "text", True), ("error_type", "str", False),
+        ("location", "str", False), ("stack", "text", False),
+    ],
+    "test_result": [
+        ("passed", "int", True), ("failed", "int", True),
+        ("failing", "strlist", False), ("coverage", "num", False),
+    ],
+    "attempt": [
+        ("task", "str", True), ("status", "str", True),
+        ("blockers", "strlist", False), ("work", "strlist", False),
+    ],
+    "iteration": [
+        ("n", "int", True), ("status", "str", True), ("files_modified", "strlist", False),
+        ("failing_tests", "strlist", False), ("error", "text", False),
+    ],
+    "usage": [("input_tokens", "int", True), ("output_tokens", "int", True), ("cost_usd", "num", False)],
+    "collaboration": [("from_agent", "str", True), ("to_agent", "str", True), ("request", "text", True)],
+    "gate_request": [("reason", "text", True)],
+    "done": [("summary", "text", False)],
+}
+
+_ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("attempt", "status"): ev.ATTEMPT_STATUSES,
+    ("iteration", "status"): ev.ITERATION_STATUSES,
+}
+
+_COMMON = (("ts", "num"), ("task", "str"), ("agent", "str"))
+
+
+class LineRejected(ValueError):
+    """A line that is not a valid protocol event; the message is the short reason."""
+
+
+def preview(raw: bytes | str, limit: int = PREVIEW_CHARS) -> str:
+    """A short, printable excerpt of a raw line for reports."""
+    if isinstance(raw, bytes):
+        raw = raw[: limit * 4].decode("utf-8", "replace")
+    text = raw[:limit].replace("\n", "\\n")
+    return text + ("…" if len(raw) > limit else "")
+
+
+def load_object(line: bytes | str) -> dict[str, Any]:
+    """Parse one line as a JSON object or raise LineRejected with a short reason."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        msg = str(exc)
+        if "UTF-8" in msg or "surrogate" in msg:
+            raise LineRejected("not valid UTF-8") from None
+        if "depth limit" in msg or "recursion" in msg:
+            raise LineRejected("JSON nested too deeply") from None
+        raise LineRejected(f"not valid JSON ({msg.split(':', 1)[0]})") from None
+    if not isinstance(obj, dict):
+        raise LineRejected(f"not a JSON object (got {type(obj).__name__})")
+    return obj
+
+
+def event_from_object(obj: dict[str, Any], seq: int = 0) -> ev.Event:
+    """Validate a decoded protocol object and build its Event (raises LineRejected)."""
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise LineRejected("missing 'type'")
+    spec = FIELDS.get(kind)
+    if spec is None:
+        raise LineRejected(f"unknown type {kind[:40]!r}")
+    values: dict[str, Any] = {"seq": seq}
+    for name, kind_name in _COMMON:
+        value = obj.get(name)
+        if value is not None:
+            check, desc = _KINDS[kind_name]
+            if not check(value):
+                raise LineRejected(f"{kind}: '{name}' must be {desc}")
+            values[name] = float(value) if name == "ts" else value
+    for name, kind_name, required in spec:
+        value = obj.get(name)
+        if value is None:
+            if required:
+                raise LineRejected(f"{kind}: missing required field '{name}'")
+            continue
+        check, desc = _KINDS[kind_name]
+        if not check(value):
+            raise LineRejected(f"{kind}: '{name}' must be {desc}")
+        allowed = _ENUMS.get((kind, name))
+        if allowed is not None and value not in allowed:
+            raise LineRejected(f"{kind}: '{name}' must be one of {', '.join(allowed)}")
+        values[name] = value
+    if kind == "tool_call" and not values["tool"]:
+        raise LineRejected("tool_call: 'tool' must not be empty")
+    return ev.EVENT_TYPES[kind](**values)
+
+
+def parse_line(line: bytes | str, seq: int = 0) -> ev.Event:
+    """One native-protocol line to an Event; a bad line becomes an InvalidLine."""
+    try:
+        return event_from_object(load_object(line), seq)
+    except LineRejected as exc:
+        return ev.InvalidLine(seq=seq, reason=str(exc), preview=preview(line))
+
+
+def dumps(event: ev.Event) -> bytes:
+    """Serialise an event as one protocol line (without the newline)."""
+    return orjson.dumps(event.to_dict())

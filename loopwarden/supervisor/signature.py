@@ -1,0 +1,104 @@
+"""Canonical signatures: when two tool calls, outputs or errors are 'the same'."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import orjson
+
+MAX_ARGS_DEPTH = 64
+_FINGERPRINT_LIMIT = 200
+
+
+class ArgsTooDeep(ValueError):
+    """Arguments nested deeper than MAX_ARGS_DEPTH."""
+
+
+def _canon(value: Any, depth: int) -> Any:
+    t = type(value)
+    if t is str:
+        return value.strip()
+    if t is dict:
+        if depth >= MAX_ARGS_DEPTH:
+            raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
+        return {k: _canon(v, depth + 1) for k, v in value.items()}
+    if t is list:
+        if depth >= MAX_ARGS_DEPTH:
+            raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
+        return [_canon(v, depth + 1) for v in value]
+    if t is float and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def canonical_args(args: dict[str, Any]) -> bytes:
+    """Arguments as canonical JSON: sorted keys, 1.0 == 1, surrounding whitespace of strings ignored."""
+    return orjson.dumps(_canon(args, 0), option=orjson.OPT_SORT_KEYS)
+
+
+def call_signature(tool: str, args: dict[str, Any]) -> bytes:
+    """A 16-byte digest of tool name + canonical arguments; call ids never count."""
+    h = hashlib.blake2b(tool.encode("utf-8", "surrogatepass"), digest_size=16)
+    h.update(b"\x00")
+    h.update(canonical_args(args))
+    return h.digest()
+
+
+def output_digest(output: str, failed: bool) -> bytes:
+    """A digest of a tool result (its text and whether it failed)."""
+    h = hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16)
+    h.update(b"E" if failed else b"O")
+    return h.digest()
+
+
+_ERROR_LINE = re.compile(
+    r"\b(error|exception|fail(?:ed|ure|s)?|fatal|panic(?:ked)?|denied|refused|not found|no such"
+    r"|cannot|can't|unable|timed? ?out|segmentation fault|abort(?:ed)?|invalid)\b",
+    re.IGNORECASE,
+)
+_SKIP_LINE = re.compile(r"^\s*Traceback \(most recent call last\)", re.IGNORECASE)
+_VOLATILE = [
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<addr>"),
+    (re.compile(r"(?:/private)?/(?:tmp|var/tmp|var/folders)/[^\s'\":]*"), "<tmp>"),
+    (re.compile(r"\b[A-Za-z]:\\[^\s'\"]*\\(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|minutes?)\b"), "<dur>"),
+    (re.compile(r"\b\d+\.\d+\b"), "<num>"),
+    (re.compile(r"\b\d{5,}\b"), "<num>"),
+    (re.compile(r"\b[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>"),
+]
+
+
+def error_line(output: str) -> str:
+    """The first line that carries an error, else the first non-empty line."""
+    first = ""
+    for line in output.splitlines()[:400]:
+        if not line.strip():
+            continue
+        if not first:
+            first = line
+        if _SKIP_LINE.match(line):
+            continue
+        if _ERROR_LINE.search(line):
+            return line
+    return first
+
+
+def normalise_error(line: str) -> str:
+    """Hide volatile parts (times, durations, temp paths, addresses, long numbers) of an error line.
+
+    Line numbers and short codes (E0308, 404, test names) stay, so a different
+    failing test or error code is a different fingerprint.
+    """
+    for pattern, repl in _VOLATILE:
+        line = pattern.sub(repl, line)
+    return " ".join(line.split())[:_FINGERPRINT_LIMIT]
+
+
+def error_fingerprint(tool: str, output: str) -> str:
+    """tool + the normalised line that carries the error."""
+    return f"{tool}: {normalise_error(error_line(output))}"

@@ -1,0 +1,260 @@
+"""Writing oversized tool outputs to private spill files and telling the agent where they are.
+
+Safety rules (fixing the weaknesses of the seed 003 design):
+
+* the spill directory is 0700, must be a real directory owned by us, and is
+  opened with O_NOFOLLOW; files are created relative to that descriptor with
+  O_EXCL|O_NOFOLLOW and forced to 0600 whatever the umask;
+* file names are built from slugs of the session and tool names plus a
+  sequence number, so no name can escape the directory or collide silently;
+* the text is encoded and written in slices, never whole; lone surrogates are
+  encoded with errors="replace" (each becomes "?"), so the file is valid UTF-8;
+* any OSError falls back to the seed's truncation message and removes a
+  partially written file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+import platformdirs
+
+CHUNK_CHARS = 1 << 20
+MAX_TRIES = 100
+SLUG_MAX = 48
+_ENCODING_ERRORS = "replace"
+
+_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
+_SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (SLUG_MAX - 1)
+_NAME = re.compile(rf"{_SLUG}-[0-9]{{7,}}-{_SLUG}(?:-[0-9]+)?\.txt")
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+
+
+class UnsafeSpillDir(OSError):
+    """The spill directory exists but is a symlink, not a directory, or not ours."""
+
+
+@dataclass(slots=True, frozen=True)
+class SpillResult:
+    """What became of one oversized output: the file (or None on fallback) and the agent's text."""
+
+    path: str | None
+    size: int
+    preview: str
+    message: str
+    warning: str | None
+
+
+def slug(name: str, fallback: str) -> str:
+    """Reduce `name` to at most 48 of [A-Za-z0-9._-], not starting with '.', '_' or '-'."""
+    cleaned = _UNSAFE_RUN.sub("_", name).lstrip("._-")[:SLUG_MAX]
+    return cleaned or fallback
+
+
+def is_spill_name(name: str) -> bool:
+    """Whether `name` is a file name this module could have produced."""
+    return _NAME.fullmatch(name) is not None
+
+
+def human_duration(seconds: float) -> str:
+    """Render a duration compactly: 90 -> '1.5m', 86400 -> '24h', 7 days -> '7d'."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= (2 * size if unit == "d" else size):
+            return f"{round(seconds / size, 1):g}{unit}"
+    return f"{round(max(seconds, 0.0), 1):g}s"
+
+
+def truncate_with_warning(text: str, max_chars: int) -> str:
+    """Seed 003's fallback: the first `max_chars` characters plus a TRUNCATED note."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n\n[TRUNCATED: Response was {len(text)} characters, showing first {max_chars}]"
+
+
+def _euid() -> int:
+    return os.geteuid()
+
+
+def _lstat(name: str, dir_fd: int) -> os.stat_result:
+    return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+class Spiller:
+    """Spills oversized outputs into one private directory and cleans up old spill files."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None,
+        *,
+        preview_chars: int = 1000,
+        truncate_chars: int = 200_000,
+        retention: float = 24 * 3600,
+        session: str = "session",
+    ) -> None:
+        """Remember the settings; the directory is only touched by spill() and cleanup()."""
+        if not directory:
+            directory = os.path.join(platformdirs.user_cache_dir("loopwarden"), "spill")
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.preview_chars = max(0, preview_chars)
+        self.truncate_chars = max(0, truncate_chars)
+        self.retention = retention
+        self.session_slug = slug(session, "session")
+
+    def spill(self, text: str, *, tool: str | None, seq: int, now: float) -> SpillResult:
+        """Write `text` to a new spill file (mtime `now`, wall-clock) or fall back to truncation."""
+        if seq < 0:
+            raise ValueError(f"seq must be >= 0, got {seq}")
+        base = f"{self.session_slug}-{seq:07d}-{slug(tool or '', 'tool')}"
+        preview = text[: self.preview_chars].encode("utf-8", _ENCODING_ERRORS).decode("utf-8")
+        try:
+            path = self._write(text, base, now)
+        except OSError as exc:
+            return self._fallback(text, preview, tool, exc)
+        return SpillResult(path, len(text), preview, self._message(path, len(text), preview), None)
+
+    def cleanup(self, now: float) -> int:
+        """Remove our regular spill files with mtime before now - retention; return how many."""
+        try:
+            dir_fd = self._open_dir(create=False)
+        except OSError:
+            return 0
+        removed = 0
+        try:
+            with os.scandir(dir_fd) as entries:
+                names = [entry.name for entry in entries if is_spill_name(entry.name)]
+            cutoff = now - self.retention
+            for name in names:
+                removed += self._remove_if_old(name, dir_fd, cutoff)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)
+        return removed
+
+    def _remove_if_old(self, name: str, dir_fd: int, cutoff: float) -> int:
+        try:
+            st = _lstat(name, dir_fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_mtime >= cutoff:
+                return 0
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            return 0
+        return 1
+
+    def _message(self, path: str, size: int, preview: str) -> str:
+        return (
+            f"Tool response too large ({size} characters). Full output saved to: {path}\n"
+            "\n"
+            "To examine the output:\n"
+            "- Use read_file tool to view the file\n"
+            "- Use grep tool to search within the file\n"
+            f"- The file will be deleted after {human_duration(self.retention)}\n"
+            "\n"
+            f"Preview (first {len(preview)} chars):\n"
+            f"{preview}..."
+        )
+
+    def _fallback(self, text: str, preview: str, tool: str | None, exc: OSError) -> SpillResult:
+        shown = min(len(text), self.truncate_chars)
+        warning = _one_line(
+            f"spill of {tool or 'tool'} output ({len(text)} chars) to {self.directory} failed: {exc}; "
+            f"truncated to the first {shown} chars"
+        )
+        return SpillResult(None, len(text), preview, truncate_with_warning(text, self.truncate_chars), warning)
+
+    def _write(self, text: str, base: str, now: float) -> str:
+        dir_fd = self._open_dir(create=True)
+        try:
+            name, fd = self._create(base, dir_fd)
+            try:
+                os.fchmod(fd, 0o600)
+                for start in range(0, len(text), CHUNK_CHARS):
+                    _write_all(fd, text[start : start + CHUNK_CHARS].encode("utf-8", _ENCODING_ERRORS))
+                os.utime(fd, (now, now))
+            except BaseException:
+                os.close(fd)
+                _unlink_quietly(name, dir_fd)
+                raise
+            os.close(fd)
+        finally:
+            os.close(dir_fd)
+        return os.path.join(self.directory, name)
+
+    def _create(self, base: str, dir_fd: int) -> tuple[str, int]:
+        for attempt in range(1, MAX_TRIES + 1):
+            name = f"{base}.txt" if attempt == 1 else f"{base}-{attempt}.txt"
+            try:
+                return name, os.open(name, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"no free spill file name for {base} after {MAX_TRIES} tries")
+
+    def _open_dir(self, *, create: bool) -> int:
+        if create:
+            _make_private_dirs(self.directory)
+        st = os.lstat(self.directory)
+        _check_dir(self.directory, st)
+        fd = os.open(self.directory, _DIR_FLAGS)
+        try:
+            fst = os.fstat(fd)
+            if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+                raise UnsafeSpillDir(f"spill directory {self.directory} changed while being opened")
+            if stat.S_IMODE(fst.st_mode) & 0o077:
+                os.fchmod(fd, 0o700)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _check_dir(path: str, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeSpillDir(f"spill directory {path} is a symlink; refusing to write there")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeSpillDir(f"spill directory {path} is not a directory")
+    if st.st_uid != _euid():
+        raise UnsafeSpillDir(
+            f"spill directory {path} is owned by uid {st.st_uid}, not {_euid()}; refusing to write there"
+        )
+
+
+def _make_private_dirs(path: str) -> None:
+    """Create `path` and any missing parents with mode 0700, whatever the umask."""
+    missing: list[str] = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(directory, 0o700)
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
