@@ -162,7 +162,6 @@ def test_agreement_table_covers_every_type() -> None:
 SCHEMA_BLIND: list[tuple[str, bytes, str]] = [
     ("not-utf8", b'{"type":"done","summary":"\xff\xfe"}', "not valid UTF-8"),
     ("overlong-utf8", b'{"type":"done","summary":"\xc0\xaf"}', "not valid UTF-8"),
-    ("bom", b'\xef\xbb\xbf{"type":"done"}', "not valid UTF-8"),
     ("lone-surrogate-escape", b'{"type":"done","summary":"\\ud800"}', "not valid UTF-8"),
     ("truncated", b'{"type":"tool_call","tool":"bash","args":{', "not valid JSON"),
     ("trailing-content", b'{"type":"done"} {"type":"done"}', "not valid JSON"),
@@ -266,6 +265,8 @@ def _field_strategy(kind: str, name: str, field_kind: str) -> st.SearchStrategy[
         return st.sampled_from(allowed)
     if (kind, name) == ("tool_call", "tool"):
         return _text.filter(bool)
+    if (kind, name) == ("hello", "protocol"):
+        return st.just(protocol.PROTOCOL_VERSION)
     return _KIND_STRATEGIES[field_kind]
 
 
@@ -311,3 +312,14 @@ def test_generated_objects_parse_and_round_trip(kind: str, data: st.DataObject) 
     assert again == event
     assert again.to_dict() == event.to_dict()
     assert VALIDATOR.is_valid(event.to_dict())
+
+
+def test_a_byte_order_mark_is_tolerated() -> None:
+    event = protocol.parse_line(b'\xef\xbb\xbf{"type":"done"}', 1)
+    assert event.kind == "done"
+
+
+def test_hello_with_another_protocol_version_is_rejected() -> None:
+    event = protocol.parse_line(b'{"type":"hello","protocol":2}', 1)
+    assert event.kind == "invalid_line"
+    assert "protocol 2 is not supported" in event.reason

@@ -202,6 +202,7 @@ def _accepts(kind: str) -> str:
 
 def convert(key: str, kind: str, value: Any) -> Any:
     """Coerce a raw value (TOML value or string) to the key's type, or raise ConfigError."""
+    raw = value
     try:
         if kind == "duration":
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
@@ -243,7 +244,7 @@ def convert(key: str, kind: str, value: Any) -> Any:
                 return value.strip()
     except ValueError:
         pass
-    raise ConfigError(f"{key}: {value!r} is not valid; it accepts {_accepts(kind)}")
+    raise ConfigError(f"{key}: {raw!r} is not valid; it accepts {_accepts(kind)}")
 
 
 def _all_keys() -> dict[str, str]:

@@ -26,17 +26,16 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Ite
     seq = 0
     readline = stream.readline
     while True:
-        line = readline(max_bytes + 1)
-        if not line:
+        raw = readline(max_bytes + 2)
+        if not raw:
             return
         seq += 1
-        if len(line) > max_bytes and not (len(line) == max_bytes + 1 and line.endswith(b"\n")):
-            yield seq, _skip_rest(readline, line)
-            continue
-        if line.endswith(b"\n"):
-            line = line[:-1]
+        line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
             line = line[:-1]
+        if len(line) > max_bytes:
+            yield seq, _skip_rest(readline, raw)
+            continue
         if not line.strip():
             continue
         yield seq, line

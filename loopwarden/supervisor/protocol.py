@@ -86,6 +86,8 @@ def preview(raw: bytes | str, limit: int = PREVIEW_CHARS) -> str:
 
 def load_object(line: bytes | str) -> dict[str, Any]:
     """Parse one line as a JSON object or raise LineRejected with a short reason."""
+    if line[:3] == b"\xef\xbb\xbf" or line[:1] == "\ufeff":
+        line = line[3:] if isinstance(line, bytes) else line[1:]  # a byte-order mark is noise, not an error
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -131,6 +133,8 @@ def event_from_object(obj: dict[str, Any], seq: int = 0) -> ev.Event:
         values[name] = value
     if kind == "tool_call" and not values["tool"]:
         raise LineRejected("tool_call: 'tool' must not be empty")
+    if kind == "hello" and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        raise LineRejected(f"hello: protocol {values['protocol']} is not supported (this loopwarden speaks {PROTOCOL_VERSION})")
     return ev.EVENT_TYPES[kind](**values)
 
 
