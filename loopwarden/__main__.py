@@ -1,0 +1,5 @@
+"""`python -m loopwarden`."""
+
+from .cli import run
+
+run()

@@ -1,0 +1,59 @@
+"""The bounded line reader: long lines are reported, never held whole."""
+
+from __future__ import annotations
+
+import io
+import tracemalloc
+
+from loopwarden.supervisor.lines import Oversized, read_lines
+
+
+class EndlessLine(io.RawIOBase):
+    """A stream of `size` bytes with no newline, then a short line: never materialised."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.tail = b'\n{"type":"done"}\n'
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        if self.left > 0:
+            n = min(len(buffer), self.left)
+            buffer[:n] = b"x" * n
+            self.left -= n
+            return n
+        n = min(len(buffer), len(self.tail))
+        buffer[:n] = self.tail[:n]
+        self.tail = self.tail[n:]
+        return n
+
+
+def test_blank_lines_are_skipped_but_counted() -> None:
+    lines = list(read_lines(io.BytesIO(b'a\n\n  \r\nb\r\nc'), 100))
+    assert lines == [(1, b"a"), (4, b"b"), (5, b"c")]
+
+
+def test_a_line_at_the_limit_is_kept_and_one_byte_more_is_oversized() -> None:
+    data = b"x" * 10 + b"\n" + b"y" * 11 + b"\n" + b"z" * 10 + b"\r\n" + b"ok"
+    lines = list(read_lines(io.BytesIO(data), 10))
+    assert lines[0] == (1, b"x" * 10)
+    assert lines[1][0] == 2 and isinstance(lines[1][1], Oversized) and lines[1][1].length == 11
+    assert lines[2] == (3, b"z" * 10)
+    assert lines[3] == (4, b"ok")
+
+
+def test_a_200_megabyte_line_without_newline_is_never_held_in_memory() -> None:
+    size = 200 << 20
+    stream = io.BufferedReader(EndlessLine(size), buffer_size=1 << 16)
+    tracemalloc.start()
+    try:
+        lines = list(read_lines(stream, 1 << 20))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(lines[0][1], Oversized)
+    assert lines[0][1].length == size
+    assert lines[1] == (2, b'{"type":"done"}')
+    assert peak < 8 << 20, f"peak {peak:,} bytes while reading a {size:,}-byte line"

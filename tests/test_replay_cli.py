@@ -1,0 +1,152 @@
+"""`loopwarden replay` and `demo` as a user runs them: a real subprocess, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def lw(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "loopwarden", *args], input=stdin, capture_output=True,
+                          env=full_env, timeout=60, check=False)
+
+
+def verdicts(proc: subprocess.CompletedProcess[bytes]) -> list[dict]:
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_demo_replays_the_bundled_example_and_explains_each_verdict(tmp_path: Path) -> None:
+    proc = lw("demo", env={"XDG_CACHE_HOME": str(tmp_path)})
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    for rule in ("repetition", "same_error", "monologue", "validation", "alternation", "stall",
+                 "large_output", "loop_counter", "blocked_task_spin", "model_escalation"):
+        assert rule in out
+    assert "final state: terminated (repetition_loop)" in out
+    spilled = list((tmp_path / "loopwarden" / "spill").iterdir())
+    assert len(spilled) == 1 and oct(spilled[0].stat().st_mode & 0o777) == "0o600"
+
+
+def test_replay_prints_one_json_line_per_verdict_with_seq_action_rule_reason(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    call = '{"type":"tool_call","tool":"grep","args":{"q":"x"}}\n{"type":"tool_result","output":"none"}\n'
+    stream.write_text(call * 3, encoding="utf-8")
+    proc = lw("replay", str(stream))
+    assert proc.returncode == 0
+    [nudge] = verdicts(proc)
+    assert nudge["seq"] == 4 and nudge["action"] == "nudge" and nudge["rule"] == "repetition"
+    assert "grep" in nudge["message"] and nudge["reason"]
+    assert "final state: running" in proc.stderr.decode()
+
+
+def test_replay_reads_stdin_and_reports_every_bad_input_kind_without_crashing() -> None:
+    bad = b"\n".join([
+        b"\xff\xfe not utf-8",
+        b"{not json",
+        b"[1, 2]",
+        b'{"type":"teleport"}',
+        b'{"type":"tool_call","tool":"x"}',
+        b"[" * 5000 + b"]" * 5000,
+        b'{"type":"tool_call","tool":"x","args":' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}",
+        b'{"type":"done"}',
+    ])
+    proc = lw("replay", "--summary-json", "--set", "validation.max_consecutive=0", "-", stdin=bad)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stderr)
+    reasons = {v["seq"]: v["reason"] for v in summary["validation_examples"]}
+    assert reasons[1] == "not valid UTF-8"
+    assert reasons[2].startswith("not valid JSON")
+    assert reasons[3] == "not a JSON object (got list)"
+    assert reasons[4] == "unknown type 'teleport'"
+    assert reasons[5] == "tool_call: missing required field 'args'"
+    assert reasons[6] == "JSON nested too deeply"
+    assert "nested deeper than 64" in reasons[7]
+    assert summary["validation_failures"] == 7
+    assert summary["state"] == "done"
+
+
+def test_an_over_long_line_is_a_validation_failure() -> None:
+    big = b'{"type":"tool_result","output":"' + b"x" * 3000 + b'"}\n{"type":"done"}\n'
+    proc = lw("replay", "--summary-json", "--set", "limits.max_line_bytes=1KiB", "-", stdin=big)
+    summary = json.loads(proc.stderr)
+    assert summary["validation_examples"] == [{"seq": 1, "reason": "line longer than 1,024 bytes (3,034 bytes)"}]
+
+
+def test_three_bad_lines_in_a_row_terminate_with_validation_failure() -> None:
+    proc = lw("replay", "--summary-json", "-", stdin=b"x\ny\nz\n" + b'{"type":"done"}\n')
+    summary = json.loads(proc.stderr)
+    assert summary["termination"] == "validation_failure" and summary["stopped_at"] == 3
+    assert [v["action"] for v in verdicts(proc)] == ["nudge", "nudge", "terminate"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("replay", "/nonexistent/file.jsonl"), "loopwarden: error: cannot read /nonexistent/file.jsonl: No such file or directory"),
+        (("replay", "--format", "gemini", "x"), "loopwarden: error: Invalid value for '--format'"),
+        (("replay", "--set", "limits.max_runtime=soon", "-"), "loopwarden: error: limits.max_runtime: 'soon' is not valid"),
+        (("replay",), "loopwarden: error: Missing argument 'FILE|-'"),
+        (("nosuch",), "loopwarden: error: No such command 'nosuch'"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    proc = lw(*args, stdin=b"")
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.startswith(message), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_directory_is_unreadable(tmp_path: Path) -> None:
+    proc = lw("replay", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith(f"loopwarden: error: cannot read {tmp_path}")
+
+
+# Tool calls counted by hand (jq over tool_use blocks; see tests/test_adapter_claude_code.py).
+@pytest.mark.parametrize(
+    ("name", "fmt", "tool_calls", "tool_results"),
+    [
+        ("claude_stream-json__claude-clean__simple.jsonl", "claude-code", 21, 21),
+        ("claude_stream-json__ccagent__claude_response1.jsonl", "claude-code", 53, 53),
+        ("claude_stream-json__ccagent__claude-session-with-image.jsonl", "claude-code", 10, 10),
+        ("codex_exec_json__agentcmd__stream-output-2.jsonl", "codex", 1, 1),
+        ("codex_exec_json__agentcmd__stream-output-3.jsonl", "codex", 1, 1),
+        ("codex_exec_json__agentcmd__stream-output-4.jsonl", "codex", 1, 1),
+        ("codex_exec_json__agentcmd__stream-output-5.jsonl", "codex", 1, 1),
+        ("codex_exec_json__openai-codex-docs__exec-md-sample.jsonl", "codex", 1, 1),
+    ],
+)
+def test_real_transcripts_replay_with_hand_counted_tool_calls(name: str, fmt: str, tool_calls: int,
+                                                              tool_results: int) -> None:
+    path = TRANSCRIPTS / name
+    if not path.exists():
+        path = DATA / name
+    if not path.exists():
+        pytest.skip(f"{name} is not available")
+    proc = lw("replay", "--format", fmt, "--summary-json", "--no-spill", str(path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stderr)
+    assert summary["by_type"]["tool_call"] == tool_calls
+    assert summary["by_type"]["tool_result"] == tool_results
+    assert summary["validation_failures"] == 0
+    assert summary["state"] != "terminated"
+
+
+def test_the_long_real_session_trips_the_same_error_rule_on_make_lint_fix() -> None:
+    path = TRANSCRIPTS / "claude_stream-json__ccagent__claude_response1.jsonl"
+    if not path.exists():
+        pytest.skip("transcript not available")
+    proc = lw("replay", "--format", "claude-code", "--no-spill", str(path))
+    [block] = verdicts(proc)
+    assert block["action"] == "block" and block["rule"] == "same_error" and block["seq"] == 132
+    assert "make: *** [lint-fix] Error 1" in block["message"]
