@@ -35,6 +35,10 @@ class Limits:
     max_line_bytes: int = _key(
         "size", "longest accepted input line; 0 = 1 MiB for native, 64 MiB for recorded formats", 0
     )
+    max_output_bytes: int = _key("size", "bytes a session may print before terminate(budget); 0 = off", 0)
+    max_rss: int = _key("size", "memory of the process tree before terminate(budget); 0 = off", 0)
+    max_processes: int = _key("int", "processes in the tree before terminate(budget); 0 = off", 0)
+    kill_grace: float = _key("duration", "after SIGTERM, wait this long before SIGKILL", 5.0)
 
 
 @dataclass(frozen=True)

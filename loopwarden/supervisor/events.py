@@ -173,6 +173,27 @@ class InvalidLine(Event):
     preview: str = ""
 
 
+@dataclass(slots=True, kw_only=True)
+class Output(Event):
+    """A line a plain (non-protocol) command printed; activity, and counted against the output budget."""
+
+    kind: ClassVar[str] = "output"
+    text: str
+    stream: str = "stdout"
+    size: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class ResourceSample(Event):
+    """The process tree's resources, sampled by the shell (psutil); not activity."""
+
+    kind: ClassVar[str] = "resources"
+    cpu_percent: float
+    rss: int
+    processes: int
+    open_files: int = 0
+
+
 ATTEMPT_STATUSES = ("pending", "in_progress", "blocked", "done")
 ITERATION_STATUSES = ("pass", "fail")
 

@@ -8,7 +8,8 @@ from typing import Iterable
 
 from . import messages
 from .config import Config
-from .events import EVENT_TYPES, Done, Event, InvalidLine, ToolCall, UserMessage, ValidationError
+from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, UserMessage,
+                     ValidationError)
 from .gates import Gate, GateBook
 from .guards.alternation import AlternationGuard
 from .guards.attempts import AttemptsGuard
@@ -57,7 +58,7 @@ class SessionHealth:
         ]
         self._dispatch: dict[type[Event], tuple[Guard, ...]] = {
             kind: tuple(g for g in self.guards if issubclass(kind, g.handles))
-            for kind in (*EVENT_TYPES.values(), InvalidLine)
+            for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)
         }
         self.gates = GateBook()
         self.state = RUNNING
@@ -84,8 +85,9 @@ class SessionHealth:
                 event = InvalidLine(seq=event.seq, ts=event.ts, task=event.task, agent=event.agent,
                                     reason=f"tool_call: {exc}")
                 kind = InvalidLine
-        self.events += 1
-        self.by_type[event.kind] += 1
+        if kind is not ResourceSample:
+            self.events += 1
+            self.by_type[event.kind] += 1
         if kind is InvalidLine:
             self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
         elif kind is ValidationError:

@@ -52,3 +52,66 @@ def _skip_rest(readline, head: bytes) -> Oversized:  # type: ignore[no-untyped-d
     if head.endswith(b"\n"):
         length -= 1
     return Oversized(length=length, head=kept)
+
+
+class LineSplitter:
+    """Incremental splitting of chunks into lines, for streams read asynchronously.
+
+    Holds at most `max_bytes` of an unfinished line; a longer one becomes `Oversized`
+    once its newline arrives, and its bytes are dropped as they come.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.buffer = bytearray()
+        self.skipping = 0  # bytes of an oversized line dropped so far
+        self.head = b""
+
+    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
+        out: list[bytes | Oversized] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                self._keep(chunk[start:])
+                return out
+            piece = chunk[start:end]
+            start = end + 1
+            if self.skipping:
+                out.append(Oversized(self.skipping + len(piece), self.head))
+                self.skipping, self.head = 0, b""
+                continue
+            if self.buffer:
+                self.buffer += piece
+                piece, self.buffer = bytes(self.buffer), bytearray()
+            if piece.endswith(b"\r"):
+                piece = piece[:-1]
+            if len(piece) > self.max_bytes:
+                out.append(Oversized(len(piece), piece[:256]))
+            elif piece.strip():
+                out.append(piece)
+            else:
+                out.append(b"")  # blank: counted as a line, skipped by the caller
+
+    def _keep(self, rest: bytes) -> None:
+        if self.skipping:
+            self.skipping += len(rest)
+            return
+        if len(self.buffer) + len(rest) > self.max_bytes + 1:
+            self.head = bytes((self.buffer + rest)[:256])
+            self.skipping = len(self.buffer) + len(rest)
+            self.buffer = bytearray()
+            return
+        self.buffer += rest
+
+    def finish(self) -> list[bytes | Oversized]:
+        """The last line when the stream ends without a newline."""
+        if self.skipping:
+            result: list[bytes | Oversized] = [Oversized(self.skipping, self.head)]
+        elif self.buffer.strip():
+            piece = bytes(self.buffer).rstrip(b"\r")
+            result = [Oversized(len(piece), piece[:256]) if len(piece) > self.max_bytes else piece]
+        else:
+            result = []
+        self.buffer, self.skipping, self.head = bytearray(), 0, b""
+        return result

@@ -92,3 +92,14 @@ class Verdict:
 def terminate(rule: str, reason: Termination, text: str, **evidence: Any) -> Verdict:
     """A terminate verdict whose message tells the agent why it is being stopped."""
     return Verdict(Action.TERMINATE, rule, text, message=text, termination=reason, evidence=evidence)
+
+
+def final_exit_code(snapshot: dict[str, Any]) -> int:
+    """The exit code `run` returns: the termination reason's, or the agent's own."""
+    if snapshot.get("termination"):
+        return Termination(snapshot["termination"]).exit_code
+    code = snapshot.get("exit_code")
+    if code is None:
+        return 0
+    return code if code >= 0 else 128 + -code
+

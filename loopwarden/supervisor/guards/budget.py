@@ -6,7 +6,7 @@ from typing import Sequence
 
 from .. import messages
 from ..config import Limits
-from ..events import Event, Usage
+from ..events import Event, Output, ResourceSample, Usage
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -15,15 +15,28 @@ WARN_AT = 0.8
 
 class BudgetGuard(Guard):
     name = "budget"
-    handles = (Usage,)
+    handles = (Usage, Output, ResourceSample)
 
     def __init__(self, cfg: Limits) -> None:
         self.cfg = cfg
         self.tokens = 0
         self.cost = 0.0
+        self.output_bytes = 0
+        self.rss = 0
+        self.processes = 0
         self.warned: set[str] = set()
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is Output:
+            self.output_bytes += event.size or len(event.text)  # type: ignore[attr-defined]
+            limit = self.cfg.max_output_bytes
+            if limit and self.output_bytes > limit:
+                text = messages.budget_terminate("output", f"{self.output_bytes:,} bytes", f"{limit:,} bytes")
+                return (terminate(self.name, Termination.BUDGET, text, what="output", used=self.output_bytes,
+                                  limit=limit),)
+            return NO_VERDICTS
+        if type(event) is ResourceSample:
+            return self._resources(event)  # type: ignore[arg-type]
         assert isinstance(event, Usage)
         self.tokens += event.input_tokens + event.output_tokens
         self.cost += event.cost_usd or 0.0
@@ -43,6 +56,15 @@ class BudgetGuard(Guard):
                 out.append(Verdict(Action.NUDGE, self.name, f"{what} budget at {used / limit:.0%}", message=text,
                                    evidence={"what": what, "used": used, "limit": limit}))
         return out or NO_VERDICTS
+
+    def _resources(self, sample: ResourceSample) -> Sequence[Verdict]:
+        self.rss, self.processes = sample.rss, sample.processes
+        for what, used, limit in (("memory", sample.rss, self.cfg.max_rss),
+                                  ("process", sample.processes, self.cfg.max_processes)):
+            if limit and used > limit:
+                text = messages.budget_terminate(what, f"{used:,}", f"{limit:,}")
+                return (terminate(self.name, Termination.BUDGET, text, what=what, used=used, limit=limit),)
+        return NO_VERDICTS
 
     def counters(self) -> list[Counter]:
         return [Counter("tokens", self.tokens, self.cfg.max_tokens),

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from .. import messages
 from ..config import Limits
-from ..events import Done, Event, ToolCall, ToolResult
+from ..events import Done, Event, ResourceSample, ToolCall, ToolResult
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -29,9 +29,11 @@ class RuntimeGuard(Guard):
         self.waiting_on_human = False
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        kind = type(event)
+        if kind is ResourceSample:
+            return NO_VERDICTS  # a sample is not the agent doing something
         self.last_activity = now
         self.stalled = False
-        kind = type(event)
         if kind is ToolCall:
             self.last_tool, self.last_outcome = event.tool, "no result yet"  # type: ignore[attr-defined]
         elif kind is ToolResult:

@@ -6,7 +6,8 @@ from typing import Sequence
 
 from .. import messages
 from ..config import Validation
-from ..events import AssistantMessage, Done, Event, InvalidLine, ToolCall, ToolResult, ValidationError
+from ..events import (AssistantMessage, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult,
+                      ValidationError)
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -27,6 +28,8 @@ class ValidationGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         kind = type(event)
+        if kind is ResourceSample or kind is Output:
+            return NO_VERDICTS
         if kind is InvalidLine or kind is ValidationError:
             self.call_pending = False
             self.count += 1

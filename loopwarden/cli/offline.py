@@ -1,4 +1,4 @@
-"""The `loopwarden` command line."""
+"""Offline commands: replay a recording, the demo, inspect settings."""
 
 from __future__ import annotations
 
@@ -9,55 +9,13 @@ from typing import Any, BinaryIO
 import click
 import orjson
 
-from .replay import FORMATS, Replayer, ReplaySummary
-from .supervisor.config import Config, ConfigError, describe_keys, format_duration, load_config
-from .supervisor.spill import Spiller
-from .supervisor.verdicts import Verdict
+from ..replay import FORMATS, Replayer, ReplaySummary
+from ..supervisor.config import Config, describe_keys, format_duration, load_config
+from ..supervisor.spill import Spiller
+from ..supervisor.verdicts import Verdict
+from .common import Fail, build_config, config_options
 
-EXIT_USAGE = 2
-
-
-class Fail(click.ClickException):
-    """A one-line error with exit code 2."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"loopwarden: error: {self.format_message()}", err=True)
-
-
-def config_options(func: Any) -> Any:
-    """--config, --preset and --set, shared by every command that builds a Config."""
-    func = click.option("--set", "sets", metavar="KEY=VALUE", multiple=True,
-                        help="Override one setting, e.g. --set limits.max_runtime=30m (repeatable).")(func)
-    func = click.option("--preset", type=click.Choice(["conservative", "recommended", "aggressive"]),
-                        help="Threshold preset (default: recommended).")(func)
-    func = click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False),
-                        help="TOML file with [limits], [repetition], ... sections.")(func)
-    return func
-
-
-def build_config(config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> Config:
-    try:
-        return load_config(preset=preset, file=config_file, sets=list(sets))
-    except ConfigError as exc:
-        raise Fail(str(exc)) from None
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="loopwarden")
-def main() -> None:
-    """Supervise AI agent sessions: catch loops, stalls and runaway runs.
-
-    \b
-    Start here:
-      loopwarden demo                         replay the bundled example and explain each verdict
-      loopwarden replay --format claude-code run.jsonl
-      loopwarden config keys                  every setting, its default and what it accepts
-    """
-
-
-@main.command()
+@click.command()
 @config_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="native", show_default=True,
               help="Wire format of the recording.")
@@ -135,7 +93,7 @@ _ACTION_STYLE = {
 }
 
 
-@main.command()
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON lines, like replay.")
 def demo(as_json: bool) -> None:
     """Replay the bundled example session and explain every verdict.
@@ -164,7 +122,7 @@ def demo(as_json: bool) -> None:
     click.echo(render_summary(summary), nl=False)
 
 
-@main.group()
+@click.group()
 def config() -> None:
     """Inspect settings."""
 
@@ -199,22 +157,3 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(orjson.dumps(v).decode() for v in value) + "]"
     return repr(value)
-
-
-def run() -> None:
-    """Entry point: usage errors are one line and exit 2."""
-    try:
-        main.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("loopwarden: aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        if isinstance(exc, click.UsageError) and not isinstance(exc, Fail):
-            cmd = exc.ctx.command_path if exc.ctx else "loopwarden"
-            click.echo(f"loopwarden: error: {exc.format_message()} (see '{cmd} --help')", err=True)
-            sys.exit(EXIT_USAGE)
-        exc.show()
-        sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)

@@ -1,0 +1,250 @@
+"""Replay throughput: the full engine against a bare `json.loads` of every line, plus memory.
+
+    .venv/bin/python bench/gen_stream.py && .venv/bin/python bench/replay_throughput.py
+    .venv/bin/python bench/replay_throughput.py --profile 200000   # + cProfile of the engine
+
+Measures, in one run (see bench/README.md):
+  (a) raw:    read the file's lines and stdlib `json.loads` each one      -> events/s
+  (b) engine: `Replayer(config).run(open(path, "rb"), "native", count)`   -> events/s
+  (c) ratio engine/raw (target >= 0.25)
+  (d) memory: the engine over the first 100k events and over all of them, each in a fresh
+      child process: tracemalloc peak and ru_maxrss growth of the engine phase.
+Each rate is the best of --runs (default 3).  Always exits 0: it is a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, BinaryIO
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_STREAM = HERE / "out" / "stream.jsonl"
+TARGET_RATIO = 0.25
+MAX_MEMORY_GROWTH = 2.0
+
+# The generated stream is a session of ~100+ simulated hours with ~25k iterations; these
+# settings keep the engine judging every line instead of stopping at a limit.
+BENCH_SETS = [
+    "limits.max_iterations=0",   # no iteration cap (the stream has ~25k iterations)
+    "limits.max_runtime=0",      # no wall-clock cap (the stream's ts spans days)
+    "spill.threshold_chars=0",   # no spilling (outputs are <= 2000 chars anyway)
+]
+
+
+def bench_config():  # type: ignore[no-untyped-def]
+    from loopwarden.supervisor.config import load_config
+
+    return load_config(env={}, sets=BENCH_SETS)
+
+
+class FirstLines:
+    """A binary stream that ends after its first `n` lines (read_lines only calls readline)."""
+
+    def __init__(self, f: BinaryIO, n: int) -> None:
+        self.f, self.left = f, n
+
+    def readline(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        line = self.f.readline(size)
+        if not line or line.endswith(b"\n"):
+            self.left -= 1
+        return line
+
+
+def count_lines(path: Path) -> int:
+    n = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+# ---- (a) raw ---------------------------------------------------------------
+def run_raw(path: Path) -> tuple[float, int]:
+    loads = json.loads
+    n = 0
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        for line in f:
+            loads(line)
+            n += 1
+    return time.perf_counter() - t0, n
+
+
+# ---- (b) engine ------------------------------------------------------------
+def run_engine(path: Path, config: Any, limit: int | None = None) -> tuple[float, Any, int]:
+    from loopwarden.replay import Replayer
+
+    verdicts = 0
+
+    def on_verdict(_v: Any) -> None:
+        nonlocal verdicts
+        verdicts += 1
+
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        stream: Any = f if limit is None else FirstLines(f, limit)
+        summary = Replayer(config).run(stream, "native", on_verdict)
+    return time.perf_counter() - t0, summary, verdicts
+
+
+def check_healthy(summary: Any, lines: int) -> None:
+    assert summary.events == lines, f"engine judged {summary.events:,} events of {lines:,} lines"
+    assert summary.lines == lines, f"engine stopped at line {summary.lines:,} of {lines:,}"
+    assert summary.state != "terminated", f"session terminated: {summary.termination} at {summary.stopped_at}"
+
+
+# ---- (d) memory: one child process per size, so ru_maxrss starts clean -----
+def memory_child(path: Path, limit: int) -> None:
+    from loopwarden.replay import Replayer
+
+    config = bench_config()
+    total = count_lines(path)
+    n = min(limit, total)
+    with open(path, "rb") as f:
+        stream: Any = f if n >= total else FirstLines(f, n)
+        replayer = Replayer(config)
+        gc.collect()
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        summary = replayer.run(stream, "native", lambda v: None)
+        dt = time.perf_counter() - t0
+        current, peak = tracemalloc.get_traced_memory()  # current = what the engine still holds
+        tracemalloc.stop()
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    check_healthy(summary, n)
+    print(json.dumps({"events": summary.events, "tracemalloc_peak": peak, "retained": current,
+                      "rss_growth": (rss1 - rss0) * 1024, "rss_peak": rss1 * 1024, "seconds": dt,
+                      "pending_gates": len(summary.pending_gates)}))
+
+
+def measure_memory(path: Path, sizes: list[int]) -> list[dict[str, Any]]:
+    procs = [subprocess.Popen([sys.executable, __file__, "--stream", str(path), "--_memory-child", str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in sizes]
+    out = []
+    for n, p in zip(sizes, procs):
+        stdout, stderr = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"memory child for {n:,} events failed:\n{stderr}")
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+# ---- optional profile --------------------------------------------------------
+def profile_engine(path: Path, config: Any, limit: int, top: int) -> None:
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    dt, summary, _ = run_engine(path, config, limit)
+    prof.disable()
+    print(f"\ncProfile of the engine over the first {summary.events:,} events ({dt:.1f}s under the profiler)")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--stream", type=Path, default=DEFAULT_STREAM, help=f"native JSONL stream (default {DEFAULT_STREAM})")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per rate; the best is kept (default 3)")
+    p.add_argument("--small", type=int, default=100_000, help="events of the small memory run (default 100,000)")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    p.add_argument("--profile", type=int, metavar="N", default=0, help="also cProfile the engine over N events")
+    p.add_argument("--top", type=int, default=20, help="rows of the profile to print (default 20)")
+    p.add_argument("--_memory-child", type=int, dest="memory_child", default=0, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+
+    if a.memory_child:
+        memory_child(a.stream, a.memory_child)
+        return 0
+    if not a.stream.exists():
+        print(f"{a.stream} does not exist; run: .venv/bin/python bench/gen_stream.py", file=sys.stderr)
+        return 0
+
+    import loopwarden
+
+    config = bench_config()
+    t_start = time.perf_counter()
+    lines = count_lines(a.stream)  # also warms the page cache
+    size = a.stream.stat().st_size
+    print(f"stream: {a.stream} ({lines:,} lines, {mb(size)}, {size / max(lines, 1):,.0f} B/line)")
+    print(f"python {sys.version.split()[0]}, loopwarden {getattr(loopwarden, '__version__', '?')}, "
+          f"{os.cpu_count()} CPUs; best of {a.runs} runs per rate")
+    print("config: load_config(env={}, sets=[" + ", ".join(BENCH_SETS) + "]) "
+          "(no iteration cap, no runtime cap, no spilling); everything else is the default")
+
+    raw_times = []
+    for _ in range(a.runs):
+        dt, n = run_raw(a.stream)
+        assert n == lines
+        raw_times.append(dt)
+    raw_rate = lines / min(raw_times)
+
+    eng_times = []
+    summary = None
+    verdicts = 0
+    for _ in range(a.runs):
+        gc.collect()
+        dt, summary, verdicts = run_engine(a.stream, config)
+        check_healthy(summary, lines)  # the engine judged every line and did not terminate
+        eng_times.append(dt)
+    eng_rate = lines / min(eng_times)
+    ratio = eng_rate / raw_rate
+    assert summary is not None
+
+    print()
+    print(f"{'measure':<44} {'best':>10} {'runs (s)':>24} {'events/s':>12}")
+    print(f"{'(a) raw: readline + stdlib json.loads':<44} {min(raw_times):>9.2f}s "
+          f"{' '.join(f'{t:.2f}' for t in raw_times):>24} {raw_rate:>12,.0f}")
+    print(f"{'(b) engine: Replayer.run(native)':<44} {min(eng_times):>9.2f}s "
+          f"{' '.join(f'{t:.2f}' for t in eng_times):>24} {eng_rate:>12,.0f}")
+    print(f"    engine: state={summary.state}, events={summary.events:,}, verdicts={verdicts:,} "
+          f"{dict(sorted(summary.by_action.items()))}, pending gates={len(summary.pending_gates)}")
+    print(f"    verdicts by rule: {dict(sorted(summary.by_rule.items()))}")
+
+    mem_ok = None
+    if not a.no_memory:
+        small = min(a.small, lines)
+        res = measure_memory(a.stream, [small, lines])
+        print()
+        print(f"{'(d) memory, engine phase (fresh process)':<44} {'tracemalloc peak':>17} {'retained':>11} "
+              f"{'RSS growth':>11} {'RSS peak':>10}")
+        for r in res:
+            print(f"    {r['events']:>12,} events{'':<21} {mb(r['tracemalloc_peak']):>17} {mb(r['retained']):>11} "
+                  f"{mb(r['rss_growth']):>11} {mb(r['rss_peak']):>10}")
+        growth = res[1]["tracemalloc_peak"] / max(res[0]["tracemalloc_peak"], 1)
+        mem_ok = growth <= MAX_MEMORY_GROWTH
+        print(f"    tracemalloc peak {res[1]['events']:,} / {res[0]['events']:,} events = {growth:.2f}x "
+              f"(flat if <= {MAX_MEMORY_GROWTH:.0f}x): {'PASS' if mem_ok else 'FAIL'}")
+        print("    (RSS is ru_maxrss of the child, which includes tracemalloc's own bookkeeping)")
+
+    if a.profile:
+        profile_engine(a.stream, config, a.profile, a.top)
+
+    print(f"\ntotal benchmark time {time.perf_counter() - t_start:.0f}s")
+    verdict = "PASS" if ratio >= TARGET_RATIO else "FAIL (below target)"
+    print(f"ratio engine/raw = {ratio:.2f} (target >= {TARGET_RATIO}): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The `loopwarden` command line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import live, offline
+from .common import EXIT_USAGE, Fail
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="loopwarden")
+def main() -> None:
+    """Supervise AI agent sessions: catch loops, stalls and runaway runs.
+
+    \b
+    Start here:
+      loopwarden demo                              replay the bundled example and explain each verdict
+      loopwarden run -- python agent.py            supervise a command (Ctrl-C detaches)
+      loopwarden ls / gates / approve s3:g1        see sessions, decide what waits for you
+      loopwarden replay --format claude-code run.jsonl
+      loopwarden config keys                       every setting, its default and what it accepts
+    """
+
+
+for command in (offline.replay, offline.demo, offline.config, live.run, live.ls, live.status, live.logs,
+                live.gates, live.approve, live.deny, live.grant, live.reset, live.inject, live.pause, live.resume,
+                live.kill, live.adopt, live.serve, live.stop_daemon):
+    main.add_command(command)
+
+
+def run() -> None:
+    """Entry point: usage errors are one line and exit 2."""
+    try:
+        main.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("loopwarden: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        if isinstance(exc, click.UsageError) and not isinstance(exc, Fail):
+            cmd = exc.ctx.command_path if exc.ctx else "loopwarden"
+            click.echo(f"loopwarden: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+            sys.exit(EXIT_USAGE)
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)

@@ -1,0 +1,67 @@
+"""Pieces every command shares: one-line errors, config options, the daemon connection."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from ..supervisor.client import Client, DaemonError
+from ..supervisor.config import Config, ConfigError, load_config
+from ..supervisor.paths import default_paths
+
+EXIT_USAGE = 2
+EXIT_DAEMON = 3
+
+
+class Fail(click.ClickException):
+    """A one-line error with exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"loopwarden: error: {self.format_message()}", err=True)
+
+
+class DaemonFail(Fail):
+    exit_code = EXIT_DAEMON
+
+
+def config_options(func: Any) -> Any:
+    """--config, --preset and --set, shared by every command that builds a Config."""
+    func = click.option("--set", "sets", metavar="KEY=VALUE", multiple=True,
+                        help="Override one setting, e.g. --set limits.max_runtime=30m (repeatable).")(func)
+    func = click.option("--preset", type=click.Choice(["conservative", "recommended", "aggressive"]),
+                        help="Threshold preset (default: recommended).")(func)
+    func = click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False),
+                        help="TOML file with [limits], [repetition], ... sections.")(func)
+    return func
+
+
+def build_config(config_file: str | None, preset: str | None, sets: tuple[str, ...] | list[str]) -> Config:
+    try:
+        return load_config(preset=preset, file=config_file, sets=list(sets))
+    except ConfigError as exc:
+        raise Fail(str(exc)) from None
+
+
+def config_env() -> dict[str, str]:
+    """The LOOPWARDEN_* settings of this shell, passed to the daemon with a run."""
+    return {k: v for k, v in os.environ.items() if k.startswith("LOOPWARDEN_")}
+
+
+def connect(autostart: bool = True, name: str = "cli") -> Client:
+    try:
+        return Client.connect(default_paths(), autostart=autostart, name=name)
+    except DaemonError as exc:
+        raise DaemonFail(str(exc)) from None
+
+
+def call(op: str, **fields: Any) -> Any:
+    """One request to the daemon (started if needed); errors become one line."""
+    with connect() as client:
+        try:
+            return client.request(op, **fields)
+        except DaemonError as exc:
+            raise DaemonFail(str(exc)) from None

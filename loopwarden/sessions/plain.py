@@ -1,0 +1,16 @@
+"""Any command: its output lines are shown and stored; runtime, stall, output and process limits apply."""
+
+from __future__ import annotations
+
+from ..supervisor.events import Event, Output
+from .base import Adapter
+
+
+class PlainAdapter(Adapter):
+    name = "plain"
+
+    def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
+        return [Output(seq=seq, text=raw.decode("utf-8", "replace"), stream="stdout", size=len(raw) + 1)]
+
+    def parse_stderr(self, raw: bytes, seq: int) -> list[Event]:
+        return [Output(seq=seq, text=raw.decode("utf-8", "replace"), stream="stderr", size=len(raw) + 1)]

@@ -1,0 +1,157 @@
+"""A process started elsewhere, watched by pid: runtime limit, resources, kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Callable
+
+import anyio
+import psutil
+
+from .config import Config
+from .health import TERMINATED, SessionHealth
+from .session import FINAL_STATES, Resources, SessionSpec, Sink
+from .verdicts import Action, Termination
+
+POLL_SECONDS = 0.25
+
+
+class AdoptedSession:
+    """No pipes: only time and resources are judged; pause, resume and kill use signals."""
+
+    adapter_name = "adopted"
+
+    def __init__(self, sid: str, pid: int, config: Config, *, name: str | None, sink: Sink,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.process = psutil.Process(pid)  # raises NoSuchProcess for a missing pid
+        if self.process.uids().real != os.getuid() and os.getuid() != 0:
+            raise PermissionError(pid)
+        command = self.process.cmdline() or [self.process.name()]
+        self.spec = SessionSpec(id=sid, name=name or self.process.name(), command=command, adapter="adopted")
+        self.config = config
+        self.sink = sink
+        self.clock = clock
+        self.pid = pid
+        self.created_at = clock()
+        self.started_at = self.process.create_time()
+        self.health = SessionHealth(config, started_at=self.started_at)
+        self.health.runtime.cfg = _no_stall(config)
+        self.state = "running"
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.paused = False
+        self.resources = Resources()
+        self.stopping = False
+        self._procs: dict[int, psutil.Process] = {}
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    async def run(self) -> None:
+        self._publish()
+        while self.process.is_running() and self.process.status() != psutil.STATUS_ZOMBIE:
+            verdicts = self.health.tick(self.clock())
+            for verdict in verdicts:
+                self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+                if verdict.action == Action.TERMINATE:
+                    await self.stop(verdict.termination or Termination.OPERATOR)
+            await anyio.sleep(POLL_SECONDS)
+        self.ended_at = self.clock()
+        self.state = "terminated" if self.health.state == TERMINATED else "exited"
+        self._publish()
+
+    async def sample(self) -> None:
+        try:
+            procs = [self.process, *self.process.children(recursive=True)]
+            cpu = sum(self._cached(p).cpu_percent(None) for p in procs)
+            rss = sum(p.memory_info().rss for p in procs)
+        except psutil.Error:
+            return
+        self.resources = Resources(cpu, rss, len(procs))
+
+    def _cached(self, proc: psutil.Process) -> psutil.Process:
+        return self._procs.setdefault(proc.pid, proc)
+
+    def pause(self) -> None:
+        if not self.paused:
+            self._signal(signal.SIGSTOP)
+            self.paused = True
+            self._publish()
+
+    def resume(self) -> None:
+        if self.paused:
+            self._signal(signal.SIGCONT)
+            self.paused = False
+            self._publish()
+
+    async def kill(self, note: str | None = None) -> None:
+        verdicts = self.health.operator_terminate(self.clock(), note)
+        for verdict in verdicts:
+            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        await self.stop(Termination.OPERATOR)
+
+    async def stop(self, reason: Termination) -> None:
+        """SIGTERM to the process and its descendants, SIGKILL after the grace period."""
+        if self.stopping:
+            return
+        self.stopping = True
+        try:
+            procs = [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:
+            return
+        if self.paused:
+            self._signal(signal.SIGCONT)
+        for p in procs:
+            _send(p, signal.SIGTERM)
+        deadline = time.monotonic() + self.config.limits.kill_grace
+        while time.monotonic() < deadline and any(_alive(p) for p in procs):
+            await anyio.sleep(0.02)
+        for p in procs:
+            _send(p, signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        _send(self.process, sig)
+
+    def _publish(self) -> None:
+        self.sink("session", self.spec.id, self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        h = self.health
+        state = "paused" if self.paused and self.state == "running" else self.state
+        end = self.ended_at or self.clock()
+        return {
+            "id": self.spec.id, "name": self.spec.name, "adapter": "adopted", "command": self.spec.command,
+            "cwd": None, "env_keys": [], "preset": self.config.preset, "state": state, "pid": self.pid,
+            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
+            "runtime": round(end - self.started_at, 3), "max_runtime": self.config.limits.max_runtime,
+            "exit_code": self.exit_code, "termination": str(h.termination_reason) if h.termination_reason else None,
+            "termination_text": h.termination.reason if h.termination else None, "handshake": False,
+            "tool_calls": 0, "events": 0, "counters": {c.name: [c.value, c.limit] for c in h.counters()},
+            "pending_gates": [], "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
+            "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
+            "processes": self.resources.processes, "open_files": 0, "stdin_dropped": 0, "rate": [],
+            "validation_failures": 0,
+        }
+
+
+def _no_stall(config: Config) -> Any:
+    from dataclasses import replace
+
+    return replace(config.limits, stall_timeout=0.0)  # an adopted process has no events to be silent about
+
+
+def _send(proc: psutil.Process, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except psutil.Error:
+        pass
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

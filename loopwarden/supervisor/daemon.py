@@ -1,0 +1,669 @@
+"""The daemon: owns every session, is the only writer of the store, serves the control socket."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pwd
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import anyio
+import orjson
+from anyio.abc import SocketAttribute, SocketStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .config import ConfigError, load_config
+from .gates import GateError
+from .paths import Paths, private_dir
+from .session import LiveSession, SessionSpec
+from .verdicts import final_exit_code
+from .adopted import AdoptedSession
+from .spill import Spiller
+from .store import Batch, Store
+
+PROTOCOL = 1
+MAX_REQUEST = 1 << 20
+FLUSH_SECONDS = 0.1
+PUBLISH_SECONDS = 0.25
+SAMPLE_SECONDS = 1.0
+PENDING_EVENTS_CAP = 200_000
+SUBSCRIBER_QUEUE = 10_000
+
+
+class RequestError(Exception):
+    """A request the daemon refuses; the message is sent back as one line."""
+
+
+@dataclass
+class Subscriber:
+    send: MemoryObjectSendStream[bytes]
+    sessions: set[str] | None
+    events: bool
+    skipped: int = 0
+
+
+@dataclass
+class Pending:
+    batch: Batch = field(default_factory=Batch)
+    events: int = 0
+
+
+def peer_uid(stream: SocketStream) -> tuple[int, int]:
+    """(uid, pid) of the process on the other end of a unix socket (SO_PEERCRED)."""
+    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return uid, pid
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class Daemon:
+    def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
+        self.paths = paths
+        self.clock = clock
+        self.sessions: dict[str, LiveSession | AdoptedSession] = {}
+        self.subscribers: list[Subscriber] = []
+        self.pending = Pending()
+        self.dirty: set[str] = set()
+        self.dropped: dict[str, int] = {}
+        self.store: Store | None = None
+        self.guardian: subprocess.Popen[bytes] | None = None
+        self.next_id = 1
+        self.started_at = clock()
+        self._stop = anyio.Event()
+        self._tg: Any = None
+
+    # ---- lifecycle ------------------------------------------------------
+    async def serve(self, ready: Callable[[], None] | None = None) -> None:
+        private_dir(self.paths.runtime)
+        private_dir(self.paths.data)
+        private_dir(self.paths.cache)
+        lock = self._lock()
+        sock_path = self.paths.socket
+        private_dir(sock_path.parent)
+        if sock_path.exists() or sock_path.is_symlink():
+            sock_path.unlink()
+        self.store = Store.open(self.paths.database)
+        lost = self.store.mark_lost(self.clock())
+        self.next_id = 1 + len(self.store.sessions())
+        self._start_guardian()
+        old_umask = os.umask(0o177)
+        try:
+            listener = await anyio.create_unix_listener(sock_path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(sock_path, 0o600)
+        self._log(f"daemon {os.getpid()} listening on {sock_path}" + (f"; marked lost: {', '.join(lost)}" if lost else ""))
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._flusher)
+                tg.start_soon(self._sampler)
+                tg.start_soon(self._signals)
+                tg.start_soon(self._accept, listener)
+                if ready:
+                    ready()
+                await self._stop.wait()
+                await self._shutdown_sessions()
+                tg.cancel_scope.cancel()
+        finally:
+            await listener.aclose()
+            try:
+                sock_path.unlink()
+            except OSError:
+                pass
+            self._flush_now()
+            self.store.close()
+            if self.guardian and self.guardian.stdin:
+                self.guardian.stdin.close()
+            os.close(lock)
+
+    def _lock(self) -> int:
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise RuntimeError(f"a daemon is already running (pid {other or '?'}) for {self.paths.runtime}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
+
+    def _start_guardian(self) -> None:
+        self.guardian = subprocess.Popen(
+            [sys.executable, "-m", "loopwarden.supervisor.guardian", "5"], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+        )
+
+    def _guard_group(self, pgid: int, alive: bool) -> None:
+        if self.guardian and self.guardian.stdin:
+            try:
+                self.guardian.stdin.write(f"{'+' if alive else '-'}{pgid}\n".encode())
+                self.guardian.stdin.flush()
+            except OSError:
+                pass
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for _ in signals:
+                self._stop.set()
+                return
+
+    async def _shutdown_sessions(self) -> None:
+        live = [s for s in self.sessions.values() if not s.final]
+        if not live:
+            return
+        with anyio.move_on_after(10):
+            async with anyio.create_task_group() as tg:
+                for session in live:
+                    tg.start_soon(session.kill, "the daemon is stopping")
+
+    def _log(self, text: str) -> None:
+        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        sys.stderr.flush()
+
+    # ---- records: store and broadcast -------------------------------------
+    def sink(self, kind: str, session_id: str, data: dict[str, Any]) -> None:
+        """Every record a session produces: batched for the store, broadcast to subscribers."""
+        batch = self.pending.batch
+        if kind == "session":
+            self.dirty.add(session_id)
+            return
+        if kind in ("event", "log"):
+            if self.pending.events >= PENDING_EVENTS_CAP:
+                self.dropped[session_id] = self.dropped.get(session_id, 0) + 1
+                return
+            self.pending.events += 1
+            if kind == "log":
+                row = {"session_id": session_id, "seq": None, "ts": data.get("ts"), "kind": "log", "data": data}
+            else:
+                row = {"session_id": session_id, "seq": data.get("seq"), "ts": data.get("ts") or self.clock(),
+                       "kind": data.get("type"), "data": data}
+            batch.events.append(row)
+            self._broadcast(kind, session_id, data, is_event=True)
+            return
+        if kind == "verdict":
+            batch.verdicts.append({"session_id": session_id, **_verdict_row(data)})
+        elif kind == "gate":
+            batch.gates_upsert.append({"session_id": session_id, "gate_id": data["id"],
+                                       **{k: v for k, v in data.items() if k != "id"}})
+        elif kind == "spill":
+            batch.spills.append({"session_id": session_id, **data})
+        elif kind == "action":
+            batch.actions.append({"session_id": session_id, **data})
+        self._broadcast(kind, session_id, data, is_event=False)
+
+    def _broadcast(self, kind: str, session_id: str, data: dict[str, Any], *, is_event: bool) -> None:
+        if not self.subscribers:
+            return
+        message: bytes | None = None
+        for sub in self.subscribers:
+            if is_event and not sub.events:
+                continue
+            if sub.sessions is not None and session_id not in sub.sessions:
+                continue
+            if message is None:
+                message = orjson.dumps({"kind": kind, "session": session_id, "data": data},
+                                       default=str) + b"\n"
+            try:
+                sub.send.send_nowait(message)
+            except anyio.WouldBlock:
+                sub.skipped += 1  # a slow subscriber skips ahead; it never blocks a session
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+    async def _flusher(self) -> None:
+        last_publish = 0.0
+        while True:
+            await anyio.sleep(FLUSH_SECONDS)
+            now = time.monotonic()
+            if now - last_publish >= PUBLISH_SECONDS:
+                last_publish = now
+                self._publish_dirty()
+            if self.pending.batch.empty():
+                continue
+            batch, self.pending = self.pending.batch, Pending()
+            assert self.store is not None
+            await anyio.to_thread.run_sync(self.store.write, batch)
+
+    def _publish_dirty(self) -> None:
+        for session_id in list(self.dirty):
+            session = self.sessions.get(session_id)
+            if session is None:
+                continue
+            snap = session.snapshot()
+            snap["dropped_events"] = self.dropped.get(session_id, 0)
+            self.pending.batch.sessions_upsert.append(_session_row(snap))
+            self._broadcast("session", session_id, snap, is_event=False)
+        self.dirty.clear()
+
+    def _flush_now(self) -> None:
+        self._publish_dirty()
+        if self.store and not self.pending.batch.empty():
+            self.store.write(self.pending.batch)
+            self.pending = Pending()
+
+    async def _sampler(self) -> None:
+        while True:
+            await anyio.sleep(SAMPLE_SECONDS)
+            for session in list(self.sessions.values()):
+                if not session.final:
+                    await session.sample()
+                    self.dirty.add(session.spec.id)
+
+    # ---- the socket -------------------------------------------------------
+    async def _accept(self, listener: Any) -> None:
+        async def handle(stream: SocketStream) -> None:
+            try:
+                await self._connection(stream)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+                pass
+            finally:
+                await stream.aclose()
+
+        await listener.serve(handle)
+
+    async def _connection(self, stream: SocketStream) -> None:
+        uid, pid = peer_uid(stream)
+        if uid != os.getuid():
+            await stream.send(_reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
+            return
+        actor = f"uid {uid} ({user_name(uid)})"
+        buffer = b""
+        while True:
+            try:
+                chunk = await stream.receive(1 << 16)
+            except anyio.EndOfStream:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                done = await self._request(stream, line, actor, pid)
+                if done:
+                    return
+            if len(buffer) > MAX_REQUEST:
+                await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                return
+
+    async def _request(self, stream: SocketStream, line: bytes, actor: str, peer_pid: int) -> bool:
+        """Answer one request; True when the connection is now a subscription (or must close)."""
+        try:
+            request = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            await stream.send(_reply(None, error="request is not valid JSON"))
+            return False
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            await stream.send(_reply(None, error="request must be an object with an 'op'"))
+            return False
+        rid = request.get("id")
+        op = request["op"]
+        client = f"{str(request.get('client') or 'client')[:40]} pid {peer_pid}"
+        if op == "subscribe":
+            await self._subscribe(stream, request, rid)
+            return True
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            await stream.send(_reply(rid, error=f"unknown op {op[:40]!r}"))
+            return False
+        try:
+            result = await handler(request, actor=actor, client=client)
+        except RequestError as exc:
+            await stream.send(_reply(rid, error=str(exc)))
+            return False
+        except Exception as exc:  # a bug must not take the daemon down
+            self._log(f"error in {op}: {type(exc).__name__}: {exc}")
+            await stream.send(_reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            return False
+        await stream.send(_reply(rid, result=result))
+        return op == "shutdown"
+
+    async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
+        sessions = request.get("sessions")
+        wanted = set(map(self._resolve_id, sessions)) if isinstance(sessions, list) else None
+        send, receive = anyio.create_memory_object_stream[bytes](SUBSCRIBER_QUEUE)
+        sub = Subscriber(send, wanted, bool(request.get("events", False)))
+        self.subscribers.append(sub)
+        try:
+            snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
+            await stream.send(_reply(rid, result={"sessions": snapshot}))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain_client, stream, tg.cancel_scope)
+                await self._pump_subscriber(stream, sub, receive)
+        finally:
+            self.subscribers.remove(sub)
+            send.close()
+
+    async def _pump_subscriber(self, stream: SocketStream, sub: Subscriber,
+                               receive: MemoryObjectReceiveStream[bytes]) -> None:
+        async with receive:
+            async for message in receive:
+                if sub.skipped:
+                    skipped, sub.skipped = sub.skipped, 0
+                    await stream.send(orjson.dumps({"kind": "skipped", "count": skipped}) + b"\n")
+                await stream.send(message)
+
+    # ---- helpers ------------------------------------------------------------
+    def _resolve_id(self, ref: Any) -> str:
+        if not isinstance(ref, str) or not ref:
+            raise RequestError("a session id or name is required")
+        if ref in self.sessions:
+            return ref
+        named = [s.spec.id for s in self.sessions.values() if s.spec.name == ref]
+        if named:
+            return named[-1]
+        assert self.store is not None
+        if self.store.session(ref):
+            return ref
+        rows = [r["id"] for r in self.store.sessions() if r.get("name") == ref]
+        if rows:
+            return rows[-1]
+        raise RequestError(f"no session {ref!r} (see 'loopwarden ls')")
+
+    def _live(self, ref: Any) -> LiveSession | AdoptedSession:
+        sid = self._resolve_id(ref)
+        session = self.sessions.get(sid)
+        if session is None or session.final:
+            raise RequestError(f"session {sid} has ended; only its history remains")
+        return session
+
+    def _snapshot(self, sid: str) -> dict[str, Any]:
+        session = self.sessions.get(sid)
+        if session is not None:
+            snap = session.snapshot()
+            snap["dropped_events"] = self.dropped.get(sid, 0)
+            return snap
+        assert self.store is not None
+        row = self.store.session(sid) or {"id": sid}
+        return _row_snapshot(row)
+
+    def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
+        assert self.store is not None
+        ids = [r["id"] for r in self.store.sessions()]
+        ids += [sid for sid in self.sessions if sid not in ids]
+        return [sid for sid in ids if wanted is None or sid in wanted]
+
+    def _audit(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
+               note: str | None, outcome: str) -> None:
+        self.sink("action", session_id or "", {"ts": self.clock(), "actor": actor, "client": client,
+                                                "action": action, "target": target, "note": note,
+                                                "outcome": outcome})
+
+    def _new_id(self) -> str:
+        sid = f"s{self.next_id}"
+        self.next_id += 1
+        return sid
+
+    # ---- operations (op_<name>) ---------------------------------------------
+    async def op_ping(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return {"protocol": PROTOCOL, "pid": os.getpid(), "sessions": len(self.sessions),
+                "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
+                "database": str(self.paths.database)}
+
+    async def op_run(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        spec_in = req.get("spec")
+        if not isinstance(spec_in, dict):
+            raise RequestError("run needs a 'spec' object")
+        command = spec_in.get("command")
+        if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+            raise RequestError("run needs a non-empty command (a list of strings)")
+        adapter_name = str(spec_in.get("adapter") or "native")
+        from ..sessions import ADAPTERS
+
+        if adapter_name not in ADAPTERS:
+            raise RequestError(f"unknown adapter {adapter_name!r}; use one of {', '.join(ADAPTERS)}")
+        env = spec_in.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise RequestError("env must map names to strings")
+        sets = [str(s) for s in spec_in.get("sets") or []]
+        try:
+            config = load_config(preset=spec_in.get("preset"), file=spec_in.get("config_file"),
+                                 env=spec_in.get("config_env") or {}, sets=sets)
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        sid = self._new_id()
+        name = str(spec_in.get("name") or os.path.basename(command[0]))[:80]
+        spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
+                           cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
+                           task=spec_in.get("task"))
+        spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
+                          truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
+                          session=sid)
+        session = LiveSession(spec, config, ADAPTERS[adapter_name](), sink=self.sink, spiller=spiller,
+                              on_group=self._guard_group, clock=self.clock)
+        self.sessions[sid] = session
+        self.dirty.add(sid)
+        self._audit(actor, client, sid, "run", " ".join(command)[:200], None, "started")
+        self._tg.start_soon(self._run_session, session)
+        return {"id": sid, "name": name}
+
+    async def _run_session(self, session: LiveSession | AdoptedSession) -> None:
+        try:
+            await session.run()
+        except Exception as exc:  # a session's failure is recorded, never the daemon's end
+            self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
+            session.state = "exited"
+        self.dirty.add(session.spec.id)
+
+    async def op_adopt(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        pid = req.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise RequestError("adopt needs a process id (a positive integer)")
+        try:
+            config = load_config(preset=req.get("preset"), env={}, sets=[str(s) for s in req.get("sets") or []])
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        sid = self._new_id()
+        try:
+            session = AdoptedSession(sid, pid, config, name=req.get("name"), sink=self.sink, clock=self.clock)
+        except ProcessLookupError:
+            raise RequestError(f"no process {pid}") from None
+        except PermissionError:
+            raise RequestError(f"process {pid} belongs to another user") from None
+        self.sessions[sid] = session
+        self.dirty.add(sid)
+        self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
+        self._tg.start_soon(self._run_session, session)
+        return {"id": sid, "name": session.spec.name}
+
+    async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        return [self._snapshot(sid) for sid in self._all_sessions()]
+
+    async def op_status(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return self._snapshot(self._resolve_id(req.get("session")))
+
+    async def op_logs(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        sid = self._resolve_id(req.get("session"))
+        self._flush_now()
+        assert self.store is not None
+        after = int(req.get("after") or 0)
+        limit = max(1, min(int(req.get("limit") or 1000), 10_000))
+        return {"session": sid, "events": self.store.events(sid, after_id=after, limit=limit),
+                "verdicts": self.store.verdicts(sid, after_id=int(req.get("verdicts_after") or 0), limit=limit)}
+
+    async def op_gates(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        out = []
+        for sid, session in self.sessions.items():
+            if session.final:
+                continue
+            for gate in session.health.pending_gates():
+                out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
+        return sorted(out, key=lambda g: g["opened_at"])
+
+    def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession, str]:
+        ref = req.get("gate")
+        if not isinstance(ref, str) or not ref:
+            raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
+        if ":" in ref:
+            sid, gate_id = ref.split(":", 1)
+            session = self._live(sid)
+        else:
+            gate_id = ref
+            owners = [s for s in self.sessions.values() if not s.final and gate_id in s.health.gates.gates]
+            if req.get("session"):
+                owners = [self._live(req["session"])]
+            if len(owners) != 1:
+                raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
+            session = owners[0]
+        if not isinstance(session, LiveSession):
+            raise RequestError("adopted sessions have no gates")
+        return session, gate_id
+
+    async def _decide(self, req: dict[str, Any], approve: bool, actor: str, client: str) -> dict[str, Any]:
+        session, gate_id = self._gate_ref(req)
+        note = _note(req)
+        try:
+            await session.decide(gate_id, approve, actor, note)
+        except GateError as exc:
+            self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note,
+                        f"refused: {exc}")
+            raise RequestError(str(exc)) from None
+        self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note, "done")
+        return {"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"}
+
+    async def op_approve(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        return await self._decide(req, True, actor, client)
+
+    async def op_deny(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        return await self._decide(req, False, actor, client)
+
+    async def op_grant(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live_native(req, "grant unblock authority")
+        note = _note(req)
+        verdict = session.grant(note)
+        self._audit(actor, client, session.spec.id, "grant", None, note, "injected")
+        return {"session": session.spec.id, "message": verdict.message}
+
+    async def op_reset(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live_native(req, "reset counters")
+        counter = req.get("counter")
+        known = {"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "validation",
+                 "failures", "loop", "attempts", "iterations"}
+        if counter is not None and counter not in known:
+            raise RequestError(f"unknown counter {counter!r}; use one of {', '.join(sorted(known))}")
+        session.reset(counter)
+        self._audit(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
+        return {"session": session.spec.id, "reset": counter or "all"}
+
+    async def op_inject(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live_native(req, "inject text")
+        text = req.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise RequestError("inject needs some text")
+        if not session.inject(text):
+            raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text")
+        self._audit(actor, client, session.spec.id, "inject", None, text[:500], "sent")
+        return {"session": session.spec.id}
+
+    def _live_native(self, req: dict[str, Any], what: str) -> LiveSession:
+        session = self._live(req.get("session"))
+        if not isinstance(session, LiveSession):
+            raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
+        return session
+
+    async def op_pause(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live(req.get("session"))
+        session.pause()
+        self._audit(actor, client, session.spec.id, "pause", None, _note(req), "done")
+        return {"session": session.spec.id, "state": "paused"}
+
+    async def op_resume(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live(req.get("session"))
+        session.resume()
+        self._audit(actor, client, session.spec.id, "resume", None, _note(req), "done")
+        return {"session": session.spec.id, "state": "running"}
+
+    async def op_kill(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        session = self._live(req.get("session"))
+        note = _note(req)
+        self._audit(actor, client, session.spec.id, "kill", None, note, "stopping")
+        self._tg.start_soon(session.kill, note)
+        return {"session": session.spec.id, "state": "stopping"}
+
+    async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        self._flush_now()
+        assert self.store is not None
+        sid = self._resolve_id(req["session"]) if req.get("session") else None
+        return self.store.actions(session_id=sid, limit=int(req.get("limit") or 1000))
+
+    async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        snap = self._snapshot(self._resolve_id(req.get("session")))
+        return {"final": snap.get("state") in ("exited", "terminated", "lost"), "exit_code": final_exit_code(snap)}
+
+    async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        self._audit(actor, client, None, "stop-daemon", None, _note(req), "stopping")
+        self._stop.set()
+        return {"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])}
+
+
+async def _drain_client(stream: SocketStream, scope: Any) -> None:
+    """A subscriber only listens; when it hangs up, end the subscription."""
+    try:
+        while await stream.receive(1 << 16):
+            pass
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    scope.cancel()
+
+
+def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
+    if error is not None:
+        return orjson.dumps({"id": rid, "ok": False, "error": error}) + b"\n"
+    return orjson.dumps({"id": rid, "ok": True, "result": result}, default=str) + b"\n"
+
+
+def _note(req: dict[str, Any]) -> str | None:
+    note = req.get("note")
+    return note[:2000] if isinstance(note, str) and note.strip() else None
+
+
+def _verdict_row(data: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": data.get("seq"), "ts": data.get("ts"), "action": data.get("action"), "rule": data.get("rule"),
+            "reason": data.get("reason"), "message": data.get("message"), "termination": data.get("termination"),
+            "target": data.get("target"), "gate_id": data.get("gate_id"), "evidence": data.get("evidence") or {}}
+
+
+_SESSION_COLUMNS = ("id", "name", "adapter", "command", "cwd", "env_keys", "preset", "state", "created_at",
+                    "started_at", "ended_at", "pid", "exit_code", "termination", "termination_text",
+                    "dropped_events", "handshake")
+
+
+def _session_row(snap: dict[str, Any]) -> dict[str, Any]:
+    row = {k: snap.get(k) for k in _SESSION_COLUMNS}
+    row["snapshot"] = snap
+    return row
+
+
+def _row_snapshot(row: dict[str, Any]) -> dict[str, Any]:
+    snap = row.get("snapshot")
+    if isinstance(snap, dict):
+        snap = dict(snap)
+        for key in ("state", "termination", "termination_text", "ended_at", "exit_code"):
+            snap[key] = row.get(key, snap.get(key))
+        return snap
+    return dict(row)
+
+
+def run_daemon(paths: Paths) -> int:
+    """`loopwarden serve`: run in the foreground until SIGTERM/SIGINT or stop-daemon."""
+    try:
+        anyio.run(Daemon(paths).serve)
+    except RuntimeError as exc:
+        sys.stderr.write(f"loopwarden: error: {exc}\n")
+        return 1
+    return 0

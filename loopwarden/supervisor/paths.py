@@ -1,0 +1,76 @@
+"""Where loopwarden keeps its socket, database, logs and spill files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP = "loopwarden"
+HOME_ENV = "LOOPWARDEN_HOME"
+_SOCKET_PATH_LIMIT = 100  # sun_path is 108 bytes on Linux; keep a margin
+
+
+class UnsafeDirectory(OSError):
+    """A directory loopwarden must own alone is a symlink, someone else's, or open to others."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The directories of one profile; LOOPWARDEN_HOME puts them all under one folder."""
+
+    runtime: Path
+    data: Path
+    cache: Path
+
+    @property
+    def socket(self) -> Path:
+        path = self.runtime / "daemon.sock"
+        if len(os.fsencode(path)) <= _SOCKET_PATH_LIMIT:
+            return path
+        digest = hashlib.sha256(os.fsencode(self.runtime)).hexdigest()[:12]
+        return Path("/tmp") / f"{APP}-{os.getuid()}-{digest}" / "daemon.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.runtime / "daemon.lock"
+
+    @property
+    def database(self) -> Path:
+        return self.data / "loopwarden.db"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.data / "daemon.log"
+
+    @property
+    def spill(self) -> Path:
+        return self.cache / "spill"
+
+
+def default_paths(env: dict[str, str] | None = None) -> Paths:
+    """The current profile: LOOPWARDEN_HOME if set, else the platform's per-user directories."""
+    env = dict(os.environ) if env is None else env
+    home = env.get(HOME_ENV)
+    if home:
+        base = Path(home).expanduser().resolve()
+        return Paths(base / "run", base / "data", base / "cache")
+    runtime = Path(platformdirs.user_runtime_dir(APP))
+    return Paths(runtime, Path(platformdirs.user_data_dir(APP)), Path(platformdirs.user_cache_dir(APP)))
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and parents) as 0700, or check an existing one is ours and private."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UnsafeDirectory(f"{path} is not a plain directory")
+    if info.st_uid != os.getuid():
+        raise UnsafeDirectory(f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path

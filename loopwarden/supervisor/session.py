@@ -1,0 +1,557 @@
+"""A live session: the agent process, its pumps, and carrying out the engine's verdicts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import anyio
+import psutil
+from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectSendStream
+
+from . import messages
+from .config import Config
+from .events import Event, Hello, InvalidLine, ResourceSample, ToolCall, ToolResult
+from .health import GATED, TERMINATED, SessionHealth
+from .lines import LineSplitter, Oversized
+from .protocol import preview
+from .spill import Spiller
+from .verdicts import Action, Termination, Verdict, final_exit_code  # noqa: F401
+
+TICK_SECONDS = 0.25
+STDIN_QUEUE = 1024
+READ_CHUNK = 1 << 16
+FINAL_STATES = ("exited", "terminated", "lost")
+
+
+class AdapterLike(Protocol):
+    name: str
+    handshake: bool
+
+    @property
+    def can_veto(self) -> bool: ...
+    @property
+    def can_inject(self) -> bool: ...
+    def command(self, argv: list[str]) -> list[str]: ...
+    def start_lines(self) -> list[bytes]: ...
+    def parse_stdout(self, line: bytes, seq: int) -> list[Event]: ...
+    def parse_stderr(self, line: bytes, seq: int) -> list[Event]: ...
+    def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None: ...
+    def verdict_line(self, call: ToolCall, verdict: Verdict | None) -> bytes | None: ...
+    def spill_line(self, result: ToolResult, spill: Any) -> bytes | None: ...
+    def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None: ...
+    def stop_line(self, reason: str, message: str) -> bytes | None: ...
+
+
+@dataclass
+class SessionSpec:
+    """What to run. `env` is passed to the process and never stored (only its keys are)."""
+
+    id: str
+    name: str
+    command: list[str]
+    adapter: str = "native"
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    preset: str | None = None
+    sets: list[str] = field(default_factory=list)
+    task: str | None = None
+
+
+class Sink(Protocol):
+    """Where a session reports: the daemon stores and broadcasts each record."""
+
+    def __call__(self, kind: str, session_id: str, data: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Resources:
+    cpu_percent: float = 0.0
+    rss: int = 0
+    processes: int = 0
+    open_files: int = 0
+    tree: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LiveSession:
+    """Runs one agent process and drives a SessionHealth with its output, live."""
+
+    def __init__(self, spec: SessionSpec, config: Config, adapter: AdapterLike, *, sink: Sink,
+                 spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.spec = spec
+        self.config = config
+        self.adapter = adapter
+        self.sink = sink
+        self.spiller = spiller
+        self.on_group = on_group or (lambda pgid, alive: None)
+        self.clock = clock
+        self.health = SessionHealth(config, started_at=clock())
+        self.state = "starting"
+        self.created_at = clock()
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.pid: int | None = None
+        self.process: Process | None = None
+        self.paused = False
+        self.stopping = False
+        self.held: deque[tuple[ToolCall, Verdict | None]] = deque()
+        self.stdin_dropped = 0
+        self.resources = Resources()
+        self.tool_calls = 0
+        self.rate: deque[int] = deque([0] * 60, maxlen=60)  # events per second, last minute
+        self._rate_second = 0
+        self._stdin_send: MemoryObjectSendStream[bytes] | None = None
+        self._psutil: psutil.Process | None = None
+        self._stderr_seq = 0
+
+    # ---- lifecycle --------------------------------------------------------
+    async def run(self) -> None:
+        """Start the process and supervise it until it ends; never raises for the agent's faults."""
+        argv = self.adapter.command(self.spec.command)
+        env = {**os.environ, **self.spec.env}
+        try:
+            self.process = await anyio.open_process(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=self.spec.cwd or None, env=env, start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            self.state, self.ended_at = "exited", self.clock()
+            self.exit_code = 127
+            self.health.termination = None
+            self._report_error(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}")
+            self._publish()
+            return
+        self.pid = self.process.pid
+        self.on_group(self.pid, True)
+        try:
+            self._psutil = psutil.Process(self.pid)
+        except psutil.Error:
+            self._psutil = None
+        self.state, self.started_at = "running", self.clock()
+        self.health.runtime.started_at = self.health.runtime.last_activity = self.started_at
+        self._publish()
+        send, receive = anyio.create_memory_object_stream[bytes](STDIN_QUEUE)
+        self._stdin_send = send
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_stdin, receive)
+            for data in self.adapter.start_lines():
+                self._send(data)
+            tg.start_soon(self._ticker)
+            pumps_done = anyio.Event()
+            tg.start_soon(self._pumps, pumps_done)
+            self.exit_code = await self.process.wait()
+            with anyio.move_on_after(1.0):  # let the pumps drain what the agent wrote last
+                await pumps_done.wait()
+            tg.cancel_scope.cancel()
+        await self._kill_leftovers()
+        self.on_group(self.pid, False)
+        self.ended_at = self.clock()
+        if self.health.state != TERMINATED:
+            self.state = "exited"
+        else:
+            self.state = "terminated"
+        self._publish()
+
+    async def _pumps(self, done: anyio.Event) -> None:
+        assert self.process and self.process.stdout and self.process.stderr
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump_stderr)
+            await self._pump_stdout()
+        done.set()
+
+    async def _pump_stdout(self) -> None:
+        assert self.process and self.process.stdout
+        splitter = LineSplitter(self._max_line())
+        seq = 0
+        async for chunk in _chunks(self.process.stdout):
+            for line in splitter.feed(chunk):
+                seq += 1
+                await self._line(line, seq)
+        for line in splitter.finish():
+            seq += 1
+            await self._line(line, seq)
+
+    async def _line(self, line: bytes | Oversized, seq: int) -> None:
+        if type(line) is Oversized:
+            limit = self._max_line()
+            events: list[Event] = [InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
+                                               preview=preview(line.head))]
+        elif not line:
+            return
+        else:
+            events = self.adapter.parse_stdout(line, seq)  # type: ignore[arg-type]
+        for event in events:
+            await self.handle(event)
+
+    async def _pump_stderr(self) -> None:
+        assert self.process and self.process.stderr
+        splitter = LineSplitter(64 << 10)
+        async for chunk in _chunks(self.process.stderr):
+            for line in splitter.feed(chunk):
+                self._stderr_line(line)
+        for line in splitter.finish():
+            self._stderr_line(line)
+
+    def _stderr_line(self, line: bytes | Oversized) -> None:
+        self._stderr_seq += 1
+        if type(line) is Oversized:
+            text = f"[stderr line of {line.length:,} bytes, not kept]"
+        elif not line:
+            return
+        else:
+            events = self.adapter.parse_stderr(line, self._stderr_seq)  # type: ignore[arg-type]
+            if events:
+                for event in events:
+                    self._judge(event)
+                return
+            text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
+        self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
+
+    async def _ticker(self) -> None:
+        while True:
+            await anyio.sleep(TICK_SECONDS)
+            now = self.clock()
+            second = int(now)
+            if second != self._rate_second:
+                for _ in range(min(second - self._rate_second, 60)):
+                    self.rate.append(0)
+                self._rate_second = second
+            verdicts = self.health.tick(now)
+            if verdicts:
+                await self._carry_out(verdicts, None)
+
+    # ---- the event path ---------------------------------------------------
+    async def handle(self, event: Event) -> None:
+        """Judge one event and carry out its verdicts."""
+        verdicts = self._judge(event)
+        await self._carry_out(verdicts, event)
+
+    def _judge(self, event: Event) -> list[Verdict]:
+        now = self.clock()
+        self.rate[-1] += 1
+        verdicts = self.health.observe(event, now)
+        if type(event) is ToolResult and self.spiller is not None:
+            for verdict in verdicts:
+                if verdict.action == Action.SPILL:
+                    self._spill(verdict, event, now)  # type: ignore[arg-type]
+        if type(event) is ToolCall:
+            self.tool_calls += 1
+        record = event.to_dict()
+        record["seq"] = event.seq
+        self.sink("event", self.spec.id, record)
+        for verdict in verdicts:
+            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
+            if verdict.gate_id:
+                gate = self.health.gates.gates.get(verdict.gate_id)
+                if gate:
+                    self.sink("gate", self.spec.id, gate.to_dict())
+        return verdicts
+
+    def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
+        assert self.spiller is not None
+        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
+        verdict.message = result.message
+        verdict.evidence.update(path=result.path, size=result.size)
+        if result.warning:
+            verdict.evidence["warning"] = result.warning
+        event.output = result.message
+        self._spill_result = result
+        if result.path:
+            self.sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
+                                              "path": result.path, "size": result.size})
+
+    async def _carry_out(self, verdicts: list[Verdict], event: Event | None) -> None:
+        adapter = self.adapter
+        if type(event) is Hello:
+            reply = adapter.hello_reply(event, self.spec.id, self.config.spill.threshold_chars)  # type: ignore[arg-type]
+            if reply:
+                self._send(reply)
+        block: Verdict | None = None
+        for verdict in verdicts:
+            action = verdict.action
+            if action == Action.TERMINATE:
+                await self._publish_after(self.stop(verdict.termination or Termination.OPERATOR, verdict.reason))
+                return
+            if action == Action.BLOCK and type(event) is ToolCall:
+                block = verdict
+                if not adapter.can_veto:
+                    self._inject(verdict.message or verdict.reason, "nudge", verdict.rule)
+            elif action == Action.SPILL and type(event) is ToolResult:
+                result = getattr(self, "_spill_result", None)
+                line = adapter.spill_line(event, result) if result is not None else None  # type: ignore[arg-type]
+                if line:
+                    self._send(line)
+            elif action in (Action.NUDGE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT) and verdict.message:
+                self._inject(verdict.message, _inject_kind(verdict), verdict.rule)
+            elif action == Action.ESCALATE and verdict.message:
+                self._inject(verdict.message, "escalate", verdict.rule, verdict.target)
+        if type(event) is ToolCall:
+            if self.health.state == GATED and adapter.can_veto:
+                self.held.append((event, block))  # type: ignore[arg-type]
+            else:
+                line = adapter.verdict_line(event, block)  # type: ignore[arg-type]
+                if line:
+                    self._send(line)
+        if self.health.state == GATED and not adapter.can_veto and not self.paused:
+            self._signal_group(signal.SIGSTOP)
+            self.paused = True
+        self._publish()
+
+    async def _publish_after(self, awaitable: Any) -> None:
+        await awaitable
+        self._publish()
+
+    def _release_held(self) -> None:
+        while self.held and self.health.state != GATED:
+            call, block = self.held.popleft()
+            line = self.adapter.verdict_line(call, block)
+            if line:
+                self._send(line)
+
+    # ---- operator actions -------------------------------------------------
+    async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
+        """Approve or deny a gate; raises GateError for an unknown or decided gate."""
+        verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
+        gate = self.health.gates.gates.get(gate_id)
+        if gate:
+            self.sink("gate", self.spec.id, gate.to_dict())
+        for verdict in verdicts:
+            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        await self._carry_out(verdicts, None)
+        if self.health.state != GATED:
+            self._release_held()
+            if self.paused and self.health.state != TERMINATED:
+                self._signal_group(signal.SIGCONT)
+                self.paused = False
+        self._publish()
+        return verdicts
+
+    def grant(self, note: str | None) -> Verdict:
+        verdict = self.health.grant_authority(self.clock(), task=self.spec.task, note=note)
+        self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        self._inject(verdict.message or "", "authority", "operator")
+        self._publish()
+        return verdict
+
+    def reset(self, counter: str | None) -> None:
+        self.health.reset_counters(counter)
+        self._publish()
+
+    def inject(self, text: str) -> bool:
+        """Send operator text to the agent; False when this adapter cannot receive text."""
+        if not self.adapter.can_inject:
+            return False
+        self._inject(text, "operator", "operator")
+        return True
+
+    def pause(self) -> None:
+        if self.state == "running" and not self.paused:
+            self._signal_group(signal.SIGSTOP)
+            self.paused = True
+            self._publish()
+
+    def resume(self) -> None:
+        if self.paused:
+            self._signal_group(signal.SIGCONT)
+            self.paused = False
+            self._publish()
+
+    async def kill(self, note: str | None = None) -> None:
+        verdicts = self.health.operator_terminate(self.clock(), note)
+        for verdict in verdicts:
+            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        await self.stop(Termination.OPERATOR, verdicts[0].reason if verdicts else "operator")
+        self._publish()
+
+    async def sample(self) -> None:
+        """Refresh CPU, memory and the process tree (psutil), and judge the resource limits."""
+        proc = self._psutil
+        if proc is None or self.state in FINAL_STATES:
+            return
+        try:
+            procs = [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            return
+        cpu = rss = files = 0
+        tree = []
+        for p in procs:
+            try:
+                with p.oneshot():
+                    c = p.cpu_percent(None)
+                    m = p.memory_info().rss
+                    try:
+                        n_files = p.num_fds()
+                    except (psutil.Error, AttributeError):
+                        n_files = 0
+                    tree.append({"pid": p.pid, "ppid": p.ppid(), "name": p.name(), "cpu": c, "rss": m,
+                                 "status": p.status()})
+            except psutil.Error:
+                continue
+            cpu += c
+            rss += m
+            files += n_files
+        self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
+        if self.config.limits.max_rss or self.config.limits.max_processes:
+            sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
+            verdicts = self.health.observe(sample, self.clock())
+            for verdict in verdicts:
+                self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+            if verdicts:
+                await self._carry_out(verdicts, None)
+
+    # ---- stopping ---------------------------------------------------------
+    async def stop(self, reason: Termination, message: str) -> None:
+        """A `stop` line, SIGTERM to the whole group, SIGKILL after the grace period."""
+        if self.stopping or self.process is None:
+            return
+        self.stopping = True
+        self.state = "stopping"
+        self._publish()
+        line = self.adapter.stop_line(str(reason), message)
+        if line:
+            self._send(line)
+        descendants = self._descendants()
+        if self.paused:
+            self._signal_group(signal.SIGCONT)
+            self.paused = False
+        self._signal_group(signal.SIGTERM)
+        with anyio.move_on_after(self.config.limits.kill_grace):
+            await self.process.wait()
+        self._signal_group(signal.SIGKILL)
+        for p in descendants:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+    def _descendants(self) -> list[psutil.Process]:
+        if self._psutil is None:
+            return []
+        try:
+            return self._psutil.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    async def _kill_leftovers(self) -> None:
+        """After the agent exits, nothing it started may linger in its group."""
+        if self.pid is None:
+            return
+        try:
+            os.killpg(self.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        self._signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + self.config.limits.kill_grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            await anyio.sleep(0.02)
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: int) -> None:
+        if self.pid is None:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # ---- stdin ------------------------------------------------------------
+    def _inject(self, text: str, kind: str, rule: str, model: str | None = None) -> None:
+        line = self.adapter.inject_line(text, kind, rule, model)
+        if line:
+            self._send(line)
+
+    def _send(self, data: bytes) -> None:
+        if self._stdin_send is None:
+            return
+        try:
+            self._stdin_send.send_nowait(data)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.stdin_dropped += 1
+
+    async def _write_stdin(self, receive: Any) -> None:
+        assert self.process and self.process.stdin
+        stdin = self.process.stdin
+        async with receive:
+            async for data in receive:
+                try:
+                    await stdin.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    self.stdin_dropped += 1
+
+    # ---- reporting ----------------------------------------------------------
+    def _max_line(self) -> int:
+        configured = self.config.limits.max_line_bytes
+        return configured or (1 << 20 if self.adapter.name == "native" else 64 << 20)
+
+    def _report_error(self, text: str) -> None:
+        self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
+
+    def _publish(self) -> None:
+        self.sink("session", self.spec.id, self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a console or `status` shows about this session."""
+        h = self.health
+        termination = h.termination_reason
+        state = self.state
+        if self.paused and state == "running":
+            state = "paused"
+        if h.state == GATED and state in ("running", "paused"):
+            state = "gated"
+        now = self.clock()
+        end = self.ended_at or now
+        return {
+            "id": self.spec.id, "name": self.spec.name, "adapter": self.adapter.name,
+            "command": self.spec.command, "cwd": self.spec.cwd, "env_keys": sorted(self.spec.env),
+            "preset": self.config.preset, "state": state, "pid": self.pid,
+            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
+            "runtime": round(end - (self.started_at or self.created_at), 3),
+            "max_runtime": self.config.limits.max_runtime, "exit_code": self.exit_code,
+            "termination": str(termination) if termination else None,
+            "termination_text": h.termination.reason if h.termination else None,
+            "handshake": self.adapter.handshake, "tool_calls": self.tool_calls, "events": h.events,
+            "counters": {c.name: [c.value, c.limit] for c in h.counters()},
+            "pending_gates": [g.id for g in h.pending_gates()],
+            "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
+            "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
+            "processes": self.resources.processes, "open_files": self.resources.open_files,
+            "stdin_dropped": self.stdin_dropped, "rate": list(self.rate)[-30:],
+            "validation_failures": h.validation_total,
+        }
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+INJECT_KINDS: dict[Action, str] = {
+    Action.NUDGE: "nudge",
+    Action.UNBLOCK_AUTHORITY: "authority",
+    Action.FORCE_NEXT: "force_next",
+    Action.ESCALATE: "escalate",
+}
+
+
+def _inject_kind(verdict: Verdict) -> str:
+    return INJECT_KINDS.get(verdict.action, "nudge")
+
+
+async def _chunks(stream: Any) -> Any:
+    while True:
+        try:
+            chunk = await stream.receive(READ_CHUNK)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        yield chunk

@@ -1,0 +1,65 @@
+"""Alternation: two calls A,B,A,B with identical results over the window (default 6 calls).
+
+Spec: Repetition, "Also catch: ... Two calls alternating A,B,A,B with identical results over
+the window" (OpenHands' period-2 pattern: last 6 actions and 6 observations).
+"""
+
+from __future__ import annotations
+
+from tests.engine.helpers import Action, call, config, condensation, ok, one, run, summary, system_nudge, user
+
+A = ("read_file", {"path": "src/app.py"})
+B = ("bash", {"command": "pytest -q tests/test_app.py"})
+
+
+def a(out="def main(): ..."):
+    return [call(*A), ok("read_file", out)]
+
+
+def b(out="1 failed, 4 passed"):
+    return [call(*B), ok("bash", out)]
+
+
+def test_a_b_a_b_a_b_with_identical_results_is_nudged_at_the_sixth_result():
+    verdicts = run(a() + b() + a() + b() + a() + b())
+    nudge = one(verdicts, Action.NUDGE)
+    assert summary(verdicts) == [("nudge", "alternation", 12)]
+    assert "read_file" in nudge.message and "bash" in nudge.message
+    assert "alternat" in nudge.message.lower()
+    assert "same result" in nudge.message.lower()
+    assert "different approach" in nudge.message.lower()
+
+
+def test_near_miss_five_calls_do_not_fire():
+    assert run(a() + b() + a() + b() + a()) == []
+
+
+def test_changing_results_are_not_a_loop():
+    events = []
+    for i in range(4):
+        events += a() + b(f"{4 - i} failed, {i + 1} passed")  # the test run improves each time
+    assert run(events) == []
+
+
+def test_one_changing_result_in_the_window_breaks_it():
+    assert run(a() + b() + a("def main(): return 1") + b() + a() + b()) == []
+
+
+def test_a_third_call_breaks_the_pattern():
+    events = a() + b() + a() + [call("ls", {"path": "."}), ok("ls", "src")] + a() + b()
+    assert run(events) == []
+
+
+def test_window_is_configurable():
+    cfg = config("repetition.alternation_window=4")
+    assert summary(run(a() + b() + a() + b(), cfg)) == [("nudge", "alternation", 8)]
+    assert run(a() + b() + a(), cfg) == []
+
+
+def test_user_message_resets_the_window():
+    assert run(a() + b() + a() + b() + a() + [user()] + b()) == []
+
+
+def test_system_nudge_and_condensation_do_not_reset_the_window():
+    verdicts = run(a() + b() + a() + [system_nudge()] + b() + [condensation()] + a() + b())
+    assert summary(verdicts) == [("nudge", "alternation", 14)]

@@ -1,0 +1,159 @@
+"""Decision 74's loop counter (seed 002).
+
+"the first failure is count 0, each exact repeat adds one, so the default (loop.gate_after=3)
+gates at the fourth identical failure", with the failure history as evidence. Test progress
+(fewer failures, more coverage) does not count, regression (more failures) does;
+near-duplicate collaboration requests between the same two agents count; the counter is not
+reset on an agent change; it is reset on task completion and on a human decision.
+"""
+
+from __future__ import annotations
+
+from tests.engine.helpers import (
+    Action, Session, attempt, collab, config, done, error, history_seqs, of, one, run, summary, suite,
+)
+
+MSG = "TypeError: cannot read property 'x' of undefined"
+ISOLATED = config("failures.max_consecutive=100")  # error events also feed consecutive failures
+
+
+def gates(verdicts):
+    return of(verdicts, Action.GATE)
+
+
+def test_fourth_identical_failure_opens_a_gate_with_the_failure_history():
+    s = Session(ISOLATED)
+    verdicts = s.feed(*[error(MSG) for _ in range(4)])
+    assert summary(verdicts) == [("gate", "loop_counter", 4)]
+    gate = verdicts[0]
+    assert gate.gate_id is not None
+    assert [g.id for g in s.health.pending_gates()] == [gate.gate_id]
+    assert history_seqs(gate.evidence) == [1, 2, 3, 4]
+    assert MSG in str(gate.evidence)
+    assert "loop" in gate.reason.lower() and "3" in gate.reason
+
+
+def test_near_miss_three_identical_failures():
+    assert run([error(MSG) for _ in range(3)], ISOLATED) == []
+
+
+def test_different_messages_are_not_repeats():
+    events = [error(f"TypeError: cannot read property '{p}' of undefined") for p in "abcdefg"]
+    assert run(events, ISOLATED) == []
+
+
+def test_a_repeat_of_any_earlier_failure_of_the_task_counts():
+    # seed 002: "Check exact message match against recent failures (same task)"
+    a, b = "SyntaxError at line 42", "ImportError: no module named foo"
+    assert summary(run([error(a), error(b), error(a), error(b), error(a)], ISOLATED)) == [
+        ("gate", "loop_counter", 5)]
+    assert run([error(a), error(b), error(a), error(b)], ISOLATED) == []
+
+
+def test_the_count_is_per_task():
+    events = [error(MSG, task="T1"), error(MSG, task="T1"), error(MSG, task="T2"), error(MSG, task="T2"),
+              error(MSG, task="T1"), error(MSG, task="T2")]
+    assert run(events, ISOLATED) == []
+
+
+def test_not_reset_on_agent_change():
+    events = [error(MSG, agent="backend_dev"), error(MSG, agent="backend_dev"),
+              error(MSG, agent="backend_dev_2"), error(MSG, agent="backend_dev_2")]
+    assert summary(run(events, ISOLATED)) == [("gate", "loop_counter", 4)]
+
+
+def test_reset_on_task_completion_done():
+    events = [error(MSG) for _ in range(3)] + [done(task="T1")] + [error(MSG) for _ in range(3)]
+    assert run(events, ISOLATED) == []
+    events = [error(MSG) for _ in range(3)] + [done(task="T1")] + [error(MSG) for _ in range(4)]
+    assert summary(run(events, ISOLATED)) == [("gate", "loop_counter", 8)]
+
+
+def test_reset_on_task_completion_attempt_done():
+    events = [error(MSG) for _ in range(3)] + [attempt("T1", "done")] + [error(MSG) for _ in range(3)]
+    assert run(events, ISOLATED) == []
+
+
+def test_completion_of_another_task_does_not_reset():
+    events = [error(MSG) for _ in range(3)] + [done(task="T2"), error(MSG)]
+    assert summary(run(events, ISOLATED)) == [("gate", "loop_counter", 5)]
+
+
+def test_reset_on_human_decision():
+    s = Session(ISOLATED)
+    gate = one(s.feed(*[error(MSG) for _ in range(4)]), Action.GATE)
+    assert s.decide(gate.gate_id, True) == []
+    assert s.feed(*[error(MSG) for _ in range(3)]) == []          # counting starts over at 0
+    assert summary(s.feed(error(MSG))) == [("gate", "loop_counter", 8)]
+
+
+# ---- test progress ---------------------------------------------------------
+def test_identical_test_failures_count():
+    def same(n):
+        return [suite(2, failing=["test_a", "test_b"], coverage=60.0) for _ in range(n)]
+    assert summary(run(same(4))) == [("gate", "loop_counter", 4)]
+    assert run(same(3)) == []
+
+
+def test_more_coverage_is_progress_and_does_not_count():
+    events = [suite(2, failing=["test_a", "test_b"], coverage=c) for c in (60.0, 65.0, 70.0, 75.0, 80.0)]
+    assert run(events) == []
+
+
+def test_fewer_failing_tests_is_progress_and_does_not_count():
+    assert run([suite(n) for n in (8, 5, 3, 1)]) == []
+    # the same failure three times (count 2), then fewer failures: still no gate
+    assert run([suite(3), suite(3), suite(3), suite(2)]) == []
+
+
+def test_more_failing_tests_is_a_regression_and_counts():
+    # seed 002's "progressive degradation": 1, 3, 5, 8 failing
+    verdicts = run([suite(n) for n in (1, 3, 5, 8)])
+    assert summary(verdicts) == [("gate", "loop_counter", 4)]
+    assert run([suite(n) for n in (1, 3, 5)]) == []
+
+
+def test_all_tests_passing_is_not_a_failure():
+    assert run([suite(0, passed=12) for _ in range(6)]) == []
+
+
+# ---- collaboration loops ------------------------------------------------------
+SEED_FIRST = "Can you review this authentication code?"
+SEED_AGAIN = "Can you review this auth code again?"
+
+
+def test_near_duplicate_collaboration_requests_between_the_same_agents_count():
+    def asks(n):
+        return [collab("backend_dev", "security_expert", (SEED_FIRST, SEED_AGAIN)[i % 2]) for i in range(n)]
+    verdicts = run(asks(4))
+    assert summary(verdicts) == [("gate", "loop_counter", 4)]
+    assert "backend_dev" in verdicts[0].reason and "security_expert" in verdicts[0].reason
+    assert run(asks(3)) == []
+
+
+def test_requests_to_another_agent_do_not_count():
+    events = [collab("backend_dev", "security_expert", SEED_FIRST),
+              collab("backend_dev", "qa_engineer", SEED_AGAIN),
+              collab("backend_dev", "dba", SEED_FIRST),
+              collab("backend_dev", "frontend_dev", SEED_AGAIN)]
+    assert run(events) == []
+
+
+def test_unrelated_requests_do_not_count():
+    requests = [SEED_FIRST, "Please run the database migration on staging.",
+                "What is the expected token expiry for refresh tokens?", "Draft release notes for v2.3."]
+    assert run([collab("backend_dev", "security_expert", r) for r in requests]) == []
+
+
+def test_similarity_is_pluggable():
+    always = Session(similarity=lambda a, b: 1.0)
+    requests = ["deploy", "write docs", "fix lint", "bump version"]
+    assert summary(always.feed(*[collab("a", "b", r) for r in requests])) == [("gate", "loop_counter", 4)]
+    never = Session(similarity=lambda a, b: 0.0)
+    assert never.feed(*[collab("a", "b", SEED_FIRST) for _ in range(4)]) == []
+
+
+def test_gate_after_is_configurable():
+    cfg = config("loop.gate_after=1", "failures.max_consecutive=100")
+    assert summary(run([error(MSG), error(MSG)], cfg)) == [("gate", "loop_counter", 2)]
+    assert run([error(MSG)], cfg) == []
