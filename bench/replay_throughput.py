@@ -7,8 +7,8 @@ Measures, in one run (see bench/README.md):
   (a) raw:    read the file's lines and stdlib `json.loads` each one      -> events/s
   (b) engine: `Replayer(config).run(open(path, "rb"), "native", count)`   -> events/s
   (c) ratio engine/raw (target >= 0.25)
-  (d) memory: the engine over the first 100k events and over all of them, each in a fresh
-      child process: tracemalloc peak and ru_maxrss growth of the engine phase.
+  (d) memory: the engine over the whole stream in a fresh child process under tracemalloc,
+      with the peak (tracemalloc and ru_maxrss) read after the first 100k events and at the end.
 Each rate is the best of --runs (default 3).  Always exits 0: it is a benchmark, not a test.
 """
 
@@ -65,7 +65,7 @@ def count_lines(path: Path) -> int:
     n = 0
     last = b"\n"
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
+        while chunk := f.read(1 << 20):
             n += chunk.count(b"\n")
             last = chunk[-1:]
     return n + (last != b"\n")
@@ -106,41 +106,57 @@ def check_healthy(summary: Any, lines: int) -> None:
     assert summary.state != "terminated", f"session terminated: {summary.termination} at {summary.stopped_at}"
 
 
-# ---- (d) memory: one child process per size, so ru_maxrss starts clean -----
-def memory_child(path: Path, limit: int) -> None:
+# ---- (d) memory: one fresh child process, so ru_maxrss starts clean ----------
+class Checkpoints:
+    """A binary stream that records memory once the first `at` lines have been judged."""
+
+    def __init__(self, f: BinaryIO, at: int) -> None:
+        self.f, self.at, self.n = f, at, 0
+        self.marks: list[dict[str, Any]] = []
+
+    def readline(self, size: int = -1) -> bytes:
+        if self.n == self.at and not self.marks:  # the engine has judged lines 1..at
+            self.marks.append(memory_mark(self.n))
+        line = self.f.readline(size)
+        if line.endswith(b"\n"):
+            self.n += 1
+        return line
+
+
+def memory_mark(events: int) -> dict[str, Any]:
+    current, peak = tracemalloc.get_traced_memory()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return {"events": events, "tracemalloc_peak": peak, "retained": current, "rss_peak": rss}
+
+
+def memory_child(path: Path, small: int) -> None:
+    """The engine over the whole stream under tracemalloc, with a mark after `small` events."""
     from loopwarden.replay import Replayer
 
     config = bench_config()
-    total = count_lines(path)
-    n = min(limit, total)
     with open(path, "rb") as f:
-        stream: Any = f if n >= total else FirstLines(f, n)
+        stream = Checkpoints(f, small)
         replayer = Replayer(config)
         gc.collect()
-        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         tracemalloc.start()
         t0 = time.perf_counter()
         summary = replayer.run(stream, "native", lambda v: None)
         dt = time.perf_counter() - t0
-        current, peak = tracemalloc.get_traced_memory()  # current = what the engine still holds
+        marks = stream.marks + [memory_mark(summary.events)]  # `retained`: what the engine still holds
         tracemalloc.stop()
-        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    check_healthy(summary, n)
-    print(json.dumps({"events": summary.events, "tracemalloc_peak": peak, "retained": current,
-                      "rss_growth": (rss1 - rss0) * 1024, "rss_peak": rss1 * 1024, "seconds": dt,
-                      "pending_gates": len(summary.pending_gates)}))
+    check_healthy(summary, stream.n)
+    for m in marks:
+        m["rss_growth"] = m["rss_peak"] - rss0
+    print(json.dumps({"rss_before": rss0, "seconds": dt, "marks": marks}))
 
 
-def measure_memory(path: Path, sizes: list[int]) -> list[dict[str, Any]]:
-    procs = [subprocess.Popen([sys.executable, __file__, "--stream", str(path), "--_memory-child", str(n)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in sizes]
-    out = []
-    for n, p in zip(sizes, procs):
-        stdout, stderr = p.communicate()
-        if p.returncode != 0:
-            raise RuntimeError(f"memory child for {n:,} events failed:\n{stderr}")
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
-    return out
+def measure_memory(path: Path, small: int) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--stream", str(path), "--_memory-child", str(small)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory child failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ---- optional profile --------------------------------------------------------
@@ -166,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--stream", type=Path, default=DEFAULT_STREAM, help=f"native JSONL stream (default {DEFAULT_STREAM})")
     p.add_argument("--runs", type=int, default=3, help="timed runs per rate; the best is kept (default 3)")
-    p.add_argument("--small", type=int, default=100_000, help="events of the small memory run (default 100,000)")
+    p.add_argument("--small", type=int, default=100_000, help="memory checkpoint: events before the first mark (default 100,000)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--profile", type=int, metavar="N", default=0, help="also cProfile the engine over N events")
     p.add_argument("--top", type=int, default=20, help="rows of the profile to print (default 20)")
@@ -221,21 +237,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{dict(sorted(summary.by_action.items()))}, pending gates={len(summary.pending_gates)}")
     print(f"    verdicts by rule: {dict(sorted(summary.by_rule.items()))}")
 
-    mem_ok = None
     if not a.no_memory:
-        small = min(a.small, lines)
-        res = measure_memory(a.stream, [small, lines])
+        small = min(a.small, lines - 1)
+        mem = measure_memory(a.stream, small)
+        first, full = mem["marks"][0], mem["marks"][-1]
         print()
-        print(f"{'(d) memory, engine phase (fresh process)':<44} {'tracemalloc peak':>17} {'retained':>11} "
-              f"{'RSS growth':>11} {'RSS peak':>10}")
-        for r in res:
-            print(f"    {r['events']:>12,} events{'':<21} {mb(r['tracemalloc_peak']):>17} {mb(r['retained']):>11} "
-                  f"{mb(r['rss_growth']):>11} {mb(r['rss_peak']):>10}")
-        growth = res[1]["tracemalloc_peak"] / max(res[0]["tracemalloc_peak"], 1)
-        mem_ok = growth <= MAX_MEMORY_GROWTH
-        print(f"    tracemalloc peak {res[1]['events']:,} / {res[0]['events']:,} events = {growth:.2f}x "
-              f"(flat if <= {MAX_MEMORY_GROWTH:.0f}x): {'PASS' if mem_ok else 'FAIL'}")
-        print("    (RSS is ru_maxrss of the child, which includes tracemalloc's own bookkeeping)")
+        print(f"(d) memory of the engine phase: one fresh process under tracemalloc ({mem['seconds']:.0f}s), "
+              f"RSS before the engine {mb(mem['rss_before'])}")
+        print(f"    {'after':>16} {'tracemalloc peak':>17} {'retained':>10} {'RSS growth':>11} {'RSS peak':>10}")
+        for m in (first, full):
+            print(f"    {m['events']:>9,} events {mb(m['tracemalloc_peak']):>17} {mb(m['retained']):>10} "
+                  f"{mb(m['rss_growth']):>11} {mb(m['rss_peak']):>10}")
+        growth = full["tracemalloc_peak"] / max(first["tracemalloc_peak"], 1)
+        verdict = "PASS" if growth <= MAX_MEMORY_GROWTH else "FAIL"
+        print(f"    tracemalloc peak {full['events']:,} / {first['events']:,} events = {growth:.2f}x "
+              f"(flat if <= {MAX_MEMORY_GROWTH:.0f}x): {verdict}")
 
     if a.profile:
         profile_engine(a.stream, config, a.profile, a.top)

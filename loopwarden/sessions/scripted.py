@@ -214,7 +214,7 @@ def _check_step(step: Any, where: str) -> None:
         raise ScenarioError(f"{where}: emit takes an event object")
     elif kind == "call":
         call = step["call"]
-        if not isinstance(call, dict) or not isinstance(call.get("tool"), str) or not isinstance(call.get("args"), dict):
+        if not (isinstance(call, dict) and isinstance(call.get("tool"), str) and isinstance(call.get("args"), dict)):
             raise ScenarioError(f'{where}: call takes {{"tool": NAME, "args": {{...}}}}')
         result = step.get("result")
         if result is not None:

@@ -28,7 +28,7 @@ def _canon(value: Any, depth: int) -> Any:
         if depth >= MAX_ARGS_DEPTH:
             raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
         return [_canon(v, depth + 1) for v in value]
-    if t is float and value.is_integer() and abs(value) < 2**53:
+    if t is float and value.is_integer():
         return int(value)
     return value
 
@@ -67,8 +67,9 @@ _VOLATILE = [
     (re.compile(r"(?:/private)?/(?:tmp|var/tmp|var/folders)/[^\s'\":]*"), "<tmp>"),
     (re.compile(r"\b[A-Za-z]:\\[^\s'\"]*\\(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>"),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|minutes?)\b"), "<dur>"),
-    (re.compile(r"\b\d+\.\d+\b"), "<num>"),
-    (re.compile(r"\b\d{5,}\b"), "<num>"),
+    (re.compile(r"\b((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9a-fA-F:]+\]):\d+\b"), r"\1:<port>"),
+    (re.compile(r"\b(pid|port|thread|tid|id)([ =:#]+)\d+\b", re.IGNORECASE), r"\1\2<num>"),
+    (re.compile(r"\b\d{8,}\b"), "<num>"),
     (re.compile(r"\b[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>"),
 ]
 
@@ -91,8 +92,8 @@ def error_line(output: str) -> str:
 def normalise_error(line: str) -> str:
     """Hide volatile parts (times, durations, temp paths, addresses, long numbers) of an error line.
 
-    Line numbers and short codes (E0308, 404, test names) stay, so a different
-    failing test or error code is a different fingerprint.
+    Line numbers, error codes (E0308, 404, ORA-00942, SQLSTATE 23505) and test
+    ids stay, so a different failing test or error code is a different fingerprint.
     """
     for pattern, repl in _VOLATILE:
         line = pattern.sub(repl, line)

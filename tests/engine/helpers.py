@@ -17,7 +17,7 @@ __all__ = [
     "Action", "Termination", "Verdict", "Session", "run", "config",
     "call", "result", "ok", "fail", "msg", "user", "system_nudge", "condensation", "verr", "invalid",
     "error", "suite", "attempt", "iteration", "usage", "collab", "gate_request", "done",
-    "summary", "of", "one", "none_of", "history_seqs",
+    "summary", "of", "one", "history_seqs",
 ]
 
 
@@ -170,10 +170,6 @@ def one(verdicts: Iterable[Verdict], action: Action | str | None = None, rule: s
     found = of(verdicts, action, rule)
     assert len(found) == 1, f"expected exactly one {action or ''} {rule or ''} verdict, got {summary(found)}"
     return found[0]
-
-
-def none_of(verdicts: Iterable[Verdict], *actions: Action) -> bool:
-    return not [v for v in verdicts if v.action in actions]
 
 
 def history_seqs(evidence: dict[str, Any]) -> list[int]:

@@ -6,6 +6,8 @@ the window" (OpenHands' period-2 pattern: last 6 actions and 6 observations).
 
 from __future__ import annotations
 
+import pytest
+
 from tests.engine.helpers import Action, call, config, condensation, ok, one, run, summary, system_nudge, user
 
 A = ("read_file", {"path": "src/app.py"})
@@ -63,3 +65,16 @@ def test_user_message_resets_the_window():
 def test_system_nudge_and_condensation_do_not_reset_the_window():
     verdicts = run(a() + b() + a() + [system_nudge()] + b() + [condensation()] + a() + b())
     assert summary(verdicts) == [("nudge", "alternation", 14)]
+
+
+def test_the_nudge_names_the_arguments_when_both_calls_use_the_same_tool():
+    # spec: "Every message sent to an agent says what happened, with the evidence (tool,
+    # arguments, counts, last outcome), and what to do instead"
+    def read(path, out):
+        return [call("read_file", {"path": path}), ok("read_file", out)]
+    events = []
+    for _ in range(3):
+        events += read("src/config.py", "DEBUG = False") + read("src/settings.py", "from config import *")
+    nudge = one(run(events), Action.NUDGE, "alternation")
+    assert nudge.seq == 12
+    assert "src/config.py" in nudge.message and "src/settings.py" in nudge.message

@@ -5,7 +5,7 @@ A result is a failure when is_error is true or exit_code is present and not 0 (p
 
 from __future__ import annotations
 
-from tests.engine.helpers import Action, Termination, call, config, fail, of, ok, result, run, summary
+from tests.engine.helpers import Action, Termination, call, config, of, ok, result, run, summary
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
 

@@ -142,10 +142,6 @@ def test_errors_never_count_as_progress_even_when_their_text_changes():
     assert summary(of(verdicts, Action.BLOCK)) == [("block", "repetition", 11)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spec: progress is a change in the *successful* output of identical calls; errors never count "
-    "as progress. The engine compares each result with the previous result of any kind, so a "
-    "success that follows an error (same successful text every time) resets the streak."))
 def test_success_after_an_error_with_unchanged_successful_output_is_not_progress():
     # a flaky call: ok "3 rows", error, ok "3 rows", error, ok "3 rows" -> the successful output
     # never changed, so the 6th identical call must be blocked.

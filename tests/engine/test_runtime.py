@@ -8,8 +8,10 @@ Max runtime: terminate(max_runtime) at the limit (default 4 h).
 
 from __future__ import annotations
 
+import pytest
+
 from tests.engine.helpers import (
-    Action, Session, Termination, call, config, fail, gate_request, ok, summary,
+    Action, Session, Termination, call, config, fail, gate_request, ok, summary, system_nudge,
 )
 
 NO_STALL = config("limits.stall_timeout=0")
@@ -79,3 +81,16 @@ def test_default_max_runtime_is_four_hours():
     s = started_with_web_fetch(NO_STALL)
     assert s.tick(4 * 3600 - 0.001) == []
     assert [v.termination for v in s.tick(4 * 3600.0)] == [Termination.MAX_RUNTIME]
+
+
+def test_a_system_nudge_does_not_postpone_the_stall():
+    s = started_with_web_fetch()
+    s.at(20.0, system_nudge("Reminder: keep going."))
+    assert [v.rule for v in s.tick(30.0)] == ["stall"]
+
+
+def test_max_runtime_is_hard_even_while_a_gate_waits_for_a_human():
+    s = started_with_web_fetch(config("limits.max_runtime=1h", "limits.stall_timeout=0"))
+    assert [v.action for v in s.at(10.0, gate_request("may I drop the table?"))] == [Action.GATE]
+    assert s.tick(3599.0) == []
+    assert [v.termination for v in s.tick(3600.0)] == [Termination.MAX_RUNTIME]

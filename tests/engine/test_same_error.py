@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.helpers import Action, call, config, fail, ok, one, run, summary
+from tests.engine.helpers import Action, call, config, fail, ok, one, result, run, summary
 
 
 def failing_runs(tool, outputs, cmd="pytest {i}"):
@@ -101,10 +101,6 @@ def test_a_different_failing_test_or_error_code_is_a_different_fingerprint(outpu
     assert run(failing_runs("bash", outputs) + [next_call()]) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spec: a different failing test must not look like a repeat. The normaliser turns every "
-    "decimal into <num>, so the parametrised test ids test_round[0.5] and test_round[1.5] share "
-    "a fingerprint."))
 def test_a_different_parametrised_failing_test_is_a_different_fingerprint():
     first = "FAILED tests/test_math.py::test_round[0.5] - assert 2 == 1"
     third = "FAILED tests/test_math.py::test_round[1.5] - assert 2 == 1"
@@ -117,10 +113,6 @@ def test_a_failing_test_with_a_long_number_in_its_name_is_a_different_fingerprin
     assert run(failing_runs("bash", [first, first, third]) + [next_call()]) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spec: a different error code must not look like a repeat. Oracle ORA-00942 vs ORA-01017, "
-    "and SQLSTATE 23505 vs 40001 are error codes, but the normaliser treats every 5+ digit "
-    "number as volatile."))
 @pytest.mark.parametrize("first,third", [
     ("error: ORA-00942: statement failed", "error: ORA-01017: statement failed"),
     ("ERROR: SQLSTATE 23505 while inserting row", "ERROR: SQLSTATE 40001 while inserting row"),
@@ -171,3 +163,16 @@ def test_block_only_hits_the_tool_that_failed():
         return failing_runs("http", [err, err, err], "GET /a/{i}") + [call("read_file", {"path": "x"})]
     assert run(events()) == []
     assert one(run(events() + [next_call("http", "GET /z")]), Action.BLOCK, "same_error").seq == 8
+
+
+def test_results_are_attributed_by_call_id_when_calls_run_in_parallel():
+    # each round: an http call and a read_file call in flight; the read_file success arrives
+    # first and must not clear http's streak; results carry only the call_id
+    events = []
+    for i in range(3):
+        events += [call("http", {"url": f"/v1/a/{i}"}, call_id=f"h{i}"),
+                   call("read_file", {"path": f"f{i}.md"}, call_id=f"r{i}"),
+                   result("# notes", call_id=f"r{i}"),
+                   result("Error: 404 Not Found", call_id=f"h{i}", is_error=True)]
+    events.append(call("http", {"url": "/v1/b"}, call_id="h9"))
+    assert summary(run(events)) == [("block", "same_error", 13)]

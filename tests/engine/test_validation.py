@@ -6,7 +6,7 @@ does not reset the count." Lines loopwarden cannot parse count toward the same l
 from __future__ import annotations
 
 from tests.engine.helpers import (
-    Action, Termination, call, config, fail, invalid, msg, of, ok, run, summary, verr,
+    Action, Termination, call, config, fail, invalid, msg, of, ok, run, summary, system_nudge, verr,
 )
 
 
@@ -64,3 +64,9 @@ def test_configured_limit():
     assert of(run([verr() for _ in range(4)], cfg), Action.TERMINATE) == []
     verdicts = run([verr() for _ in range(5)], cfg)
     assert summary(of(verdicts, Action.TERMINATE)) == [("terminate", "validation", 5)]
+
+
+def test_a_system_nudge_is_not_a_valid_step():
+    # spec: "a system_nudge never resets anything"
+    verdicts = run([verr(), verr(), system_nudge("Reminder: answer with a tool call."), verr()])
+    assert summary(of(verdicts, Action.TERMINATE)) == [("terminate", "validation", 4)]

@@ -49,7 +49,7 @@ class AlternationGuard(Guard):
             return NO_VERDICTS
         self.pending = None
         a, b = self.pairs[-2][2], self.pairs[-1][2]
-        evidence = {"tool": call.tool, "pattern": [a, b], "blocks": self.ledger.count}
+        evidence = {"tool": call.tool, "pattern": [a, b], "blocks": self.ledger.count}  # a, b: tool + arguments
         if self.ledger.exhausted():
             text = messages.repetition_terminate(call.tool, self.window, self.ledger.count)
             return (terminate(self.name, Termination.REPETITION_LOOP, text, **evidence),)
@@ -63,7 +63,8 @@ class AlternationGuard(Guard):
         if call is None or not result_matches(result, call.call_id, call.tool):
             return NO_VERDICTS
         self.pending = None
-        self.pairs.append((call.sig, output_digest(result.output, result.failed), call.tool))
+        label = f"{call.tool} {messages.show_args(call.args)}"
+        self.pairs.append((call.sig, output_digest(result.output, result.failed), label))
         if not self._alternating():
             return NO_VERDICTS
         a, b = self.pairs[0][2], self.pairs[1][2]

@@ -22,8 +22,9 @@ def result_matches(result: ToolResult, call_id: str | None, tool: str | None) ->
 class RepetitionGuard(Guard):
     """Counts a streak of calls with the same canonical signature.
 
-    A streak whose latest result is a success that differs from the previous
-    result (paging, polling a build) is progress, and starts over.
+    A success whose output differs from the streak's previous successful output
+    (paging, polling a build) is progress, and starts the streak over; errors
+    never count as progress.
     """
 
     name = "repetition"
@@ -40,7 +41,7 @@ class RepetitionGuard(Guard):
         self.args: dict[str, Any] = {}
         self.call_id: str | None = None
         self.streak = 0
-        self.last_digest: bytes | None = None
+        self.last_ok_digest: bytes | None = None
         self.last_outcome = "no result yet"
         self.nudge_due = False
         self.nudged = False
@@ -81,10 +82,11 @@ class RepetitionGuard(Guard):
         if self.sig is None or not result_matches(result, self.call_id, self.tool):
             return NO_VERDICTS
         failed = result.failed
-        digest = output_digest(result.output, failed)
-        if not failed and self.last_digest is not None and digest != self.last_digest:
-            self.streak, self.nudged, self.nudge_due = 1, False, False
-        self.last_digest = digest
+        if not failed:
+            digest = output_digest(result.output, False)
+            if self.last_ok_digest is not None and digest != self.last_ok_digest:
+                self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
+            self.last_ok_digest = digest
         self.last_outcome = messages.outcome(result.output, failed)
         if self.nudge_due:
             return (self._nudge(),)

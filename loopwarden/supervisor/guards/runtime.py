@@ -6,7 +6,7 @@ from typing import Sequence
 
 from .. import messages
 from ..config import Limits
-from ..events import Done, Event, ResourceSample, ToolCall, ToolResult
+from ..events import Done, Event, ResourceSample, SystemNudge, ToolCall, ToolResult
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -30,8 +30,8 @@ class RuntimeGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         kind = type(event)
-        if kind is ResourceSample:
-            return NO_VERDICTS  # a sample is not the agent doing something
+        if kind is ResourceSample or kind is SystemNudge:
+            return NO_VERDICTS  # a sample or an injected nudge is not the agent doing something
         self.last_activity = now
         self.stalled = False
         if kind is ToolCall:
