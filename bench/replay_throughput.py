@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/gen_stream.py && .venv/bin/python bench/replay_throughput.py
     .venv/bin/python bench/replay_throughput.py --profile 200000   # + cProfile of the engine
+    .venv/bin/python bench/replay_throughput.py --profile-only     # only the breakdown and profile
 
 Measures, in one run (see bench/README.md):
   (a) raw:    read the file's lines and stdlib `json.loads` each one      -> events/s
@@ -160,13 +161,47 @@ def measure_memory(path: Path, small: int) -> dict[str, Any]:
 
 
 # ---- optional profile --------------------------------------------------------
+def prefix_file(path: Path, n: int) -> Path:
+    """The first n lines of the stream as their own file (so no wrapper distorts the profile)."""
+    out = path.with_name(f"{path.stem}.first{n}{path.suffix}")
+    if not out.exists() or out.stat().st_mtime < path.stat().st_mtime:
+        with open(path, "rb") as src, open(out, "wb") as dst:
+            for i, line in enumerate(src):
+                if i >= n:
+                    break
+                dst.write(line)
+    return out
+
+
+def run_parse_only(path: Path, config: Any) -> tuple[float, int]:
+    """The engine's input stage alone: read_lines + orjson + validation + Event objects."""
+    from loopwarden.replay import iter_events, max_line_bytes
+
+    n = 0
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        for _ in iter_events(f, "native", max_line_bytes(config, "native")):
+            n += 1
+    return time.perf_counter() - t0, n
+
+
 def profile_engine(path: Path, config: Any, limit: int, top: int) -> None:
     import cProfile
     import pstats
 
+    prefix = prefix_file(path, limit)
+    raw = min(run_raw(prefix)[0] for _ in range(3))
+    parse = min(run_parse_only(prefix, config)[0] for _ in range(3))
+    engine = min(run_engine(prefix, config)[0] for _ in range(3))
+    print(f"\nbreakdown over the first {limit:,} events (best of 3, no profiler):")
+    print(f"    raw readline+json.loads  {raw:6.2f}s  {limit / raw:>10,.0f} events/s")
+    print(f"    engine input stage only  {parse:6.2f}s  {limit / parse:>10,.0f} events/s  "
+          f"(read_lines + orjson + validation + Event objects: {100 * parse / engine:.0f}% of the engine)")
+    print(f"    full engine              {engine:6.2f}s  {limit / engine:>10,.0f} events/s  "
+          f"(guards + SessionHealth: {100 * (engine - parse) / engine:.0f}%)")
     prof = cProfile.Profile()
     prof.enable()
-    dt, summary, _ = run_engine(path, config, limit)
+    dt, summary, _ = run_engine(prefix, config)
     prof.disable()
     print(f"\ncProfile of the engine over the first {summary.events:,} events ({dt:.1f}s under the profiler)")
     stats = pstats.Stats(prof)
@@ -185,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", type=int, default=100_000, help="memory checkpoint: events before the first mark (default 100,000)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--profile", type=int, metavar="N", default=0, help="also cProfile the engine over N events")
+    p.add_argument("--profile-only", action="store_true", help="only the --profile part (skip the benchmark)")
     p.add_argument("--top", type=int, default=20, help="rows of the profile to print (default 20)")
     p.add_argument("--_memory-child", type=int, dest="memory_child", default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -199,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     import loopwarden
 
     config = bench_config()
+    if a.profile_only:
+        profile_engine(a.stream, config, a.profile or 200_000, a.top)
+        return 0
     t_start = time.perf_counter()
     lines = count_lines(a.stream)  # also warms the page cache
     size = a.stream.stat().st_size

@@ -72,7 +72,9 @@ lines are logged wherever they arrive (also while waiting for a verdict). A
 Exit codes: 0 at the end of the script or on `stop`; 2 for a bad command line
 or scenario file; 3 when stdin closes while the agent waits for a reply (the
 welcome, a verdict, a spill line, a `wait_for` without timeout, or a `stop`
-during `until_stopped`), or when stdout is closed.
+during `until_stopped`), or when stdout is closed. The supervisor follows a
+`stop` with SIGTERM to the process group: the command-line agent then exits at
+once, with 0 when the `stop` line had already arrived, else 143.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ import json
 import math
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -93,6 +96,7 @@ from typing import Any, BinaryIO, Callable, TextIO
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CLOSED = 3
+EXIT_SIGTERM = 128 + signal.SIGTERM
 PREFIX = "scripted: "
 _IDLE_FLOOR = 0.01  # an until_stopped pass that never waited still yields this long
 
@@ -275,6 +279,14 @@ def _substitute(value: Any, n: int, i: int) -> Any:
 
 # ---- stdin -----------------------------------------------------------------
 
+def _is_stop(raw: bytes) -> bool:
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "stop"
+
+
 class Inbox:
     """Lines from the supervisor, read by a thread with os.read (never a locked buffered reader)."""
 
@@ -282,6 +294,7 @@ class Inbox:
         self.log = log
         self.queue: queue.Queue[bytes | None] = queue.Queue()
         self.closed = fd is None
+        self.stop_seen = False
         self.seen: list[dict[str, Any]] = []  # non-reply lines, for wait_for
         self.mark = 0
         if fd is not None:
@@ -297,6 +310,8 @@ class Inbox:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
+                    if b'"stop"' in line and _is_stop(line):
+                        self.stop_seen = True  # before the main thread parses it: the SIGTERM handler looks
                     self.queue.put(line)
         except OSError:
             pass
@@ -346,6 +361,10 @@ class Inbox:
         if kind not in ("verdict", "spill", "welcome"):
             self.seen.append(obj)
         return obj
+
+    def stop_pending(self) -> bool:
+        """A `stop` line was read from stdin (handled or not yet), for the SIGTERM handler."""
+        return self.stop_seen
 
     def drain(self) -> None:
         """Handle every line already queued (a `stop` among them raises)."""
@@ -583,6 +602,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PREFIX}error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     agent = ScriptedAgent(scenario, speed=args.speed, handshake=False if args.no_handshake else None)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # The supervisor writes `stop` just before SIGTERM: give the reader thread a moment to see it.
+        # stdout lines are flushed as they are written; nothing else needs saving.
+        deadline = time.monotonic() + 0.2
+        while not agent.inbox.stop_pending() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        code = EXIT_OK if agent.inbox.stop_pending() else EXIT_SIGTERM
+        os.write(2, f"{PREFIX}SIGTERM; exiting with {code}\n".encode())
+        os._exit(code)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     code = agent.run()
     try:
         sys.stdout.flush()

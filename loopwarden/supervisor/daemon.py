@@ -234,7 +234,7 @@ class Daemon:
             if now - last_publish >= PUBLISH_SECONDS:
                 last_publish = now
                 self._publish_dirty()
-            if self.pending.batch.empty():
+            if not len(self.pending.batch):
                 continue
             batch, self.pending = self.pending.batch, Pending()
             assert self.store is not None
@@ -253,7 +253,7 @@ class Daemon:
 
     def _flush_now(self) -> None:
         self._publish_dirty()
-        if self.store and not self.pending.batch.empty():
+        if self.store and len(self.pending.batch):
             self.store.write(self.pending.batch)
             self.pending = Pending()
 

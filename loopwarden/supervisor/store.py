@@ -20,7 +20,9 @@ Schema version 1 (`meta` holds `schema_version`; rows are dicts keyed by column)
               outcome: the audit log (who, when, what, why, from which client)
     spills    id INTEGER PK, session_id, seq, ts, tool, path, size
 
-events, verdicts, actions and spills are indexed on (session_id, id), gates on status.
+NOT NULL: the keys, events.kind, verdicts.action, gates.status, actions.ts/actor/
+action, spills.path (a row without them refuses its batch). events, verdicts,
+actions and spills are indexed on (session_id, id), gates on status.
 
 Decisions:
 
@@ -28,21 +30,24 @@ Decisions:
   in ARCHITECTURE.md; kept queryable rather than buried in `config`).
 * Ids are rowids (max + 1), not AUTOINCREMENT: sqlite-utils' create_table cannot
   declare it, and nothing deletes rows, so ids only grow, which is all the
-  `after_id` cursors need. AUTOINCREMENT measured about 8% slower on inserts.
-* Schema and migrations use sqlite-utils (`create_table`, `create_index`), reads use
-  `db.query`. Batch rows go through `db.conn.executemany` (appends) and
-  `INSERT ... ON CONFLICT DO UPDATE` (upserts) inside one BEGIN IMMEDIATE. That is
-  about 1.4x faster than `insert_all` (bench/store_throughput.py). It is also the
-  only way a batch stays atomic on sqlite-utils 3.x, whose insert/upsert commit
-  the caller's transaction.
+  `after_id` cursors need. AUTOINCREMENT measured 8-10% slower on inserts.
+* Schema and migrations use sqlite-utils (`Database.create_table`, `create_index`,
+  `add_column`; not `Table.create`, which commits the caller's transaction on 3.x),
+  reads use `db.query`. Batch rows go through `db.conn.executemany` (appends) and
+  `INSERT ... ON CONFLICT DO UPDATE` (upserts) inside one BEGIN IMMEDIATE: 1.3-1.5x
+  the throughput of `insert_all` (bench/store_throughput.py), and the only way a
+  batch stays atomic on sqlite-utils 3.x, whose insert/upsert commit the caller's
+  transaction. Tested with sqlite-utils 3.37 and 4.2.
 * Migrations are a list of functions; version N means the first N were applied.
   sqlite_utils.Migrations is not used: it is new in 4.x, names its steps rather
   than numbering them, and cannot tell that a file is newer than the code.
-* Every text value is capped at `text_cap` characters, with a marker (a 5 MB tool
-  output keeps its first 64 KiB; the spill file holds the rest). A JSON document
-  still longer than `json_cap` is replaced by {"truncated", "chars", "preview"}.
-  Lone surrogates become "?" (as in spill.py). Values that JSON cannot hold are
-  stored as str().
+* Every text value, in a column or inside JSON, is capped at `text_cap` characters
+  (not bytes) with a marker: a 5 MB tool output keeps its first 64 Ki characters;
+  the spill file holds the rest. A JSON document still longer than `json_cap`
+  (default 4 x text_cap) is replaced by {"truncated", "chars", "preview"}. Lone
+  surrogates become "?" (as in spill.py). JSON is encoded by orjson; values it
+  cannot hold are stored as str().
+* `mark_lost` also fills an empty termination_text with LOST_TEXT.
 * Unknown columns refuse the batch rather than being dropped or added. gates rows
   accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
 * One connection, and every method takes a lock, so reads from another thread are
@@ -74,7 +79,7 @@ LOST_TEXT = "the session's process was gone when the daemon restarted"
 
 _APPEND = ("events", "verdicts", "actions", "spills")
 _KEYS = {"sessions": ("id",), "gates": ("session_id", "gate_id")}
-_JSON = {"sessions": ("command", "env_keys", "config"), "events": ("data",),
+_JSON = {"sessions": ("command", "env_keys", "config", "snapshot"), "events": ("data",),
          "verdicts": ("evidence",), "gates": ("evidence",)}
 _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
@@ -110,7 +115,7 @@ def _v1_initial(db: Database) -> None:
         "preset": str, "config": str, "task": str, "agent": str, "model": str, "state": str,
         "created_at": float, "started_at": float, "ended_at": float, "pid": int,
         "exit_code": int, "termination": str, "termination_text": str,
-        "dropped_events": int, "handshake": int,
+        "dropped_events": int, "handshake": int, "snapshot": str,
     }, pk="id", not_null={"id", "dropped_events"}, defaults={"dropped_events": 0})
     db.create_table("events", {
         "id": int, "session_id": str, "seq": int, "ts": float, "kind": str, "data": str,

@@ -1,0 +1,127 @@
+"""A real daemon per test: its own LOOPWARDEN_HOME, a real unix socket, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import psutil
+import pytest
+
+from loopwarden.supervisor.client import Client
+from loopwarden.supervisor.paths import Paths, default_paths
+
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
+PY = sys.executable
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll until `condition()` is truthy (and return it) or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Harness:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = {**os.environ, "LOOPWARDEN_HOME": str(home)}
+        self.paths: Paths = default_paths(self.env)
+        self.daemon: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.home / "daemon.out", "ab")  # noqa: SIM115
+        self.daemon = subprocess.Popen([PY, "-m", "loopwarden", "serve"], env=self.env, stdout=log, stderr=log,
+                                       start_new_session=True)
+        wait_for(self._connectable, what="the daemon's socket")
+
+    def _connectable(self) -> bool:
+        try:
+            Client.connect(self.paths, autostart=False).close()
+            return True
+        except Exception:
+            return False
+
+    def client(self) -> Client:
+        return Client.connect(self.paths, autostart=False, name="test")
+
+    def request(self, op: str, **fields: Any) -> Any:
+        with self.client() as c:
+            return c.request(op, **fields)
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PY, "-m", "loopwarden", *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def run_detached(self, *command: str, sets: tuple[str, ...] = (), adapter: str = "native",
+                     name: str | None = None) -> str:
+        args = ["run", "--detach", "--adapter", adapter]
+        for s in sets:
+            args += ["--set", s]
+        if name:
+            args += ["--name", name]
+        proc = self.cli(*args, "--", *command)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    def scenario(self, name: str, *sets: str) -> str:
+        return self.run_detached(PY, "-m", "loopwarden.sessions.scripted", name, sets=sets, name=name)
+
+    def status(self, sid: str) -> dict[str, Any]:
+        return self.request("status", session=sid)
+
+    def wait_state(self, sid: str, *states: str, timeout: float = 30.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            snap = self.status(sid)
+            return snap if snap.get("state") in states else None
+        return wait_for(check, timeout, f"session {sid} to be {' or '.join(states)}")
+
+    def verdicts(self, sid: str) -> list[dict[str, Any]]:
+        return self.request("logs", session=sid)["verdicts"]
+
+    def events(self, sid: str) -> list[dict[str, Any]]:
+        return self.request("logs", session=sid)["events"]
+
+    def stop(self) -> None:
+        if self.daemon and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(20)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait(5)
+
+
+@pytest.fixture
+def lw(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    harness.start()
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+def rules(verdicts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(v["action"], v["rule"]) for v in verdicts]
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+__all__ = ["AGENTS", "PY", "Harness", "gone", "json", "rules", "wait_for"]

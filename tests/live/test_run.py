@@ -1,0 +1,130 @@
+"""Sessions as real processes: limits enforced live, exit codes, no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+
+from tests.live.live_harness import AGENTS, PY, Harness, gone, rules, wait_for
+
+
+def test_max_runtime_ends_a_sleeping_command_with_a_clear_reason_and_exit_code(lw: Harness) -> None:
+    proc = lw.cli("run", "--set", "limits.max_runtime=2s", "--", PY, "-c", "import time; time.sleep(60)")
+    assert proc.returncode == 10, proc.stderr
+    assert "terminated(max_runtime)" in proc.stderr
+    assert "max runtime exceeded (2s)" in proc.stderr
+    [snap] = lw.request("list")
+    assert snap["state"] == "terminated" and snap["termination"] == "max_runtime"
+
+
+def test_an_agent_that_ignores_sigterm_and_forks_a_grandchild_leaves_nothing_behind(lw: Harness) -> None:
+    sid = lw.run_detached(PY, str(AGENTS / "ignore_sigterm.py"),
+                          sets=("limits.max_runtime=2s", "limits.kill_grace=0.2s"))
+    texts = wait_for(lambda: [e["data"].get("text", "") for e in lw.events(sid)
+                              if e["kind"] == "assistant_message" and "grandchild" in e["data"].get("text", "")],
+                     what="the grandchild's pid")
+    grandchild = int(texts[0].split()[-1])
+    agent = lw.status(sid)["pid"]
+    assert psutil.pid_exists(grandchild)
+    snap = lw.wait_state(sid, "terminated")
+    assert snap["termination"] == "max_runtime"
+    wait_for(lambda: gone(grandchild) and gone(agent), timeout=10, what="the agent and its grandchild to be gone")
+
+
+def test_the_exit_code_of_an_agent_that_finishes_is_its_own(lw: Harness) -> None:
+    proc = lw.cli("run", "--adapter", "plain", "--", PY, "-c", "print('hi'); raise SystemExit(4)")
+    assert proc.returncode == 4, proc.stderr
+    assert "hi" in proc.stdout
+
+
+def test_plain_adapter_stores_output_and_enforces_the_output_budget(lw: Harness) -> None:
+    sid = lw.run_detached(PY, str(AGENTS / "plain_chatter.py"), "1000", "--interval", "0.01", adapter="plain",
+                          sets=("limits.max_output_bytes=2KiB",))
+    snap = lw.wait_state(sid, "terminated", "exited")
+    assert snap["termination"] == "budget", snap
+    events = lw.events(sid)
+    assert {e["data"]["stream"] for e in events if e["kind"] == "output"} >= {"stdout", "stderr"}
+
+
+def test_a_killed_client_leaves_the_session_running(lw: Harness) -> None:
+    attached = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", "longrun", "--", PY, "-c",
+                                 "import time; time.sleep(60)"], env=lw.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    snap = wait_for(lambda: next((s for s in lw.request("list") if s["name"] == "longrun"
+                                  and s["state"] == "running"), None), what="the session to run")
+    attached.send_signal(signal.SIGKILL)
+    attached.wait(10)
+    time.sleep(0.5)  # give a (wrong) daemon the chance to react to the hang-up; the assertion is on state
+    assert lw.status(snap["id"])["state"] == "running"
+    assert psutil.pid_exists(snap["pid"])
+    lw.request("kill", session=snap["id"])
+    lw.wait_state(snap["id"], "terminated")
+
+
+def test_ctrl_c_detaches_without_stopping_the_session(lw: Harness) -> None:
+    attached = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", "ctrlc", "--", PY, "-c",
+                                 "import time; time.sleep(60)"], env=lw.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    snap = wait_for(lambda: next((s for s in lw.request("list") if s["name"] == "ctrlc"
+                                  and s["state"] == "running"), None), what="the session to run")
+    attached.send_signal(signal.SIGINT)
+    _, err = attached.communicate(timeout=10)
+    assert attached.returncode == 0
+    assert b"detached" in err
+    assert lw.status(snap["id"])["state"] == "running"
+
+
+def test_pause_and_resume_stop_and_continue_the_process_group(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    pid = lw.wait_state(sid, "running")["pid"]
+    assert lw.cli("pause", sid).returncode == 0
+    wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, what="SIGSTOP")
+    assert lw.status(sid)["state"] == "paused"
+    assert lw.cli("resume", sid).returncode == 0
+    wait_for(lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED, what="SIGCONT")
+    lw.cli("kill", sid)
+    lw.wait_state(sid, "terminated")
+
+
+def test_adopt_watches_a_foreign_process_and_enforces_its_runtime(lw: Harness) -> None:
+    victim = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        proc = lw.cli("adopt", str(victim.pid), "--set", "limits.max_runtime=1s", "--set", "limits.kill_grace=0.2s")
+        assert proc.returncode == 0, proc.stderr
+        sid = proc.stdout.strip()
+        snap = lw.wait_state(sid, "terminated")
+        assert snap["termination"] == "max_runtime"
+        assert victim.wait(10) == -signal.SIGTERM
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+
+
+def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) -> None:
+    for args, expected in ((("status", "nosuch"), "no session 'nosuch'"),
+                           (("approve", "s9:g1"), "no session 's9'"),
+                           (("run", "--", "/nonexistent/agent"), None)):
+        proc = lw.cli(*args)
+        if expected:
+            assert proc.returncode == 3 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
+            assert proc.stderr.count("\n") == 1
+        else:
+            assert proc.returncode == 127, proc.stderr
+
+
+def test_the_daemon_dying_takes_its_agents_with_it_and_a_restart_marks_them_lost(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(120)", adapter="plain")
+    pid = lw.wait_state(sid, "running")["pid"]
+    time.sleep(0.3)  # let the batch with the running state reach the store
+    assert lw.daemon is not None
+    os.kill(lw.daemon.pid, signal.SIGKILL)
+    lw.daemon.wait(10)
+    wait_for(lambda: gone(pid), timeout=15, what="the agent to die with its daemon")
+    lw.start()
+    snap = lw.status(sid)
+    assert snap["state"] == "lost" and snap["termination"] == "lost"
+    assert rules([]) == []
