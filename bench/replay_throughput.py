@@ -102,9 +102,11 @@ def run_engine(path: Path, config: Any, limit: int | None = None) -> tuple[float
 
 
 def check_healthy(summary: Any, lines: int) -> None:
+    """The stream is only a fair benchmark if the engine judged every line without terminating."""
     assert summary.events == lines, f"engine judged {summary.events:,} events of {lines:,} lines"
     assert summary.lines == lines, f"engine stopped at line {summary.lines:,} of {lines:,}"
-    assert summary.state != "terminated", f"session terminated: {summary.termination} at {summary.stopped_at}"
+    assert summary.state != "terminated", (
+        f"session terminated ({summary.termination}) at line {summary.stopped_at}")
 
 
 # ---- (d) memory: one fresh child process, so ru_maxrss starts clean ----------
@@ -209,6 +211,25 @@ def profile_engine(path: Path, config: Any, limit: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def engine_version(pkg: Any) -> str:
+    """Package version plus the git commit of the engine (and whether it has local edits)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version("loopwarden")
+    except PackageNotFoundError:
+        text = getattr(pkg, "__version__", "?")
+    root = Path(pkg.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "loopwarden"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return text
+    return f"{text} (git {head}{', engine modified' if dirty else ''})" if head else text
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
@@ -224,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=20, help="rows of the profile to print (default 20)")
     p.add_argument("--_memory-child", type=int, dest="memory_child", default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    a.runs = max(1, a.runs)
 
     if a.memory_child:
         memory_child(a.stream, a.memory_child)
@@ -242,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = count_lines(a.stream)  # also warms the page cache
     size = a.stream.stat().st_size
     print(f"stream: {a.stream} ({lines:,} lines, {mb(size)}, {size / max(lines, 1):,.0f} B/line)")
-    print(f"python {sys.version.split()[0]}, loopwarden {getattr(loopwarden, '__version__', '?')}, "
-          f"{os.cpu_count()} CPUs; best of {a.runs} runs per rate")
+    print(f"python {sys.version.split()[0]}, loopwarden {engine_version(loopwarden)}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; best of {a.runs} runs per rate")
     print("config: load_config(env={}, sets=[" + ", ".join(BENCH_SETS) + "]) "
           "(no iteration cap, no runtime cap, no spilling); everything else is the default")
 
@@ -257,14 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     eng_times = []
     summary = None
     verdicts = 0
+    unhealthy = None
     for _ in range(a.runs):
         gc.collect()
         dt, summary, verdicts = run_engine(a.stream, config)
-        check_healthy(summary, lines)  # the engine judged every line and did not terminate
+        try:
+            check_healthy(summary, lines)  # the engine judged every line and did not terminate
+        except AssertionError as exc:
+            unhealthy = str(exc)
         eng_times.append(dt)
-    eng_rate = lines / min(eng_times)
+    eng_rate = summary.events / min(eng_times)
     ratio = eng_rate / raw_rate
-    assert summary is not None
 
     print()
     print(f"{'measure':<44} {'best':>10} {'runs (s)':>24} {'events/s':>12}")
@@ -275,10 +300,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"    engine: state={summary.state}, events={summary.events:,}, verdicts={verdicts:,} "
           f"{dict(sorted(summary.by_action.items()))}, pending gates={len(summary.pending_gates)}")
     print(f"    verdicts by rule: {dict(sorted(summary.by_rule.items()))}")
+    print(f"{'(c) ratio engine/raw':<44} {ratio:>10.2f}   (target >= {TARGET_RATIO})")
+    if unhealthy:
+        print(f"FAIL: the stream is not healthy for this engine, the rates are not comparable: {unhealthy}")
 
+    mem = None
     if not a.no_memory:
         small = min(a.small, lines - 1)
-        mem = measure_memory(a.stream, small)
+        try:
+            mem = measure_memory(a.stream, small)
+        except RuntimeError as exc:
+            print(f"\n(d) memory: FAIL: {exc}")
+            mem = None
+    if not a.no_memory and mem is not None:
         first, full = mem["marks"][0], mem["marks"][-1]
         print()
         print(f"(d) memory of the engine phase: one fresh process under tracemalloc ({mem['seconds']:.0f}s), "
@@ -297,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\ntotal benchmark time {time.perf_counter() - t_start:.0f}s")
     verdict = "PASS" if ratio >= TARGET_RATIO else "FAIL (below target)"
+    if unhealthy:
+        verdict += " -- but INVALID: the engine terminated the session early (see above)"
     print(f"ratio engine/raw = {ratio:.2f} (target >= {TARGET_RATIO}): {verdict}")
     return 0
 

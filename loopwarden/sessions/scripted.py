@@ -59,12 +59,13 @@ Steps (every step may also carry `"note": "..."`, logged to stderr when it runs)
 
 In strings of `emit`, `call` and `result`, `{n}` becomes the number of the
 current (or, in an emit, the latest) tool call and `{i}` the 1-based iteration
-of the innermost `repeat` / `until_stopped`.
+of the innermost `repeat` / `until_stopped` (1 outside any loop).
 
 The agent's side of the protocol
 ================================
 
-Every stdout line is one JSON object, flushed. Every stdin line is logged to
+Every stdout line is one JSON object (`raw` steps aside), written with a single
+flush; the first is `hello`. Every stdin line is logged to
 stderr as `scripted: <- LINE`; a malformed one is logged and ignored. `inject`
 lines are logged wherever they arrive (also while waiting for a verdict). A
 `stop` line ends the agent at once with exit 0, whatever it was doing.
@@ -99,6 +100,7 @@ EXIT_CLOSED = 3
 EXIT_SIGTERM = 128 + signal.SIGTERM
 PREFIX = "scripted: "
 _IDLE_FLOOR = 0.01  # an until_stopped pass that never waited still yields this long
+_SEEN_KEPT = 1000  # stdin lines kept for wait_for
 
 
 class ScenarioError(ValueError):
@@ -360,6 +362,10 @@ class Inbox:
             self.log(f"inject ({obj.get('kind')}, {obj.get('rule')}): {str(obj.get('text'))[:200]}")
         if kind not in ("verdict", "spill", "welcome"):
             self.seen.append(obj)
+            if len(self.seen) > _SEEN_KEPT:
+                drop = len(self.seen) - _SEEN_KEPT
+                del self.seen[:drop]
+                self.mark = max(0, self.mark - drop)
         return obj
 
     def stop_pending(self) -> bool:
@@ -445,7 +451,7 @@ class ScriptedAgent:
         try:
             self.out.write(line.encode("utf-8", "surrogatepass") + b"\n")
             self.out.flush()
-        except (BrokenPipeError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             raise _Closed(f"stdout closed ({exc.__class__.__name__})") from None
 
     def emit(self, event: dict[str, Any]) -> None:

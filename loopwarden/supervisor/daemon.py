@@ -511,7 +511,15 @@ class Daemon:
             raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
         if ":" in ref:
             sid, gate_id = ref.split(":", 1)
-            session = self._live(sid)
+            sid = self._resolve_id(sid)
+            session = self.sessions.get(sid)
+            if session is None or session.final:
+                assert self.store is not None
+                decided = [g for g in self.store.gates(sid) if g.get("gate_id") == gate_id]
+                if decided and decided[0].get("status") != "pending":
+                    g = decided[0]
+                    raise GateError(f"gate {ref} was already {g['status']} by {g.get('decided_by')}")
+                raise RequestError(f"session {sid} has ended; only its history remains")
         else:
             gate_id = ref
             owners = [s for s in self.sessions.values() if not s.final and gate_id in s.health.gates.gates]
@@ -525,8 +533,14 @@ class Daemon:
         return session, gate_id
 
     async def _decide(self, req: dict[str, Any], approve: bool, actor: str, client: str) -> dict[str, Any]:
-        session, gate_id = self._gate_ref(req)
         note = _note(req)
+        try:
+            session, gate_id = self._gate_ref(req)
+        except GateError as exc:
+            sid = str(req.get("gate")).split(":", 1)[0]
+            self._audit(actor, client, sid, "approve" if approve else "deny", str(req.get("gate")), note,
+                        f"refused: {exc}")
+            raise RequestError(str(exc)) from None
         try:
             await session.decide(gate_id, approve, actor, note)
         except GateError as exc:

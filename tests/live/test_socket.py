@@ -1,0 +1,128 @@
+"""The control socket: private, checks the peer's uid, survives garbage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.live.live_harness import Harness
+
+
+def _raw(lw: Harness) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(lw.paths.socket))
+    return s
+
+
+def _reply(s: socket.socket) -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data.splitlines()[0]) if data else {}
+
+
+def test_socket_and_directories_are_private(lw: Harness) -> None:
+    sock = lw.paths.socket
+    assert stat.S_ISSOCK(os.stat(sock).st_mode)
+    assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(sock.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(lw.paths.runtime).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(lw.paths.database).st_mode) == 0o600
+
+
+@pytest.fixture
+def open_lw() -> Iterator[Harness]:
+    """A daemon whose home is reachable by other users (pytest's tmp dirs are 0700)."""
+    home = Path(tempfile.mkdtemp(prefix="lw-", dir="/tmp"))
+    os.chmod(home, 0o711)
+    harness = Harness(home)
+    harness.start()
+    try:
+        yield harness
+    finally:
+        harness.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as another uid")
+def test_another_uid_is_refused_even_when_the_file_modes_would_let_it_in(open_lw: Harness) -> None:
+    lw = open_lw
+    sock = lw.paths.socket
+    for parent in (sock.parent, lw.home):
+        os.chmod(parent, 0o711)
+    os.chmod(sock, 0o777)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child becomes 'nobody' and tries to talk to the daemon
+        try:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(sock))
+            s.sendall(b'{"op":"list"}\n')
+            os.write(write, s.recv(65536))
+        except BaseException as exc:  # report, never escape the child
+            os.write(write, f"child failed: {exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = b""
+    while chunk := os.read(read, 65536):
+        answer += chunk
+    os.waitpid(pid, 0)
+    assert answer.startswith(b"{"), answer
+    reply = json.loads(answer)
+    assert reply["ok"] is False
+    assert reply["error"].startswith("refused: uid 65534 is not the owner of this daemon")
+    assert lw.request("ping")["pid"] == lw.daemon.pid  # type: ignore[union-attr]
+
+
+def test_garbage_oversized_and_half_closed_requests_do_not_crash_the_daemon(lw: Harness) -> None:
+    cases = [b"\xff\xfe\x00garbage\n", b"not json\n", b"[1,2,3]\n", b'{"op": 5}\n', b'{"op":"nosuch"}\n',
+             b'{"op":"status"}\n', b'{"op":"run","spec":{"command":[]}}\n',
+             b'{"op":"run","spec":{"command":["x"],"adapter":"evil"}}\n',
+             b'{"op":"approve","gate":"s1:g1"}\n', b'{"op":"adopt","pid":-1}\n']
+    for payload in cases:
+        with _raw(lw) as s:
+            s.sendall(payload)
+            reply = _reply(s)
+            assert reply["ok"] is False and reply["error"], payload
+    with _raw(lw) as s:
+        try:
+            for _ in range(32):
+                s.sendall(b"x" * (64 << 10))  # 2 MiB without a newline; the daemon hangs up after 1 MiB
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        reply = _reply(s)
+        assert reply["ok"] is False and "longer than" in reply["error"]
+    with _raw(lw) as s:
+        s.sendall(b'{"op":"li')
+        s.shutdown(socket.SHUT_WR)  # half-closed mid-request
+        assert s.recv(100) == b""
+    with _raw(lw) as s:
+        s.close()  # connect and vanish
+    assert lw.request("ping")["sessions"] == 0
+
+
+def test_a_slow_subscriber_never_blocks_a_session(lw: Harness) -> None:
+    stalled = _raw(lw)
+    stalled.sendall(b'{"op":"subscribe","events":true}\n')  # and never read again
+    sid = lw.run_detached("python3", "-c", "import sys\nfor i in range(200000): print(i)", adapter="plain")
+    snap = lw.wait_state(sid, "exited", timeout=60)
+    assert snap["exit_code"] == 0
+    assert snap["events"] == 200000
+    stalled.close()
