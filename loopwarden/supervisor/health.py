@@ -111,6 +111,17 @@ class SessionHealth:
         """Time-based checks: max runtime, stall, gate expiry."""
         return self._tick(now, 0)
 
+    def next_deadline(self) -> float | None:
+        """The next moment a time-based rule could fire, so a live shell can sleep until then."""
+        if self.state == TERMINATED:
+            return None
+        self.runtime.waiting_on_human = self.state == GATED
+        candidates = [d for d in (self.runtime.next_deadline(),) if d is not None]
+        timeout = self.config.gates.timeout
+        if timeout:
+            candidates += [g.opened_at + timeout for g in self.gates.pending()]
+        return min(candidates) if candidates else None
+
     def _tick(self, now: float, seq: int) -> list[Verdict]:
         if self.state == TERMINATED:
             return []

@@ -21,10 +21,10 @@ from .events import Event, Hello, InvalidLine, ResourceSample, ToolCall, ToolRes
 from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized
 from .protocol import preview
-from .spill import Spiller
+from .spill import SpillResult, Spiller, truncate_with_warning
 from .verdicts import Action, Termination, Verdict, final_exit_code  # noqa: F401
 
-TICK_SECONDS = 0.25
+IDLE_TICK = 1.0  # re-check at least this often: a gate decision or activity moves deadlines
 STDIN_QUEUE = 1024
 READ_CHUNK = 1 << 16
 FINAL_STATES = ("exited", "terminated", "lost")
@@ -216,17 +216,24 @@ class LiveSession:
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
 
     async def _ticker(self) -> None:
+        """Sleep until the engine's next deadline (runtime, stall, gate expiry), then tick."""
         while True:
-            await anyio.sleep(TICK_SECONDS)
+            deadline = self.health.next_deadline()
             now = self.clock()
-            second = int(now)
-            if second != self._rate_second:
-                for _ in range(min(second - self._rate_second, 60)):
-                    self.rate.append(0)
-                self._rate_second = second
-            verdicts = self.health.tick(now)
+            delay = IDLE_TICK if deadline is None else min(IDLE_TICK, max(0.0, deadline - now))
+            await anyio.sleep(delay + 0.001)
+            verdicts = self.health.tick(self.clock())
             if verdicts:
+                self._record(verdicts)
                 await self._carry_out(verdicts, None)
+
+    def _count_rate(self, now: float, add: int = 1) -> None:
+        second = int(now)
+        if second != self._rate_second:
+            for _ in range(min(max(second - self._rate_second, 0), 60)):
+                self.rate.append(0)
+            self._rate_second = second
+        self.rate[-1] += add
 
     # ---- the event path ---------------------------------------------------
     async def handle(self, event: Event) -> None:
@@ -236,9 +243,9 @@ class LiveSession:
 
     def _judge(self, event: Event) -> list[Verdict]:
         now = self.clock()
-        self.rate[-1] += 1
+        self._count_rate(now)
         verdicts = self.health.observe(event, now)
-        if type(event) is ToolResult and self.spiller is not None:
+        if type(event) is ToolResult:
             for verdict in verdicts:
                 if verdict.action == Action.SPILL:
                     self._spill(verdict, event, now)  # type: ignore[arg-type]
@@ -247,17 +254,26 @@ class LiveSession:
         record = event.to_dict()
         record["seq"] = event.seq
         self.sink("event", self.spec.id, record)
+        self._record(verdicts)
+        return verdicts
+
+    def _record(self, verdicts: list[Verdict]) -> None:
+        """Store and broadcast verdicts, and the gates they opened."""
+        now = self.clock()
         for verdict in verdicts:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
             if verdict.gate_id:
                 gate = self.health.gates.gates.get(verdict.gate_id)
                 if gate:
                     self.sink("gate", self.spec.id, gate.to_dict())
-        return verdicts
 
     def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
-        assert self.spiller is not None
-        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
+        if self.spiller is None:
+            limit = self.config.spill.threshold_chars
+            result = SpillResult(None, len(event.output), event.output[: self.config.spill.preview_chars],
+                                 truncate_with_warning(event.output, limit), "no spill directory configured")
+        else:
+            result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
         verdict.message = result.message
         verdict.evidence.update(path=result.path, size=result.size)
         if result.warning:
@@ -323,8 +339,7 @@ class LiveSession:
         gate = self.health.gates.gates.get(gate_id)
         if gate:
             self.sink("gate", self.spec.id, gate.to_dict())
-        for verdict in verdicts:
-            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        self._record(verdicts)
         await self._carry_out(verdicts, None)
         if self.health.state != GATED:
             self._release_held()
@@ -336,7 +351,7 @@ class LiveSession:
 
     def grant(self, note: str | None) -> Verdict:
         verdict = self.health.grant_authority(self.clock(), task=self.spec.task, note=note)
-        self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        self._record([verdict])
         self._inject(verdict.message or "", "authority", "operator")
         self._publish()
         return verdict
@@ -366,8 +381,7 @@ class LiveSession:
 
     async def kill(self, note: str | None = None) -> None:
         verdicts = self.health.operator_terminate(self.clock(), note)
-        for verdict in verdicts:
-            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+        self._record(verdicts)
         await self.stop(Termination.OPERATOR, verdicts[0].reason if verdicts else "operator")
         self._publish()
 
@@ -402,8 +416,7 @@ class LiveSession:
         if self.config.limits.max_rss or self.config.limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
             verdicts = self.health.observe(sample, self.clock())
-            for verdict in verdicts:
-                self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
+            self._record(verdicts)
             if verdicts:
                 await self._carry_out(verdicts, None)
 
@@ -527,9 +540,13 @@ class LiveSession:
             "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
             "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
             "processes": self.resources.processes, "open_files": self.resources.open_files,
-            "stdin_dropped": self.stdin_dropped, "rate": list(self.rate)[-30:],
+            "stdin_dropped": self.stdin_dropped, "rate": self._rate_view(now),
             "validation_failures": h.validation_total,
         }
+
+    def _rate_view(self, now: float) -> list[int]:
+        self._count_rate(now, 0)
+        return list(self.rate)[-30:]
 
     @property
     def final(self) -> bool:

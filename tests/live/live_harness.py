@@ -76,7 +76,11 @@ class Harness:
         return proc.stdout.strip()
 
     def scenario(self, name: str, *sets: str) -> str:
-        return self.run_detached(PY, "-m", "loopwarden.sessions.scripted", name, sets=sets, name=name)
+        """Run a bundled scenario with the settings its header asks for."""
+        from loopwarden.sessions.scripted import load_scenario
+
+        header = tuple(load_scenario(name).config)
+        return self.run_detached(PY, "-m", "loopwarden.sessions.scripted", name, sets=header + sets, name=name)
 
     def status(self, sid: str) -> dict[str, Any]:
         return self.request("status", session=sid)

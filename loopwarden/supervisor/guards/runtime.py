@@ -62,6 +62,18 @@ class RuntimeGuard(Guard):
                                       "last_outcome": self.last_outcome}),)
         return NO_VERDICTS
 
+    def next_deadline(self) -> float | None:
+        """When `tick` could next have something to say (None: nothing is scheduled)."""
+        if self.started_at is None:
+            return None
+        candidates = []
+        if self.cfg.max_runtime:
+            candidates.append(self.started_at + self.cfg.max_runtime)
+        stall = self.cfg.stall_timeout
+        if stall and not self.stalled and not self.finished and not self.waiting_on_human and self.last_activity:
+            candidates.append(self.last_activity + stall)
+        return min(candidates) if candidates else None
+
     def counters(self) -> list[Counter]:
         elapsed = 0.0 if self.started_at is None else self.now - self.started_at
         silent = 0.0 if self.last_activity is None else max(0.0, self.now - self.last_activity)
