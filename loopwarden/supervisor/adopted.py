@@ -12,7 +12,7 @@ import psutil
 
 from .config import Config
 from .health import TERMINATED, SessionHealth
-from .session import FINAL_STATES, Resources, SessionSpec, Sink
+from .session import FINAL_STATES, Resources, SessionSpec, Sink, tree_pids
 from .verdicts import Action, Termination
 
 POLL_SECONDS = 0.25
@@ -63,17 +63,18 @@ class AdoptedSession:
         self.state = "terminated" if self.health.state == TERMINATED else "exited"
         self._publish()
 
-    async def sample(self) -> None:
-        try:
-            procs = [self.process, *self.process.children(recursive=True)]
-            cpu = sum(self._cached(p).cpu_percent(None) for p in procs)
-            rss = sum(p.memory_info().rss for p in procs)
-        except psutil.Error:
-            return
-        self.resources = Resources(cpu, rss, len(procs))
-
-    def _cached(self, proc: psutil.Process) -> psutil.Process:
-        return self._procs.setdefault(proc.pid, proc)
+    async def sample(self, children: dict[int, list[int]] | None = None) -> None:
+        pids = tree_pids(self.pid, children) if children is not None else [self.pid]
+        cpu = 0.0
+        rss = 0
+        for pid in pids:
+            try:
+                proc = self._procs.get(pid) or self._procs.setdefault(pid, psutil.Process(pid))
+                cpu += proc.cpu_percent(None)
+                rss += proc.memory_info().rss
+            except psutil.Error:
+                self._procs.pop(pid, None)
+        self.resources = Resources(cpu, rss, len(pids))
 
     def pause(self) -> None:
         if not self.paused:

@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .config import ConfigError, load_config
 from .gates import GateError
 from .paths import Paths, private_dir
-from .session import LiveSession, SessionSpec
+from .session import LiveSession, SessionSpec, children_map
 from .verdicts import final_exit_code
 from .adopted import AdoptedSession
 from .spill import Spiller
@@ -32,7 +32,8 @@ PROTOCOL = 1
 MAX_REQUEST = 1 << 20
 FLUSH_SECONDS = 0.1
 PUBLISH_SECONDS = 0.25
-SAMPLE_SECONDS = 1.0
+SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
+SAMPLES_PER_SECOND = 40  # ... and at most this many session samples a second
 PENDING_EVENTS_CAP = 200_000
 SUBSCRIBER_QUEUE = 10_000
 
@@ -258,11 +259,16 @@ class Daemon:
             self.pending = Pending()
 
     async def _sampler(self) -> None:
+        """CPU, memory and process trees of live sessions; slower as sessions multiply."""
         while True:
-            await anyio.sleep(SAMPLE_SECONDS)
-            for session in list(self.sessions.values()):
+            live = [s for s in self.sessions.values() if not s.final]
+            await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
+            if not live:
+                continue
+            children = await anyio.to_thread.run_sync(children_map)
+            for session in live:
                 if not session.final:
-                    await session.sample()
+                    await session.sample(children)
                     self.dirty.add(session.spec.id)
 
     # ---- the socket -------------------------------------------------------

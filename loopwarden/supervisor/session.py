@@ -110,6 +110,7 @@ class LiveSession:
         self._rate_second = 0
         self._stdin_send: MemoryObjectSendStream[bytes] | None = None
         self._psutil: psutil.Process | None = None
+        self._procs: dict[int, psutil.Process] = {}
         self._stderr_seq = 0
 
     # ---- lifecycle --------------------------------------------------------
@@ -385,33 +386,41 @@ class LiveSession:
         await self.stop(Termination.OPERATOR, verdicts[0].reason if verdicts else "operator")
         self._publish()
 
-    async def sample(self) -> None:
-        """Refresh CPU, memory and the process tree (psutil), and judge the resource limits."""
-        proc = self._psutil
-        if proc is None or self.state in FINAL_STATES:
+    async def sample(self, children: dict[int, list[int]] | None = None) -> None:
+        """Refresh CPU, memory and the process tree (psutil), and judge the resource limits.
+
+        `children` maps a pid to its children's pids, built once per round for all
+        sessions, so sampling never rescans /proc per session.
+        """
+        if self.pid is None or self.state in FINAL_STATES:
             return
-        try:
-            procs = [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            return
-        cpu = rss = files = 0
+        pids = tree_pids(self.pid, children) if children is not None else _tree_from_psutil(self._psutil)
+        cpu = 0.0
+        rss = files = 0
         tree = []
-        for p in procs:
+        cache = self._procs
+        for pid in pids:
+            proc = cache.get(pid)
             try:
-                with p.oneshot():
-                    c = p.cpu_percent(None)
-                    m = p.memory_info().rss
+                if proc is None:
+                    proc = cache[pid] = psutil.Process(pid)
+                with proc.oneshot():
+                    c = proc.cpu_percent(None)
+                    m = proc.memory_info().rss
                     try:
-                        n_files = p.num_fds()
+                        n_files = proc.num_fds()
                     except (psutil.Error, AttributeError):
                         n_files = 0
-                    tree.append({"pid": p.pid, "ppid": p.ppid(), "name": p.name(), "cpu": c, "rss": m,
-                                 "status": p.status()})
+                    tree.append({"pid": pid, "ppid": proc.ppid(), "name": proc.name(), "cpu": c, "rss": m,
+                                 "status": proc.status()})
             except psutil.Error:
+                cache.pop(pid, None)
                 continue
             cpu += c
             rss += m
             files += n_files
+        for pid in [p for p in cache if p not in pids]:
+            del cache[pid]
         self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
         if self.config.limits.max_rss or self.config.limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
@@ -551,6 +560,35 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+def tree_pids(root: int, children: dict[int, list[int]]) -> list[int]:
+    """`root` and all its descendants, from a pid -> children map."""
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def children_map() -> dict[int, list[int]]:
+    """pid -> child pids for every process, from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid:
+            children.setdefault(ppid, []).append(proc.pid)
+    return children
+
+
+def _tree_from_psutil(proc: psutil.Process | None) -> list[int]:
+    if proc is None:
+        return []
+    try:
+        return [proc.pid, *(c.pid for c in proc.children(recursive=True))]
+    except psutil.Error:
+        return []
 
 
 INJECT_KINDS: dict[Action, str] = {
