@@ -1,10 +1,11 @@
 """A handshake agent for latency benchmarks: N tool_calls as fast as possible, each waiting for its verdict.
 
-    python tests/agents/echo_handshake.py [N] [--results]
+    python tests/agents/echo_handshake.py [N] [--results] [--same]
 
 Sends hello (handshake), reads the welcome, then N tool_calls with varied
 arguments (so no repetition guard fires); after each it blocks until the
-verdict for that call_id arrives. With --results an allowed call is followed by
+verdict for that call_id arrives. With --same every call has identical
+arguments (only the call_id differs), so a repetition guard does fire. With --results an allowed call is followed by
 its tool_result. Ends with `done`, then prints to stderr the count and the
 round-trip latencies. Exit 0; on a `stop` line exit 0 early; stdin EOF while
 waiting exit 3.
@@ -62,6 +63,7 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 1000
     results = "--results" in sys.argv[1:]
+    same = "--same" in sys.argv[1:]
     lines = Lines()
     emit({"type": "hello", "name": "echo-handshake", "protocol": 1, "handshake": True})
     wait(lines, "welcome")
@@ -71,7 +73,7 @@ def main() -> int:
     for i in range(1, n + 1):
         call_id = f"e{i}"
         sent = time.perf_counter()
-        emit({"type": "tool_call", "tool": "echo", "args": {"i": i}, "call_id": call_id, "ts": time.time()})
+        emit({"type": "tool_call", "tool": "echo", "args": {"i": 0 if same else i}, "call_id": call_id, "ts": time.time()})
         verdict = wait(lines, "verdict", call_id)
         latencies.append(time.perf_counter() - sent)
         action = str(verdict.get("action"))
