@@ -43,13 +43,25 @@ def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
 
 def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
     """Every event of a stream, with over-long lines as InvalidLine."""
+    if fmt == "native":
+        parse_native = protocol.parse_line
+        for seq, line in read_lines(stream, limit):
+            if type(line) is Oversized:
+                yield _oversized(seq, line, limit)
+            else:
+                yield parse_native(line, seq)  # type: ignore[arg-type]
+        return
     parse = line_parser(fmt)
     for seq, line in read_lines(stream, limit):
         if type(line) is Oversized:
-            yield InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
-                              preview=protocol.preview(line.head))
+            yield _oversized(seq, line, limit)
         else:
             yield from parse(line, seq)  # type: ignore[arg-type]
+
+
+def _oversized(seq: int, line: Oversized, limit: int) -> InvalidLine:
+    return InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
+                       preview=protocol.preview(line.head))
 
 
 @dataclass

@@ -21,7 +21,7 @@ class Event:
         out: dict[str, Any] = {"type": self.kind}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is not None and f.name not in ("seq", "sig"):
+            if value is not None and f.name not in ("seq", "sig", "digest"):
                 out[f.name] = value
         return out
 
@@ -53,6 +53,7 @@ class ToolResult(Event):
     call_id: str | None = None
     is_error: bool = False
     exit_code: int | None = None
+    digest: bytes | None = field(default=None, repr=False, compare=False)  # cached by the engine
 
     @property
     def failed(self) -> bool:

@@ -61,10 +61,11 @@ class SessionHealth:
             for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)
         }
         self.gates = GateBook()
+        self._gate_timeout = config.gates.timeout
         self.state = RUNNING
         self.termination: Verdict | None = None
         self.events = 0
-        self.by_type: Tally[str] = Tally()
+        self.by_type: dict[str, int] = {}
         self.by_rule: Tally[str] = Tally()
         self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)
         self.last_verdict: Verdict | None = None
@@ -74,9 +75,14 @@ class SessionHealth:
         """Judge one event; after termination every event is ignored."""
         if self.state == TERMINATED:
             return []
-        out = self._tick(now, event.seq)
-        if self.state == TERMINATED:
-            return out
+        runtime = self.runtime
+        if runtime.quiet_until(now) and not self._gate_timeout:
+            runtime.now = now
+            out: list[Verdict] = []
+        else:
+            out = self._tick(now, event.seq)
+            if self.state == TERMINATED:
+                return out
         kind = type(event)
         if kind is ToolCall:
             try:
@@ -87,7 +93,8 @@ class SessionHealth:
                 kind = InvalidLine
         if kind is not ResourceSample:
             self.events += 1
-            self.by_type[event.kind] += 1
+            by_type = self.by_type
+            by_type[event.kind] = by_type.get(event.kind, 0) + 1
         if kind is InvalidLine:
             self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
         elif kind is ValidationError:
@@ -124,6 +131,9 @@ class SessionHealth:
 
     def _tick(self, now: float, seq: int) -> list[Verdict]:
         if self.state == TERMINATED:
+            return []
+        self.runtime.now = now
+        if self.runtime.quiet_until(now) and not self.config.gates.timeout:
             return []
         self.runtime.waiting_on_human = self.state == GATED
         found = list(self.runtime.tick(now))

@@ -102,8 +102,67 @@ def load_object(line: bytes | str) -> dict[str, Any]:
     return obj
 
 
+_EXACT: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: type(v) is str,
+    "text": lambda v: type(v) is str,
+    "bool": lambda v: type(v) is bool,
+    "int": lambda v: type(v) is int,
+    "num": lambda v: type(v) is float or type(v) is int,
+    "obj": lambda v: type(v) is dict,
+    "strlist": lambda v: type(v) is list and all(type(x) is str for x in v),
+    "any": lambda v: True,
+}
+# type -> (class, [(field, exact check, required, allowed values or None)])
+_FAST = {
+    kind: (ev.EVENT_TYPES[kind], [(name, _EXACT[k], req, _ENUMS.get((kind, name))) for name, k, req in spec])
+    for kind, spec in FIELDS.items()
+}
+
+
 def event_from_object(obj: dict[str, Any], seq: int = 0) -> ev.Event:
     """Validate a decoded protocol object and build its Event (raises LineRejected)."""
+    fast = _FAST.get(obj.get("type"))  # type: ignore[arg-type]
+    if fast is not None:
+        event = _fast_event(obj, seq, *fast)
+        if event is not None:
+            return event
+    return _checked_event(obj, seq)
+
+
+def _fast_event(obj: dict[str, Any], seq: int, cls: type[ev.Event],
+                spec: list[tuple[str, Callable[[Any], bool], bool, tuple[str, ...] | None]]) -> ev.Event | None:
+    """The common case, with exact type checks; None sends the line to the path that explains."""
+    values: dict[str, Any] = {"seq": seq}
+    ts = obj.get("ts")
+    if ts is not None:
+        if type(ts) is not float:
+            if type(ts) is not int:
+                return None
+            ts = float(ts)
+        values["ts"] = ts
+    for name in ("task", "agent"):
+        value = obj.get(name)
+        if value is not None:
+            if type(value) is not str:
+                return None
+            values[name] = value
+    for name, check, required, allowed in spec:
+        value = obj.get(name)
+        if value is None:
+            if required:
+                return None
+            continue
+        if not check(value) or (allowed is not None and value not in allowed):
+            return None
+        values[name] = value
+    if cls is ev.ToolCall and not values["tool"]:
+        return None
+    if cls is ev.Hello and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        return None
+    return cls(**values)
+
+
+def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
     kind = obj.get("type")
     if not isinstance(kind, str):
         raise LineRejected("missing 'type'")

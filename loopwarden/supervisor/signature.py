@@ -46,6 +46,14 @@ def call_signature(tool: str, args: dict[str, Any]) -> bytes:
     return h.digest()
 
 
+def result_digest(result: Any) -> bytes:
+    """A tool result's digest, computed once per result and cached on it."""
+    digest = result.digest
+    if digest is None:
+        digest = result.digest = output_digest(result.output, result.failed)
+    return digest
+
+
 def output_digest(output: str, failed: bool) -> bytes:
     """A digest of a tool result (its text and whether it failed)."""
     h = hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16)

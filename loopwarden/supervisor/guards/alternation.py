@@ -8,7 +8,7 @@ from typing import Sequence
 from .. import messages
 from ..config import Repetition
 from ..events import Event, ToolCall, ToolResult
-from ..signature import output_digest
+from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
 from .repetition import result_matches
@@ -23,7 +23,7 @@ class AlternationGuard(Guard):
     def __init__(self, cfg: Repetition, ledger: BlockLedger) -> None:
         self.window = cfg.alternation_window
         self.ledger = ledger
-        self.pairs: deque[tuple[bytes | None, bytes, str]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[bytes | None, bytes, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
@@ -48,8 +48,8 @@ class AlternationGuard(Guard):
         if self.ledger.blocked_seq == call.seq:
             return NO_VERDICTS
         self.pending = None
-        a, b = self.pairs[-2][2], self.pairs[-1][2]
-        evidence = {"tool": call.tool, "pattern": [a, b], "blocks": self.ledger.count}  # a, b: tool + arguments
+        a, b = _label(self.pairs[-2][2]), _label(self.pairs[-1][2])
+        evidence = {"tool": call.tool, "pattern": [a, b], "blocks": self.ledger.count}
         if self.ledger.exhausted():
             text = messages.repetition_terminate(call.tool, self.window, self.ledger.count)
             return (terminate(self.name, Termination.REPETITION_LOOP, text, **evidence),)
@@ -63,11 +63,13 @@ class AlternationGuard(Guard):
         if call is None or not result_matches(result, call.call_id, call.tool):
             return NO_VERDICTS
         self.pending = None
-        label = f"{call.tool} {messages.show_args(call.args)}"
-        self.pairs.append((call.sig, output_digest(result.output, result.failed), label))
+        pairs = self.pairs
+        pairs.append((call.sig, result_digest(result), call))
+        if len(pairs) >= 3 and pairs[-1][:2] != pairs[-3][:2]:
+            return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
         if not self._alternating():
             return NO_VERDICTS
-        a, b = self.pairs[0][2], self.pairs[1][2]
+        a, b = _label(pairs[0][2]), _label(pairs[1][2])
         if self.nudged:
             self.armed = True
             return NO_VERDICTS
@@ -106,3 +108,8 @@ class AlternationGuard(Guard):
         if len(pairs) < 2 or pairs[0][0] == pairs[1][0]:
             return False
         return all(p[:2] == pairs[i % 2][:2] for i, p in enumerate(pairs))
+
+
+def _label(call: ToolCall) -> str:
+    """A call as the messages show it: tool and arguments."""
+    return f"{call.tool} {messages.show_args(call.args)}"

@@ -20,15 +20,16 @@ class FailuresGuard(Guard):
         self.count = 0
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is ToolResult:
-            if not event.failed:  # type: ignore[attr-defined]
-                self.count = 0
-                return NO_VERDICTS
-            last = messages.outcome(event.output, True)  # type: ignore[attr-defined]
-        else:
-            last = "error: " + messages.clip(event.message, 160)  # type: ignore[attr-defined]
+        is_result = type(event) is ToolResult
+        if is_result and not event.failed:  # type: ignore[attr-defined]
+            self.count = 0
+            return NO_VERDICTS
         self.count += 1
         if self.limit and self.count >= self.limit:
+            if is_result:
+                last = messages.outcome(event.output, True)  # type: ignore[attr-defined]
+            else:
+                last = "error: " + messages.clip(event.message, 160)  # type: ignore[attr-defined]
             return (terminate(self.name, Termination.CONSECUTIVE_FAILURES,
                               messages.failures_terminate(self.count, last), count=self.count, last=last),)
         return NO_VERDICTS

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from .. import messages
 from ..config import Repetition
 from ..events import Event, ToolCall, ToolResult
-from ..signature import output_digest
+from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
 
@@ -42,7 +42,7 @@ class RepetitionGuard(Guard):
         self.call_id: str | None = None
         self.streak = 0
         self.last_ok_digest: bytes | None = None
-        self.last_outcome = "no result yet"
+        self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
 
@@ -83,11 +83,11 @@ class RepetitionGuard(Guard):
             return NO_VERDICTS
         failed = result.failed
         if not failed:
-            digest = output_digest(result.output, False)
+            digest = result_digest(result)
             if self.last_ok_digest is not None and digest != self.last_ok_digest:
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
             self.last_ok_digest = digest
-        self.last_outcome = messages.outcome(result.output, failed)
+        self.last_result = result
         if self.nudge_due:
             return (self._nudge(),)
         return NO_VERDICTS
@@ -101,6 +101,12 @@ class RepetitionGuard(Guard):
             evidence={"tool": tool, "args": messages.show_args(self.args), "count": self.streak,
                       "last_outcome": self.last_outcome},
         )
+
+    @property
+    def last_outcome(self) -> str:
+        """The streak's last outcome, formatted only when a message needs it."""
+        result = self.last_result
+        return "no result yet" if result is None else messages.outcome(result.output, result.failed)
 
     def human_turn(self) -> None:
         self._clear()

@@ -23,7 +23,7 @@ class RuntimeGuard(Guard):
         self.last_activity = started_at
         self.now = started_at or 0.0
         self.last_tool: str | None = None
-        self.last_outcome = "no result yet"
+        self.last_result: ToolResult | None = None
         self.stalled = False
         self.finished = False
         self.waiting_on_human = False
@@ -35,12 +35,29 @@ class RuntimeGuard(Guard):
         self.last_activity = now
         self.stalled = False
         if kind is ToolCall:
-            self.last_tool, self.last_outcome = event.tool, "no result yet"  # type: ignore[attr-defined]
+            self.last_tool, self.last_result = event.tool, None  # type: ignore[attr-defined]
         elif kind is ToolResult:
-            self.last_outcome = messages.outcome(event.output, event.failed)  # type: ignore[attr-defined]
+            self.last_result = event  # type: ignore[assignment]
         elif kind is Done:
             self.finished = True
         return NO_VERDICTS
+
+    @property
+    def last_outcome(self) -> str:
+        """The last tool's outcome, formatted only when a message needs it."""
+        result = self.last_result
+        return "no result yet" if result is None else messages.outcome(result.output, result.failed)
+
+    def quiet_until(self, now: float) -> bool:
+        """True when `tick(now)` certainly has nothing to say (the hot path's shortcut)."""
+        started = self.started_at
+        if started is None:
+            return False
+        limit = self.cfg.max_runtime
+        if limit and now - started >= limit:
+            return False
+        stall = self.cfg.stall_timeout
+        return not stall or self.stalled or self.finished or now - (self.last_activity or started) < stall
 
     def tick(self, now: float) -> Sequence[Verdict]:
         if self.started_at is None:

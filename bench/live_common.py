@@ -1,0 +1,261 @@
+"""Shared pieces of the live benchmarks: a throw-away daemon and leftover-process checks.
+
+Every benchmark runs its own `loopwarden serve` under a fresh temporary
+LOOPWARDEN_HOME (socket, database, spill files), so the default profile is never
+touched, and stops it at the end, even on error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import psutil
+
+from loopwarden.supervisor.client import Client
+from loopwarden.supervisor.paths import Paths, default_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = ROOT / "tests" / "agents"
+PY = sys.executable
+FINAL = ("exited", "terminated", "lost")
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def pct(values: list[float], p: float) -> float:
+    """The same nearest-rank percentile echo_handshake.py prints."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+class BenchDaemon:
+    """`loopwarden serve` in its own temporary LOOPWARDEN_HOME; use as a context manager."""
+
+    def __init__(self, label: str = "bench", keep: bool = False, serve: list[str] | None = None) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix=f"lw-{label}-"))
+        self.keep = keep
+        self.env = {**os.environ, "LOOPWARDEN_HOME": str(self.home)}
+        self.env.pop("LOOPWARDEN_CONFIG", None)
+        self.paths: Paths = default_paths(self.env)
+        self.serve = serve or [PY, "-m", "loopwarden", "serve"]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ps: psutil.Process | None = None
+        self.guardian: psutil.Process | None = None
+        self.session_pids: set[int] = set()
+        self._client: Client | None = None
+
+    # ---- lifecycle ---------------------------------------------------------
+    def __enter__(self) -> "BenchDaemon":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> None:
+        log = open(self.home / "daemon.out", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(self.serve, env=self.env, stdout=log, stderr=log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        wait_for(self._connectable, 20, "the daemon's socket")
+        self.ps = psutil.Process(self.proc.pid)
+        kids = self.ps.children()
+        self.guardian = kids[0] if kids else None
+
+    def _connectable(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited with {self.proc.returncode}: {self.log_tail()}")
+        try:
+            Client.connect(self.paths, autostart=False, name="bench").close()
+            return True
+        except Exception:
+            return False
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join((self.home / "daemon.out").read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client.connect(self.paths, autostart=False, name="bench")
+        return self._client
+
+    def request(self, op: str, **fields: Any) -> Any:
+        return self.client().request(op, **fields)
+
+    def close(self) -> None:
+        """Kill every live session, stop the daemon (SIGTERM, then SIGKILL), kill anything left."""
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    for snap in self.request("list"):
+                        if snap.get("pid"):
+                            self.session_pids.add(int(snap["pid"]))
+                        if snap.get("state") not in FINAL:
+                            try:
+                                self.request("kill", session=snap["id"], note="benchmark cleanup")
+                            except Exception:
+                                pass
+                except Exception:
+                    pass
+        finally:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5)
+            if self.guardian is not None:
+                try:
+                    self.guardian.wait(10)
+                except (psutil.Error, psutil.TimeoutExpired):
+                    pass
+            for pgid in list(self.session_pids):  # last resort: nothing of ours may outlive the benchmark
+                if ours(pgid):
+                    try:
+                        os.killpg(pgid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            if not self.keep:
+                shutil.rmtree(self.home, ignore_errors=True)
+
+    # ---- sessions ------------------------------------------------------------
+    def run(self, command: list[str], *, adapter: str = "native", sets: Iterable[str] = (),
+            name: str | None = None) -> str:
+        spec = {"command": command, "adapter": adapter, "sets": list(sets), "name": name or Path(command[-1]).name}
+        return self.request("run", spec=spec)["id"]
+
+    def status(self, sid: str) -> dict[str, Any]:
+        snap = self.request("status", session=sid)
+        if snap.get("pid"):
+            self.session_pids.add(int(snap["pid"]))
+        return snap
+
+    def wait_final(self, sids: Iterable[str], timeout: float, interval: float = 0.1) -> dict[str, dict[str, Any]]:
+        remaining = set(sids)
+        done: dict[str, dict[str, Any]] = {}
+
+        def check() -> bool:
+            for sid in list(remaining):
+                snap = self.status(sid)
+                if snap.get("state") in FINAL:
+                    done[sid] = snap
+                    remaining.discard(sid)
+            return not remaining
+
+        wait_for(check, timeout, f"{len(remaining)} sessions to end", interval)
+        return done
+
+    def logs(self, sid: str) -> list[dict[str, Any]]:
+        """Every stored event of a session (the `logs` op, paged)."""
+        out: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page = self.request("logs", session=sid, after=after, limit=10_000)["events"]
+            if not page:
+                return out
+            out += page
+            after = page[-1]["id"]
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.paths.database}?mode=ro", uri=True)
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                out.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    return out
+
+
+def ours(pgid: int) -> bool:
+    """Is a live process group one of the benchmark's agents (not a reused pid)?"""
+    for proc in group_members(pgid):
+        try:
+            cmd = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        if str(AGENTS) in cmd or "time.sleep(600)" in cmd:
+            return True
+    return False
+
+
+def dead(pid: int) -> bool:
+    """Gone, or a zombie waiting for its parent (or pid 1) to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] in (b"Z", b"X")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def leftovers(daemon: BenchDaemon, extra_pids: Iterable[int] = ()) -> list[str]:
+    """Processes that should be gone after close(): the daemon, its guardian, session groups."""
+    found = []
+    for label, proc in (("daemon", daemon.ps), ("guardian", daemon.guardian)):
+        if proc is not None:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(f"{label} {proc.pid}")
+            except psutil.Error:
+                pass
+    for pgid in sorted(daemon.session_pids):
+        if group_alive(pgid):
+            found.append(f"process group {pgid}")
+    for pid in extra_pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                found.append(f"pid {pid}")
+        except psutil.Error:
+            pass
+    return found
+
+
+def verdict_line(ok: bool, text: str) -> str:
+    return f"{'PASS' if ok else 'FAIL'}: {text}"

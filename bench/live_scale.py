@@ -1,0 +1,258 @@
+"""Scale: many sessions in one daemon: stored throughput under a flood, and idle overhead.
+
+    .venv/bin/python bench/live_scale.py [--flood-sessions 100] [--events 2000]
+                                         [--idle-sessions 200] [--idle-window 20] [--keep]
+                                         [--skip-flood] [--skip-idle]
+
+Each part runs its own daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME).
+
+(a) flood: N concurrent native sessions, each tests/agents/flood.py EVENTS
+    (hello + EVENTS varied events + done, as fast as the pipe takes them).
+    Measured, from the first `run` request until every session has ended:
+    * events STORED per second: rows of `events` in the daemon's SQLite file for
+      these sessions (read-only connection) / (last ended_at - first started_at);
+      stored vs emitted (N x (EVENTS + 2)) and each session's dropped_events;
+    * daemon CPU: psutil cpu_times (user + system, all threads) of the serve
+      process before and after, as % of one core over the same window;
+    * daemon RSS, sampled every 0.5 s: start (before the first run), peak, end
+      (after every session ended and the store was flushed).
+(b) idle: M plain-adapter sessions `python3 -c "import time; time.sleep(600)"`.
+    Once all are running and 5 s have passed, the daemon's CPU over WINDOW s as
+    % of one core. Then every session is killed.
+
+Targets: idle overhead under 2% of one core for 200 sessions; RSS flat under a
+flood (checked as: peak <= start + 64 MiB, and the RSS at the end of the
+flood's second half no more than 10% above the peak of its first half, i.e.
+memory does not grow with the number of events). Stored == emitted and no
+dropped events is checked too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, verdict_line, wait_for  # noqa: E402
+
+MiB = 1 << 20
+IDLE_TARGET = 2.0  # % of one core
+RSS_SLACK = 64 * MiB
+IDLE_CMD = ["python3", "-c", "import time; time.sleep(600)"]
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, proc: psutil.Process, every: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.every = proc, every
+        self.samples: list[tuple[float, int]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.monotonic(), self.proc.memory_info().rss))
+            except psutil.Error:
+                return
+            self.halt.wait(self.every)
+
+
+def cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def all_states(d: BenchDaemon, sids: set[str]) -> dict[str, dict[str, Any]]:
+    return {s["id"]: s for s in d.request("list") if s["id"] in sids}
+
+
+def flood(args: argparse.Namespace) -> dict[str, Any]:
+    n, events = args.flood_sessions, args.events
+    out: dict[str, Any] = {}
+    with BenchDaemon("flood", keep=args.keep) as d:
+        try:
+            assert d.ps is not None
+            time.sleep(0.5)
+            sampler = RssSampler(d.ps)
+            rss_start = d.ps.memory_info().rss
+            sampler.start()
+            cpu0, t0 = cpu(d.ps), time.monotonic()
+            sids = [d.run([PY, str(AGENTS / "flood.py"), str(events)], name=f"flood{i}") for i in range(n)]
+            t_launched = time.monotonic()
+            wanted = set(sids)
+            snaps: dict[str, dict[str, Any]] = {}
+
+            def ended() -> bool:
+                snaps.update(all_states(d, wanted))
+                for s in snaps.values():
+                    if s.get("pid"):
+                        d.session_pids.add(int(s["pid"]))
+                return len(snaps) == n and all(s.get("state") in FINAL for s in snaps.values())
+
+            wait_for(ended, 170, f"{n} flood sessions to end", interval=0.5)
+            t_end = time.monotonic()
+            cpu1 = cpu(d.ps)
+            d.request("logs", session=sids[0], limit=1)  # flushes the pending batch to the store
+            time.sleep(0.6)
+            sampler.halt.set()
+            sampler.join()
+            rss_end = d.ps.memory_info().rss
+            with d.db() as db:
+                marks = ",".join("?" * n)
+                stored = db.execute(f"SELECT count(*) FROM events WHERE kind != 'log' AND session_id IN ({marks})",
+                                    sids).fetchone()[0]
+                logs = db.execute(f"SELECT count(*) FROM events WHERE kind = 'log' AND session_id IN ({marks})",
+                                  sids).fetchone()[0]
+                verdicts = db.execute(f"SELECT count(*) FROM verdicts WHERE session_id IN ({marks})",
+                                      sids).fetchone()[0]
+            first_start = min(float(s["started_at"]) for s in snaps.values())
+            last_end = max(float(s["ended_at"]) for s in snaps.values())
+            samples = sampler.samples
+            mid = t0 + (t_end - t0) / 2
+            first_half = [r for t, r in samples if t <= mid] or [rss_start]
+            second_half = [r for t, r in samples if mid < t <= t_end] or [rss_end]
+            out.update(
+                sessions=n, events_per_session=events, emitted=n * (events + 2), stored=stored, log_rows=logs,
+                verdicts=verdicts, counted=sum(int(s.get("events") or 0) for s in snaps.values()),
+                dropped=sum(int(s.get("dropped_events") or 0) for s in snaps.values()),
+                stdin_dropped=sum(int(s.get("stdin_dropped") or 0) for s in snaps.values()),
+                states={st: sum(1 for s in snaps.values() if s.get("state") == st)
+                        for st in {s.get("state") for s in snaps.values()}},
+                exit_codes=sorted({s.get("exit_code") for s in snaps.values()}, key=str),
+                launch_s=t_launched - t0, window_s=last_end - first_start, wall_s=t_end - t0,
+                cpu_pct=100 * (cpu1 - cpu0) / (t_end - t0),
+                rss_start=rss_start, rss_peak=max([r for _, r in samples] + [rss_start, rss_end]),
+                rss_end=rss_end, rss_first_half_peak=max(first_half), rss_second_half_last=second_half[-1],
+                rss_samples=len(samples), loadavg=os.getloadavg()[0],
+            )
+        finally:
+            d.close()
+        out["leftovers"] = leftovers(d)
+    return out
+
+
+def idle(args: argparse.Namespace) -> dict[str, Any]:
+    m = args.idle_sessions
+    out: dict[str, Any] = {}
+    with BenchDaemon("idle", keep=args.keep) as d:
+        try:
+            assert d.ps is not None
+            t0 = time.monotonic()
+            sids = [d.run(IDLE_CMD, adapter="plain", name=f"idle{i}") for i in range(m)]
+            wanted = set(sids)
+
+            def running() -> bool:
+                snaps = all_states(d, wanted)
+                for s in snaps.values():
+                    if s.get("pid"):
+                        d.session_pids.add(int(s["pid"]))
+                bad = [s for s in snaps.values() if s.get("state") in FINAL]
+                if bad:
+                    raise RuntimeError(f"idle session {bad[0]['id']} ended: {bad[0].get('state')}")
+                return len(snaps) == m and all(s.get("state") == "running" for s in snaps.values())
+
+            wait_for(running, 120, f"{m} idle sessions to run", interval=0.5)
+            t_running = time.monotonic() - t0
+            time.sleep(args.settle)
+            rss0 = d.ps.memory_info().rss
+            cpu0, w0 = cpu(d.ps), time.monotonic()
+            threads0 = d.ps.num_threads()
+            time.sleep(args.idle_window)
+            cpu1, w1 = cpu(d.ps), time.monotonic()
+            rss1 = d.ps.memory_info().rss
+            out.update(sessions=m, start_s=t_running, settle_s=args.settle, window_s=w1 - w0,
+                       cpu_s=cpu1 - cpu0, cpu_pct=100 * (cpu1 - cpu0) / (w1 - w0), rss0=rss0, rss1=rss1,
+                       threads=threads0, loadavg=os.getloadavg()[0])
+            t_kill = time.monotonic()
+            for sid in sids:
+                d.request("kill", session=sid, note="benchmark done")
+            d.wait_final(sids, timeout=60, interval=0.2)
+            out["kill_all_s"] = time.monotonic() - t_kill
+        finally:
+            d.close()
+        out["leftovers"] = leftovers(d)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flood-sessions", type=int, default=100)
+    ap.add_argument("--events", type=int, default=2000, help="events per flood session (default 2000)")
+    ap.add_argument("--idle-sessions", type=int, default=200)
+    ap.add_argument("--settle", type=float, default=5.0)
+    ap.add_argument("--idle-window", type=float, default=20.0)
+    ap.add_argument("--skip-flood", action="store_true")
+    ap.add_argument("--skip-idle", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME directories")
+    args = ap.parse_args()
+    print(f"live scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+    lines: list[str] = []
+
+    if not args.skip_flood:
+        f = flood(args)
+        rate = f["stored"] / f["window_s"] if f["window_s"] else 0.0
+        print()
+        print(f"(a) flood: {f['sessions']} sessions x flood.py {f['events_per_session']:,} "
+              f"(load average at the end {f['loadavg']:.2f})")
+        rows = [
+            (f"launch ({f['sessions']} run requests)", f"{f['launch_s']:.2f} s"),
+            ("window (first start .. last end)", f"{f['window_s']:.2f} s"),
+            ("emitted lines", f"{f['emitted']:,}"),
+            ("stored event rows", f"{f['stored']:,}  (+{f['log_rows']} log rows, {f['verdicts']} verdicts)"),
+            ("engine-counted events (status)", f"{f['counted']:,}"),
+            ("dropped_events (sum)", f"{f['dropped']:,}"),
+            ("events stored / s", f"{rate:,.0f}"),
+            ("daemon CPU", f"{f['cpu_pct']:.0f}% of one core over {f['wall_s']:.1f} s"),
+            ("daemon RSS start / peak / end", f"{f['rss_start'] / MiB:.1f} / {f['rss_peak'] / MiB:.1f} / "
+                                               f"{f['rss_end'] / MiB:.1f} MiB ({f['rss_samples']} samples)"),
+            ("RSS 1st-half peak / 2nd-half last", f"{f['rss_first_half_peak'] / MiB:.1f} / "
+                                                  f"{f['rss_second_half_last'] / MiB:.1f} MiB"),
+            ("final states", f"{f['states']} exit codes {f['exit_codes']}"),
+        ]
+        for k, v in rows:
+            print(f"  {k:<36}{v}")
+        complete = f["stored"] == f["emitted"] and f["dropped"] == 0
+        lines.append(verdict_line(complete, f"flood: stored {f['stored']:,} == emitted {f['emitted']:,}, "
+                                            f"dropped_events {f['dropped']}"))
+        flat = (f["rss_peak"] <= f["rss_start"] + RSS_SLACK
+                and f["rss_second_half_last"] <= 1.10 * f["rss_first_half_peak"])
+        lines.append(verdict_line(flat, f"flood: RSS flat (peak {f['rss_peak'] / MiB:.1f} MiB <= start "
+                                        f"{f['rss_start'] / MiB:.1f} + 64 MiB; 2nd half "
+                                        f"{f['rss_second_half_last'] / MiB:.1f} <= 1.1 x 1st-half peak "
+                                        f"{f['rss_first_half_peak'] / MiB:.1f} MiB)"))
+        lines.append(verdict_line(not f["leftovers"], "flood: no leftover processes"
+                                  + (f": {', '.join(f['leftovers'])}" if f["leftovers"] else "")))
+
+    if not args.skip_idle:
+        i = idle(args)
+        print()
+        print(f"(b) idle: {i['sessions']} plain sessions `{' '.join(IDLE_CMD)}` "
+              f"(load average at the end {i['loadavg']:.2f})")
+        rows = [
+            ("all running after", f"{i['start_s']:.1f} s (+ {i['settle_s']:.0f} s settling)"),
+            ("daemon CPU", f"{i['cpu_s']:.2f} s over {i['window_s']:.1f} s = {i['cpu_pct']:.2f}% of one core"),
+            ("per session", f"{i['cpu_pct'] / i['sessions'] * 1000:.1f} milli-% of a core"),
+            ("daemon RSS", f"{i['rss0'] / MiB:.1f} -> {i['rss1'] / MiB:.1f} MiB, {i['threads']} threads"),
+            ("kill all + wait final", f"{i.get('kill_all_s', float('nan')):.1f} s"),
+        ]
+        for k, v in rows:
+            print(f"  {k:<36}{v}")
+        lines.append(verdict_line(i["cpu_pct"] < IDLE_TARGET, f"idle: {i['cpu_pct']:.2f}% of one core for "
+                                                              f"{i['sessions']} sessions < {IDLE_TARGET}%"))
+        lines.append(verdict_line(not i["leftovers"], "idle: no leftover processes"
+                                  + (f": {', '.join(i['leftovers'])}" if i["leftovers"] else "")))
+    print()
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
