@@ -64,6 +64,21 @@ class RssSampler(threading.Thread):
             self.halt.wait(self.every)
 
 
+# Start every flood at once: the interpreter starts, blocks opening a FIFO until the
+# benchmark opens it for writing, then runs flood.py as __main__ (same process).
+BARRIER_CODE = ("import runpy, sys; open(sys.argv[1], 'rb').close(); sys.argv = sys.argv[2:]; "
+                "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def blocked_on_fifo(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            w = f.read()
+            return "fifo" in w or "wait_for_partner" in w
+    except OSError:
+        return False
+
+
 def cpu(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
@@ -83,11 +98,31 @@ def flood(args: argparse.Namespace) -> dict[str, Any]:
             sampler = RssSampler(d.ps)
             rss_start = d.ps.memory_info().rss
             sampler.start()
-            cpu0, t0 = cpu(d.ps), time.monotonic()
-            sids = [d.run([PY, str(AGENTS / "flood.py"), str(events)], name=f"flood{i}") for i in range(n)]
-            t_launched = time.monotonic()
+            t_first = time.monotonic()
+            barrier = d.home / "start.fifo"
+            os.mkfifo(barrier, 0o600)
+            command = [PY, "-c", BARRIER_CODE, str(barrier), str(AGENTS / "flood.py"), str(events)]
+            sids = [d.run(command, name=f"flood{i}") for i in range(n)]
             wanted = set(sids)
             snaps: dict[str, dict[str, Any]] = {}
+
+            def waiting() -> bool:  # every interpreter is up and blocked on the barrier
+                snaps.update(all_states(d, wanted))
+                for s in snaps.values():
+                    if s.get("pid"):
+                        d.session_pids.add(int(s["pid"]))
+                if any(s.get("state") in FINAL for s in snaps.values()):
+                    raise RuntimeError("a flood session ended before the start barrier")
+                return len(snaps) == n and all(blocked_on_fifo(int(s["pid"])) for s in snaps.values()
+                                               if s.get("pid")) and all(s.get("pid") for s in snaps.values())
+
+            wait_for(waiting, 120, f"{n} flood sessions to reach the start barrier", interval=0.5)
+            t_launched = time.monotonic()
+            rss_ready = d.ps.memory_info().rss
+            cpu0, t0 = cpu(d.ps), time.monotonic()
+            release_wall = time.time()
+            fd = os.open(barrier, os.O_WRONLY)  # releases every reader at once
+            os.close(fd)
 
             def ended() -> bool:
                 snaps.update(all_states(d, wanted))
@@ -112,11 +147,11 @@ def flood(args: argparse.Namespace) -> dict[str, Any]:
                                   sids).fetchone()[0]
                 verdicts = db.execute(f"SELECT count(*) FROM verdicts WHERE session_id IN ({marks})",
                                       sids).fetchone()[0]
-            first_start = min(float(s["started_at"]) for s in snaps.values())
             last_end = max(float(s["ended_at"]) for s in snaps.values())
+            first_start = release_wall
             samples = sampler.samples
             mid = t0 + (t_end - t0) / 2
-            first_half = [r for t, r in samples if t <= mid] or [rss_start]
+            first_half = [r for t, r in samples if t0 <= t <= mid] or [rss_ready]
             second_half = [r for t, r in samples if mid < t <= t_end] or [rss_end]
             out.update(
                 sessions=n, events_per_session=events, emitted=n * (events + 2), stored=stored, log_rows=logs,
@@ -126,8 +161,8 @@ def flood(args: argparse.Namespace) -> dict[str, Any]:
                 states={st: sum(1 for s in snaps.values() if s.get("state") == st)
                         for st in {s.get("state") for s in snaps.values()}},
                 exit_codes=sorted({s.get("exit_code") for s in snaps.values()}, key=str),
-                launch_s=t_launched - t0, window_s=last_end - first_start, wall_s=t_end - t0,
-                cpu_pct=100 * (cpu1 - cpu0) / (t_end - t0),
+                launch_s=t_launched - t_first, rss_ready=rss_ready, window_s=last_end - first_start,
+                cpu_pct=100 * (cpu1 - cpu0) / (last_end - first_start),
                 rss_start=rss_start, rss_peak=max([r for _, r in samples] + [rss_start, rss_end]),
                 rss_end=rss_end, rss_first_half_peak=max(first_half), rss_second_half_last=second_half[-1],
                 rss_samples=len(samples), loadavg=os.getloadavg()[0],
@@ -184,7 +219,7 @@ def idle(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flood-sessions", type=int, default=100)
-    ap.add_argument("--events", type=int, default=2000, help="events per flood session (default 2000)")
+    ap.add_argument("--events", type=int, default=1500, help="events per flood session (default 1500)")
     ap.add_argument("--idle-sessions", type=int, default=200)
     ap.add_argument("--settle", type=float, default=5.0)
     ap.add_argument("--idle-window", type=float, default=20.0)
@@ -202,16 +237,17 @@ def main() -> int:
         print(f"(a) flood: {f['sessions']} sessions x flood.py {f['events_per_session']:,} "
               f"(load average at the end {f['loadavg']:.2f})")
         rows = [
-            (f"launch ({f['sessions']} run requests)", f"{f['launch_s']:.2f} s"),
-            ("window (first start .. last end)", f"{f['window_s']:.2f} s"),
+            (f"launch (run .. all at the barrier)", f"{f['launch_s']:.2f} s"),
+            ("window (release .. last ended_at)", f"{f['window_s']:.2f} s"),
             ("emitted lines", f"{f['emitted']:,}"),
             ("stored event rows", f"{f['stored']:,}  (+{f['log_rows']} log rows, {f['verdicts']} verdicts)"),
             ("engine-counted events (status)", f"{f['counted']:,}"),
             ("dropped_events (sum)", f"{f['dropped']:,}"),
             ("events stored / s", f"{rate:,.0f}"),
-            ("daemon CPU", f"{f['cpu_pct']:.0f}% of one core over {f['wall_s']:.1f} s"),
-            ("daemon RSS start / peak / end", f"{f['rss_start'] / MiB:.1f} / {f['rss_peak'] / MiB:.1f} / "
-                                               f"{f['rss_end'] / MiB:.1f} MiB ({f['rss_samples']} samples)"),
+            ("daemon CPU (all threads)", f"{f['cpu_pct']:.0f}% of one core over the window"),
+            ("daemon RSS start / ready / peak / end", f"{f['rss_start'] / MiB:.1f} / {f['rss_ready'] / MiB:.1f} / "
+                                                      f"{f['rss_peak'] / MiB:.1f} / {f['rss_end'] / MiB:.1f} MiB "
+                                                      f"({f['rss_samples']} samples)"),
             ("RSS 1st-half peak / 2nd-half last", f"{f['rss_first_half_peak'] / MiB:.1f} / "
                                                   f"{f['rss_second_half_last'] / MiB:.1f} MiB"),
             ("final states", f"{f['states']} exit codes {f['exit_codes']}"),

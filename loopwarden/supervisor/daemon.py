@@ -85,6 +85,7 @@ class Daemon:
         self.next_id = 1
         self.started_at = clock()
         self._stop = anyio.Event()
+        self._write_lock = anyio.Lock()
         self._tg: Any = None
 
     # ---- lifecycle ------------------------------------------------------
@@ -235,8 +236,13 @@ class Daemon:
             if now - last_publish >= PUBLISH_SECONDS:
                 last_publish = now
                 self._publish_dirty()
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Write what is pending; readers call it too, so they see every record before them."""
+        async with self._write_lock:
             if not len(self.pending.batch):
-                continue
+                return
             batch, self.pending = self.pending.batch, Pending()
             assert self.store is not None
             await anyio.to_thread.run_sync(self.store.write, batch)
@@ -495,7 +501,7 @@ class Daemon:
 
     async def op_logs(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         sid = self._resolve_id(req.get("session"))
-        self._flush_now()
+        await self._flush()
         assert self.store is not None
         after = int(req.get("after") or 0)
         limit = max(1, min(int(req.get("limit") or 1000), 10_000))
@@ -616,7 +622,7 @@ class Daemon:
         return {"session": session.spec.id, "state": "stopping"}
 
     async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
-        self._flush_now()
+        await self._flush()
         assert self.store is not None
         sid = self._resolve_id(req["session"]) if req.get("session") else None
         return self.store.actions(session_id=sid, limit=int(req.get("limit") or 1000))
