@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator
@@ -117,7 +118,8 @@ class Replayer:
     def _spill(self, verdict: Verdict, event: ToolResult) -> None:
         if self.spiller is None:
             return
-        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=self.now)
+        # the file's time is the wall clock, so retention counts from when it was written
+        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=time.time())
         verdict.message = result.message
         verdict.evidence.update(path=result.path, preview_chars=len(result.preview))
         if result.warning:

@@ -56,6 +56,11 @@ def connect(autostart: bool = True, name: str = "cli") -> Client:
         return Client.connect(default_paths(), autostart=autostart, name=name)
     except DaemonError as exc:
         raise DaemonFail(str(exc)) from None
+    except OSError as exc:  # e.g. LOOPWARDEN_HOME is a file, or not writable
+        where = os.environ.get("LOOPWARDEN_HOME")
+        what = f"LOOPWARDEN_HOME={where}" if where else "the runtime directory"
+        raise DaemonFail(f"cannot use {what}: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if getattr(exc, "filename", None) else "")) from None
 
 
 def call(op: str, **fields: Any) -> Any:

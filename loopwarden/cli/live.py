@@ -12,6 +12,7 @@ import click
 import orjson
 
 from ..supervisor.client import DaemonError
+from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration
 from ..supervisor.paths import default_paths
 from ..supervisor.verdicts import final_exit_code
@@ -30,11 +31,25 @@ def _age(seconds: float | None) -> str:
 
 def _state(snap: dict[str, Any]) -> str:
     state = str(snap.get("state") or "?")
-    if snap.get("termination"):
+    if snap.get("termination") and snap["termination"] != state:
         return f"{state}({snap['termination']})"
     if state == "exited" and snap.get("exit_code") is not None:
         return f"exited({snap['exit_code']})"
     return state
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _ending(snap: dict[str, Any]) -> str:
+    """How a session ended, in words."""
+    if snap.get("termination_text"):
+        return str(snap["termination_text"])
+    if snap.get("state") == "exited":
+        code = snap.get("exit_code")
+        return "finished" if code == 0 else f"exited with code {code}"
+    return str(snap.get("state"))
 
 
 def _mem(rss: int | None) -> str:
@@ -75,6 +90,10 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         cmd = cmd[1:]
     if not cmd:
         raise Fail("no command given; put it after --, e.g. loopwarden run -- python agent.py")
+    missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
+    if missing:
+        click.echo(f"loopwarden: error: {missing}", err=True)
+        sys.exit(127)
     spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": dict(os.environ),
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
             "config_file": str(Path(config_file).resolve()) if config_file else None}
@@ -107,8 +126,7 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                 _print_record(kind, data)
             if kind == "session" and data.get("state") in FINAL:
                 if not as_json:
-                    click.echo(f"loopwarden: session {sid} {_state(data)}: {data.get('termination_text') or 'done'}",
-                               err=True)
+                    click.echo(f"loopwarden: session {sid} {_state(data)}: {_ending(data)}", err=True)
                 return _final(data)
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
@@ -124,6 +142,7 @@ def _final(snap: dict[str, Any]) -> int:
 
 _VERDICT_COLOUR = {"nudge": "yellow", "block": "red", "gate": "magenta", "terminate": "bright_red",
                    "escalate": "magenta", "spill": "blue"}
+_HINTED: set[str] = set()
 
 
 def _print_record(kind: str | None, data: dict[str, Any]) -> None:
@@ -141,10 +160,24 @@ def _print_record(kind: str | None, data: dict[str, Any]) -> None:
         elif etype in ("assistant_message", "user_message", "error", "invalid_line", "validation_error"):
             text = data.get("text") or data.get("message") or data.get("reason") or ""
             click.echo(f"  {data.get('seq', ''):>5} {etype}: {str(text)[:160]}")
+            if etype == "invalid_line" and "not valid JSON" in str(text) and "hint" not in _HINTED:
+                _HINTED.add("hint")
+                click.echo(click.style("        hint: this command does not speak loopwarden's protocol "
+                                       "(docs/protocol.md); for any other command use --adapter plain", dim=True),
+                           err=True)
+    elif kind == "log":
+        click.echo(f"        {data.get('stream', 'log')}: {str(data.get('text'))[:200]}")
+    elif kind == "action":
+        note = f": {data['note']}" if data.get("note") else ""
+        target = f" {data['target']}" if data.get("target") else ""
+        click.echo(click.style(f"        {str(data.get('action')).upper()}{target} by {data.get('actor')} "
+                               f"[{data.get('client')}] {data.get('outcome')}{note}", fg="cyan"))
     elif kind == "verdict":
         action = str(data.get("action"))
         head = click.style(action.upper(), fg=_VERDICT_COLOUR.get(action), bold=True)
-        click.echo(f"  {data.get('seq', ''):>5} {head} [{data.get('rule')}] {data.get('reason')}")
+        click.echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
+        if data.get("rule") == "operator" and data.get("message"):
+            click.echo(f"        │ {str(data['message']).splitlines()[0][:200]}")
     elif kind == "session" and data.get("state") in ("gated",):
         gates = ", ".join(f"{data.get('id')}:{g}" for g in data.get("pending_gates") or [])
         click.echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
@@ -201,15 +234,21 @@ def status(session: str | None, as_json: bool) -> None:
     if as_json:
         _json_out(snap)
         return
-    click.echo(f"{snap['id']} {snap.get('name')}  {_state(snap)}  pid {snap.get('pid')}  adapter {snap.get('adapter')}"
-               f"{' (handshake)' if snap.get('handshake') else ''}")
+    click.echo(f"{snap['id']} {snap.get('name')}  {_state(snap)}  pid {snap.get('pid') or '-'}  "
+               f"adapter {snap.get('adapter')}{' (handshake)' if snap.get('handshake') else ''}")
     click.echo(f"command: {' '.join(snap.get('command') or [])}")
-    click.echo(f"runtime {_age(snap.get('runtime'))} of {_age(snap.get('max_runtime'))}, {snap.get('events', 0)} events, "
-               f"{snap.get('tool_calls', 0)} tool calls, cpu {snap.get('cpu_percent', 0)}%, mem {_mem(snap.get('rss'))}")
-    if snap.get("termination_text"):
-        click.echo(f"ended: {snap['termination_text']}")
+    limit_text = _age(snap.get("max_runtime")) if snap.get("max_runtime") else "no limit"
+    click.echo(f"runtime {_age(snap.get('runtime'))} of {limit_text}, {_plural(snap.get('events') or 0, 'event')}, "
+               f"{_plural(snap.get('tool_calls') or 0, 'tool call')}, cpu {snap.get('cpu_percent') or 0}%, "
+               f"mem {_mem(snap.get('rss'))}")
+    if snap.get("state") in FINAL:
+        click.echo(f"ended: {_ending(snap)}")
+    click.echo("counters (value / limit):")
     for name, (value, limit) in (snap.get("counters") or {}).items():
-        shown = f"{value}/{limit}" if limit else f"{value}"
+        if name in ("runtime", "silence"):
+            shown = f"{_age(value)} / {_age(limit) if limit else 'off'}"
+        else:
+            shown = f"{value:g} / {limit:g}" if limit else f"{value:g} / off"
         click.echo(f"  {name:<18} {shown}")
     if snap.get("pending_gates"):
         click.echo("gates waiting: " + ", ".join(f"{snap['id']}:{g}" for g in snap["pending_gates"]))
@@ -219,31 +258,93 @@ def status(session: str | None, as_json: bool) -> None:
 @click.argument("session")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records until the session ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
-@click.option("--limit", default=1000, show_default=True, help="How many stored events to print first.")
+@click.option("--limit", default=200, show_default=True, help="How many of the newest stored records to print first.")
 def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
-    """Print a session's stored events and verdicts, oldest first.
+    """Print a session's newest stored events, verdicts and operator actions, then (-f) follow it.
 
     \b
     Examples:
       loopwarden logs s3
       loopwarden logs -f fixer
+      loopwarden logs --json --limit 10000 s3 > s3.jsonl
     """
-    with connect() as client:
-        try:
-            result = client.request("logs", session=session, limit=limit)
-        except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+    follower = connect() if follow else None
+    try:
+        updates = None
+        if follower is not None:  # subscribe before reading history, so nothing falls between the two
+            try:
+                first, updates = follower.subscribe([session], events=True)
+            except DaemonError as exc:
+                raise DaemonFail(str(exc)) from None
+        result = call("logs", session=session, limit=limit, tail=True)
         sid = result["session"]
-        records = [("event", e) for e in result["events"]] + [("verdict", v) for v in result["verdicts"]]
-        records.sort(key=lambda r: (r[1].get("ts") or 0, 0 if r[0] == "event" else 1))
-        for kind, row in records:
-            data = row.get("data") if kind == "event" else row
-            if as_json:
-                click.echo(orjson.dumps({"kind": kind, "session": sid, "data": data}, default=str).decode())
-            elif isinstance(data, dict):
-                _print_record(kind, {**data, "seq": row.get("seq")})
-        if follow:
-            sys.exit(_follow(client, sid, as_json))
+        seen: set[tuple[Any, ...]] = set()
+        records = ([("event", e.get("ts"), e["data"] if e["kind"] != "log" else e["data"], e) for e in result["events"]]
+                   + [("verdict", v.get("ts"), v, v) for v in result["verdicts"]]
+                   + [("action", a.get("ts"), a, a) for a in result["actions"]])
+        records.sort(key=lambda r: (r[1] or 0, ("event", "verdict", "action").index(r[0])))
+        for kind, _, data, row in records:
+            if kind == "event" and row.get("kind") == "log":
+                kind = "log"
+            seen.add(_key(kind, data, row))
+            _emit(kind, sid, {**data, "seq": row.get("seq")} if kind in ("event", "verdict") else data, as_json)
+        if follower is None or updates is None:
+            return
+        if any(s.get("state") in FINAL for s in first["sessions"]):
+            sys.exit(_final(first["sessions"][0]))
+        for message in updates:
+            kind, data = message.get("kind"), message.get("data") or {}
+            if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
+                continue
+            if kind != "session":
+                _emit(kind, sid, data, as_json)
+            elif data.get("state") in FINAL:
+                click.echo(f"loopwarden: session {sid} {_state(data)}: {_ending(data)}", err=True)
+                sys.exit(_final(data))
+    except KeyboardInterrupt:
+        return
+    finally:
+        if follower is not None:
+            follower.close()
+
+
+def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
+    return (kind, row.get("seq", data.get("seq")), data.get("type") or data.get("action") or data.get("stream"),
+            data.get("rule"), data.get("ts") if kind in ("action", "log") else None)
+
+
+def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps({"kind": kind, "session": sid, "data": data}, default=str).decode())
+    else:
+        _print_record(kind, data)
+
+
+@click.command()
+@click.argument("session", required=False)
+@click.option("--limit", default=100, show_default=True, help="How many of the newest entries to print.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def audit(session: str | None, limit: int, as_json: bool) -> None:
+    """The audit log: who did what, when, why, from which client (of one session, or all).
+
+    \b
+    Examples:
+      loopwarden audit
+      loopwarden audit s3 --json
+    """
+    entries = call("actions", session=session, limit=limit)
+    if as_json:
+        _json_out(entries)
+        return
+    if not entries:
+        click.echo("no operator actions recorded yet")
+        return
+    for a in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["ts"]))
+        target = f" {a['target']}" if a.get("target") else ""
+        note = f"  why: {a['note']}" if a.get("note") else ""
+        click.echo(f"{when}  {a.get('session_id') or '-':<5} {a['action']}{target}  by {a['actor']} "
+                   f"[{a['client']}]  {a['outcome']}{note}")
 
 
 @click.command()
@@ -294,7 +395,9 @@ deny = _decision(False)
 @click.argument("session")
 @click.option("--note", help="What the authority covers; added to the injected text and the audit log.")
 def grant(session: str, note: str | None) -> None:
-    """Grant the agent unblock authority (seed 001's scoped text is injected).
+    """Grant the agent authority to work around what blocks its task (stubs, skipped dependencies, debt).
+
+    The scoped authority text is injected into the agent and the grant is recorded.
 
     \b
     Example:
@@ -310,7 +413,7 @@ def grant(session: str, note: str | None) -> None:
                                 "validation, failures, loop, attempts, iterations, blocks).")
 @click.option("--note", help="Why; recorded in the audit log.")
 def reset(session: str, counter: str | None, note: str | None) -> None:
-    """Reset a session's loop counters (a human intervention, decision 74).
+    """Reset a session's loop counters: a human intervention gives the agent a fresh start.
 
     \b
     Example:
@@ -356,7 +459,11 @@ kill = _signal_command("kill", "Stop a session: a stop line, SIGTERM to its grou
 @click.option("--name", help="A name to find the session by.")
 @config_options
 def adopt(pid: int, name: str | None, config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> None:
-    """Watch a process started elsewhere: runtime limit, resources, kill.
+    """Watch a process started elsewhere: runtime limit (counted from now), resources, kill.
+
+    The process and its children are killed when its limit is reached, or by
+    'loopwarden kill' and 'stop-daemon'. pid 1, the daemon and your own shell are
+    refused.
 
     \b
     Example:
@@ -373,6 +480,11 @@ def serve() -> None:
 
     It owns every session and the store; if it stops, the agents it started stop
     with it. Stop it with Ctrl-C, SIGTERM or 'loopwarden stop-daemon'.
+
+    \b
+    Examples:
+      loopwarden serve
+      LOOPWARDEN_HOME=/tmp/lw-test loopwarden serve     # a separate profile
     """
     from ..supervisor.daemon import run_daemon
 
@@ -387,9 +499,14 @@ def stop_daemon() -> None:
     Example:
       loopwarden stop-daemon
     """
-    with connect(autostart=False) as client:
+    try:
+        client = connect(autostart=False)
+    except DaemonFail:
+        click.echo("no daemon is running")
+        return
+    with client:
         try:
             result = client.request("shutdown")
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
-    click.echo(f"daemon stopping; {result['sessions']} live sessions stopped with it")
+    click.echo(f"daemon stopping; {_plural(result['sessions'], 'live session')} stopped with it")

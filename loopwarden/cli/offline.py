@@ -13,6 +13,7 @@ from ..replay import FORMATS, Replayer, ReplaySummary
 from ..supervisor.config import Config, describe_keys, format_duration, load_config
 from ..supervisor.spill import Spiller
 from ..supervisor.verdicts import Verdict
+from ..supervisor.paths import default_paths
 from .common import Fail, build_config, config_options
 
 @click.command()
@@ -51,7 +52,7 @@ def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], f
 
 
 def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) -> ReplaySummary:
-    spiller = Spiller(config.spill.dir or None, preview_chars=config.spill.preview_chars,
+    spiller = Spiller(config.spill.dir or default_paths().spill, preview_chars=config.spill.preview_chars,
                       truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                       session="replay") if spill else None
     stream: BinaryIO
@@ -61,6 +62,8 @@ def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) 
         raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
     try:
         return Replayer(config, spiller=spiller).run(stream, fmt, emit)
+    except BrokenPipeError:
+        raise  # our reader went away (| head): not the input's fault
     except OSError as exc:
         raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
     finally:
@@ -124,15 +127,25 @@ def demo(as_json: bool) -> None:
 
 @click.group()
 def config() -> None:
-    """Inspect settings."""
+    """Inspect settings: every key, and what a preset, file, environment and --set add up to.
+
+    \b
+    Examples:
+      loopwarden config keys
+      loopwarden config show --preset aggressive --set limits.max_runtime=30m
+    """
 
 
 @config.command("keys")
 def config_keys() -> None:
-    """List every setting with its default and what it accepts."""
+    """List every setting with its default and what it accepts.
+
+    \b
+    Example:
+      loopwarden config keys | grep repetition
+    """
     for key, accepts, help_text, default in describe_keys():
-        if isinstance(default, float) and key.split(".")[1] in ("max_runtime", "stall_timeout", "window",
-                                                                  "retention", "timeout"):
+        if _is_duration(key):
             default = format_duration(default)
         click.echo(f"{key:<34} default {default!s:<22} {help_text}; accepts {accepts}")
 
@@ -140,13 +153,26 @@ def config_keys() -> None:
 @config.command("show")
 @config_options
 def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> None:
-    """Print the effective configuration (defaults < preset < file < environment < --set) as TOML."""
+    """Print the effective configuration (defaults < preset < file < environment < --set) as TOML.
+
+    \b
+    Example:
+      LOOPWARDEN_LIMITS_STALL_TIMEOUT=1m loopwarden config show --config team.toml
+    """
     cfg = build_config(config_file, preset, sets)
     click.echo(f'preset = "{cfg.preset}"')
     for section, values in cfg.to_dict().items():
         click.echo(f"\n[{section}]")
         for key, value in values.items():
+            if _is_duration(f"{section}.{key}"):
+                value = format_duration(value)
             click.echo(f"{key} = {_toml_value(value)}")
+
+
+def _is_duration(key: str) -> bool:
+    from ..supervisor.config import KEYS
+
+    return KEYS.get(key) == "duration"
 
 
 def _toml_value(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""A process started elsewhere, watched by pid: runtime limit, resources, kill."""
+"""A process started elsewhere, watched by pid: runtime limit (from adoption), resources, kill."""
 
 from __future__ import annotations
 
@@ -35,13 +35,15 @@ class AdoptedSession:
         self.clock = clock
         self.pid = pid
         self.created_at = clock()
-        self.started_at = self.process.create_time()
+        self.process_started_at = self.process.create_time()
+        self.started_at = self.created_at  # limits count from adoption, not from the process's birth
         self.health = SessionHealth(config, started_at=self.started_at)
         self.health.runtime.cfg = _no_stall(config)
         self.state = "running"
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.paused = False
+        self.operator_paused = False
         self.resources = Resources()
         self.stopping = False
         self._procs: dict[int, psutil.Process] = {}
@@ -79,13 +81,13 @@ class AdoptedSession:
     def pause(self) -> None:
         if not self.paused:
             self._signal(signal.SIGSTOP)
-            self.paused = True
+            self.paused = self.operator_paused = True
             self._publish()
 
     def resume(self) -> None:
         if self.paused:
             self._signal(signal.SIGCONT)
-            self.paused = False
+            self.paused = self.operator_paused = False
             self._publish()
 
     async def kill(self, note: str | None = None) -> None:

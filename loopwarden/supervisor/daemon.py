@@ -16,12 +16,14 @@ from typing import Any, Callable
 
 import anyio
 import orjson
+import psutil
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .config import ConfigError, load_config
 from .gates import GateError
 from .paths import Paths, private_dir
+from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map
 from .verdicts import final_exit_code
 from .adopted import AdoptedSession
@@ -100,7 +102,7 @@ class Daemon:
             sock_path.unlink()
         self.store = Store.open(self.paths.database)
         lost = self.store.mark_lost(self.clock())
-        self.next_id = 1 + len(self.store.sessions())
+        self.next_id = 1 + max((_id_number(r["id"]) for r in self.store.sessions()), default=0)
         self._start_guardian()
         old_umask = os.umask(0o177)
         try:
@@ -165,14 +167,23 @@ class Daemon:
                 self._stop.set()
                 return
 
+    async def _stop_soon(self) -> None:
+        await anyio.sleep(0.05)  # let the reply to stop-daemon reach its client first
+        self._stop.set()
+
     async def _shutdown_sessions(self) -> None:
+        """Stop every live session and wait until each has recorded how it ended."""
         live = [s for s in self.sessions.values() if not s.final]
         if not live:
             return
-        with anyio.move_on_after(10):
+        with anyio.move_on_after(15):
             async with anyio.create_task_group() as tg:
                 for session in live:
                     tg.start_soon(session.kill, "the daemon is stopping")
+            while any(not s.final for s in live):
+                await anyio.sleep(0.02)
+        self._publish_dirty()
+        await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
 
     def _log(self, text: str) -> None:
         sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
@@ -448,8 +459,12 @@ class Daemon:
                                  env=spec_in.get("config_env") or {}, sets=sets)
         except ConfigError as exc:
             raise RequestError(str(exc)) from None
+        cwd = spec_in.get("cwd")
+        missing = missing_program(command[0], env.get("PATH"), cwd)
+        if missing:
+            raise RequestError(missing)
         sid = self._new_id()
-        name = str(spec_in.get("name") or os.path.basename(command[0]))[:80]
+        name = str(spec_in.get("name") or default_name(command))[:80]
         spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
                            cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
                            task=spec_in.get("task"))
@@ -476,17 +491,20 @@ class Daemon:
         pid = req.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
             raise RequestError("adopt needs a process id (a positive integer)")
+        refusal = adoption_refusal(pid, peer_pid=int(client.rsplit(" ", 1)[-1]))
+        if refusal:
+            raise RequestError(refusal)
         try:
             config = load_config(preset=req.get("preset"), env={}, sets=[str(s) for s in req.get("sets") or []])
         except ConfigError as exc:
             raise RequestError(str(exc)) from None
-        sid = self._new_id()
         try:
-            session = AdoptedSession(sid, pid, config, name=req.get("name"), sink=self.sink, clock=self.clock)
-        except ProcessLookupError:
+            session = AdoptedSession("pending", pid, config, name=req.get("name"), sink=self.sink, clock=self.clock)
+        except (ProcessLookupError, psutil.NoSuchProcess):
             raise RequestError(f"no process {pid}") from None
-        except PermissionError:
+        except (PermissionError, psutil.AccessDenied):
             raise RequestError(f"process {pid} belongs to another user") from None
+        sid = session.spec.id = self._new_id()
         self.sessions[sid] = session
         self.dirty.add(sid)
         self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
@@ -503,10 +521,15 @@ class Daemon:
         sid = self._resolve_id(req.get("session"))
         await self._flush()
         assert self.store is not None
-        after = int(req.get("after") or 0)
         limit = max(1, min(int(req.get("limit") or 1000), 10_000))
-        return {"session": sid, "events": self.store.events(sid, after_id=after, limit=limit),
-                "verdicts": self.store.verdicts(sid, after_id=int(req.get("verdicts_after") or 0), limit=limit)}
+        if req.get("tail"):  # the newest `limit` records, oldest first
+            events = self.store.last("events", sid, limit)
+            verdicts = self.store.last("verdicts", sid, limit)
+        else:
+            events = self.store.events(sid, after_id=int(req.get("after") or 0), limit=limit)
+            verdicts = self.store.verdicts(sid, after_id=int(req.get("verdicts_after") or 0), limit=limit)
+        return {"session": sid, "events": events, "verdicts": verdicts,
+                "actions": self.store.actions(session_id=sid, limit=limit)}
 
     async def op_gates(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         out = []
@@ -570,6 +593,9 @@ class Daemon:
 
     async def op_grant(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         session = self._live_native(req, "grant unblock authority")
+        if not session.adapter.can_inject:
+            raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text, "
+                               "so it cannot be granted authority")
         note = _note(req)
         verdict = session.grant(note)
         self._audit(actor, client, session.spec.id, "grant", None, note, "injected")
@@ -606,13 +632,13 @@ class Daemon:
         session = self._live(req.get("session"))
         session.pause()
         self._audit(actor, client, session.spec.id, "pause", None, _note(req), "done")
-        return {"session": session.spec.id, "state": "paused"}
+        return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
     async def op_resume(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         session = self._live(req.get("session"))
         session.resume()
         self._audit(actor, client, session.spec.id, "resume", None, _note(req), "done")
-        return {"session": session.spec.id, "state": "running"}
+        return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
     async def op_kill(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         session = self._live(req.get("session"))
@@ -633,7 +659,7 @@ class Daemon:
 
     async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         self._audit(actor, client, None, "stop-daemon", None, _note(req), "stopping")
-        self._stop.set()
+        self._tg.start_soon(self._stop_soon)
         return {"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])}
 
 
@@ -645,6 +671,27 @@ async def _drain_client(stream: SocketStream, scope: Any) -> None:
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
     scope.cancel()
+
+
+def adoption_refusal(pid: int, peer_pid: int) -> str | None:
+    """Why a pid must not be adopted (killing it would take down the system or the caller), or None."""
+    if pid == 1:
+        return "refusing to adopt pid 1 (init): its runtime limit would kill the whole system"
+    protected = {os.getpid()}
+    for start in (os.getpid(), peer_pid):
+        try:
+            proc = psutil.Process(start)
+            protected.update(p.pid for p in [proc, *proc.parents()])
+        except psutil.Error:
+            pass
+    if pid in protected:
+        return (f"refusing to adopt pid {pid}: it is the daemon, the calling shell or one of their parents, "
+                "and a limit would kill it")
+    return None
+
+
+def _id_number(sid: str) -> int:
+    return int(sid[1:]) if sid[:1] == "s" and sid[1:].isdigit() else 0
 
 
 def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:

@@ -185,6 +185,7 @@ class SessionHealth:
         status = "expired" if expired else ("approved" if approve else "denied")
         gate = self.gates.decide(gate_id, status, now, by, note)
         self.reset_counters()
+        self.runtime.last_activity, self.runtime.stalled = now, False  # waiting for a human is not a stall
         if not self.gates.pending() and self.state == GATED:
             self.state = RUNNING
         if not approve:

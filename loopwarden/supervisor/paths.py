@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def default_paths(env: dict[str, str] | None = None) -> Paths:
     if home:
         base = Path(home).expanduser().resolve()
         return Paths(base / "run", base / "data", base / "cache")
-    runtime = Path(platformdirs.user_runtime_dir(APP))
+    with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: platformdirs falls back to /tmp/runtime-UID, checked below
+        warnings.simplefilter("ignore")
+        runtime = Path(platformdirs.user_runtime_dir(APP))
     return Paths(runtime, Path(platformdirs.user_data_dir(APP)), Path(platformdirs.user_cache_dir(APP)))
 
 

@@ -100,7 +100,8 @@ class LiveSession:
         self.exit_code: int | None = None
         self.pid: int | None = None
         self.process: Process | None = None
-        self.paused = False
+        self.paused = False  # the group is stopped (by an operator or by a gate)
+        self.operator_paused = False
         self.stopping = False
         self.held: deque[tuple[ToolCall, Verdict | None]] = deque()
         self.stdin_dropped = 0
@@ -344,7 +345,7 @@ class LiveSession:
         await self._carry_out(verdicts, None)
         if self.health.state != GATED:
             self._release_held()
-            if self.paused and self.health.state != TERMINATED:
+            if self.paused and not self.operator_paused and self.health.state != TERMINATED:
                 self._signal_group(signal.SIGCONT)
                 self.paused = False
         self._publish()
@@ -369,16 +370,21 @@ class LiveSession:
         return True
 
     def pause(self) -> None:
-        if self.state == "running" and not self.paused:
-            self._signal_group(signal.SIGSTOP)
-            self.paused = True
+        if self.state == "running":
+            if not self.paused:
+                self._signal_group(signal.SIGSTOP)
+            self.paused = self.operator_paused = True
             self._publish()
 
     def resume(self) -> None:
-        if self.paused:
+        """Undo an operator's pause; a session that waits on a gate stays stopped until it is decided."""
+        if not self.operator_paused:
+            return
+        self.operator_paused = False
+        if self.paused and not (self.health.state == GATED and not self.adapter.can_veto):
             self._signal_group(signal.SIGCONT)
             self.paused = False
-            self._publish()
+        self._publish()
 
     async def kill(self, note: str | None = None) -> None:
         verdicts = self.health.operator_terminate(self.clock(), note)
@@ -528,10 +534,11 @@ class LiveSession:
         h = self.health
         termination = h.termination_reason
         state = self.state
-        if self.paused and state == "running":
-            state = "paused"
-        if h.state == GATED and state in ("running", "paused"):
-            state = "gated"
+        if state == "running":
+            if self.operator_paused:
+                state = "paused"
+            elif h.state == GATED:
+                state = "gated"
         now = self.clock()
         end = self.ended_at or now
         return {
@@ -545,7 +552,7 @@ class LiveSession:
             "termination_text": h.termination.reason if h.termination else None,
             "handshake": self.adapter.handshake, "tool_calls": self.tool_calls, "events": h.events,
             "counters": {c.name: [c.value, c.limit] for c in h.counters()},
-            "pending_gates": [g.id for g in h.pending_gates()],
+            "pending_gates": [] if self.final or self.stopping else [g.id for g in h.pending_gates()],
             "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
             "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
             "processes": self.resources.processes, "open_files": self.resources.open_files,

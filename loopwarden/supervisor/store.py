@@ -453,6 +453,15 @@ class Store:
         with self._lock:
             return next(iter(self.db.query(f"SELECT count(*) AS n FROM {table}{where}", params)))["n"]
 
+    def last(self, table: str, session_id: str, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` events or verdicts of a session, oldest first."""
+        if table not in ("events", "verdicts"):
+            raise StoreError(f"last() reads events or verdicts, not {table!r}")
+        rows = self._select(table, f"SELECT * FROM {table} WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+                            [session_id, max(0, int(limit))])
+        rows.reverse()
+        return rows
+
     def _page(self, table: str, session_id: str, after_id: int, limit: int) -> list[dict[str, Any]]:
         return self._select(table, f"SELECT * FROM {table} WHERE session_id = ? AND id > ?"
                                    " ORDER BY id LIMIT ?",

@@ -81,3 +81,18 @@ def test_a_human_decision_resets_the_identical_call_streak():
     gate = one(s.feed(gate_request("stuck on the query; help?")), Action.GATE)
     s.decide(gate.gate_id, True)
     assert [v.action for v in s.feed(call("sql", {"q": "SELECT 1"}))] == []
+
+
+def test_waiting_for_a_human_is_not_a_stall() -> None:
+    from loopwarden.supervisor.config import load_config
+    from loopwarden.supervisor.events import GateRequest, ToolCall
+    from loopwarden.supervisor.health import SessionHealth
+
+    health = SessionHealth(load_config(env={}, sets=["limits.stall_timeout=30s"]), started_at=0.0)
+    [gate] = health.observe(GateRequest(seq=1, reason="drop the table?"), 1.0)
+    assert health.tick(200.0) == []  # a human takes their time: no stall while gated
+    health.decide(gate.gate_id, True, 200.0)  # type: ignore[arg-type]
+    assert health.tick(210.0) == []  # the clock restarts at the decision
+    [stall] = health.tick(231.0)
+    assert stall.rule == "stall" and "31000ms" in stall.message  # type: ignore[operator]
+    assert health.observe(ToolCall(seq=2, tool="x", args={}), 232.0) == []

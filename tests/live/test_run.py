@@ -107,13 +107,25 @@ def test_adopt_watches_a_foreign_process_and_enforces_its_runtime(lw: Harness) -
 def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) -> None:
     for args, expected in ((("status", "nosuch"), "no session 'nosuch'"),
                            (("approve", "s9:g1"), "no session 's9'"),
-                           (("run", "--", "/nonexistent/agent"), None)):
+                           (("adopt", "1"), "refusing to adopt pid 1"),
+                           (("adopt", str(os.getpid())), "it is the daemon, the calling shell or one of their parents"),
+                           (("adopt", "999999999"), "no process 999999999")):
         proc = lw.cli(*args)
-        if expected:
-            assert proc.returncode == 3 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
-            assert proc.stderr.count("\n") == 1
+        assert proc.returncode == 3 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
+        assert proc.stderr.count("\n") == 1
+    for command, expected in ((["/nonexistent/agent"], "cannot start '/nonexistent/agent': no such file"),
+                              (["nosuchcmd-xyz"], "cannot start 'nosuchcmd-xyz': command not found"),
+                              (["--sett", "x"], "cannot start '--sett': command not found (an option for loopwarden? put it before --)")):
+        proc = lw.cli("run", "--", *command)
+        assert proc.returncode == 127 and proc.stderr == f"loopwarden: error: {expected}\n"
+    with lw.client() as client:  # other clients get the same refusal from the daemon
+        try:
+            client.request("run", spec={"command": ["nosuchcmd-xyz"]})
+        except Exception as exc:  # noqa: BLE001
+            assert "command not found" in str(exc)
         else:
-            assert proc.returncode == 127, proc.stderr
+            raise AssertionError("the daemon accepted a command that does not exist")
+    assert lw.request("list") == []  # no session was created, no id used up
 
 
 def test_the_daemon_dying_takes_its_agents_with_it_and_a_restart_marks_them_lost(lw: Harness) -> None:
@@ -128,3 +140,52 @@ def test_the_daemon_dying_takes_its_agents_with_it_and_a_restart_marks_them_lost
     snap = lw.status(sid)
     assert snap["state"] == "lost" and snap["termination"] == "lost"
     assert rules([]) == []
+
+
+def test_session_ids_are_never_reused_across_daemon_restarts(lw: Harness) -> None:
+    first = lw.run_detached("true", adapter="plain")
+    lw.wait_state(first, "exited")
+    assert lw.cli("stop-daemon").returncode == 0
+    assert lw.daemon is not None
+    lw.daemon.wait(20)
+    lw.start()
+    second = lw.run_detached("true", adapter="plain")
+    assert second != first
+    assert [s["id"] for s in lw.request("list")] == [first, second]
+
+
+def test_stop_daemon_stops_sessions_as_terminated_not_lost_and_is_idempotent(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(sid, "running")
+    proc = lw.cli("stop-daemon")
+    assert proc.returncode == 0 and proc.stdout == "daemon stopping; 1 live session stopped with it\n"
+    assert lw.daemon is not None
+    lw.daemon.wait(20)
+    again = lw.cli("stop-daemon")
+    assert again.returncode == 0 and again.stdout == "no daemon is running\n"
+    lw.start()
+    snap = lw.status(sid)
+    assert snap["state"] == "terminated" and snap["termination"] == "operator"
+
+
+def test_a_bad_loopwarden_home_is_one_line(lw: Harness, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    proc = subprocess.run([PY, "-m", "loopwarden", "ls"], env={**lw.env, "LOOPWARDEN_HOME": str(afile)},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 3
+    assert proc.stderr.startswith(f"loopwarden: error: cannot use LOOPWARDEN_HOME={afile}")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_logs_show_the_newest_records_with_operator_actions_and_audit_lists_them(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time\nfor i in range(50): print(i, flush=True)\ntime.sleep(60)",
+                          adapter="plain")
+    wait_for(lambda: len(lw.events(sid)) >= 50, what="50 output lines")
+    assert lw.cli("pause", sid, "--note", "coffee").returncode == 0
+    logs = lw.cli("logs", "--limit", "5", sid).stdout
+    assert "│ 49" in logs and "│ 0\n" not in logs
+    assert "PAUSE by uid" in logs and "coffee" in logs
+    audit = lw.cli("audit", sid).stdout
+    assert " run " in audit and " pause " in audit and "why: coffee" in audit
+    lw.cli("kill", sid)
