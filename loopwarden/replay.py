@@ -52,12 +52,30 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
             else:
                 yield parse_native(line, seq)  # type: ignore[arg-type]
         return
+    if fmt == "claude-code" and _starts_with_array(stream):
+        from .sessions.claude_code import parse_array
+
+        data = stream.read(limit + 1)  # a JSON array (the claude-code-action fixture shape), bounded
+        if len(data) > limit:
+            yield InvalidLine(seq=1, reason=f"JSON array longer than {limit:,} bytes", preview=protocol.preview(data))
+            return
+        yield from parse_array(data)
+        return
     parse = line_parser(fmt)
     for seq, line in read_lines(stream, limit):
         if type(line) is Oversized:
             yield _oversized(seq, line, limit)
         else:
             yield from parse(line, seq)  # type: ignore[arg-type]
+
+
+def _starts_with_array(stream: BinaryIO) -> bool:
+    """Whether the stream's first non-blank byte is '[' (peeked, nothing consumed)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return False
+    head = peek(256)[:256].lstrip()
+    return head[:1] == b"["
 
 
 def _oversized(seq: int, line: Oversized, limit: int) -> InvalidLine:

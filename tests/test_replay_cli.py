@@ -150,3 +150,11 @@ def test_the_long_real_session_trips_the_same_error_rule_on_make_lint_fix() -> N
     [block] = verdicts(proc)
     assert block["action"] == "block" and block["rule"] == "same_error" and block["seq"] == 132
     assert "make: *** [lint-fix] Error 1" in block["message"]
+
+
+def test_a_claude_code_json_array_fixture_replays() -> None:
+    path = DATA / "claude_turns_array__claude-code-action__sample-turns.json"
+    proc = lw("replay", "--format", "claude-code", "--summary-json", "--no-spill", str(path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stderr)
+    assert summary["by_type"]["tool_call"] == 3 and summary["validation_failures"] == 0

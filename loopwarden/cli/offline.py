@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from importlib import resources
 from typing import Any, BinaryIO
 
@@ -116,8 +118,10 @@ def demo(as_json: bool) -> None:
         head = click.style(f"{str(v.action).upper():<17}", fg=_ACTION_STYLE.get(str(v.action)), bold=True)
         click.echo(f"line {v.seq:>3}  {head} {v.rule:<22} {v.reason}")
         if v.message and v.message != v.reason:
-            for text_line in v.message.splitlines()[:8]:
-                click.echo(click.style("          │ ", dim=True) + text_line[:160])
+            width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 120) - 12)
+            shown = [w for line in v.message.splitlines()[:10] for w in (textwrap.wrap(line, width) or [""])]
+            for text_line in shown[:12]:
+                click.echo(click.style("          │ ", dim=True) + text_line)
 
     with resources.as_file(example) as path:
         summary = _run_replay(config, str(path), "native", emit, spill=True)
