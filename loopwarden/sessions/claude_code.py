@@ -9,6 +9,7 @@ import orjson
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
+from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
 
@@ -74,16 +75,7 @@ def block_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-def invalid(obj: Any, seq: int, reason: str) -> ev.InvalidLine:
-    """An InvalidLine for an already-decoded record."""
-    try:
-        raw = orjson.dumps(obj).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        raw = repr(obj)[: protocol.PREVIEW_CHARS * 4]
-    return ev.InvalidLine(seq=seq, reason=reason, preview=protocol.preview(raw))
-
-
-class ClaudeCodeParser:
+class ClaudeCodeParser(RecordParser):
     """Turns one Claude Code stream-json stream into Events; keep one instance per stream."""
 
     def __init__(self) -> None:
@@ -93,21 +85,8 @@ class ClaudeCodeParser:
         self._results = 0
         self._cost_total = 0.0
 
-    def parse_line(self, line: bytes, seq: int) -> list[ev.Event]:
-        """One raw line to Events; an undecodable line becomes an InvalidLine."""
-        try:
-            obj = protocol.load_object(line)
-        except protocol.LineRejected as exc:
-            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(line))]
-        return self.feed(obj, seq)
-
-    def feed(self, obj: Any, seq: int) -> list[ev.Event]:
-        """One decoded record to zero or more Events, all carrying `seq`."""
-        if not isinstance(obj, dict):
-            return [invalid(obj, seq, f"not a JSON object (got {type(obj).__name__})")]
-        kind = obj.get("type")
-        if not isinstance(kind, str):
-            return [invalid(obj, seq, "missing 'type'")]
+    def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        """One typed record to zero or more Events, all carrying `seq`."""
         handler = {"assistant": self._assistant, "user": self._user, "result": self._result}.get(kind)
         if handler is None:  # system, rate_limit_event, stream_event, control_*, unknown
             return []

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 
 from ..supervisor import events as ev
-from ..supervisor import protocol
+from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # started item ids remembered per stream
 TRANSIENT_PREFIXES = ("Reconnecting",)  # stream-level `error`s that codex retries itself
@@ -23,15 +22,6 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def invalid(obj: Any, seq: int, reason: str) -> ev.InvalidLine:
-    """An InvalidLine for an already-decoded record."""
-    try:
-        raw = orjson.dumps(obj).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        raw = repr(obj)[: protocol.PREVIEW_CHARS * 4]
-    return ev.InvalidLine(seq=seq, reason=reason, preview=protocol.preview(raw))
-
-
 def _mcp_output(item: dict[str, Any]) -> tuple[str, bool]:
     """An mcp_tool_call's result text and whether it failed."""
     error = item.get("error")
@@ -44,28 +34,15 @@ def _mcp_output(item: dict[str, Any]) -> tuple[str, bool]:
     return "\n".join(texts), item.get("status") == "failed"
 
 
-class CodexParser:
+class CodexParser(RecordParser):
     """Turns one `codex exec --json` stream into Events; keep one instance per stream."""
 
     def __init__(self) -> None:
         self._started: dict[str, None] = {}  # item ids whose ToolCall was already emitted
         self._turns = 0
 
-    def parse_line(self, line: bytes, seq: int) -> list[ev.Event]:
-        """One raw line to Events; an undecodable line becomes an InvalidLine."""
-        try:
-            obj = protocol.load_object(line)
-        except protocol.LineRejected as exc:
-            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(line))]
-        return self.feed(obj, seq)
-
-    def feed(self, obj: Any, seq: int) -> list[ev.Event]:
-        """One decoded record to zero or more Events, all carrying `seq`."""
-        if not isinstance(obj, dict):
-            return [invalid(obj, seq, f"not a JSON object (got {type(obj).__name__})")]
-        kind = obj.get("type")
-        if not isinstance(kind, str):
-            return [invalid(obj, seq, "missing 'type'")]
+    def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        """One typed record to zero or more Events, all carrying `seq`."""
         if kind in ("item.started", "item.completed"):
             item = obj.get("item")
             if not isinstance(item, dict):

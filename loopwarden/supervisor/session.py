@@ -15,7 +15,6 @@ import psutil
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectSendStream
 
-from . import messages
 from .config import Config
 from .events import Event, Hello, InvalidLine, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth

@@ -140,8 +140,8 @@ def _v1_initial(db: Database) -> None:
         "size": int,
     }, pk="id", not_null={"session_id", "path"})
     for table in _APPEND:
-        db[table].create_index(["session_id", "id"], index_name=f"{table}_by_session")
-    db["gates"].create_index(["status"], index_name="gates_by_status")
+        db.table(table).create_index(["session_id", "id"], index_name=f"{table}_by_session")
+    db.table("gates").create_index(["status"], index_name="gates_by_status")
 
 
 MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial]

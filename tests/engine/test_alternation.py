@@ -6,7 +6,6 @@ the window" (OpenHands' period-2 pattern: last 6 actions and 6 observations).
 
 from __future__ import annotations
 
-import pytest
 
 from tests.engine.helpers import Action, call, config, condensation, ok, one, run, summary, system_nudge, user
 

@@ -7,7 +7,6 @@ repetition_loop after the blocks run out), max_blocks defaults to 3.
 
 from __future__ import annotations
 
-import pytest
 
 from tests.engine.helpers import (
     Action, Session, Termination, call, config, fail, gate_request, of, ok, one, run, summary, verr,

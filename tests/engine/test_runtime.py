@@ -8,7 +8,6 @@ Max runtime: terminate(max_runtime) at the limit (default 4 h).
 
 from __future__ import annotations
 
-import pytest
 
 from tests.engine.helpers import (
     Action, Session, Termination, call, config, fail, gate_request, ok, summary, system_nudge,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import string
 
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .. import messages
 from ..config import Limits
@@ -41,10 +41,11 @@ class BudgetGuard(Guard):
         self.tokens += event.input_tokens + event.output_tokens
         self.cost += event.cost_usd or 0.0
         out: list[Verdict] = []
-        for what, used, limit, show in (
+        checks: tuple[tuple[str, float, float, Callable[[float], str]], ...] = (
             ("token", self.tokens, self.cfg.max_tokens, lambda v: f"{v:,.0f} tokens"),
             ("cost", self.cost, self.cfg.max_cost_usd, lambda v: f"${v:.2f}"),
-        ):
+        )
+        for what, used, limit, show in checks:
             if not limit:
                 continue
             if used >= limit:
