@@ -29,11 +29,11 @@ class BudgetGuard(Guard):
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is Output:
             self.output_bytes += event.size or len(event.text)  # type: ignore[attr-defined]
-            limit = self.cfg.max_output_bytes
-            if limit and self.output_bytes > limit:
-                text = messages.budget_terminate("output", f"{self.output_bytes:,} bytes", f"{limit:,} bytes")
+            cap = self.cfg.max_output_bytes
+            if cap and self.output_bytes > cap:
+                text = messages.budget_terminate("output", f"{self.output_bytes:,} bytes", f"{cap:,} bytes")
                 return (terminate(self.name, Termination.BUDGET, text, what="output", used=self.output_bytes,
-                                  limit=limit),)
+                                  limit=cap),)
             return NO_VERDICTS
         if type(event) is ResourceSample:
             return self._resources(event)  # type: ignore[arg-type]
