@@ -77,6 +77,7 @@ class AdoptedSession:
             except psutil.Error:
                 self._procs.pop(pid, None)
         self.resources = Resources(cpu, rss, len(pids))
+        self._publish()
 
     def pause(self) -> None:
         if not self.paused:
@@ -119,7 +120,7 @@ class AdoptedSession:
         _send(self.process, sig)
 
     def _publish(self) -> None:
-        self.sink("session", self.spec.id, self.snapshot())
+        self.sink("session", self.spec.id, {})
 
     def snapshot(self) -> dict[str, Any]:
         h = self.health

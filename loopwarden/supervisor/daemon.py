@@ -35,7 +35,7 @@ MAX_REQUEST = 1 << 20
 FLUSH_SECONDS = 0.1
 PUBLISH_SECONDS = 0.25
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
-SAMPLES_PER_SECOND = 40  # ... and at most this many session samples a second
+SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
 PENDING_EVENTS_CAP = 200_000
 SUBSCRIBER_QUEUE = 10_000
 
@@ -285,8 +285,7 @@ class Daemon:
             children = await anyio.to_thread.run_sync(children_map)
             for session in live:
                 if not session.final:
-                    await session.sample(children)
-                    self.dirty.add(session.spec.id)
+                    await session.sample(children)  # marks the session dirty only when numbers moved
 
     # ---- the socket -------------------------------------------------------
     async def _accept(self, listener: Any) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import anyio
+import anyio.lowlevel
 import psutil
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectSendStream
@@ -23,7 +24,9 @@ from .protocol import preview
 from .spill import SpillResult, Spiller, truncate_with_warning
 from .verdicts import Action, Termination, Verdict, final_exit_code  # noqa: F401
 
-IDLE_TICK = 1.0  # re-check at least this often: a gate decision or activity moves deadlines
+IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
+DRAIN_IDLE = 1.0  # after exit, stop reading when a second passes without a new line
+YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 STDIN_QUEUE = 1024
 READ_CHUNK = 1 << 16
 FINAL_STATES = ("exited", "terminated", "lost")
@@ -112,6 +115,8 @@ class LiveSession:
         self._psutil: psutil.Process | None = None
         self._procs: dict[int, psutil.Process] = {}
         self._stderr_seq = 0
+        self._lines_read = 0
+        self._wake = anyio.Event()  # a gate opened or was decided: deadlines may have moved
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -149,8 +154,7 @@ class LiveSession:
             pumps_done = anyio.Event()
             tg.start_soon(self._pumps, pumps_done)
             self.exit_code = await self.process.wait()
-            with anyio.move_on_after(1.0):  # let the pumps drain what the agent wrote last
-                await pumps_done.wait()
+            await self._drain(pumps_done)
             tg.cancel_scope.cancel()
         await self._kill_leftovers()
         self.on_group(self.pid, False)
@@ -160,6 +164,16 @@ class LiveSession:
         else:
             self.state = "terminated"
         self._publish()
+
+    async def _drain(self, pumps_done: anyio.Event) -> None:
+        """After the agent exits, read what it wrote until EOF, or until a leftover child that
+        holds the pipe open lets a second pass without progress."""
+        while not pumps_done.is_set():
+            before = self._lines_read
+            with anyio.move_on_after(DRAIN_IDLE):
+                await pumps_done.wait()
+            if self._lines_read == before:
+                return
 
     async def _pumps(self, done: anyio.Event) -> None:
         assert self.process and self.process.stdout and self.process.stderr
@@ -175,7 +189,10 @@ class LiveSession:
         async for chunk in _chunks(self.process.stdout):
             for line in splitter.feed(chunk):
                 seq += 1
+                self._lines_read += 1
                 await self._line(line, seq)
+                if seq % YIELD_EVERY == 0:
+                    await anyio.lowlevel.checkpoint()
         for line in splitter.finish():
             seq += 1
             await self._line(line, seq)
@@ -222,7 +239,10 @@ class LiveSession:
             deadline = self.health.next_deadline()
             now = self.clock()
             delay = IDLE_TICK if deadline is None else min(IDLE_TICK, max(0.0, deadline - now))
-            await anyio.sleep(delay + 0.001)
+            with anyio.move_on_after(delay + 0.001):
+                await self._wake.wait()
+            if self._wake.is_set():
+                self._wake = anyio.Event()
             verdicts = self.health.tick(self.clock())
             if verdicts:
                 self._record(verdicts)
@@ -320,6 +340,8 @@ class LiveSession:
         if self.health.state == GATED and not adapter.can_veto and not self.paused:
             self._signal_group(signal.SIGSTOP)
             self.paused = True
+        if any(v.gate_id for v in verdicts):
+            self._wake.set()
         self._publish()
 
     async def _publish_after(self, awaitable: Any) -> None:
@@ -337,6 +359,7 @@ class LiveSession:
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         """Approve or deny a gate; raises GateError for an unknown or decided gate."""
         verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
+        self._wake.set()
         gate = self.health.gates.gates.get(gate_id)
         if gate:
             self.sink("gate", self.spec.id, gate.to_dict())
@@ -409,15 +432,13 @@ class LiveSession:
             try:
                 if proc is None:
                     proc = cache[pid] = psutil.Process(pid)
-                with proc.oneshot():
+                with proc.oneshot():  # one read of /proc/PID/stat (+ statm) for all of these
                     c = proc.cpu_percent(None)
                     m = proc.memory_info().rss
-                    try:
-                        n_files = proc.num_fds()
-                    except (psutil.Error, AttributeError):
-                        n_files = 0
-                    tree.append({"pid": pid, "ppid": proc.ppid(), "name": proc.name(), "cpu": c, "rss": m,
-                                 "status": proc.status()})
+                    status = proc.status()
+                    ppid = proc.ppid()
+                n_files = _fds(proc) if self.config.limits.max_processes or len(pids) < 8 else 0
+                tree.append({"pid": pid, "ppid": ppid, "name": proc.name(), "cpu": c, "rss": m, "status": status})
             except psutil.Error:
                 cache.pop(pid, None)
                 continue
@@ -426,7 +447,10 @@ class LiveSession:
             files += n_files
         for pid in [p for p in cache if p not in pids]:
             del cache[pid]
+        old = self.resources
         self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
+        if abs(old.cpu_percent - cpu) >= 0.5 or abs(old.rss - rss) > old.rss // 100 or old.processes != len(tree):
+            self._publish()
         if self.config.limits.max_rss or self.config.limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
             verdicts = self.health.observe(sample, self.clock())
@@ -469,18 +493,12 @@ class LiveSession:
 
     async def _kill_leftovers(self) -> None:
         """After the agent exits, nothing it started may linger in its group."""
-        if self.pid is None:
-            return
-        try:
-            os.killpg(self.pid, 0)
-        except (ProcessLookupError, PermissionError):
+        if self.pid is None or not group_alive(self.pid):
             return
         self._signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self.config.limits.kill_grace
         while time.monotonic() < deadline:
-            try:
-                os.killpg(self.pid, 0)
-            except (ProcessLookupError, PermissionError):
+            if not group_alive(self.pid):
                 return
             await anyio.sleep(0.02)
         self._signal_group(signal.SIGKILL)
@@ -526,7 +544,8 @@ class LiveSession:
         self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
 
     def _publish(self) -> None:
-        self.sink("session", self.spec.id, self.snapshot())
+        """Tell the daemon this session changed; it builds the snapshot when it publishes."""
+        self.sink("session", self.spec.id, {})
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""
@@ -568,6 +587,21 @@ class LiveSession:
         return self.state in FINAL_STATES
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs; zombies (dead, not yet reaped) do not count."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return False
+
+
 def tree_pids(root: int, children: dict[int, list[int]]) -> list[int]:
     """`root` and all its descendants, from a pid -> children map."""
     out, stack = [], [root]
@@ -586,6 +620,13 @@ def children_map() -> dict[int, list[int]]:
         if ppid:
             children.setdefault(ppid, []).append(proc.pid)
     return children
+
+
+def _fds(proc: psutil.Process) -> int:
+    try:
+        return proc.num_fds()
+    except (psutil.Error, AttributeError):
+        return 0
 
 
 def _tree_from_psutil(proc: psutil.Process | None) -> list[int]:
