@@ -36,7 +36,9 @@ FLUSH_SECONDS = 0.1
 PUBLISH_SECONDS = 0.25
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
 SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
-PENDING_EVENTS_CAP = 200_000
+PENDING_EVENTS_CAP = 200_000  # past this, events are counted as dropped (never silently)
+BACKLOG_HIGH = 5_000  # past this many unwritten events, session pumps wait for the store
+BACKLOG_LOW = 1_000
 SUBSCRIBER_QUEUE = 10_000
 
 
@@ -88,6 +90,9 @@ class Daemon:
         self.started_at = clock()
         self._stop = anyio.Event()
         self._write_lock = anyio.Lock()
+        self._has_work = anyio.Event()
+        self._backlog_drained = anyio.Event()
+        self._backlog_drained.set()
         self._tg: Any = None
 
     # ---- lifecycle ------------------------------------------------------
@@ -193,6 +198,7 @@ class Daemon:
     def sink(self, kind: str, session_id: str, data: dict[str, Any]) -> None:
         """Every record a session produces: batched for the store, broadcast to subscribers."""
         batch = self.pending.batch
+        self._has_work.set()
         if kind == "session":
             self.dirty.add(session_id)
             return
@@ -201,6 +207,8 @@ class Daemon:
                 self.dropped[session_id] = self.dropped.get(session_id, 0) + 1
                 return
             self.pending.events += 1
+            if self.pending.events >= BACKLOG_HIGH and self._backlog_drained.is_set():
+                self._backlog_drained = anyio.Event()
             if kind == "log":
                 row = {"session_id": session_id, "seq": None, "ts": data.get("ts"), "kind": "log", "data": data}
             else:
@@ -219,6 +227,11 @@ class Daemon:
         elif kind == "action":
             batch.actions.append({"session_id": session_id, **data})
         self._broadcast(kind, session_id, data, is_event=False)
+
+    def _mark(self, session_id: str) -> None:
+        """A session changed: publish its snapshot on the next round."""
+        self.dirty.add(session_id)
+        self._has_work.set()
 
     def _broadcast(self, kind: str, session_id: str, data: dict[str, Any], *, is_event: bool) -> None:
         if not self.subscribers:
@@ -240,23 +253,36 @@ class Daemon:
                 pass
 
     async def _flusher(self) -> None:
+        """Wakes only when something is pending, then batches for FLUSH_SECONDS: an idle daemon sleeps."""
         last_publish = 0.0
         while True:
+            await self._has_work.wait()
             await anyio.sleep(FLUSH_SECONDS)
+            self._has_work = anyio.Event()
             now = time.monotonic()
             if now - last_publish >= PUBLISH_SECONDS:
                 last_publish = now
                 self._publish_dirty()
+            elif self.dirty:
+                self._has_work.set()  # publish on a later round, at most PUBLISH_SECONDS apart
             await self._flush()
 
     async def _flush(self) -> None:
         """Write what is pending; readers call it too, so they see every record before them."""
         async with self._write_lock:
-            if not len(self.pending.batch):
-                return
-            batch, self.pending = self.pending.batch, Pending()
-            assert self.store is not None
-            await anyio.to_thread.run_sync(self.store.write, batch)
+            if len(self.pending.batch):
+                batch, self.pending = self.pending.batch, Pending()
+                assert self.store is not None
+                await anyio.to_thread.run_sync(self.store.write, batch)
+            if self.pending.events < BACKLOG_LOW:
+                self._backlog_drained.set()
+
+    async def backpressure(self) -> None:
+        """Held by a session's pump while the store is behind: the agent's pipe fills and it
+        waits, so memory stays flat under a flood and nothing is dropped."""
+        if not self._backlog_drained.is_set():
+            self._has_work.set()
+            await self._backlog_drained.wait()
 
     def _publish_dirty(self) -> None:
         for session_id in list(self.dirty):
@@ -471,9 +497,9 @@ class Daemon:
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
         session = LiveSession(spec, config, ADAPTERS[adapter_name](), sink=self.sink, spiller=spiller,
-                              on_group=self._guard_group, clock=self.clock)
+                              on_group=self._guard_group, clock=self.clock, throttle=self.backpressure)
         self.sessions[sid] = session
-        self.dirty.add(sid)
+        self._mark(sid)
         self._audit(actor, client, sid, "run", " ".join(command)[:200], None, "started")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
@@ -484,7 +510,7 @@ class Daemon:
         except Exception as exc:  # a session's failure is recorded, never the daemon's end
             self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
             session.state = "exited"
-        self.dirty.add(session.spec.id)
+        self._mark(session.spec.id)
 
     async def op_adopt(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         pid = req.get("pid")
@@ -505,7 +531,7 @@ class Daemon:
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
         self.sessions[sid] = session
-        self.dirty.add(sid)
+        self._mark(sid)
         self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name}

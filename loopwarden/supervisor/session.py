@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -86,7 +86,8 @@ class LiveSession:
 
     def __init__(self, spec: SessionSpec, config: Config, adapter: AdapterLike, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 throttle: Callable[[], Awaitable[None]] | None = None) -> None:
         self.spec = spec
         self.config = config
         self.adapter = adapter
@@ -94,6 +95,7 @@ class LiveSession:
         self.spiller = spiller
         self.on_group = on_group or (lambda pgid, alive: None)
         self.clock = clock
+        self.throttle = throttle
         self.health = SessionHealth(config, started_at=clock())
         self.state = "starting"
         self.created_at = clock()
@@ -186,12 +188,15 @@ class LiveSession:
         assert self.process and self.process.stdout
         splitter = LineSplitter(self._max_line())
         seq = 0
+        throttle = self.throttle
         async for chunk in _chunks(self.process.stdout):
             for line in splitter.feed(chunk):
                 seq += 1
                 self._lines_read += 1
                 await self._line(line, seq)
                 if seq % YIELD_EVERY == 0:
+                    if throttle is not None:
+                        await throttle()
                     await anyio.lowlevel.checkpoint()
         for line in splitter.finish():
             seq += 1
