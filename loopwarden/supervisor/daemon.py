@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .config import ConfigError, load_config
 from .gates import GateError
 from .paths import Paths, private_dir
+from .reaper import become_subreaper, reap_orphans
 from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map
 from .verdicts import final_exit_code
@@ -93,6 +94,8 @@ class Daemon:
         self._has_work = anyio.Event()
         self._backlog_drained = anyio.Event()
         self._backlog_drained.set()
+        self._orphans = anyio.Event()
+        self.subreaper = False
         self._tg: Any = None
 
     # ---- lifecycle ------------------------------------------------------
@@ -109,6 +112,7 @@ class Daemon:
         lost = self.store.mark_lost(self.clock())
         self.next_id = 1 + max((_id_number(r["id"]) for r in self.store.sessions()), default=0)
         self._start_guardian()
+        self.subreaper = become_subreaper()
         old_umask = os.umask(0o177)
         try:
             listener = await anyio.create_unix_listener(sock_path)
@@ -121,6 +125,8 @@ class Daemon:
                 self._tg = tg
                 tg.start_soon(self._flusher)
                 tg.start_soon(self._sampler)
+                if self.subreaper:
+                    tg.start_soon(self._reaper)
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
                 if ready:
@@ -158,7 +164,7 @@ class Daemon:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
         )
 
-    def _guard_group(self, pgid: int, alive: bool) -> None:
+    def _tell_guardian(self, pgid: int, alive: bool) -> None:
         if self.guardian and self.guardian.stdin:
             try:
                 self.guardian.stdin.write(f"{'+' if alive else '-'}{pgid}\n".encode())
@@ -300,6 +306,30 @@ class Daemon:
         if self.store and len(self.pending.batch):
             self.store.write(self.pending.batch)
             self.pending = Pending()
+
+    async def _reaper(self) -> None:
+        """Reap agents' orphans that came back to us (see reaper.py)."""
+        while True:
+            await self._orphans.wait()
+            self._orphans = anyio.Event()
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                reap_orphans(self._own_children())
+                await anyio.sleep(0.01)
+                if not any(s.stopping and not s.final for s in self.sessions.values()):
+                    reap_orphans(self._own_children())
+                    break
+
+    def _own_children(self) -> set[int]:
+        keep = {s.pid for s in self.sessions.values() if isinstance(s, LiveSession) and s.pid}
+        if self.guardian:
+            keep.add(self.guardian.pid)
+        return keep
+
+    def _guard_group(self, pgid: int, alive: bool) -> None:
+        self._tell_guardian(pgid, alive)
+        if not alive:
+            self._orphans.set()
 
     async def _sampler(self) -> None:
         """CPU, memory and process trees of live sessions; slower as sessions multiply."""

@@ -487,6 +487,8 @@ class LiveSession:
                 p.kill()
             except psutil.Error:
                 pass
+        if self.pid is not None:
+            self.on_group(self.pid, False)  # the daemon reaps what it can of the group now
 
     def _descendants(self) -> list[psutil.Process]:
         if self._psutil is None:

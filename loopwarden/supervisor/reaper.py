@@ -1,0 +1,63 @@
+"""Orphans of agents come back to the daemon (a child subreaper), which reaps them at once.
+
+Without this, a grandchild killed with its group is reparented to pid 1 and stays a
+zombie until pid 1 gets round to it (seconds, on some machines). Only zombies that
+are not the daemon's own direct children (whose exit codes asyncio collects) are reaped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> set[int]:
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as f:
+                pids.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2: stat.rfind(b")") + 3] == b"Z"
+
+
+def reap_orphans(keep: set[int]) -> int:
+    """Reap zombie children that are not in `keep` (processes someone else waits for)."""
+    reaped = 0
+    for pid in _children() - keep:
+        if not _zombie(pid):
+            continue
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        reaped += done == pid
+    return reaped
