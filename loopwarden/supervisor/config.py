@@ -341,7 +341,7 @@ def load_config(
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path}: not valid TOML ({exc})") from None
     chosen = preset or env.get(ENV_PREFIX + "PRESET") or data.get("preset") or "recommended"
-    if chosen not in PRESETS:
+    if not isinstance(chosen, str) or chosen not in PRESETS:
         raise ConfigError(f"preset {chosen!r} is unknown; it accepts one of {', '.join(PRESETS)}")
     config = _apply(Config(preset=chosen), PRESETS[chosen], f"preset {chosen}")
     if file is not None:

@@ -29,7 +29,7 @@ from .session import LiveSession, SessionSpec, children_map
 from .verdicts import final_exit_code
 from .adopted import AdoptedSession
 from .spill import Spiller
-from .store import Batch, Store
+from .store import Batch, Store, StoreError
 
 PROTOCOL = 1
 MAX_REQUEST = 1 << 20
@@ -41,6 +41,7 @@ PENDING_EVENTS_CAP = 200_000  # past this, events are counted as dropped (never 
 BACKLOG_HIGH = 5_000  # past this many unwritten events, session pumps wait for the store
 BACKLOG_LOW = 1_000
 SUBSCRIBER_QUEUE = 10_000
+BROADCAST_LIMIT = 16 << 10  # bytes of one broadcast message; so a slow subscriber holds at most ~160 MB
 
 
 class RequestError(Exception):
@@ -127,6 +128,7 @@ class Daemon:
                 tg.start_soon(self._sampler)
                 if self.subreaper:
                     tg.start_soon(self._reaper)
+                tg.start_soon(self._spill_cleaner)
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
                 if ready:
@@ -251,6 +253,9 @@ class Daemon:
             if message is None:
                 message = orjson.dumps({"kind": kind, "session": session_id, "data": data},
                                        default=str) + b"\n"
+                if len(message) > BROADCAST_LIMIT:  # subscribers get a preview; the store has the rest
+                    message = orjson.dumps({"kind": kind, "session": session_id, "data": _clipped(data)},
+                                           default=str) + b"\n"
             try:
                 sub.send.send_nowait(message)
             except anyio.WouldBlock:
@@ -279,7 +284,14 @@ class Daemon:
             if len(self.pending.batch):
                 batch, self.pending = self.pending.batch, Pending()
                 assert self.store is not None
-                await anyio.to_thread.run_sync(self.store.write, batch)
+                try:
+                    await anyio.to_thread.run_sync(self.store.write, batch)
+                except StoreError as exc:  # a full disk must not end the daemon, nor pass unseen
+                    self._log(f"store write failed, {len(batch.events)} events counted as dropped: {exc}")
+                    for row in batch.events:
+                        sid = row.get("session_id") or ""
+                        self.dropped[sid] = self.dropped.get(sid, 0) + 1
+                        self.dirty.add(sid)
             if self.pending.events < BACKLOG_LOW:
                 self._backlog_drained.set()
 
@@ -307,6 +319,16 @@ class Daemon:
             self.store.write(self.pending.batch)
             self.pending = Pending()
 
+    async def _spill_cleaner(self) -> None:
+        """Remove spill files past their retention, at start and then hourly."""
+        while True:
+            retention = load_config(env={}).spill.retention
+            cleaner = Spiller(self.paths.spill, retention=retention)
+            removed = await anyio.to_thread.run_sync(cleaner.cleanup, self.clock())
+            if removed:
+                self._log(f"removed {removed} spill files older than {retention:.0f}s")
+            await anyio.sleep(3600)
+
     async def _reaper(self) -> None:
         """Reap agents' orphans that came back to us (see reaper.py)."""
         while True:
@@ -320,7 +342,7 @@ class Daemon:
                     reap_orphans(self._own_children())
                     break
 
-    def _own_children(self) -> set[int]:
+    def _own_children(self) -> set[int]:  # noqa: D401 - reap_orphans also skips every session leader
         keep = {s.pid for s in self.sessions.values() if isinstance(s, LiveSession) and s.pid}
         if self.guardian:
             keep.add(self.guardian.pid)
@@ -350,10 +372,19 @@ class Daemon:
                 await self._connection(stream)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
                 pass
+            except Exception as exc:  # noqa: BLE001 - one client's trouble must never end the daemon
+                if not _only_hangups(exc):
+                    self._log(f"connection failed: {type(exc).__name__}: {exc}")
             finally:
-                await stream.aclose()
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
 
-        await listener.serve(handle)
+        while True:
+            try:
+                await listener.serve(handle)
+            except Exception as exc:  # noqa: BLE001 - e.g. EMFILE: too many open files
+                self._log(f"accepting connections failed ({type(exc).__name__}: {exc}); retrying in 1 s")
+                await anyio.sleep(1.0)
 
     async def _connection(self, stream: SocketStream) -> None:
         uid, pid = peer_uid(stream)
@@ -413,7 +444,11 @@ class Daemon:
 
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
         sessions = request.get("sessions")
-        wanted = set(map(self._resolve_id, sessions)) if isinstance(sessions, list) else None
+        try:
+            wanted = set(map(self._resolve_id, sessions)) if isinstance(sessions, list) else None
+        except RequestError as exc:
+            await stream.send(_reply(rid, error=str(exc)))
+            return
         send, receive = anyio.create_memory_object_stream[bytes](SUBSCRIBER_QUEUE)
         sub = Subscriber(send, wanted, bool(request.get("events", False)))
         self.subscribers.append(sub)
@@ -743,6 +778,28 @@ def adoption_refusal(pid: int, peer_pid: int) -> str | None:
         return (f"refusing to adopt pid {pid}: it is the daemon, the calling shell or one of their parents, "
                 "and a limit would kill it")
     return None
+
+
+def _clipped(data: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
+    """A record with long strings cut, for broadcasting."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, str) and len(value) > limit:
+            out[key] = value[:limit] + f"… [{len(value):,} characters]"
+        elif isinstance(value, (dict, list)):
+            text = orjson.dumps(value, default=str)
+            out[key] = value if len(text) <= limit else text[:limit].decode(errors="replace") + "…"
+        else:
+            out[key] = value
+    out["clipped"] = True
+    return out
+
+
+def _only_hangups(exc: BaseException) -> bool:
+    """Whether an exception (group) is nothing but a client going away."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_hangups(e) for e in exc.exceptions)
+    return isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError))
 
 
 def _id_number(sid: str) -> int:

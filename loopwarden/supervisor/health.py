@@ -149,6 +149,8 @@ class SessionHealth:
         """Stamp verdicts, open gates, keep at most one terminate (and nothing after it)."""
         out: list[Verdict] = []
         for verdict in found:
+            if self.state == TERMINATED:
+                break  # the first reason to end a session is the one it ends with
             verdict.seq = seq
             if verdict.action == Action.GATE or (verdict.action == Action.ESCALATE and verdict.target == "human"):
                 if not self._open_gate(verdict, now):

@@ -121,7 +121,8 @@ _FAST = {
 
 def event_from_object(obj: dict[str, Any], seq: int = 0) -> ev.Event:
     """Validate a decoded protocol object and build its Event (raises LineRejected)."""
-    fast = _FAST.get(obj.get("type"))  # type: ignore[arg-type]
+    kind = obj.get("type")
+    fast = _FAST.get(kind) if type(kind) is str else None
     if fast is not None:
         event = _fast_event(obj, seq, *fast)
         if event is not None:

@@ -49,12 +49,19 @@ def _zombie(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2: stat.rfind(b")") + 3] == b"Z"
 
 
+def _session_leader(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return True  # unknown: leave it alone
+
+
 def reap_orphans(keep: set[int]) -> int:
     """Reap zombie children that are not in `keep` (processes someone else waits for)."""
     reaped = 0
     for pid in _children() - keep:
-        if not _zombie(pid):
-            continue
+        if not _zombie(pid) or _session_leader(pid):
+            continue  # a session leader is an agent (or the guardian): asyncio collects its exit code
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

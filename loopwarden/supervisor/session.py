@@ -14,7 +14,6 @@ import anyio
 import anyio.lowlevel
 import psutil
 from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectSendStream
 
 from .config import Config
 from .events import Event, Hello, InvalidLine, ResourceSample, ToolCall, ToolResult
@@ -22,10 +21,11 @@ from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized
 from .protocol import preview
 from .spill import SpillResult, Spiller, truncate_with_warning
-from .verdicts import Action, Termination, Verdict, final_exit_code  # noqa: F401
+from .verdicts import Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_IDLE = 1.0  # after exit, stop reading when a second passes without a new line
+DRAIN_MAX = 3.0  # ... or after this long in all
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 STDIN_QUEUE = 1024
 READ_CHUNK = 1 << 16
@@ -113,18 +113,21 @@ class LiveSession:
         self.tool_calls = 0
         self.rate: deque[int] = deque([0] * 60, maxlen=60)  # events per second, last minute
         self._rate_second = 0
-        self._stdin_send: MemoryObjectSendStream[bytes] | None = None
         self._psutil: psutil.Process | None = None
         self._procs: dict[int, psutil.Process] = {}
         self._stderr_seq = 0
         self._lines_read = 0
         self._wake = anyio.Event()  # a gate opened or was decided: deadlines may have moved
+        self._kill_requested: str | None = None
+        self._gates_stored: set[str] = set()
+        self._out: deque[bytes] = deque()
+        self._out_ready: anyio.Event | None = None
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
         """Start the process and supervise it until it ends; never raises for the agent's faults."""
         argv = self.adapter.command(self.spec.command)
-        env = {**os.environ, **self.spec.env}
+        env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
             self.process = await anyio.open_process(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -146,20 +149,20 @@ class LiveSession:
         self.state, self.started_at = "running", self.clock()
         self.health.runtime.started_at = self.health.runtime.last_activity = self.started_at
         self._publish()
-        send, receive = anyio.create_memory_object_stream[bytes](STDIN_QUEUE)
-        self._stdin_send = send
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._write_stdin, receive)
-            for data in self.adapter.start_lines():
-                self._send(data)
-            tg.start_soon(self._ticker)
-            pumps_done = anyio.Event()
-            tg.start_soon(self._pumps, pumps_done)
-            self.exit_code = await self.process.wait()
-            await self._drain(pumps_done)
-            tg.cancel_scope.cancel()
-        await self._kill_leftovers()
-        self.on_group(self.pid, False)
+        try:
+            await self._supervise()
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: stop the agent, never leave it unwatched
+            self._report_error(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent")
+            self.health.state, self.health.termination = TERMINATED, terminate(
+                "supervisor", Termination.CRASHED, f"session terminated: the supervisor failed ({exc})")
+            with anyio.CancelScope(shield=True):
+                self.stopping = False
+                await self.stop(Termination.CRASHED, "the supervisor failed")
+                await self.process.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._kill_leftovers()
+                self.on_group(self.pid, False)
         self.ended_at = self.clock()
         if self.health.state != TERMINATED:
             self.state = "exited"
@@ -167,12 +170,29 @@ class LiveSession:
             self.state = "terminated"
         self._publish()
 
+    async def _supervise(self) -> None:
+        assert self.process is not None
+        self._out_ready = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_stdin)
+            for data in self.adapter.start_lines():
+                self._send(data)
+            tg.start_soon(self._ticker)
+            pumps_done = anyio.Event()
+            tg.start_soon(self._pumps, pumps_done)
+            if self._kill_requested is not None:  # a kill that came while the process was starting
+                tg.start_soon(self.stop, Termination.OPERATOR, self._kill_requested)
+            self.exit_code = await self.process.wait()
+            await self._drain(pumps_done)
+            tg.cancel_scope.cancel()
+
     async def _drain(self, pumps_done: anyio.Event) -> None:
-        """After the agent exits, read what it wrote until EOF, or until a leftover child that
-        holds the pipe open lets a second pass without progress."""
-        while not pumps_done.is_set():
+        """After the agent exits, read what it wrote until EOF, a quiet second, or DRAIN_MAX
+        (a leftover child may hold the pipe open and keep writing); leftovers are killed next."""
+        deadline = time.monotonic() + DRAIN_MAX
+        while not pumps_done.is_set() and time.monotonic() < deadline:
             before = self._lines_read
-            with anyio.move_on_after(DRAIN_IDLE):
+            with anyio.move_on_after(min(DRAIN_IDLE, max(0.0, deadline - time.monotonic()))):
                 await pumps_done.wait()
             if self._lines_read == before:
                 return
@@ -219,11 +239,14 @@ class LiveSession:
         splitter = LineSplitter(64 << 10)
         async for chunk in _chunks(self.process.stderr):
             for line in splitter.feed(chunk):
-                self._stderr_line(line)
+                await self._stderr_line(line)
+            if self.throttle is not None:
+                await self.throttle()
+            await anyio.lowlevel.checkpoint()
         for line in splitter.finish():
-            self._stderr_line(line)
+            await self._stderr_line(line)
 
-    def _stderr_line(self, line: bytes | Oversized) -> None:
+    async def _stderr_line(self, line: bytes | Oversized) -> None:
         self._stderr_seq += 1
         if type(line) is Oversized:
             text = f"[stderr line of {line.length:,} bytes, not kept]"
@@ -233,7 +256,7 @@ class LiveSession:
             events = self.adapter.parse_stderr(line, self._stderr_seq)  # type: ignore[arg-type]
             if events:
                 for event in events:
-                    self._judge(event)
+                    await self.handle(event)
                 return
             text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
@@ -248,10 +271,14 @@ class LiveSession:
                 await self._wake.wait()
             if self._wake.is_set():
                 self._wake = anyio.Event()
+            had_gates = self.health.state == GATED
             verdicts = self.health.tick(self.clock())
             if verdicts:
                 self._record(verdicts)
                 await self._carry_out(verdicts, None)
+            if verdicts or had_gates:
+                self._after_gates()  # an expiry policy may have decided a gate
+                self._publish()
 
     def _count_rate(self, now: float, add: int = 1) -> None:
         second = int(now)
@@ -365,18 +392,23 @@ class LiveSession:
         """Approve or deny a gate; raises GateError for an unknown or decided gate."""
         verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
         self._wake.set()
-        gate = self.health.gates.gates.get(gate_id)
-        if gate:
-            self.sink("gate", self.spec.id, gate.to_dict())
         self._record(verdicts)
         await self._carry_out(verdicts, None)
+        self._after_gates()
+        self._publish()
+        return verdicts
+
+    def _after_gates(self) -> None:
+        """Gates decided by anyone (an operator, an expiry policy): store them, release what they held."""
+        for gate in self.health.gates.gates.values():
+            if not gate.pending and gate.id not in self._gates_stored:
+                self._gates_stored.add(gate.id)
+                self.sink("gate", self.spec.id, gate.to_dict())
         if self.health.state != GATED:
             self._release_held()
             if self.paused and not self.operator_paused and self.health.state != TERMINATED:
                 self._signal_group(signal.SIGCONT)
                 self.paused = False
-        self._publish()
-        return verdicts
 
     def grant(self, note: str | None) -> Verdict:
         verdict = self.health.grant_authority(self.clock(), task=self.spec.task, note=note)
@@ -414,9 +446,16 @@ class LiveSession:
         self._publish()
 
     async def kill(self, note: str | None = None) -> None:
+        """An operator's kill; a session already stopping keeps the reason it is stopping for."""
+        if self.stopping or self.final:
+            return
         verdicts = self.health.operator_terminate(self.clock(), note)
         self._record(verdicts)
-        await self.stop(Termination.OPERATOR, verdicts[0].reason if verdicts else "operator")
+        reason = verdicts[0].reason if verdicts else "operator"
+        if self.process is None:
+            self._kill_requested = reason  # still starting: run() stops it as soon as it exists
+            return
+        await self.stop(Termination.OPERATOR, reason)
         self._publish()
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
@@ -522,25 +561,33 @@ class LiveSession:
     def _inject(self, text: str, kind: str, rule: str, model: str | None = None) -> None:
         line = self.adapter.inject_line(text, kind, rule, model)
         if line:
-            self._send(line)
+            self._send(line, essential=kind in ("guidance", "operator", "authority"))
 
-    def _send(self, data: bytes) -> None:
-        if self._stdin_send is None:
+    def _send(self, data: bytes, *, essential: bool = True) -> None:
+        """Queue a line for the agent's stdin. Verdict, spill and stop lines are never dropped (a
+        handshake agent waits for them); injections past STDIN_QUEUE are, and counted."""
+        if self._out_ready is None:
             return
-        try:
-            self._stdin_send.send_nowait(data)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        if not essential and len(self._out) >= STDIN_QUEUE:
             self.stdin_dropped += 1
+            return
+        self._out.append(data)
+        self._out_ready.set()
 
-    async def _write_stdin(self, receive: Any) -> None:
-        assert self.process and self.process.stdin
+    async def _write_stdin(self) -> None:
+        assert self.process and self.process.stdin and self._out_ready is not None
         stdin = self.process.stdin
-        async with receive:
-            async for data in receive:
+        while True:
+            await self._out_ready.wait()
+            self._out_ready = anyio.Event()
+            while self._out:
+                data = self._out.popleft()
                 try:
                     await stdin.send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    self.stdin_dropped += 1
+                    self.stdin_dropped += 1 + len(self._out)
+                    self._out.clear()
+                    return
 
     # ---- reporting ----------------------------------------------------------
     def _max_line(self) -> int:
@@ -592,6 +639,14 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")
+
+
+def minimal_env() -> dict[str, str]:
+    """For a client that sent no environment: the basics, not the daemon's whole environment."""
+    return {k: v for k in _ENV_KEEP if (v := os.environ.get(k)) is not None}
 
 
 def group_alive(pgid: int) -> bool:

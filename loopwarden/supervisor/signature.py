@@ -28,8 +28,8 @@ def _canon(value: Any, depth: int) -> Any:
         if depth >= MAX_ARGS_DEPTH:
             raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
         return [_canon(v, depth + 1) for v in value]
-    if t is float and value.is_integer():
-        return int(value)
+    if t is float and value.is_integer() and -(2**63) <= value < 2**63:
+        return int(value)  # 1.0 == 1; larger floats stay floats (JSON cannot hold such integers)
     return value
 
 
