@@ -11,20 +11,16 @@ from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
-from .supervisor.lines import Oversized, read_lines
-from .supervisor.spill import Spiller
+from .supervisor.lines import Oversized, line_limit, oversized_line, read_lines
+from .supervisor.spill import Spiller, spill_event
 from .supervisor.verdicts import Action, Verdict
 
 FORMATS = ("native", "claude-code", "codex")
-RECORDED_MAX_LINE_BYTES = 64 << 20
-NATIVE_MAX_LINE_BYTES = 1 << 20
 
 
 def max_line_bytes(config: Config, fmt: str) -> int:
     """The configured limit, or the format's default: recorded formats carry base64 images."""
-    if config.limits.max_line_bytes:
-        return config.limits.max_line_bytes
-    return NATIVE_MAX_LINE_BYTES if fmt == "native" else RECORDED_MAX_LINE_BYTES
+    return line_limit(config.limits.max_line_bytes, fmt)
 
 
 def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
@@ -48,7 +44,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
         parse_native = protocol.parse_line
         for seq, line in read_lines(stream, limit):
             if type(line) is Oversized:
-                yield _oversized(seq, line, limit)
+                yield oversized_line(seq, line, limit)
             else:
                 yield parse_native(line, seq)  # type: ignore[arg-type]
         return
@@ -64,7 +60,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
     parse = line_parser(fmt)
     for seq, line in read_lines(stream, limit):
         if type(line) is Oversized:
-            yield _oversized(seq, line, limit)
+            yield oversized_line(seq, line, limit)
         else:
             yield from parse(line, seq)  # type: ignore[arg-type]
 
@@ -78,9 +74,7 @@ def _starts_with_array(stream: BinaryIO) -> bool:
     return head[:1] == b"["
 
 
-def _oversized(seq: int, line: Oversized, limit: int) -> InvalidLine:
-    return InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
-                       preview=protocol.preview(line.head))
+
 
 
 @dataclass
@@ -106,8 +100,9 @@ class ReplaySummary:
 class Replayer:
     """Drives one SessionHealth over a stream; time comes from the events' `ts`."""
 
-    def __init__(self, config: Config, *, spiller: Spiller | None = None) -> None:
+    def __init__(self, config: Config, *, spiller: Spiller | None = None, spill: bool = True) -> None:
         self.config = config
+        self.spill = spill  # False: report large outputs without writing or truncating anything
         self.health = SessionHealth(config)
         self.spiller = spiller
         self.now = 0.0
@@ -124,7 +119,7 @@ class Replayer:
                 self.now = event.ts
             verdicts = observe(event, self.now)
             for verdict in verdicts:
-                if verdict.action == Action.SPILL and type(event) is ToolResult:
+                if verdict.action == Action.SPILL and type(event) is ToolResult and self.spill:
                     self._spill(verdict, event)
                 self.actions[verdict.action] += 1
                 on_verdict(verdict)
@@ -134,15 +129,9 @@ class Replayer:
         return self._summary(last_seq, stopped_at)
 
     def _spill(self, verdict: Verdict, event: ToolResult) -> None:
-        if self.spiller is None:
-            return
         # the file's time is the wall clock, so retention counts from when it was written
-        result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=time.time())
-        verdict.message = result.message
-        verdict.evidence.update(path=result.path, preview_chars=len(result.preview))
-        if result.warning:
-            verdict.evidence["warning"] = result.warning
-        event.output = result.message  # the full text lives in the spill file, not in memory
+        spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
+                    preview_chars=self.config.spill.preview_chars, now=time.time())
 
     def _summary(self, last_seq: int, stopped_at: int | None) -> ReplaySummary:
         h = self.health

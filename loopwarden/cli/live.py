@@ -15,10 +15,10 @@ from ..supervisor.client import DaemonError
 from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration
 from ..supervisor.paths import default_paths
-from ..supervisor.verdicts import final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect
 
-FINAL = ("exited", "terminated", "lost")
+FINAL = FINAL_STATES
 
 
 def _json_out(data: Any) -> None:

@@ -63,7 +63,7 @@ def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) 
     except OSError as exc:
         raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
     try:
-        return Replayer(config, spiller=spiller).run(stream, fmt, emit)
+        return Replayer(config, spiller=spiller, spill=spill).run(stream, fmt, emit)
     except BrokenPipeError:
         raise  # our reader went away (| head): not the input's fault
     except OSError as exc:

@@ -22,11 +22,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .config import ConfigError, load_config
 from .gates import GateError
+from .health import RESETTABLE
 from .paths import Paths, private_dir
 from .reaper import become_subreaper, reap_orphans
 from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map
-from .verdicts import final_exit_code
+from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .spill import Spiller
 from .store import Batch, Store, StoreError
@@ -694,10 +695,8 @@ class Daemon:
     async def op_reset(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         session = self._live_native(req, "reset counters")
         counter = req.get("counter")
-        known = {"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "validation",
-                 "failures", "loop", "attempts", "iterations"}
-        if counter is not None and counter not in known:
-            raise RequestError(f"unknown counter {counter!r}; use one of {', '.join(sorted(known))}")
+        if counter is not None and counter not in RESETTABLE:
+            raise RequestError(f"unknown counter {counter!r}; use one of {', '.join(sorted(RESETTABLE))}")
         session.reset(counter)
         self._audit(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
         return {"session": session.spec.id, "reset": counter or "all"}
@@ -745,7 +744,7 @@ class Daemon:
 
     async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         snap = self._snapshot(self._resolve_id(req.get("session")))
-        return {"final": snap.get("state") in ("exited", "terminated", "lost"), "exit_code": final_exit_code(snap)}
+        return {"final": snap.get("state") in FINAL_STATES, "exit_code": final_exit_code(snap)}
 
     async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         self._audit(actor, client, None, "stop-daemon", None, _note(req), "stopping")

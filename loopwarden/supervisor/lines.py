@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator
+
+if TYPE_CHECKING:
+    from .events import InvalidLine
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
+RECORDED_MAX_LINE_BYTES = 64 << 20  # Claude Code and Codex streams carry base64 images on one line
 _SKIP_CHUNK = 1 << 16
 
 
@@ -115,3 +119,19 @@ class LineSplitter:
             result = []
         self.buffer, self.skipping, self.head = bytearray(), 0, b""
         return result
+
+
+def line_limit(configured: int, fmt: str) -> int:
+    """limits.max_line_bytes, or its default for the format (0 = by format)."""
+    if configured:
+        return configured
+    return DEFAULT_MAX_LINE_BYTES if fmt == "native" else RECORDED_MAX_LINE_BYTES
+
+
+def oversized_line(seq: int, line: Oversized, limit: int) -> "InvalidLine":
+    """The validation failure an over-long line becomes."""
+    from .events import InvalidLine
+    from .protocol import preview
+
+    return InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
+                       preview=preview(line.head))

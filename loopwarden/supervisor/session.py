@@ -16,12 +16,11 @@ import psutil
 from anyio.abc import Process
 
 from .config import Config
-from .events import Event, Hello, InvalidLine, ResourceSample, ToolCall, ToolResult
+from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth
-from .lines import LineSplitter, Oversized
-from .protocol import preview
-from .spill import SpillResult, Spiller, truncate_with_warning
-from .verdicts import Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
+from .lines import LineSplitter, Oversized, line_limit, oversized_line
+from .spill import Spiller, spill_event
+from .verdicts import FINAL_STATES, Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_IDLE = 1.0  # after exit, stop reading when a second passes without a new line
@@ -29,7 +28,6 @@ DRAIN_MAX = 3.0  # ... or after this long in all
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 STDIN_QUEUE = 1024
 READ_CHUNK = 1 << 16
-FINAL_STATES = ("exited", "terminated", "lost")
 
 
 class AdapterLike(Protocol):
@@ -224,9 +222,7 @@ class LiveSession:
 
     async def _line(self, line: bytes | Oversized, seq: int) -> None:
         if type(line) is Oversized:
-            limit = self._max_line()
-            events: list[Event] = [InvalidLine(seq=seq, reason=f"line longer than {limit:,} bytes ({line.length:,} bytes)",
-                                               preview=preview(line.head))]
+            events: list[Event] = [oversized_line(seq, line, self._max_line())]
         elif not line:
             return
         else:
@@ -321,17 +317,8 @@ class LiveSession:
                     self.sink("gate", self.spec.id, gate.to_dict())
 
     def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
-        if self.spiller is None:
-            limit = self.config.spill.threshold_chars
-            result = SpillResult(None, len(event.output), event.output[: self.config.spill.preview_chars],
-                                 truncate_with_warning(event.output, limit), "no spill directory configured")
-        else:
-            result = self.spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
-        verdict.message = result.message
-        verdict.evidence.update(path=result.path, size=result.size)
-        if result.warning:
-            verdict.evidence["warning"] = result.warning
-        event.output = result.message
+        result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
+                             preview_chars=self.config.spill.preview_chars, now=now)
         self._spill_result = result
         if result.path:
             self.sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
@@ -591,8 +578,7 @@ class LiveSession:
 
     # ---- reporting ----------------------------------------------------------
     def _max_line(self) -> int:
-        configured = self.config.limits.max_line_bytes
-        return configured or (1 << 20 if self.adapter.name == "native" else 64 << 20)
+        return line_limit(self.config.limits.max_line_bytes, self.adapter.name)
 
     def _report_error(self, text: str) -> None:
         self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})

@@ -15,6 +15,8 @@ Safety rules (fixing the weaknesses of the seed 003 design):
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import re
 import stat
@@ -258,3 +260,20 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
         os.unlink(name, dir_fd=dir_fd)
     except OSError:
         pass
+
+
+def spill_event(event: Any, verdict: Any, spiller: "Spiller | None", *, threshold: int, preview_chars: int,
+                now: float) -> SpillResult:
+    """Carry out a spill verdict on its tool_result: write the file (or truncate when there is no
+    spiller), give the verdict the agent's text and the evidence, and keep only that text in the event."""
+    if spiller is None:
+        result = SpillResult(None, len(event.output), event.output[:preview_chars],
+                             truncate_with_warning(event.output, threshold), "no spill directory configured")
+    else:
+        result = spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
+    verdict.message = result.message
+    verdict.evidence.update(path=result.path, size=result.size)
+    if result.warning:
+        verdict.evidence["warning"] = result.warning
+    event.output = result.message  # the full text lives in the spill file, not in memory
+    return result

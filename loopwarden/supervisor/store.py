@@ -72,8 +72,9 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
+from .verdicts import FINAL_STATES
+
 TEXT_CAP = 64 * 1024
-FINAL_STATES = ("exited", "terminated", "lost")
 TABLES = ("sessions", "events", "verdicts", "gates", "actions", "spills")
 LOST_TEXT = "the session's process was gone when the daemon restarted"
 

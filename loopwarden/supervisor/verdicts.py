@@ -7,6 +7,9 @@ from enum import StrEnum
 from typing import Any
 
 
+FINAL_STATES = ("exited", "terminated", "lost")  # a session in one of these has ended
+
+
 class Action(StrEnum):
     ALLOW = "allow"
     NUDGE = "nudge"
