@@ -57,3 +57,31 @@ def test_a_200_megabyte_line_without_newline_is_never_held_in_memory() -> None:
     assert lines[0][1].length == size
     assert lines[1] == (2, b'{"type":"done"}')
     assert peak < 8 << 20, f"peak {peak:,} bytes while reading a {size:,}-byte line"
+
+
+def test_the_live_splitter_never_holds_more_than_the_limit() -> None:
+    from loopwarden.supervisor.lines import LineSplitter
+
+    splitter = LineSplitter(1 << 20)
+    chunk = b"x" * (1 << 16)
+    tracemalloc.start()
+    try:
+        for _ in range(3200):  # 200 MiB without a newline, 64 KiB at a time
+            assert splitter.feed(chunk) == []
+        out = splitter.feed(b'tail\n{"type":"done"}\n')
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(out[0], Oversized) and out[0].length == (200 << 20) + 4
+    assert out[1] == b'{"type":"done"}'
+    assert peak < 4 << 20
+
+
+def test_the_live_splitter_keeps_lines_split_across_chunks() -> None:
+    from loopwarden.supervisor.lines import LineSplitter
+
+    splitter = LineSplitter(10)
+    assert splitter.feed(b"abc\nde") == [b"abc"]
+    assert splitter.feed(b"f\r\n\n0123456789A") == [b"def", b""]
+    assert [type(x) for x in splitter.feed(b"BC\nok")] == [Oversized]
+    assert splitter.finish() == [b"ok"]
