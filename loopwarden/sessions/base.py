@@ -54,6 +54,10 @@ class Adapter:
     def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None:
         return None
 
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
+        """What to tell an agent whose line was too long to read (None: nothing)."""
+        return None
+
     def stop_line(self, reason: str, message: str) -> bytes | None:
         return None
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from ..supervisor import protocol
 from ..supervisor.events import Event, Hello, ToolCall, ToolResult
 from ..supervisor.spill import SpillResult
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, line
+
+_TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,40})"')
+_CALL_ID = re.compile(rb'"call_id"\s*:\s*"([^"\\]{0,200})"')
 
 
 class NativeAdapter(Adapter):
@@ -50,6 +55,25 @@ class NativeAdapter(Adapter):
         if model is not None:
             obj["model"] = model
         return line(obj)
+
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
+        """An answer to an over-long line, so a handshake agent waiting on it is never left hanging."""
+        if not self.handshake:
+            return None
+        kind = _TYPE.search(head)
+        match = _CALL_ID.search(head)
+        call_id = match.group(1).decode("utf-8", "replace") if match else None
+        if kind and kind.group(1) == b"tool_result":
+            message = (f"Tool response too large ({length:,} bytes; the limit for one line is {limit:,}). "
+                       "It was discarded. Ask for a smaller part of the output instead (head, tail, grep, "
+                       "or a byte range).")
+            return line({"type": "spill", "call_id": call_id, "seq": seq, "path": None, "size": length,
+                         "message": message})
+        if kind and kind.group(1) == b"tool_call":
+            message = (f"Tool call blocked: its line is {length:,} bytes, over the {limit:,}-byte limit. "
+                       "Pass large content by reference (a file path) instead of inline.")
+            return line({"type": "verdict", "call_id": call_id, "seq": seq, "action": "block", "message": message})
+        return None
 
     def stop_line(self, reason: str, message: str) -> bytes | None:
         return line({"type": "stop", "reason": reason, "message": message})

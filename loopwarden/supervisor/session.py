@@ -46,6 +46,7 @@ class AdapterLike(Protocol):
     def verdict_line(self, call: ToolCall, verdict: Verdict | None) -> bytes | None: ...
     def spill_line(self, result: ToolResult, spill: Any) -> bytes | None: ...
     def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None: ...
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None: ...
     def stop_line(self, reason: str, message: str) -> bytes | None: ...
 
 
@@ -222,7 +223,11 @@ class LiveSession:
 
     async def _line(self, line: bytes | Oversized, seq: int) -> None:
         if type(line) is Oversized:
-            events: list[Event] = [oversized_line(seq, line, self._max_line())]
+            limit = self._max_line()
+            events: list[Event] = [oversized_line(seq, line, limit)]
+            reply = self.adapter.oversized_reply(line.head, line.length, seq, limit)
+            if reply:
+                self._send(reply)
         elif not line:
             return
         else:
