@@ -90,6 +90,7 @@ class Daemon:
         self.store: Store | None = None
         self.guardian: subprocess.Popen[bytes] | None = None
         self.next_id = 1
+        self.history: dict[str, dict[str, Any]] = {}
         self.started_at = clock()
         self._stop = anyio.Event()
         self._write_lock = anyio.Lock()
@@ -112,7 +113,8 @@ class Daemon:
             sock_path.unlink()
         self.store = Store.open(self.paths.database)
         lost = self.store.mark_lost(self.clock())
-        self.next_id = 1 + max((_id_number(r["id"]) for r in self.store.sessions()), default=0)
+        self.history = {r["id"]: r for r in self.store.sessions()}  # sessions of earlier daemons
+        self.next_id = 1 + max((_id_number(sid) for sid in self.history), default=0)
         self._start_guardian()
         self.subreaper = become_subreaper()
         old_umask = os.umask(0o177)
@@ -481,10 +483,9 @@ class Daemon:
         named = [s.spec.id for s in self.sessions.values() if s.spec.name == ref]
         if named:
             return named[-1]
-        assert self.store is not None
-        if self.store.session(ref):
+        if ref in self.history:
             return ref
-        rows = [r["id"] for r in self.store.sessions() if r.get("name") == ref]
+        rows = [sid for sid, r in self.history.items() if r.get("name") == ref]
         if rows:
             return rows[-1]
         raise RequestError(f"no session {ref!r} (see 'loopwarden ls')")
@@ -502,14 +503,11 @@ class Daemon:
             snap = session.snapshot()
             snap["dropped_events"] = self.dropped.get(sid, 0)
             return snap
-        assert self.store is not None
-        row = self.store.session(sid) or {"id": sid}
-        return _row_snapshot(row)
+        return _row_snapshot(self.history.get(sid) or {"id": sid})
 
     def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
-        assert self.store is not None
-        ids = [r["id"] for r in self.store.sessions()]
-        ids += [sid for sid in self.sessions if sid not in ids]
+        """Every session id, oldest first, from memory: the event loop never waits on the store."""
+        ids = list(self.history) + [sid for sid in self.sessions if sid not in self.history]
         return [sid for sid in ids if wanted is None or sid in wanted]
 
     def _audit(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
@@ -613,14 +611,19 @@ class Daemon:
         await self._flush()
         assert self.store is not None
         limit = max(1, min(int(req.get("limit") or 1000), 10_000))
-        if req.get("tail"):  # the newest `limit` records, oldest first
-            events = self.store.last("events", sid, limit)
-            verdicts = self.store.last("verdicts", sid, limit)
-        else:
-            events = self.store.events(sid, after_id=int(req.get("after") or 0), limit=limit)
-            verdicts = self.store.verdicts(sid, after_id=int(req.get("verdicts_after") or 0), limit=limit)
-        return {"session": sid, "events": events, "verdicts": verdicts,
-                "actions": self.store.actions(session_id=sid, limit=limit)}
+        store = self.store
+        tail, after, verdicts_after = bool(req.get("tail")), int(req.get("after") or 0), int(req.get("verdicts_after") or 0)
+
+        def read() -> dict[str, Any]:  # in a worker thread, so a long read never stalls the sessions
+            if tail:  # the newest `limit` records, oldest first
+                events, verdicts = store.last("events", sid, limit), store.last("verdicts", sid, limit)
+            else:
+                events = store.events(sid, after_id=after, limit=limit)
+                verdicts = store.verdicts(sid, after_id=verdicts_after, limit=limit)
+            return {"session": sid, "events": events, "verdicts": verdicts,
+                    "actions": store.actions(session_id=sid, limit=limit)}
+
+        return await anyio.to_thread.run_sync(read)
 
     async def op_gates(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         out = []
@@ -641,7 +644,7 @@ class Daemon:
             session = self.sessions.get(sid)
             if session is None or session.final:
                 assert self.store is not None
-                decided = [g for g in self.store.gates(sid) if g.get("gate_id") == gate_id]
+                decided = [g for g in self.store.gates(sid) if g.get("gate_id") == gate_id]  # rare: an ended session
                 if decided and decided[0].get("status") != "pending":
                     g = decided[0]
                     raise GateError(f"gate {ref} was already {g['status']} by {g.get('decided_by')}")
@@ -740,7 +743,8 @@ class Daemon:
         await self._flush()
         assert self.store is not None
         sid = self._resolve_id(req["session"]) if req.get("session") else None
-        return self.store.actions(session_id=sid, limit=int(req.get("limit") or 1000))
+        store, limit = self.store, int(req.get("limit") or 1000)
+        return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
 
     async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         snap = self._snapshot(self._resolve_id(req.get("session")))
