@@ -27,7 +27,7 @@ def main() -> None:
 
 for command in (offline.replay, offline.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.inject, live.pause, live.resume,
-                live.kill, live.adopt, live.audit, live.serve, live.stop_daemon):
+                live.kill, live.adopt, live.audit, live.console, live.serve, live.stop_daemon):
     main.add_command(command)
 
 

@@ -510,3 +510,21 @@ def stop_daemon() -> None:
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
     click.echo(f"daemon stopping; {_plural(result['sessions'], 'live session')} stopped with it")
+
+
+@click.command()
+@click.option("--read-only", is_flag=True, help="Watch only: every action that changes something is disabled.")
+def console(read_only: bool) -> None:
+    """Open the live console on the daemon (starting one if needed); quitting never stops a session.
+
+    \b
+    Keys: q quit, k kill (asks first), p pause, r resume, a approve the selected session's gate.
+
+    \b
+    Examples:
+      loopwarden console
+      loopwarden console --read-only
+    """
+    from ..widgets.app import ConsoleApp
+
+    ConsoleApp(default_paths(), read_only=read_only).run()

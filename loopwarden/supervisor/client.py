@@ -75,9 +75,14 @@ class Client:
         return first, updates()
 
     def close(self) -> None:
+        """Close; a thread blocked reading a subscription on this client is woken, not deadlocked."""
         try:
-            self.file.close()
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
             self.sock.close()
+            self.file.close()
         except OSError:
             pass
 
