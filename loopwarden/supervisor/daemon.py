@@ -286,15 +286,7 @@ class Daemon:
         async with self._write_lock:
             if len(self.pending.batch):
                 batch, self.pending = self.pending.batch, Pending()
-                assert self.store is not None
-                try:
-                    await anyio.to_thread.run_sync(self.store.write, batch)
-                except StoreError as exc:  # a full disk must not end the daemon, nor pass unseen
-                    self._log(f"store write failed, {len(batch.events)} events counted as dropped: {exc}")
-                    for row in batch.events:
-                        sid = row.get("session_id") or ""
-                        self.dropped[sid] = self.dropped.get(sid, 0) + 1
-                        self.dirty.add(sid)
+                self._count_dropped(await anyio.to_thread.run_sync(self._write, batch))
             if self.pending.events < BACKLOG_LOW:
                 self._backlog_drained.set()
 
@@ -317,10 +309,27 @@ class Daemon:
         self.dirty.clear()
 
     def _flush_now(self) -> None:
+        """The last write, at shutdown, outside the event loop."""
         self._publish_dirty()
-        if self.store and len(self.pending.batch):
-            self.store.write(self.pending.batch)
-            self.pending = Pending()
+        if len(self.pending.batch):
+            batch, self.pending = self.pending.batch, Pending()
+            self._count_dropped(self._write(batch))
+
+    def _write(self, batch: Batch) -> list[str]:
+        """One batch to the store (any thread); on failure (a full disk) it is logged, never fatal,
+        and the sessions of its events are returned so the caller counts them as dropped."""
+        assert self.store is not None
+        try:
+            self.store.write(batch)
+        except StoreError as exc:
+            self._log(f"store write failed, {len(batch.events)} events counted as dropped: {exc}")
+            return [row.get("session_id") or "" for row in batch.events]
+        return []
+
+    def _count_dropped(self, session_ids: list[str]) -> None:
+        for sid in session_ids:
+            self.dropped[sid] = self.dropped.get(sid, 0) + 1
+            self.dirty.add(sid)
 
     async def _spill_cleaner(self) -> None:
         """Remove spill files past their retention, at start and then hourly."""
@@ -345,7 +354,8 @@ class Daemon:
                     reap_orphans(self._own_children())
                     break
 
-    def _own_children(self) -> set[int]:  # noqa: D401 - reap_orphans also skips every session leader
+    def _own_children(self) -> set[int]:
+        """Children whose exit codes someone waits for (reap_orphans also skips every session leader)."""
         keep = {s.pid for s in self.sessions.values() if isinstance(s, LiveSession) and s.pid}
         if self.guardian:
             keep.add(self.guardian.pid)

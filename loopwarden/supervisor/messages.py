@@ -143,24 +143,26 @@ def force_next_no_progress(task: str, attempts: int) -> str:
     )
 
 
+_AUTHORITY = (
+    "You have FULL AUTHORITY to:\n"
+    "1. Remove or work around these blockers\n"
+    "2. Make necessary architectural changes\n"
+    "3. Skip unavailable dependencies temporarily\n"
+    "4. Create stub implementations if needed\n"
+    "5. Document blockers as technical debt for later\n\n"
+    "COMPLETE the task by any means necessary, then mark it done and move on."
+)
+
+
 def unblock_authority(task: str, blockers: list[str], attempts: int) -> str:
-    return (
-        f"UNBLOCK AUTHORITY GRANTED: Task {task} blocked by [{', '.join(blockers)}] after {attempts} attempts.\n\n"
-        "You have FULL AUTHORITY to:\n"
-        "1. Remove or work around these blockers\n"
-        "2. Make necessary architectural changes\n"
-        "3. Skip unavailable dependencies temporarily\n"
-        "4. Create stub implementations if needed\n"
-        "5. Document blockers as technical debt for later\n\n"
-        "COMPLETE the task by any means necessary, then mark it done and move on."
-    )
+    head = f"UNBLOCK AUTHORITY GRANTED: Task {task} blocked by [{', '.join(blockers)}] after {attempts} attempts."
+    return f"{head}\n\n{_AUTHORITY}"
 
 
 def operator_authority(task: str | None, note: str | None) -> str:
     scope = f"Task {task}" if task else "The current task"
-    text = unblock_authority(task or "(current)", ["as reported"], 0).split("\n", 1)[1]
     head = f"UNBLOCK AUTHORITY GRANTED by an operator: {scope}."
-    return head + ("\nOperator note: " + note if note else "") + "\n" + text
+    return head + ("\nOperator note: " + note if note else "") + "\n\n" + _AUTHORITY
 
 
 def escalate_human(task: str, attempts: int, reason: str) -> str:

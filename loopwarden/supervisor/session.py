@@ -339,7 +339,8 @@ class LiveSession:
         for verdict in verdicts:
             action = verdict.action
             if action == Action.TERMINATE:
-                await self._publish_after(self.stop(verdict.termination or Termination.OPERATOR, verdict.reason))
+                await self.stop(verdict.termination or Termination.OPERATOR, verdict.reason)
+                self._publish()
                 return
             if action == Action.BLOCK and type(event) is ToolCall:
                 block = verdict
@@ -366,10 +367,6 @@ class LiveSession:
             self.paused = True
         if any(v.gate_id for v in verdicts):
             self._wake.set()
-        self._publish()
-
-    async def _publish_after(self, awaitable: Any) -> None:
-        await awaitable
         self._publish()
 
     def _release_held(self) -> None:

@@ -75,6 +75,14 @@ class Harness:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
+    def attached(self, name: str, *command: str) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        """`loopwarden run --name NAME -- COMMAND` attached, as a user runs it, once its session runs."""
+        proc = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", name, "--", *command], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        snap = wait_for(lambda: next((s for s in self.request("list") if s["name"] == name
+                                      and s["state"] == "running"), None), what=f"session {name} to run")
+        return proc, snap
+
     def scenario(self, name: str, *sets: str) -> str:
         """Run a bundled scenario with the settings its header asks for."""
         from loopwarden.sessions.scripted import load_scenario

@@ -51,11 +51,7 @@ def test_plain_adapter_stores_output_and_enforces_the_output_budget(lw: Harness)
 
 
 def test_a_killed_client_leaves_the_session_running(lw: Harness) -> None:
-    attached = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", "longrun", "--", PY, "-c",
-                                 "import time; time.sleep(60)"], env=lw.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-    snap = wait_for(lambda: next((s for s in lw.request("list") if s["name"] == "longrun"
-                                  and s["state"] == "running"), None), what="the session to run")
+    attached, snap = lw.attached("longrun", PY, "-c", "import time; time.sleep(60)")
     attached.send_signal(signal.SIGKILL)
     attached.wait(10)
     time.sleep(0.5)  # give a (wrong) daemon the chance to react to the hang-up; the assertion is on state
@@ -66,11 +62,7 @@ def test_a_killed_client_leaves_the_session_running(lw: Harness) -> None:
 
 
 def test_ctrl_c_detaches_without_stopping_the_session(lw: Harness) -> None:
-    attached = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", "ctrlc", "--", PY, "-c",
-                                 "import time; time.sleep(60)"], env=lw.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-    snap = wait_for(lambda: next((s for s in lw.request("list") if s["name"] == "ctrlc"
-                                  and s["state"] == "running"), None), what="the session to run")
+    attached, snap = lw.attached("ctrlc", PY, "-c", "import time; time.sleep(60)")
     attached.send_signal(signal.SIGINT)
     _, err = attached.communicate(timeout=10)
     assert attached.returncode == 0
