@@ -140,7 +140,7 @@ class ConsoleApp(App[None]):
         status = self.query_one("#status", Static)
         if self.feed.error:
             status.update(f"[red]daemon: {self.feed.error}[/]")
-        elif self.feed._ready.is_set():
+        elif self.feed.ready:
             live = sum(1 for s in self.snapshots.values() if s.get("state") not in FINAL_STATES)
             gated = sum(1 for s in self.snapshots.values() if s.get("pending_gates"))
             status.update(f"{len(self.snapshots)} sessions, {live} live, {gated} waiting for a human"

@@ -15,8 +15,10 @@ BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the 
 class Feed:
     """Reads `subscribe` updates on a background thread into a bounded buffer the UI drains on a timer."""
 
-    def __init__(self, paths: Paths, *, events: bool = False, autostart: bool = True) -> None:
+    def __init__(self, paths: Paths, *, sessions: list[str] | None = None, events: bool = False,
+                 autostart: bool = True) -> None:
         self.paths = paths
+        self.only = sessions
         self.events = events
         self.autostart = autostart
         self.buffer: deque[dict[str, Any]] = deque(maxlen=BUFFER)
@@ -33,10 +35,15 @@ class Feed:
     def wait_ready(self, timeout: float = 15.0) -> bool:
         return self._ready.wait(timeout)
 
+    @property
+    def ready(self) -> bool:
+        """The first reply has arrived (or the connection failed, see `error`)."""
+        return self._ready.is_set()
+
     def _run(self) -> None:
         try:
             self._client = Client.connect(self.paths, autostart=self.autostart, name="console")
-            first, updates = self._client.subscribe(None, events=self.events)
+            first, updates = self._client.subscribe(self.only, events=self.events)
             self.sessions = list(first.get("sessions") or [])
             self._ready.set()
             for message in updates:
