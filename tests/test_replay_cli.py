@@ -25,7 +25,7 @@ def verdicts(proc: subprocess.CompletedProcess[bytes]) -> list[dict]:
 
 
 def test_demo_replays_the_bundled_example_and_explains_each_verdict(tmp_path: Path) -> None:
-    proc = lw("demo", env={"XDG_CACHE_HOME": str(tmp_path)})
+    proc = lw("demo", "--replay", env={"XDG_CACHE_HOME": str(tmp_path)})
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
     for rule in ("repetition", "same_error", "monologue", "validation", "alternation", "stall",

@@ -6,26 +6,34 @@ import sys
 
 import click
 
-from . import live, offline
+from . import demo, live, offline
 from .common import EXIT_USAGE, Fail
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             invoke_without_command=True)
 @click.version_option(package_name="loopwarden")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Supervise AI agent sessions: catch loops, stalls and runaway runs.
 
     \b
+    With no command, opens the live console (`loopwarden console`).
+
+    \b
     Start here:
-      loopwarden demo                              replay the bundled example and explain each verdict
+      loopwarden demo                              the console on scripted agents that loop in every way
+      loopwarden                                   the console on your own sessions
       loopwarden run -- python agent.py            supervise a command (Ctrl-C detaches)
       loopwarden ls / gates / approve s3:g1        see sessions, decide what waits for you
       loopwarden replay --format claude-code run.jsonl
       loopwarden config keys                       every setting, its default and what it accepts
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(live.console)
 
 
-for command in (offline.replay, offline.demo, offline.config, live.run, live.ls, live.status, live.logs,
+for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.inject, live.pause, live.resume,
                 live.kill, live.adopt, live.audit, live.console, live.serve, live.stop_daemon):
     main.add_command(command)

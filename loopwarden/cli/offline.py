@@ -98,10 +98,8 @@ _ACTION_STYLE = {
 }
 
 
-@click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON lines, like replay.")
-def demo(as_json: bool) -> None:
-    """Replay the bundled example session and explain every verdict.
+def replay_demo(as_json: bool) -> None:
+    """Replay the bundled example session and explain every verdict (`loopwarden demo --replay`).
 
     The example is a scripted agent that loops in every way loopwarden knows:
     repeated calls, the same error, alternation, monologue, malformed output,

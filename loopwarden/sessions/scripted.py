@@ -3,12 +3,13 @@
 It powers `loopwarden`'s demo and the live-session tests: no model, no API key,
 no network, the same stream every time.
 
-    python -m loopwarden.sessions.scripted SCENARIO [--speed X] [--no-handshake]
+    python -m loopwarden.sessions.scripted SCENARIO [--speed X] [--pace S] [--no-handshake]
     python -m loopwarden.sessions.scripted --list
 
 SCENARIO is the name of a bundled scenario (`repetition`, `healthy`, ...; see
 `--list`) or the path of a scenario file. `--speed 2` halves every sleep (and
-every `takes`); `--speed inf` skips them. `--no-handshake` overrides the
+every `takes`); `--speed inf` skips them. `--pace 0.5` waits half a second
+before every line the agent writes, so a person can watch it (the demo). `--no-handshake` overrides the
 header and runs the agent observed-only.
 
 Scenario files
@@ -425,12 +426,13 @@ class Inbox:
 class ScriptedAgent:
     """Runs one scenario against a supervisor on stdin/stdout."""
 
-    def __init__(self, scenario: Scenario, *, speed: float = 1.0, handshake: bool | None = None,
+    def __init__(self, scenario: Scenario, *, speed: float = 1.0, pace: float = 0.0, handshake: bool | None = None,
                  stdin_fd: int | None = 0, stdout: BinaryIO | None = None, stderr: TextIO | None = None) -> None:
         if not speed > 0:
             raise ValueError("speed must be > 0")
         self.scenario = scenario
         self.speed = speed
+        self.pace = pace
         self.handshake = scenario.handshake if handshake is None else handshake
         self.out = stdout if stdout is not None else sys.stdout.buffer
         self.err = stderr if stderr is not None else sys.stderr
@@ -498,6 +500,8 @@ class ScriptedAgent:
         return waited
 
     def _step(self, kind: str, step: dict[str, Any], i: int) -> bool:
+        if self.pace and kind in ("emit", "raw", "call"):
+            self._sleep_real(self.pace)
         if kind == "emit":
             self.emit(_substitute(step["emit"], self.calls, i))
             return False
@@ -588,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Scenario format: see the module docstring (python -m pydoc loopwarden.sessions.scripted).")
     parser.add_argument("scenario", nargs="?", help="a bundled scenario name or a scenario file")
     parser.add_argument("--speed", type=_speed, default=1.0, help="divide every sleep by this (default 1)")
+    parser.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
+                        help="wait this long before every line the agent writes (a watchable demo; default 0)")
     parser.add_argument("--no-handshake", action="store_true", help="observed only, whatever the header says")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     args = parser.parse_args(argv)
@@ -607,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         print(f"{PREFIX}error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    agent = ScriptedAgent(scenario, speed=args.speed, handshake=False if args.no_handshake else None)
+    agent = ScriptedAgent(scenario, speed=args.speed, pace=max(0.0, args.pace),
+                          handshake=False if args.no_handshake else None)
 
     def on_sigterm(signum: int, frame: Any) -> None:
         # The supervisor writes `stop` just before SIGTERM: give the reader thread a moment to see it.

@@ -1,227 +1,359 @@
-"""The operator console: every session at a glance, live from the daemon."""
+"""The operator console: every session at a glance, live from the daemon, acted on from the keyboard."""
 
 from __future__ import annotations
 
-import time
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Footer, Header, Label, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..supervisor.client import DaemonError
-from ..supervisor.config import format_duration
 from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
+from .dialogs import AskText, Confirm, Launch
 from .feed import Feed
+from .gates import GatesQueue
+from .help import Help
+from .session_table import SORTS, SessionTable, needs_human, session_number
 
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 
-COLUMNS = (("id", "ID"), ("name", "NAME"), ("adapter", "ADAPTER"), ("state", "STATE"), ("runtime", "RUNTIME"),
-           ("calls", "CALLS"), ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"),
-           ("gates", "GATES"), ("cpu", "CPU"), ("mem", "MEM"), ("reason", "ENDED"))
+MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
+            "launch"}
 
-_STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
-                "exited": "dim", "terminated": "red", "lost": "red", "starting": "cyan"}
-
-
-def _counter(snap: dict[str, Any], name: str) -> Text:
-    value, limit = (snap.get("counters") or {}).get(name, [0, 0])
-    text = f"{value:g}/{limit:g}" if limit else f"{value:g}"
-    ratio = value / limit if limit else 0
-    return Text(text, style="bold red" if ratio >= 1 else "yellow" if ratio >= 0.6 else "")
-
-
-def row_cells(snap: dict[str, Any]) -> dict[str, Any]:
-    """The cells of one session's row, by column key."""
-    state = str(snap.get("state") or "?")
-    limit = snap.get("max_runtime") or 0
-    elapsed = snap.get("runtime") or 0
-    if state not in FINAL_STATES and snap.get("started_at"):
-        elapsed = max(elapsed, time.time() - snap["started_at"])  # a quiet session publishes nothing
-    runtime = format_duration(elapsed) + (f"/{format_duration(limit)}" if limit else "")
-    gates = len(snap.get("pending_gates") or [])
-    rss = snap.get("rss") or 0
-    return {
-        "id": Text(("! " if gates else "  ") + str(snap.get("id")), style="bold magenta" if gates else ""),
-        "name": str(snap.get("name") or "")[:24],
-        "adapter": str(snap.get("adapter") or ""),
-        "state": Text(state, style=_STATE_STYLE.get(state, "")),
-        "runtime": runtime,
-        "calls": str(snap.get("tool_calls") or 0),
-        "repetition": _counter(snap, "identical_calls"),
-        "validation": _counter(snap, "validation"),
-        "loop": _counter(snap, "loop"),
-        "gates": Text(str(gates), style="bold magenta" if gates else "dim"),
-        "cpu": f"{snap.get('cpu_percent') or 0:.0f}%",
-        "mem": f"{rss / (1 << 20):.0f}M" if rss else "-",
-        "reason": str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else "")),
-    }
+SESSION_KEYS = [
+    Binding("enter", "open_detail", "Open", id="open", show=False),
+    Binding("g", "gates", "Gates", id="gates"),
+    Binding("slash", "filter", "Filter", id="filter"),
+    Binding("s", "sort", "Sort", id="sort"),
+]
+ACTION_KEYS = [
+    Binding("a", "approve", "Approve", id="approve"),
+    Binding("w", "approve_with_guidance", "Approve+guidance", id="guidance", show=False),
+    Binding("d", "deny", "Deny", id="deny", show=False),
+    Binding("u", "grant", "Grant authority", id="grant", show=False),
+    Binding("x", "reset", "Reset counters", id="reset", show=False),
+    Binding("i", "inject", "Inject", id="inject", show=False),
+    Binding("p", "pause", "Pause", id="pause", show=False),
+    Binding("r", "resume", "Resume", id="resume", show=False),
+    Binding("k", "kill", "Kill", id="kill"),
+    Binding("n", "launch", "New", id="launch"),
+]
+GENERAL_KEYS = [
+    Binding("question_mark", "help", "Help", id="help"),
+    Binding("q", "quit", "Quit", id="quit"),
+]
 
 
-class Confirm(ModalScreen[bool]):
-    """A yes/no question for destructive keys."""
+class FilterBox(Input):
+    """The filter line: typing filters live, enter keeps the filter, escape clears it."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+    BINDINGS = [Binding("escape", "clear", "Clear filter")]
 
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
+    def action_clear(self) -> None:
+        self.value = ""
+        self.display = False
+        self.screen.query_one(SessionTable).focus()
+
+
+class Sessions(Screen[None]):
+    """The main screen: the sessions table, a filter line and a status line."""
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(self.question)
-            yield Button("Yes (y)", id="yes", variant="error")
-            yield Button("No (n)", id="no")
-
-    @on(Button.Pressed)
-    def pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, value: bool) -> None:
-        self.dismiss(value)
+        yield Header()
+        yield SessionTable(id="sessions")
+        yield FilterBox(placeholder="filter: words to match, ! for sessions that need a human", id="filter")
+        yield Static("connecting to the daemon…", id="status")
+        yield Footer()
 
 
 class ConsoleApp(App[None]):
-    """k9s for agents: a live table of sessions, single-key actions, confirmation on destructive keys."""
+    """k9s for agents: a live table of sessions, a gates queue, single-key actions, confirmation on destructive keys."""
 
     TITLE = "loopwarden"
-    CSS = """
-    #status { height: 1; padding: 0 1; color: $text-muted; }
-    Confirm { align: center middle; }
-    #dialog { width: 60; height: auto; border: thick $error; padding: 1 2; background: $surface; }
-    """
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("k", "kill", "Kill", id="kill"),
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("r", "resume", "Resume", id="resume"),
-        Binding("a", "approve", "Approve gate", id="approve"),
-    ]
+    CSS_PATH = "console.tcss"
+    BINDINGS = SESSION_KEYS + ACTION_KEYS + GENERAL_KEYS
 
-    def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True) -> None:
+    def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
+                 title: str | None = None) -> None:
         super().__init__()
         self.paths = paths
         self.read_only = read_only
         self.feed = Feed(paths, autostart=autostart)
         self.snapshots: dict[str, dict[str, Any]] = {}
-        self._shown: dict[str, dict[str, Any]] = {}
+        self.gates: list[dict[str, Any]] = []
+        self._gate_refs: frozenset[str] | None = None
+        self._known_gates: set[str] | None = None
+        if title:
+            self.sub_title = title
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
-        yield Static("connecting to the daemon…", id="status")
-        yield Footer()
+    def get_default_screen(self) -> Screen[Any]:
+        return Sessions()
 
     def on_mount(self) -> None:
-        table = self.query_one("#sessions", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
         self.feed.start()
         self.set_interval(DRAW_SECONDS, self.draw)
 
     def on_unmount(self) -> None:
         self.feed.close()
 
+    @property
+    def main(self) -> Screen[Any]:
+        return self.screen_stack[0]
+
+    @property
+    def table(self) -> SessionTable:
+        return self.main.query_one(SessionTable)
+
+    # ---- live data ----------------------------------------------------------
     def draw(self) -> None:
         """Apply what the feed buffered since the last tick, in one batch, by row key."""
-        if self.feed.sessions and not self.snapshots:
+        if not self.feed.ready:
+            return
+        changed: set[str] = set()
+        if self.feed.sessions:
             for snap in self.feed.sessions:
                 self.snapshots[snap["id"]] = snap
-        changed = {m["session"] for m in self.feed.drain() if m.get("kind") == "session" and self._keep(m)}
-        changed |= {sid for sid, snap in self.snapshots.items() if snap.get("state") not in FINAL_STATES}
-        if self.feed.sessions or changed:
-            self.feed.sessions = []
             changed |= set(self.snapshots)
-        status = self.query_one("#status", Static)
+            self.feed.sessions = []
+        for message in self.feed.drain():
+            data = message.get("data") or {}
+            if message.get("kind") == "session" and data.get("id"):
+                self.snapshots[data["id"]] = data
+                changed.add(data["id"])
+        changed |= {sid for sid, snap in self.snapshots.items() if snap.get("state") not in FINAL_STATES}
+        with self.batch_update():
+            self.table.show(self.snapshots, changed)
+            self._status()
+        refs = frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
+                         for g in s.get("pending_gates") or [])
+        if refs != self._gate_refs:
+            self._gate_refs = refs
+            self.load_gates()
+
+    def _status(self) -> None:
+        status = self.main.query_one("#status", Static)
         if self.feed.error:
             status.update(f"[red]daemon: {self.feed.error}[/]")
-        elif self.feed.ready:
-            live = sum(1 for s in self.snapshots.values() if s.get("state") not in FINAL_STATES)
-            gated = sum(1 for s in self.snapshots.values() if s.get("pending_gates"))
-            status.update(f"{len(self.snapshots)} sessions, {live} live, {gated} waiting for a human"
-                          + ("  [yellow]read-only[/]" if self.read_only else ""))
-        if not changed:
             return
-        table = self.query_one("#sessions", DataTable)
-        with self.batch_update():
-            for sid in sorted(changed, key=lambda s: int(s[1:]) if s[1:].isdigit() else 0):
-                cells = row_cells(self.snapshots[sid])
-                shown = self._shown.get(sid)
-                if shown is None:
-                    table.add_row(*cells.values(), key=sid)
-                else:
-                    for key, value in cells.items():
-                        if shown.get(key) != value:  # only the cells that changed
-                            table.update_cell(sid, key, value, update_width=True)
-                self._shown[sid] = cells
-
-    def _keep(self, message: dict[str, Any]) -> bool:
-        data = message.get("data") or {}
-        if data.get("id"):
-            self.snapshots[data["id"]] = data
-            return True
-        return False
-
-    # ---- actions on the selected session ------------------------------------
-    def selected(self) -> dict[str, Any] | None:
-        table = self.query_one("#sessions", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return self.snapshots.get(str(key))
-
-    def _mutating(self) -> dict[str, Any] | None:
+        snaps = self.snapshots.values()
+        live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
+        human = sum(1 for s in snaps if needs_human(s))
+        table = self.table
+        parts = [f"{len(self.snapshots)} sessions, {live} live",
+                 f"[bold magenta]{human} waiting for a human (g)[/]" if human else "none waiting for a human"]
+        if table.filter_text:
+            parts.append(f"filter: {table.filter_text!r}, {table.row_count} shown")
+        parts.append(f"sort: {table.sort_by}")
         if self.read_only:
-            self.notify("read-only console: actions are disabled", severity="warning")
+            parts.append("[yellow]read-only[/]")
+        status.update("  ·  ".join(parts))
+
+    @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
+    def load_gates(self) -> None:
+        """Read the pending gates with their evidence (the snapshots carry only their ids)."""
+        try:
+            gates = self.feed.request("gates")
+        except (DaemonError, OSError):
+            return
+        self.call_from_thread(self._gates_loaded, gates)
+
+    def _gates_loaded(self, gates: list[dict[str, Any]]) -> None:
+        self.gates = gates
+        refs = {g["ref"] for g in gates}
+        if self._known_gates is None:
+            if gates:
+                self.notify(f"{len(gates)} gate(s) waiting for a human: press g", title="gates", timeout=6)
+        else:
+            for gate in gates:
+                if gate["ref"] not in self._known_gates:
+                    self.notify(f"{gate.get('name')}: {gate.get('reason')}", title=f"gate {gate['ref']} opened",
+                                severity="warning", timeout=8)
+                    self.bell()
+        self._known_gates = refs
+
+    # ---- what an action applies to -----------------------------------------
+    def target(self) -> dict[str, Any] | None:
+        """The session an action applies to: the gate's, the detail's, or the table's selection."""
+        screen = self.screen
+        if isinstance(screen, GatesQueue):
+            gate = screen.selected()
+            return self.snapshots.get(gate["session"]) if gate else None
+        sid = getattr(screen, "session_id", None) or self.table.selected_id()
+        return self.snapshots.get(sid) if sid else None
+
+    def target_gate(self) -> str | None:
+        if isinstance(self.screen, GatesQueue):
+            gate = self.screen.selected()
+            return gate["ref"] if gate else None
+        snap = self.target()
+        pending = (snap or {}).get("pending_gates") or []
+        return f"{snap['id']}:{pending[0]}" if snap and pending and needs_human(snap) else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("filter", "sort", "open_detail"):
+            return isinstance(self.screen, Sessions)
+        return True
+
+    def _allowed(self, what: str) -> bool:
+        if self.read_only:
+            self.notify(f"read-only console: {what} is disabled", severity="warning")
+            return False
+        return True
+
+    def _session(self, what: str) -> dict[str, Any] | None:
+        if not self._allowed(what):
             return None
-        snap = self.selected()
+        snap = self.target()
         if snap is None:
             self.notify("no session selected", severity="warning")
         return snap
 
-    def action_kill(self) -> None:
-        snap = self._mutating()
-        if snap is None:
+    def _gate(self, what: str) -> str | None:
+        if not self._allowed(what):
+            return None
+        ref = self.target_gate()
+        if ref is None:
+            self.notify("no gate is waiting here", severity="warning")
+        return ref
+
+    def _confirm(self, question: str, then: Callable[[], None]) -> None:
+        self.push_screen(Confirm(question), lambda yes: then() if yes else None)
+
+    # ---- views ----------------------------------------------------------------
+    @on(DataTable.RowSelected, "#sessions")
+    def action_open_detail(self) -> None:
+        sid = self.table.selected_id()
+        if sid is None:
             return
+        from .detail import SessionDetail
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.act("kill", session=snap["id"], note="killed from the console")
+        self.push_screen(SessionDetail(self.paths, sid, snapshot_of=self.snapshots.get))
 
-        self.push_screen(Confirm(f"Kill session {snap['id']} ({snap.get('name')})?"), answered)
+    def action_gates(self) -> None:
+        if not isinstance(self.screen, GatesQueue):
+            self.push_screen(GatesQueue(lambda: self.gates))
+
+    def action_filter(self) -> None:
+        box = self.main.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        self.table.filter_text = event.value
+        self.table.rebuild(self.snapshots)
+        self._status()
+
+    @on(Input.Submitted, "#filter")
+    def filter_done(self) -> None:
+        box = self.main.query_one("#filter", Input)
+        box.display = bool(box.value)
+        self.table.focus()
+
+    def action_sort(self) -> None:
+        order = list(SORTS)
+        nxt = order[(order.index(self.table.sort_by) + 1) % len(order)]
+        self.table.resort(self.snapshots, nxt)
+        self._status()
+        self.notify(f"sorted by {nxt}", timeout=2)
+
+    def action_help(self) -> None:
+        sections = [("Sessions", SESSION_KEYS), ("Gates and sessions", ACTION_KEYS), ("Anywhere", GENERAL_KEYS)]
+        screen_keys = [b for b in getattr(self.screen, "BINDINGS", []) if isinstance(b, Binding)]
+        if screen_keys and not isinstance(self.screen, Sessions):
+            sections.insert(0, (f"This view ({type(self.screen).__name__})", screen_keys))
+        self.push_screen(Help(sections, self.read_only))
+
+    # ---- actions --------------------------------------------------------------
+    def action_approve(self) -> None:
+        ref = self._gate("approving")
+        if ref:
+            self.act("approve", gate=ref)
+
+    def action_approve_with_guidance(self) -> None:
+        ref = self._gate("approving")
+        if ref:
+            self.push_screen(AskText(f"Approve {ref} with guidance for the agent:", "what the agent should do next"),
+                             lambda text: self.act("approve", gate=ref, note=text) if text else None)
+
+    def action_deny(self) -> None:
+        ref = self._gate("denying")
+        if ref:
+            self._confirm(f"Deny {ref}? The session will be terminated (loop_gate_denied).",
+                          lambda: self.act("deny", gate=ref, note="denied from the console"))
+
+    def action_grant(self) -> None:
+        snap = self._session("granting authority")
+        if snap:
+            self._confirm(f"Grant session {snap['id']} ({snap.get('name')}) unblock authority?",
+                          lambda: self.act("grant", session=snap["id"], note="granted from the console"))
+
+    def action_reset(self) -> None:
+        snap = self._session("resetting counters")
+        if snap:
+            self._confirm(f"Reset every loop counter of session {snap['id']} ({snap.get('name')})?",
+                          lambda: self.act("reset", session=snap["id"], note="reset from the console"))
+
+    def action_inject(self) -> None:
+        snap = self._session("injecting")
+        if snap:
+            self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"),
+                             lambda text: self.act("inject", session=snap["id"], text=text) if text else None)
 
     def action_pause(self) -> None:
-        snap = self._mutating()
-        if snap is not None:
+        snap = self._session("pausing")
+        if snap:
             self.act("pause", session=snap["id"])
 
     def action_resume(self) -> None:
-        snap = self._mutating()
-        if snap is not None:
+        snap = self._session("resuming")
+        if snap:
             self.act("resume", session=snap["id"])
 
-    def action_approve(self) -> None:
-        snap = self._mutating()
-        if snap is None:
-            return
-        gates = snap.get("pending_gates") or []
-        if not gates:
-            self.notify(f"session {snap['id']} has no gate waiting", severity="warning")
-            return
-        self.act("approve", gate=f"{snap['id']}:{gates[0]}")
+    def action_kill(self) -> None:
+        snap = self._session("killing")
+        if snap:
+            self._confirm(f"Kill session {snap['id']} ({snap.get('name')})?",
+                          lambda: self.act("kill", session=snap["id"], note="killed from the console"))
+
+    def action_launch(self) -> None:
+        if self._allowed("launching"):
+            self.push_screen(Launch(), self._launch)
+
+    def _launch(self, spec: dict[str, Any] | None) -> None:
+        if spec:
+            self.act("run", spec={**spec, "cwd": os.getcwd(), "env": dict(os.environ)})
 
     @work(thread=True, exit_on_error=False)
     def act(self, op: str, **fields: Any) -> None:
-        """Send one request to the daemon off the UI thread; the result comes back as a notification."""
+        """Send one request to the daemon off the UI thread; the outcome comes back as a notification."""
         try:
-            self.feed.request(op, **fields)
+            result = self.feed.request(op, **fields)
         except (DaemonError, OSError) as exc:
             self.call_from_thread(self.notify, f"{op}: {exc}", severity="error")
             return
-        target = fields.get("session") or fields.get("gate")
-        self.call_from_thread(self.notify, f"{op} {target}: done")
+        target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
+        self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette offers every key's action, with its key as a reminder."""
+        yield from super().get_system_commands(screen)
+        for binding in SESSION_KEYS + ACTION_KEYS:
+            if self.check_action(binding.action, ()) and not (self.read_only and binding.action in MUTATING):
+                yield SystemCommand(binding.description, f"key {binding.key.replace('slash', '/')}",
+                                    lambda a=binding.action: self.run_action(a))
+        ordered = sorted(self.snapshots.values(), key=lambda s: session_number(str(s.get("id"))))
+        for snap in ordered[-50:]:
+            yield SystemCommand(f"Open {snap['id']} {snap.get('name')}", f"detail of a {snap.get('state')} session",
+                                lambda sid=snap["id"]: self._open(sid))
+
+    def _open(self, sid: str) -> None:
+        if sid in self.table.rows:
+            self.table.move_cursor(row=self.table.get_row_index(sid))
+            self.action_open_detail()

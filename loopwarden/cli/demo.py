@@ -1,0 +1,75 @@
+"""`loopwarden demo`: the console on an isolated daemon running every bundled scenario."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..sessions.demo import DEMO_SESSIONS, demo_home, demo_paths, demo_specs
+from ..supervisor.client import Client, DaemonError
+from ..supervisor.paths import HOME_ENV
+from ..supervisor.verdicts import FINAL_STATES
+from .common import DaemonFail
+from .offline import replay_demo
+
+
+@click.command()
+@click.option("--again", is_flag=True, help="Launch a new round of demo sessions even if some are still live.")
+@click.option("--stop", is_flag=True, help="Stop the demo daemon and its sessions, then exit.")
+@click.option("--no-console", is_flag=True, help="Launch the sessions and print their ids; do not open the console.")
+@click.option("--read-only", is_flag=True, help="Open the console watch-only.")
+@click.option("--replay", is_flag=True, help="Instead: replay the bundled example offline and explain each verdict.")
+@click.option("--json", "as_json", is_flag=True, help="With --replay: print verdicts as JSON lines.")
+def demo(again: bool, stop: bool, no_console: bool, read_only: bool, replay: bool, as_json: bool) -> None:
+    """Every behaviour of loopwarden, live, with no API key: the console on the demo daemon.
+
+    The demo has a daemon, database and spill directory of its own (under the
+    user data directory, e.g. ~/.local/share/loopwarden/demo), apart from your
+    real sessions. It runs the bundled scripted agents, paced so you can follow
+    them: repeated calls, the same error, alternation, malformed output, a
+    stall, a huge output, a loop that opens a gate, an agent asking for a
+    human, a blocked task, a run that hits its time limit, a healthy session.
+
+    Quitting the console leaves them running; `loopwarden demo` again shows
+    them as they are, and launches a new round only when none is live.
+
+    \b
+    Examples:
+      loopwarden demo                 open the console (press ? for every key)
+      loopwarden demo --again         a fresh round of sessions
+      loopwarden demo --stop          stop the demo daemon
+      loopwarden demo --replay        the offline version: one stream, every verdict explained
+    """
+    if replay:
+        replay_demo(as_json)
+        return
+    home = demo_home()
+    os.environ[HOME_ENV] = str(home)  # the daemon this starts, and everything it runs, use the demo's profile
+    paths = demo_paths(home)
+    if stop:
+        try:
+            client = Client.connect(paths, autostart=False, name="cli")
+        except (DaemonError, OSError):
+            click.echo("the demo daemon is not running")
+            return
+        with client:
+            result = client.request("shutdown", note="loopwarden demo --stop")
+        click.echo(f"demo daemon stopping; {result['sessions']} live session(s) stopped with it")
+        return
+    try:
+        with Client.connect(paths, autostart=True, name="cli") as client:
+            sessions = client.request("list")
+            live = [s for s in sessions if s.get("state") not in FINAL_STATES]
+            if again or not live:
+                started = [client.request("run", spec=spec)["id"] for spec in demo_specs(home)]
+                click.echo(f"loopwarden demo: started {len(started)} sessions ({', '.join(started)})", err=True)
+    except DaemonError as exc:
+        raise DaemonFail(f"demo daemon: {exc}") from None
+    except OSError as exc:
+        raise DaemonFail(f"cannot use the demo directory {home}: {exc.strerror or exc}") from None
+    if no_console:
+        return
+    from ..widgets.app import ConsoleApp
+
+    ConsoleApp(paths, read_only=read_only, title=f"demo · {len(DEMO_SESSIONS)} scripted agents").run()

@@ -1,0 +1,107 @@
+"""The gates queue: every pending gate across all sessions, oldest first, with the evidence that opened it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from ..supervisor.config import format_duration
+
+DRAW_SECONDS = 0.25
+
+
+def evidence_text(gate: dict[str, Any]) -> Text:
+    """The gate's reason and its evidence, one fact per line."""
+    out = Text()
+    out.append(f"{gate.get('ref')}  ", style="bold magenta")
+    out.append(f"{gate.get('name') or ''}  rule {gate.get('rule')}\n", style="bold")
+    out.append(f"{gate.get('reason') or ''}\n\n")
+    evidence = gate.get("evidence") or {}
+    for key, value in (evidence.items() if isinstance(evidence, dict) else [("evidence", evidence)]):
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out.append(f"{key}:\n", style="bold")
+            for i, item in enumerate(value, 1):
+                out.append(f"  {i:>2}. " + ", ".join(f"{k}={_short(v)}" for k, v in item.items()) + "\n")
+        else:
+            out.append(f"{key}: ", style="bold")
+            out.append(_short(value, 400) + "\n")
+    return out
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class GatesQueue(Screen[None]):
+    """Pending gates, oldest first; the app's gate keys act on the highlighted one."""
+
+    BINDINGS = [Binding("escape,g", "app.pop_screen", "Sessions", id="back")]
+
+    def __init__(self, gates_of: Callable[[], list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self.gates_of = gates_of
+        self._refs: tuple[str, ...] = ()
+        self._by_ref: dict[str, dict[str, Any]] = {}
+        self._evidence_of: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="gates", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="evidence-box"):
+            yield Static("No gate is waiting.", id="evidence")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#gates", DataTable)
+        for key, label in (("ref", "GATE"), ("name", "SESSION"), ("rule", "RULE"), ("age", "WAITING"),
+                           ("reason", "REASON")):
+            table.add_column(label, key=key)
+        self.draw()
+        self.set_interval(DRAW_SECONDS, self.draw)
+
+    def draw(self) -> None:
+        gates = self.gates_of()
+        table = self.query_one("#gates", DataTable)
+        refs = tuple(g["ref"] for g in gates)
+        self._by_ref = {g["ref"]: g for g in gates}
+        now = time.time()
+        if refs != self._refs:
+            selected = self.selected()
+            table.clear()
+            for gate in gates:
+                table.add_row(gate["ref"], gate.get("name") or "", gate.get("rule") or "", "",
+                              _short(gate.get("reason") or "", 90), key=gate["ref"])
+            self._refs = refs
+            if selected is not None and selected["ref"] in table.rows:
+                table.move_cursor(row=table.get_row_index(selected["ref"]))
+        for gate in gates:
+            table.update_cell(gate["ref"], "age", format_duration(max(0.0, now - (gate.get("opened_at") or now))))
+        self.show_evidence()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_evidence()
+
+    def show_evidence(self) -> None:
+        gate = self.selected()
+        if gate is self._evidence_of and gate is not None:
+            return
+        self._evidence_of = gate
+        box = self.query_one("#evidence", Static)
+        box.update(evidence_text(gate) if gate else "No gate is waiting.")
+
+    def selected(self) -> dict[str, Any] | None:
+        table = self.query_one("#gates", DataTable)
+        if not table.row_count:
+            return None
+        ref = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self._by_ref.get(str(ref))
