@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from textual import on, work
@@ -76,7 +77,7 @@ class ConsoleApp(App[None]):
     """k9s for agents: a live table of sessions, a gates queue, single-key actions, confirmation on destructive keys."""
 
     TITLE = "loopwarden"
-    CSS_PATH = "console.tcss"
+    CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # absolute: subclasses live elsewhere
     BINDINGS = SESSION_KEYS + ACTION_KEYS + GENERAL_KEYS
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,

@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
-
 import pytest
 from textual.widgets import DataTable
 
 from loopwarden.widgets.app import ConsoleApp
+from tests.console.helpers import cell, until
 from tests.live.live_harness import PY, Harness
 
 pytestmark = pytest.mark.anyio  # async tests run on anyio's pytest plugin (asyncio backend)
-
-
-async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Let the app run until `condition()` holds (never a fixed sleep standing in for it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
-
-
-def cell(app: ConsoleApp, sid: str, column: str) -> str:
-    table = app.query_one("#sessions", DataTable)
-    if sid not in table.rows:
-        return ""
-    return str(table.get_cell(sid, column))
 
 
 async def test_sessions_appear_live_with_their_state(lw: Harness) -> None:
@@ -78,7 +57,7 @@ async def test_read_only_refuses_every_mutating_key(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, read_only=True, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the running row")
-        for key in ("k", "p", "a"):
+        for key in ("k", "p", "r", "a", "w", "d", "u", "x", "i", "n"):
             await pilot.press(key)
         await pilot.pause(0.3)
         assert not app.screen_stack[1:]  # no confirmation was even offered

@@ -1,0 +1,48 @@
+"""Pilot helpers shared by the console tests: wait on a condition, read a table cell."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.widgets import DataTable
+
+from loopwarden.widgets.app import ConsoleApp
+
+
+async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Let the app run until `condition()` holds (never a fixed sleep standing in for it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def cell(app: ConsoleApp, sid: str, column: str) -> str:
+    """The text of one cell of the sessions table, or "" when the session has no row."""
+    table = app.query_one("#sessions", DataTable) if not app.screen_stack[1:] else app.table
+    if sid not in table.rows:
+        return ""
+    return str(table.get_cell(sid, column))
+
+
+class RecordingConsole(ConsoleApp):
+    """The real console, also keeping every notification it showed and counting terminal bells."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notices: list[str] = []
+        self.bells = 0
+
+    def notify(self, message: str, *, title: str = "", **kwargs: Any) -> None:  # type: ignore[override]
+        self.notices.append(f"{title} {message}".strip())
+        super().notify(message, title=title, **kwargs)
+
+    def bell(self) -> None:
+        self.bells += 1
+        super().bell()

@@ -1,0 +1,212 @@
+"""Every console action against a real daemon with scripted sessions, driven by Textual's Pilot."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable, Input, Static
+
+from loopwarden.widgets.dialogs import AskText, Confirm, Launch
+from loopwarden.widgets.gates import GatesQueue
+from loopwarden.widgets.help import Help
+from tests.console.helpers import RecordingConsole, cell, until
+from tests.live.live_harness import PY, Harness, wait_for
+
+pytestmark = pytest.mark.anyio
+
+SIZE = (160, 40)
+
+
+def console_actions(lw: Harness, sid: str) -> list[dict]:
+    return [a for a in lw.request("actions", session=sid) if a["client"].startswith("console pid ")]
+
+
+def agent_heard(lw: Harness, sid: str, text: str) -> bool:
+    """The scripted agent logs every stdin line it reads to stderr, stored as log records."""
+    return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
+
+
+async def select(pilot, app: RecordingConsole, sid: str) -> None:
+    await until(pilot, lambda: sid in app.table.rows, what=f"the row of {sid}")
+    app.table.move_cursor(row=app.table.get_row_index(sid))
+
+
+async def open_gates(pilot, app: RecordingConsole, ref: str) -> GatesQueue:
+    await until(pilot, lambda: ref in {g["ref"] for g in app.gates}, what=f"gate {ref} in the console")
+    await pilot.press("g")
+    screen = await until(pilot, lambda: app.screen if isinstance(app.screen, GatesQueue) else None, what="the queue")
+    await until(pilot, lambda: ref in screen.query_one("#gates", DataTable).rows, what=f"{ref} in the queue")
+    return screen
+
+
+async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_the_agent(lw: Harness) -> None:
+    sid = lw.scenario("loop_gate")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_gates(pilot, app, ref)
+        evidence = str(screen.query_one("#evidence", Static).render())
+        assert ref in evidence and "loop_counter" in evidence and "T-3" in evidence
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, AskText), what="the guidance dialog")
+        await pilot.press(*"seed the users table first")
+        await pilot.press("enter")
+        await until(pilot, lambda: ref not in screen.query_one("#gates", DataTable).rows, what="the gate to go")
+    [approve] = console_actions(lw, sid)
+    assert (approve["action"], approve["target"], approve["note"]) == ("approve", ref.split(":")[1],
+                                                                       "seed the users table first")
+    guidance = [v for v in lw.verdicts(sid) if v["rule"] == "operator"]
+    assert guidance and "seed the users table first" in guidance[0]["message"]
+
+
+async def test_deny_asks_first_then_terminates_the_session(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_gates(pilot, app, ref)
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
+        assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: lw.status(sid)["state"] == "terminated", what="the denial")
+    assert lw.status(sid)["termination"] == "loop_gate_denied"
+    assert [a["action"] for a in console_actions(lw, sid)] == ["deny"]
+
+
+async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Harness) -> None:
+    sid = lw.scenario("loop_gate")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the grant confirmation")
+        await pilot.press("y")
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the reset confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: len(console_actions(lw, sid)) == 2, what="grant and reset")
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, AskText), what="the inject dialog")
+        await pilot.press(*"look at the seed data", "enter")
+        await until(pilot, lambda: len(console_actions(lw, sid)) == 3, what="the injection")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["grant", "reset", "inject"]
+    assert lw.status(sid)["counters"]["loop"][0] == 0
+    wait_for(lambda: agent_heard(lw, sid, "look at the seed data") and agent_heard(lw, sid, "authority"),
+             what="the agent to read the injected lines")
+
+
+async def test_pause_then_resume_the_selected_session(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("p")
+        await until(pilot, lambda: cell(app, sid, "state") == "paused", what="the pause")
+        await pilot.press("r")
+        await until(pilot, lambda: cell(app, sid, "state") == "running", what="the resume")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["pause", "resume"]
+    lw.request("kill", session=sid)
+
+
+async def test_launch_starts_a_session_from_the_modal(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.ready, what="the feed")
+        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
+        dialog.query_one("#command", Input).value = f"{sys.executable} -m loopwarden.sessions.scripted healthy"
+        dialog.query_one("#name", Input).value = "from-the-console"
+        await pilot.press("enter")
+        row = await until(pilot, lambda: next((s for s, snap in app.snapshots.items()
+                                               if snap.get("name") == "from-the-console"), None), what="the row")
+        await until(pilot, lambda: cell(app, row, "state") == "exited", what="the healthy run to end")
+    [run] = console_actions(lw, row)
+    assert run["action"] == "run"
+
+
+async def test_launch_refuses_an_empty_command_with_a_message(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
+        await pilot.press("enter")
+        assert isinstance(app.screen, Launch)
+        assert "command" in str(dialog.query_one("#error").render())
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Launch), what="the dialog to close")
+    assert lw.request("list") == []
+
+
+async def test_filter_keeps_matching_rows_and_escape_brings_all_back(lw: Harness) -> None:
+    first = lw.scenario("healthy")
+    second = lw.scenario("repetition")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: {first, second} <= set(app.table.rows), what="both rows")
+        await pilot.press("slash", *"repet")
+        await until(pilot, lambda: set(app.table.rows) == {second}, what="the filter")
+        await pilot.press("escape")
+        await until(pilot, lambda: set(app.table.rows) == {first, second}, what="every row again")
+
+
+async def test_sort_by_attention_puts_the_session_waiting_for_a_human_first(lw: Harness) -> None:
+    healthy = lw.scenario("healthy")
+    gated = lw.scenario("gate_request")
+    lw.wait_state(gated, "gated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: {healthy, gated} <= set(app.table.rows), what="both rows")
+        assert app.table.get_row_index(healthy) < app.table.get_row_index(gated)
+        await pilot.press("s")
+        await until(pilot, lambda: app.table.sort_by == "attention", what="the sort")
+        assert app.table.get_row_index(gated) == 0
+        assert cell(app, gated, "id").startswith("!")
+
+
+async def test_help_lists_every_key(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        screen = await until(pilot, lambda: app.screen if isinstance(app.screen, Help) else None, what="help")
+        page = Console(width=120, record=True, file=io.StringIO())
+        for widget in screen.query(Static):
+            page.print(widget.content)
+        text = page.export_text()
+        for binding in app.BINDINGS:
+            assert binding.description in text
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Help), what="help to close")
+
+
+async def test_a_new_gate_anywhere_shows_a_toast_and_rings_the_bell(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.ready, what="the feed")
+        sid = lw.scenario("gate_request")
+        await until(pilot, lambda: any(f"gate {sid}:g1 opened" in n for n in app.notices), what="the toast")
+        assert app.bells == 1
+
+
+async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:g1"
+    one, two = RecordingConsole(lw.paths, autostart=False), RecordingConsole(lw.paths, autostart=False)
+    async with one.run_test(size=SIZE) as p1, two.run_test(size=SIZE) as p2:
+        await until(p2, lambda: ref in {g["ref"] for g in two.gates}, what="the gate in the second console")
+        await open_gates(p1, one, ref)
+        await p1.press("a")
+        await until(p2, lambda: cell(two, sid, "state") == "exited", what="the second console to see the end")
+        assert two.gates == [] and cell(two, sid, "gates") == "0"
