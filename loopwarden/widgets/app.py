@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -81,11 +82,13 @@ class ConsoleApp(App[None]):
     BINDINGS = SESSION_KEYS + ACTION_KEYS + GENERAL_KEYS
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
-                 title: str | None = None) -> None:
+                 title: str | None = None, feed: Feed | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.paths = paths
         self.read_only = read_only
-        self.feed = Feed(paths, autostart=autostart)
+        self.feed = feed if feed is not None else Feed(paths, autostart=autostart)
+        self.clock = clock
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.gates: list[dict[str, Any]] = []
         self._gate_refs: frozenset[str] | None = None
@@ -238,7 +241,7 @@ class ConsoleApp(App[None]):
 
     def action_gates(self) -> None:
         if not isinstance(self.screen, GatesQueue):
-            self.push_screen(GatesQueue(lambda: self.gates))
+            self.push_screen(GatesQueue(lambda: self.gates, self.clock))
 
     def action_filter(self) -> None:
         box = self.main.query_one("#filter", Input)
@@ -268,7 +271,7 @@ class ConsoleApp(App[None]):
         sections = [("Sessions", SESSION_KEYS), ("Gates and sessions", ACTION_KEYS), ("Anywhere", GENERAL_KEYS)]
         screen_keys = [b for b in getattr(self.screen, "BINDINGS", []) if isinstance(b, Binding)]
         if screen_keys and not isinstance(self.screen, Sessions):
-            sections.insert(0, (f"This view ({type(self.screen).__name__})", screen_keys))
+            sections.insert(0, (getattr(self.screen, "HELP_TITLE", "This view"), screen_keys))
         self.push_screen(Help(sections, self.read_only))
 
     # ---- actions --------------------------------------------------------------

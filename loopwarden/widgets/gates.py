@@ -45,11 +45,21 @@ def _short(value: Any, limit: int = 160) -> str:
 class GatesQueue(Screen[None]):
     """Pending gates, oldest first; the app's gate keys act on the highlighted one."""
 
-    BINDINGS = [Binding("escape,g", "app.pop_screen", "Sessions", id="back")]
+    HELP_TITLE = "Gates queue"
 
-    def __init__(self, gates_of: Callable[[], list[dict[str, Any]]]) -> None:
+    BINDINGS = [
+        Binding("escape,g", "app.pop_screen", "Sessions", id="back"),
+        Binding("a", "app.approve", "Approve"),
+        Binding("w", "app.approve_with_guidance", "Guidance"),
+        Binding("d", "app.deny", "Deny"),
+        Binding("u", "app.grant", "Grant"),
+        Binding("x", "app.reset", "Reset"),
+    ]
+
+    def __init__(self, gates_of: Callable[[], list[dict[str, Any]]], clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.gates_of = gates_of
+        self.clock = clock
         self._refs: tuple[str, ...] = ()
         self._by_ref: dict[str, dict[str, Any]] = {}
         self._evidence_of: dict[str, Any] | None = None
@@ -74,7 +84,7 @@ class GatesQueue(Screen[None]):
         table = self.query_one("#gates", DataTable)
         refs = tuple(g["ref"] for g in gates)
         self._by_ref = {g["ref"]: g for g in gates}
-        now = time.time()
+        now = self.clock()
         if refs != self._refs:
             selected = self.selected()
             table.clear()

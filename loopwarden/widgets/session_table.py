@@ -12,9 +12,10 @@ from textual.widgets import DataTable
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES
 
-COLUMNS = (("id", "ID"), ("name", "NAME"), ("adapter", "ADAPTER"), ("state", "STATE"), ("runtime", "RUNTIME"),
-           ("calls", "CALLS"), ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"),
-           ("gates", "GATES"), ("cpu", "CPU"), ("mem", "MEM"), ("usage", "TOKENS/$"), ("reason", "ENDED"))
+COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("runtime", "RUNTIME"), ("calls", "CALLS"),
+           ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("gates", "GATES"),
+           ("reason", "ENDED"), ("usage", "TOKENS/$"), ("cpu", "CPU"), ("mem", "MEM"), ("adapter", "ADAPTER"))
+# most telling first: at 80 columns the table shows up to the gates, the rest scrolls into view
 
 STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
                "exited": "dim", "terminated": "red", "lost": "red", "starting": "cyan"}
@@ -24,11 +25,11 @@ def session_number(sid: str) -> int:
     return int(sid[1:]) if sid[1:].isdigit() else 0
 
 
-def runtime_of(snap: dict[str, Any]) -> float:
+def runtime_of(snap: dict[str, Any], now: float) -> float:
     """Seconds the session has run; a live but quiet session publishes nothing, so count on from its start."""
     elapsed = float(snap.get("runtime") or 0)
     if snap.get("state") not in FINAL_STATES and snap.get("started_at"):
-        elapsed = max(elapsed, time.time() - snap["started_at"])
+        elapsed = max(elapsed, now - snap["started_at"])
     return elapsed
 
 
@@ -56,18 +57,17 @@ def usage_text(snap: dict[str, Any]) -> str:
     return "-"
 
 
-def row_cells(snap: dict[str, Any]) -> dict[str, Any]:
+def row_cells(snap: dict[str, Any], now: float) -> dict[str, Any]:
     """The cells of one session's row, by column key."""
     state = str(snap.get("state") or "?")
     limit = snap.get("max_runtime") or 0
-    runtime = format_duration(runtime_of(snap)) + (f"/{format_duration(limit)}" if limit else "")
+    runtime = format_duration(runtime_of(snap, now)) + (f"/{format_duration(limit)}" if limit else "")
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
     rss = snap.get("rss") or 0
     return {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
         "name": str(snap.get("name") or "")[:24],
-        "adapter": str(snap.get("adapter") or ""),
         "state": Text(state, style=STATE_STYLE.get(state, "")),
         "runtime": runtime,
         "calls": str(snap.get("tool_calls") or 0),
@@ -75,10 +75,11 @@ def row_cells(snap: dict[str, Any]) -> dict[str, Any]:
         "validation": counter_text(snap, "validation"),
         "loop": counter_text(snap, "loop"),
         "gates": Text(str(gates), style="bold magenta" if gates else "dim"),
+        "reason": str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else "")),
+        "usage": usage_text(snap),
         "cpu": f"{snap.get('cpu_percent') or 0:.0f}%",
         "mem": f"{rss / (1 << 20):.0f}M" if rss else "-",
-        "usage": usage_text(snap),
-        "reason": str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else "")),
+        "adapter": str(snap.get("adapter") or ""),
     }
 
 
@@ -100,7 +101,7 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "attention": lambda s: (not needs_human(s), s.get("state") in FINAL_STATES, session_number(str(s.get("id")))),
     "name": lambda s: (str(s.get("name") or ""), session_number(str(s.get("id")))),
     "state": lambda s: (str(s.get("state") or ""), session_number(str(s.get("id")))),
-    "runtime": lambda s: -runtime_of(s),
+    "runtime": lambda s: -float(s.get("runtime") or 0),
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
     "mem": lambda s: -(s.get("rss") or 0),
@@ -115,14 +116,17 @@ class SessionTable(DataTable[Any]):
         self.filter_text = ""
         self.sort_by = "id"
         self._shown: dict[str, dict[str, Any]] = {}
+        self.clock: Callable[[], float] = time.time
 
     def on_mount(self) -> None:
+        self.clock = getattr(self.app, "clock", time.time)  # the app's clock, fixed in snapshot tests
         for key, label in COLUMNS:
             self.add_column(label, key=key)
 
     def show(self, snapshots: dict[str, dict[str, Any]], changed: set[str]) -> None:
         """Add, update or remove the rows of `changed` sessions; re-sort only when something moved."""
         moved = False
+        now = self.clock()
         for sid in sorted(changed, key=session_number):
             snap = snapshots.get(sid)
             visible = snap is not None and matches(snap, self.filter_text)
@@ -133,7 +137,7 @@ class SessionTable(DataTable[Any]):
                     del self._shown[sid]
                 continue
             assert snap is not None
-            cells = row_cells(snap)
+            cells = row_cells(snap, now)
             if shown is None:
                 self.add_row(*cells.values(), key=sid)
                 moved = True

@@ -1,0 +1,61 @@
+"""A fixed console state for snapshot tests: the same sessions and gates every run, no daemon, no clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwarden.supervisor.paths import Paths
+from loopwarden.widgets.feed import Feed
+
+NOW = 1_790_000_000.0
+
+
+def _snap(sid: str, name: str, state: str, **fields: Any) -> dict[str, Any]:
+    counters = {"identical_calls": [0, 5], "validation": [0, 3], "loop": [0, 3], "tokens": [0, 0], "cost_usd": [0, 0]}
+    counters.update(fields.pop("counters", {}))
+    return {"id": sid, "name": name, "adapter": "native", "state": state, "command": ["agent", name],
+            "started_at": None, "runtime": 0.0, "max_runtime": 14400.0, "tool_calls": 0, "pending_gates": [],
+            "cpu_percent": 0.0, "rss": 0, "termination": None, "exit_code": None, "counters": counters, **fields}
+
+
+SESSIONS = [
+    _snap("s1", "refactor-all", "running", runtime=95.0, max_runtime=180.0, tool_calls=212, cpu_percent=3.2,
+          rss=18 << 20, counters={"identical_calls": [1, 5], "tokens": [48200, 0]}),
+    _snap("s2", "fix-login", "terminated", runtime=31.4, tool_calls=9, termination="repetition_loop",
+          counters={"identical_calls": [8, 5]}),
+    _snap("s3", "migrations", "gated", runtime=62.0, tool_calls=14, cpu_percent=0.4, rss=21 << 20,
+          pending_gates=["g1"], counters={"loop": [3, 3], "cost_usd": [0.42, 5]}),
+    _snap("s4", "edit-session", "terminated", runtime=12.0, tool_calls=2, termination="validation_failure",
+          counters={"validation": [3, 3]}),
+    _snap("s5", "report-json", "exited", runtime=8.1, tool_calls=6, exit_code=0,
+          counters={"tokens": [19560, 0], "cost_usd": [0.07, 0]}),
+    _snap("s6", "nightly-build", "paused", adapter="plain", runtime=400.0, tool_calls=0, rss=96 << 20),
+]
+
+GATES = [{
+    "ref": "s3:g1", "session": "s3", "name": "migrations", "id": "g1", "rule": "loop_counter",
+    "reason": "task T-3 failed 3 times with the same error after different fixes",
+    "opened_at": NOW - 75, "seq": 41, "status": "pending",
+    "evidence": {"task": "T-3", "error": "sqlite3.OperationalError: table users already exists",
+                 "failures": [{"seq": 12, "fix": "create_table_if_missing"}, {"seq": 25, "fix": "drop then create"},
+                              {"seq": 38, "fix": "guard with has_table"}]},
+}]
+
+
+class FrozenFeed(Feed):
+    """The console's feed with a fixed first reply and answers, instead of a daemon connection."""
+
+    def __init__(self) -> None:
+        super().__init__(Paths(*(["/nonexistent"] * 3)))  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        self.sessions = [dict(s) for s in SESSIONS]
+        self._ready.set()
+
+    def request(self, op: str, **fields: Any) -> Any:
+        if op == "gates":
+            return GATES
+        raise AssertionError(f"a snapshot test sent {op}")
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,73 @@
+"""Each console screen at a fixed size, compared with its SVG snapshot (pytest-textual-snapshot).
+
+The data is a fixed state (tests/console/frozen.py) so a picture changes only when the
+console's look does; the behaviour is tested against a real daemon in test_actions.py.
+Update the pictures on purpose with `pytest tests/console/test_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from loopwarden.widgets.app import ConsoleApp
+from tests.console.frozen import NOW, SESSIONS, FrozenFeed
+from tests.console.helpers import until
+
+
+def frozen_app(**kwargs: Any) -> ConsoleApp:
+    return ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(), clock=lambda: NOW, **kwargs)  # type: ignore[arg-type]
+
+
+def settled(app: ConsoleApp, *keys: str) -> Any:
+    """Wait for every row and the gates, drop the toasts, press `keys`, stop cursors blinking."""
+
+    async def run_before(pilot: Any) -> None:
+        await until(pilot, lambda: app.table.row_count == len(SESSIONS) and app.gates, what="the frozen state")
+        app.clear_notifications()
+        await pilot.press(*keys)
+        await pilot.pause()
+        for box in app.screen.query(Input):
+            box.cursor_blink = False
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
+def test_sessions_screen(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=size, run_before=settled(app))
+
+
+def test_gates_queue_with_evidence(snap_compare: Any) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=(100, 30), run_before=settled(app, "g"))
+
+
+def test_help(snap_compare: Any) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=(100, 40), run_before=settled(app, "question_mark"))
+
+
+def test_kill_confirmation(snap_compare: Any) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "k"))
+
+
+def test_guidance_dialog(snap_compare: Any) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "g", "w"))
+
+
+def test_launch_dialog(snap_compare: Any) -> None:
+    app = frozen_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "n"))
+
+
+def test_filter_and_read_only(snap_compare: Any) -> None:
+    app = frozen_app(read_only=True)
+    assert snap_compare(app, terminal_size=(100, 24), run_before=settled(app, "slash", *"term"))
