@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from rich.console import Console
+from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Static
 
 from loopwarden.widgets.dialogs import AskText, Confirm, Launch
@@ -210,3 +211,20 @@ async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other
         await p1.press("a")
         await until(p2, lambda: cell(two, sid, "state") == "exited", what="the second console to see the end")
         assert two.gates == [] and cell(two, sid, "gates") == "0"
+
+
+async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Kill")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette)
+                    and app.screen.query_one(CommandList).option_count, what="the palette's matches")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the kill confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["kill"]
