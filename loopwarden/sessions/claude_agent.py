@@ -295,7 +295,8 @@ class Agent:
         kind, text = msg.get("kind") or "nudge", msg.get("text")
         log(f"<- {kind} ({msg.get('rule')})")
         if isinstance(text, str) and text.strip():
-            self.pending.append(text)
+            who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
+            self.pending.append(f"Message from {who}: {text}")
         if kind == "escalate":
             self.escalate(msg.get("model"))
 
@@ -341,8 +342,7 @@ class Agent:
         while True:
             self.drain()
             if self.pending and messages[-1]["role"] == "user":
-                messages[-1]["content"] += [{"type": "text", "text": "Message from the supervisor (loopwarden): "
-                                             + text} for text in self.pending]
+                messages[-1]["content"] += [{"type": "text", "text": text} for text in self.pending]
                 self.pending = []
             response = self.ask(messages)
             self.report(response)
@@ -430,12 +430,14 @@ def api_error(exc: anthropic.APIError) -> str:
     """One line for an API failure (never the key, never a traceback)."""
     if isinstance(exc, anthropic.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
-        err = body.get("error") if isinstance(body.get("error"), dict) else {}
-        kind, message = err.get("type") or "error", err.get("message") or exc.message
-        return f"the API answered {exc.status_code} {kind}: {message}"
-    if isinstance(exc, anthropic.APIConnectionError):
-        return f"cannot reach the API ({exc.message})"
-    return f"API error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        err = body.get("error")
+        err = err if isinstance(err, dict) else {}
+        text = f"the API answered {exc.status_code} {err.get('type') or 'error'}: {err.get('message') or exc.message}"
+    elif isinstance(exc, anthropic.APIConnectionError):
+        text = f"cannot reach the API ({exc.message})"
+    else:
+        text = f"API error: {exc or type(exc).__name__}"
+    return " ".join(text.split())[:500]
 
 
 def _fail(message: str) -> NoReturn:

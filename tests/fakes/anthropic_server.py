@@ -153,7 +153,7 @@ class FakeAnthropic:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self._started = time.monotonic()
-        threading.Thread(target=self._httpd.serve_forever, name="fake-anthropic", daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True).start()
         return self
 
     def stop(self) -> None:
