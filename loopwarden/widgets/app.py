@@ -176,7 +176,9 @@ class ConsoleApp(App[None]):
         else:
             for gate in gates:
                 if gate["ref"] not in self._known_gates:
-                    self.notify(f"{gate.get('name')}: {gate.get('reason')}", title=f"gate {gate['ref']} opened",
+                    reason = str(gate.get("reason") or "")
+                    reason = reason if len(reason) <= 120 else reason[:119] + "…"
+                    self.notify(f"{gate.get('name')}: {reason} (g to decide)", title=f"gate {gate['ref']} opened",
                                 severity="warning", timeout=8)
                     self.bell()
         self._known_gates = refs
