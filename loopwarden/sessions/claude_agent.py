@@ -126,12 +126,17 @@ def run_command(command: str, cwd: Path, timeout: float) -> Outcome:
     def pump() -> None:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
-        while chunk := os.read(fd, 65536):
-            room = CAPTURE_BYTES - sizes[0]
-            if room > 0:
-                kept.append(chunk[:room])
-                sizes[0] += min(room, len(chunk))
-            sizes[1] += len(chunk)
+        try:
+            while chunk := os.read(fd, 65536):
+                room = CAPTURE_BYTES - sizes[0]
+                if room > 0:
+                    kept.append(chunk[:room])
+                    sizes[0] += min(room, len(chunk))
+                sizes[1] += len(chunk)
+        except OSError:
+            pass
+        finally:
+            proc.stdout.close()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
