@@ -26,7 +26,7 @@ from .health import RESETTABLE
 from .paths import Paths, private_dir
 from .reaper import become_subreaper, reap_orphans
 from .commands import default_name, missing_program
-from .session import LiveSession, SessionSpec, children_map
+from .session import LiveSession, SessionSpec, children_map, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .spill import Spiller
@@ -100,6 +100,7 @@ class Daemon:
         self._orphans = anyio.Event()
         self.subreaper = False
         self._tg: Any = None
+        self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
 
     # ---- lifecycle ------------------------------------------------------
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
@@ -631,9 +632,22 @@ class Daemon:
                 events = store.events(sid, after_id=after, limit=limit)
                 verdicts = store.verdicts(sid, after_id=verdicts_after, limit=limit)
             return {"session": sid, "events": events, "verdicts": verdicts,
-                    "actions": store.actions(session_id=sid, limit=limit)}
+                    "actions": store.actions(session_id=sid, limit=limit),
+                    "spills": store.spills(sid)[-limit:]}
 
         return await anyio.to_thread.run_sync(read)
+
+    async def op_processes(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        """The agent's process tree (and, for a session we started, its whole process group)."""
+        sid = self._resolve_id(req.get("session"))
+        for ended in [k for k, s in self.sessions.items() if s.final and k in self._proc_cache]:
+            del self._proc_cache[ended]
+        session = self.sessions.get(sid)
+        if session is None or session.final or not session.pid:
+            return []
+        root, group, cache = session.pid, isinstance(session, LiveSession), self._proc_cache.get(sid, {})
+        rows, self._proc_cache[sid] = await anyio.to_thread.run_sync(lambda: process_rows(root, group, cache))
+        return rows
 
     async def op_gates(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         out = []
@@ -791,6 +805,49 @@ def adoption_refusal(pid: int, peer_pid: int) -> str | None:
         return (f"refusing to adopt pid {pid}: it is the daemon, the calling shell or one of their parents, "
                 "and a limit would kill it")
     return None
+
+
+PROCESS_ROWS = 200
+CMDLINE_CHARS = 200
+
+
+def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
+                 ) -> tuple[list[dict[str, Any]], dict[int, psutil.Process]]:
+    """Rows for `root`'s tree (plus its process group when `group`), root first, and the process cache
+    for the next call: a cached process measures its CPU since the previous call, a new one reads 0."""
+    children: dict[int, list[int]] = {}
+    members: list[int] = []
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid:
+            children.setdefault(ppid, []).append(proc.pid)
+        if group:
+            try:
+                if os.getpgid(proc.pid) == root:
+                    members.append(proc.pid)
+            except OSError:
+                pass
+    pids = tree_pids(root, children)
+    seen = set(pids)
+    pids += [pid for pid in members if pid not in seen]
+    rows, kept = [], {}
+    for pid in pids[:PROCESS_ROWS]:
+        try:
+            proc = cache.get(pid)
+            if proc is None or not proc.is_running():
+                proc = psutil.Process(pid)
+            with proc.oneshot():
+                row = {"pid": pid, "ppid": proc.ppid(), "name": proc.name(), "cpu_percent": proc.cpu_percent(None),
+                       "rss": proc.memory_info().rss, "status": proc.status()}
+            try:
+                row["cmdline"] = " ".join(proc.cmdline())[:CMDLINE_CHARS]
+            except psutil.Error:  # a zombie has no command line
+                row["cmdline"] = ""
+        except psutil.Error:
+            continue
+        rows.append(row)
+        kept[pid] = proc
+    return rows, kept
 
 
 def _clipped(data: dict[str, Any], limit: int = 2000) -> dict[str, Any]:

@@ -1,0 +1,307 @@
+"""One session up close: its event stream (history, then live), health, processes, event rate and spills."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, OptionList, RichLog, Sparkline
+from textual.widgets.option_list import Option
+
+from ..supervisor.client import Client, DaemonError
+from ..supervisor.paths import Paths
+from ..supervisor.verdicts import FINAL_STATES
+from .feed import Feed
+from .health import HealthPanel
+from .proctree import ProcessTree
+from .spill_viewer import SpillViewer
+from .stream import history_messages, message_key, render
+
+HISTORY = 500  # newest events read from the store when the screen opens
+MAX_LINES = 2_000  # lines kept in the stream (the store has the rest)
+DRAW_SECONDS = 0.2
+PROCESS_SECONDS = 2.0
+SPILLS_KEPT = 100
+RATE_SAMPLES = 60
+
+SnapshotOf = Callable[[str], "dict[str, Any] | None"]  # the app's latest snapshot of a session
+
+
+class SessionDetail(Screen[None]):
+    """The live stream of one session with its health, process tree, event-rate sparkline and spill files.
+
+    `history`, `processes` and `live=False` make a screen of fixed data with no daemon at all (for snapshots).
+    """
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 - Textual types it so
+    CSS = """
+    SessionDetail #body { layout: horizontal; height: 1fr; }
+    SessionDetail #stream { width: 1fr; height: 1fr; border: round $primary 50%; }
+    SessionDetail #side { width: 56; height: 1fr; }
+    SessionDetail #health-box { height: auto; max-height: 70%; border: round $primary 50%; }
+    SessionDetail #side-right { height: 1fr; }
+    SessionDetail .section { border: none; border-top: solid $primary 50%; border-title-color: $text-muted; }
+    SessionDetail #rate { height: 3; min-height: 3; padding: 0 1; }
+    SessionDetail #procs { height: 1fr; min-height: 3; }
+    SessionDetail #spills { height: auto; max-height: 6; }
+    SessionDetail.-narrow #body { layout: vertical; }
+    SessionDetail.-narrow #side { width: 1fr; height: 45%; layout: horizontal; }
+    SessionDetail.-narrow #health-box { width: 1fr; height: 1fr; max-height: 100%; }
+    SessionDetail.-narrow #side-right { width: 1fr; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", id="detail.back"),
+        Binding("o", "open_spill", "Open spill", id="detail.open_spill"),
+        Binding("f", "toggle_follow", "Follow", id="detail.follow"),
+        Binding("l", "toggle_logs", "Stderr lines", id="detail.logs"),
+    ]
+
+    class HistoryLoaded(Message):
+        def __init__(self, messages: list[dict[str, Any]], error: str | None = None) -> None:
+            super().__init__()
+            self.messages = messages
+            self.error = error
+
+    class ProcessesLoaded(Message):
+        def __init__(self, rows: list[dict[str, Any]], error: str | None = None) -> None:
+            super().__init__()
+            self.rows = rows
+            self.error = error
+
+    def __init__(self, paths: Paths, session_id: str, *, snapshot_of: SnapshotOf | None = None,
+                 history: dict[str, Any] | None = None, processes: list[dict[str, Any]] | None = None,
+                 live: bool = True, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.paths = paths
+        self.session_id = session_id
+        self.snapshot_of = snapshot_of
+        self.clock = clock
+        self.feed = Feed(paths, sessions=[session_id], events=True, autostart=False) if live else None
+        self.history_done = False
+        self.show_logs = True
+        self.spills: dict[int, str] = {}  # id -> path, newest last, capped
+        self._fixed_history = history
+        self._fixed_processes = processes
+        self._lines: deque[tuple[Text, bool]] = deque(maxlen=MAX_LINES)  # (line, is a stderr/log line)
+        self._seen: set[tuple[Any, ...]] = set()  # history records, so the live overlap is skipped
+        self._snapshot: dict[str, Any] | None = None
+        self._rate: deque[int] = deque([0] * RATE_SAMPLES, maxlen=RATE_SAMPLES)
+        self._next_spill = 1
+        self._drawn: tuple[int, int] | None = None
+        self._processes_done = False
+
+    # ---- layout -------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Container(id="body"):
+            yield RichLog(id="stream", max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+            with Container(id="side"):
+                with VerticalScroll(id="health-box"):
+                    yield HealthPanel(id="health")
+                with Vertical(id="side-right"):
+                    yield Sparkline([], id="rate", classes="section")
+                    yield ProcessTree(id="procs", classes="section")
+                    yield OptionList(id="spills", classes="section")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"{self.session_id}"
+        stream = self.query_one("#stream", RichLog)
+        stream.border_title = "events"
+        self.query_one("#health-box").border_title = "health"
+        self.query_one("#rate").border_title = "events/s"
+        self.query_one("#procs").border_title = "processes"
+        self.query_one("#spills").display = False
+        self._follow_subtitle()
+        stream.focus()
+        if self.feed is None:
+            self._show_history(history_messages(self._fixed_history or {}, HISTORY))
+            self.query_one(ProcessTree).show(self._fixed_processes or [])
+        else:
+            self.feed.start()
+            self.load_history()
+            self.poll_processes()
+            self.set_interval(PROCESS_SECONDS, self.poll_processes)
+        self.draw()
+        self.set_interval(DRAW_SECONDS, self.draw)
+
+    def on_unmount(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+
+    # ---- workers: they read from the daemon and post messages ---------------
+    def _request(self, op: str, **fields: Any) -> Any:
+        with Client.connect(self.paths, autostart=False, name="console") as client:
+            return client.request(op, **fields)
+
+    @work(thread=True, exit_on_error=False, group="history")
+    def load_history(self) -> None:
+        """After the live subscription is in place (so nothing falls between), read the newest events."""
+        assert self.feed is not None
+        self.feed.wait_ready()
+        try:
+            logs = self._request("logs", session=self.session_id, tail=True, limit=HISTORY)
+        except (DaemonError, OSError) as exc:
+            self.post_message(self.HistoryLoaded([], f"cannot read the history: {exc}"))
+            return
+        self.post_message(self.HistoryLoaded(history_messages(logs, HISTORY)))
+
+    def poll_processes(self) -> None:
+        """Ask for the process tree, until it has come back empty for an ended session."""
+        if not self._processes_done:
+            self.fetch_processes()
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="processes")
+    def fetch_processes(self) -> None:
+        try:
+            rows = self._request("processes", session=self.session_id)
+        except (DaemonError, OSError) as exc:
+            self.post_message(self.ProcessesLoaded([], str(exc)))
+            return
+        self.post_message(self.ProcessesLoaded(rows or []))
+
+    # ---- handlers: the only code that touches widgets ------------------------
+    def on_session_detail_history_loaded(self, message: HistoryLoaded) -> None:
+        if message.error:
+            self._write([(Text(message.error, style="red"), False)])
+        self._show_history(message.messages)
+
+    def on_session_detail_processes_loaded(self, message: ProcessesLoaded) -> None:
+        tree = self.query_one(ProcessTree)
+        tree.border_subtitle = message.error or ""
+        if not message.error:
+            tree.show(message.rows)
+            state = (self.snapshot() or {}).get("state")
+            self._processes_done = not message.rows and state in FINAL_STATES
+
+    def _show_history(self, messages: list[dict[str, Any]]) -> None:
+        self._seen = {message_key(m) for m in messages}
+        self._write(self._render_all(messages))
+        self.history_done = True
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The newest snapshot: the app's (`snapshot_of`), else the one this screen's feed last received."""
+        snap = self.snapshot_of(self.session_id) if self.snapshot_of else None
+        return snap or self._snapshot
+
+    def draw(self) -> None:
+        """Apply what the feed buffered since the last tick: one write to the stream, one health update."""
+        if self.feed is not None:
+            if self.feed.sessions:
+                self._snapshot = self.feed.sessions[-1]
+                self.feed.sessions = []
+            if self.history_done:  # until then the feed keeps buffering, so the order stays right
+                fresh = [m for m in self.feed.drain() if self._fresh(m)]
+                self._rate.append(sum(1 for m in fresh if m.get("kind") == "event"))
+                self._write(self._render_all(fresh[-MAX_LINES:]))
+            if self.feed.error:
+                self.query_one("#stream", RichLog).border_subtitle = f"daemon: {self.feed.error}"
+        snap = self.snapshot()
+        now = self.clock()
+        drawn = (id(snap), int(now))
+        if drawn != self._drawn:  # a new snapshot, or a second passed (the runtime moves)
+            self._drawn = drawn
+            self.query_one(HealthPanel).show(snap, now)
+            if snap:
+                self.title = f"{self.session_id} {snap.get('name') or ''}".strip()
+                self.sub_title = str(snap.get("state") or "")
+        rate = [float(n) for n in (snap or {}).get("rate") or []]
+        sparkline = self.query_one("#rate", Sparkline)
+        data = rate if any(rate) else [float(n) for n in self._rate]
+        if list(sparkline.data or []) != data:
+            sparkline.data = data
+
+    def _fresh(self, message: dict[str, Any]) -> bool:
+        if message.get("kind") == "session":
+            data = message.get("data") or {}
+            if data.get("id") == self.session_id:
+                self._snapshot = data
+            return False
+        return message_key(message) not in self._seen
+
+    def _render_all(self, messages: list[dict[str, Any]]) -> list[tuple[Text, bool]]:
+        out = []
+        for message in messages:
+            spill_id = self._add_spill(message) if message.get("kind") == "spill" else None
+            line = render(message, spill_id)
+            if line is not None:
+                out.append((line, message.get("kind") == "log"))
+        return out
+
+    def _write(self, items: list[tuple[Text, bool]]) -> None:
+        """One write of many lines (never a widget or a write per event)."""
+        if not items:
+            return
+        self._lines.extend(items)
+        shown = [line for line, is_log in items if self.show_logs or not is_log]
+        if shown:
+            self.query_one("#stream", RichLog).write(Text("\n").join(shown))
+
+    def _add_spill(self, message: dict[str, Any]) -> int | None:
+        path = (message.get("data") or {}).get("path")
+        if not path:
+            return None
+        spill_id, self._next_spill = self._next_spill, self._next_spill + 1
+        self.spills[spill_id] = str(path)
+        options = self.query_one("#spills", OptionList)
+        if len(self.spills) > SPILLS_KEPT:
+            del self.spills[next(iter(self.spills))]
+            options.remove_option_at_index(0)
+        options.add_option(Option(Text(str(path).rsplit("/", 1)[-1]), id=str(spill_id)))
+        options.highlighted = options.option_count - 1
+        options.border_title = f"spills ({len(self.spills)}): o opens"
+        options.display = True
+        return spill_id
+
+    def _follow_subtitle(self) -> None:
+        stream = self.query_one("#stream", RichLog)
+        stream.border_subtitle = "following (f stops)" if stream.auto_scroll else "paused (f follows)"
+
+    # ---- actions ------------------------------------------------------------
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_toggle_follow(self) -> None:
+        stream = self.query_one("#stream", RichLog)
+        stream.auto_scroll = not stream.auto_scroll
+        if stream.auto_scroll:
+            stream.scroll_end(animate=False)
+        self._follow_subtitle()
+
+    def action_toggle_logs(self) -> None:
+        """Show or hide the agent's stderr lines, redrawing the kept lines in one write."""
+        self.show_logs = not self.show_logs
+        stream = self.query_one("#stream", RichLog)
+        stream.clear()
+        shown = [line for line, is_log in self._lines if self.show_logs or not is_log]
+        if shown:
+            stream.write(Text("\n").join(shown))
+        self.notify("stderr lines shown" if self.show_logs else "stderr lines hidden", timeout=2)
+
+    def action_open_spill(self, spill_id: int | None = None) -> None:
+        """Open a spill file: the one clicked, else the one highlighted in the list, else the newest."""
+        if spill_id is None:
+            options = self.query_one("#spills", OptionList)
+            index = options.highlighted
+            if index is not None and options.option_count:
+                spill_id = int(options.get_option_at_index(index).id or 0)
+            elif self.spills:
+                spill_id = next(reversed(self.spills))
+        path = self.spills.get(spill_id or 0)
+        if path is None:
+            self.notify("no spilled output in this session", severity="warning")
+            return
+        self.app.push_screen(SpillViewer(path))
+
+    @on(OptionList.OptionSelected, "#spills")
+    def spill_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.action_open_spill(int(event.option.id or 0))

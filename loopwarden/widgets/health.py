@@ -1,0 +1,84 @@
+"""A session's health at a glance: state, runtime, the last verdict and why, each counter as a bar."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from ..supervisor.config import format_duration
+from ..supervisor.verdicts import FINAL_STATES
+from .stream import VERDICT_STYLE
+
+STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
+               "exited": "dim", "terminated": "red", "lost": "red", "starting": "cyan"}
+
+
+def level_style(ratio: float) -> str:
+    """Green, then yellow from 60 % of a limit, red from 90 %, bold red at it."""
+    return "bold red" if ratio >= 1 else "red" if ratio >= 0.9 else "yellow" if ratio >= 0.6 else "green"
+
+
+def counter_bars(snap: dict[str, Any], now: float) -> list[tuple[str, float, float]]:
+    """(name, value, limit) of every limited counter, the closest to its limit first."""
+    counters = dict(snap.get("counters") or {})
+    if snap.get("state") not in FINAL_STATES and snap.get("started_at") and "runtime" in counters:
+        value, limit = counters["runtime"]
+        counters["runtime"] = [max(value, now - snap["started_at"]), limit]  # a quiet session publishes nothing
+    bars = [(name, float(v), float(limit)) for name, (v, limit) in counters.items() if limit]
+    return sorted(bars, key=lambda bar: (-bar[1] / bar[2], bar[0]))
+
+
+def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
+    """The panel's content for one snapshot (None: not known yet)."""
+    if not snap:
+        return Text("waiting for the session's state…", style="dim")
+    state = str(snap.get("state") or "?")
+    top = Table.grid(padding=(0, 1))
+    top.add_column(style="dim", no_wrap=True)
+    top.add_column()
+    ended = f" ({snap['termination']})" if snap.get("termination") else \
+        f" (exit {snap.get('exit_code')})" if state == "exited" else ""
+    top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), ended))
+    limit = snap.get("max_runtime") or 0
+    elapsed = snap.get("runtime") or 0
+    if state not in FINAL_STATES and snap.get("started_at"):
+        elapsed = max(elapsed, now - snap["started_at"])
+    top.add_row("runtime", format_duration(elapsed) + (f" / {format_duration(limit)}" if limit else ""))
+    if snap.get("pending_gates"):
+        top.add_row("gates", Text(", ".join(snap["pending_gates"]) + " waiting for a human", style="bold magenta"))
+    verdict = snap.get("last_verdict")
+    if verdict:
+        action = str(verdict.get("action"))
+        top.add_row("last", Text.assemble((action.upper(), VERDICT_STYLE.get(action, "")), f" {verdict.get('rule')}"))
+        top.add_row("why", Text(str(verdict.get("reason") or ""), overflow="fold"))
+    rss = snap.get("rss") or 0
+    top.add_row("load", f"cpu {snap.get('cpu_percent') or 0:.0f}%  mem {rss / (1 << 20):.0f}M  "
+                        f"procs {snap.get('processes') or 0}  calls {snap.get('tool_calls') or 0}")
+    bars = Table.grid(padding=(0, 1), expand=True)
+    bars.add_column(no_wrap=True)
+    bars.add_column(ratio=1)
+    bars.add_column(justify="right", no_wrap=True)
+    for name, value, lim in counter_bars(snap, now):
+        style = level_style(value / lim)
+        bar = ProgressBar(total=lim, completed=min(value, lim), complete_style=style, finished_style=style)
+        shown = f"{format_duration(value)}/{format_duration(lim)}" if name in ("runtime", "silence") \
+            else f"{value:g}/{lim:g}"
+        bars.add_row(name, bar, Text(shown, style=style if value / lim >= 0.6 else ""))
+    extras = [f"{name} {value:g}" for name, (value, lim) in (snap.get("counters") or {}).items() if not lim and value]
+    parts: list[RenderableType] = [top, Text(""), bars]
+    if extras:
+        parts.append(Text("  ".join(extras), style="dim"))
+    return Group(*parts)
+
+
+class HealthPanel(Static):
+    """Draws `health_view` for the snapshot it is given; the screen calls `show` on its timer."""
+
+    def show(self, snap: dict[str, Any] | None, now: float | None = None) -> None:
+        self.update(health_view(snap, time.time() if now is None else now))
