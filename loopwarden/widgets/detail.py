@@ -27,8 +27,10 @@ from .spill_viewer import SpillViewer
 from .stream import history_messages, message_key, render
 
 HISTORY = 500  # newest events read from the store when the screen opens
-MAX_LINES = 2_000  # lines kept in the stream (the store has the rest)
+MAX_LINES = 1_000  # lines kept in the stream (the store has the rest); redrawn whole when `l` toggles
 DRAW_SECONDS = 0.2
+RESYNC_SECONDS = 1.0
+DRAW_LINES = 250  # drawn per tick at most: ~20 ms of rendering, 1,250 lines a second
 PROCESS_SECONDS = 2.0
 SPILLS_KEPT = 100
 RATE_SAMPLES = 60
@@ -98,6 +100,8 @@ class SessionDetail(Screen[None]):
         self._next_spill = 1
         self._drawn: tuple[int, int] | None = None
         self._processes_done = False
+        self._loaded_at = 0.0
+        self.skipped = 0  # updates the daemon dropped since the stream was last read from the store
 
     # ---- layout -------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,7 +122,7 @@ class SessionDetail(Screen[None]):
         stream = self.query_one("#stream", RichLog)
         stream.border_title = "events"
         self.query_one("#health-box").border_title = "health"
-        self.query_one("#rate").border_title = "events/s"
+        self.query_one("#rate").border_title = "event rate"
         self.query_one("#procs").border_title = "processes"
         self.query_one("#spills").display = False
         self._follow_subtitle()
@@ -143,7 +147,7 @@ class SessionDetail(Screen[None]):
         with Client.connect(self.paths, autostart=False, name="console") as client:
             return client.request(op, **fields)
 
-    @work(thread=True, exit_on_error=False, group="history")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="history")
     def load_history(self) -> None:
         """After the live subscription is in place (so nothing falls between), read the newest events."""
         assert self.feed is not None
@@ -184,9 +188,16 @@ class SessionDetail(Screen[None]):
             self._processes_done = not message.rows and state in FINAL_STATES
 
     def _show_history(self, messages: list[dict[str, Any]]) -> None:
+        if self.skipped:
+            self.query_one("#stream", RichLog).clear()
+            self._lines.clear()
+            note = f"… {self.skipped:,} updates came too fast for this screen; the newest {HISTORY} from the store:"
+            self._write([(Text(note, style="dim italic"), False)])
+            self.skipped = 0
         self._seen = {message_key(m) for m in messages}
-        self._write(self._render_all(messages))
+        self._write(self._render_all(messages, HISTORY))
         self.history_done = True
+        self._loaded_at = time.monotonic()
 
     def snapshot(self) -> dict[str, Any] | None:
         """The newest snapshot: the app's (`snapshot_of`), else the one this screen's feed last received."""
@@ -202,7 +213,11 @@ class SessionDetail(Screen[None]):
             if self.history_done:  # until then the feed keeps buffering, so the order stays right
                 fresh = [m for m in self.feed.drain() if self._fresh(m)]
                 self._rate.append(sum(1 for m in fresh if m.get("kind") == "event"))
-                self._write(self._render_all(fresh[-MAX_LINES:]))
+                self.skipped += sum(m.get("count") or 0 for m in fresh if m.get("kind") == "skipped")
+                if self.skipped:  # the daemon dropped some of ours: redraw the newest from the store
+                    self._resync()
+                else:
+                    self._write(self._render_all(fresh, DRAW_LINES))
             if self.feed.error:
                 self.query_one("#stream", RichLog).border_subtitle = f"daemon: {self.feed.error}"
         snap = self.snapshot()
@@ -220,6 +235,12 @@ class SessionDetail(Screen[None]):
         if list(sparkline.data or []) != data:
             sparkline.data = data
 
+    def _resync(self) -> None:
+        """Read the newest records again, at most once a second; what arrives meanwhile is in that read."""
+        if time.monotonic() - self._loaded_at >= RESYNC_SECONDS:
+            self.history_done = False
+            self.load_history()
+
     def _fresh(self, message: dict[str, Any]) -> bool:
         if message.get("kind") == "session":
             data = message.get("data") or {}
@@ -228,11 +249,16 @@ class SessionDetail(Screen[None]):
             return False
         return message_key(message) not in self._seen
 
-    def _render_all(self, messages: list[dict[str, Any]]) -> list[tuple[Text, bool]]:
+    def _render_all(self, messages: list[dict[str, Any]], limit: int) -> list[tuple[Text, bool]]:
+        """Lines for the newest `limit` messages (a person cannot read more per tick); every spill is kept."""
         out = []
-        for message in messages:
+        first = len(messages) - limit
+        if first > 0:
+            out.append((Text(f"… {first:,} records not drawn (too fast to read here; the store has them)",
+                             style="dim italic"), False))
+        for index, message in enumerate(messages):
             spill_id = self._add_spill(message) if message.get("kind") == "spill" else None
-            line = render(message, spill_id)
+            line = render(message, spill_id) if index >= first else None
             if line is not None:
                 out.append((line, message.get("kind") == "log"))
         return out
@@ -250,6 +276,8 @@ class SessionDetail(Screen[None]):
         path = (message.get("data") or {}).get("path")
         if not path:
             return None
+        if str(path) in self.spills.values():  # read again after a resync
+            return next(k for k, v in self.spills.items() if v == str(path))
         spill_id, self._next_spill = self._next_spill, self._next_spill + 1
         self.spills[spill_id] = str(path)
         options = self.query_one("#spills", OptionList)

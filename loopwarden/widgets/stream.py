@@ -58,9 +58,6 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
         stream = str(data.get("stream") or "log")
         body = Text(f"{stream}: {_first_line(data.get('text'))}",
                     style="red" if stream == "loopwarden" else "dim")
-    elif kind == "skipped":
-        body = Text(f"… {data.get('count') or message.get('count')} updates skipped here (the store has them all)",
-                    style="dim italic")
     else:
         return None
     if body is None:

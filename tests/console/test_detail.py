@@ -15,12 +15,12 @@ from textual.widgets import Log, RichLog
 
 from loopwarden.supervisor.client import DaemonError
 from loopwarden.supervisor.paths import default_paths
-from loopwarden.widgets.detail import SessionDetail
+from loopwarden.widgets.detail import MAX_LINES, SessionDetail
 from loopwarden.widgets.health import HealthPanel
 from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from tests.console.helpers import until
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 
 class DetailApp(App[None]):
@@ -103,6 +103,19 @@ async def test_spill_link_opens_the_viewer_and_a_missing_file_says_so(lw: Harnes
                              what="the viewer of a removed file")
         assert "is gone" in str(viewer.query_one("#spill-note").content)
         assert viewer.query_one(Log).line_count == 0
+
+
+@pytest.mark.anyio
+async def test_a_flood_is_drawn_capped_and_ends_with_its_last_event(lw: Harness) -> None:
+    sid = lw.run_detached(PY, str(AGENTS / "flood.py"), "30000")
+    detail = SessionDetail(lw.paths, sid)
+    async with DetailApp(detail).run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: any("done:" in line for line in stream_lines(detail)), timeout=60,
+                    what="the flood's last event")
+        lines = stream_lines(detail)
+        assert len(lines) <= MAX_LINES
+        assert sum("done:" in line for line in lines) == 1
+        assert lw.status(sid)["events"] >= 30_000
 
 
 def panel_text(detail: SessionDetail) -> str:
