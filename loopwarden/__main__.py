@@ -1,5 +1,5 @@
 """`python -m loopwarden`."""
 
-from .cli import run
+from .entry import run
 
 run()

@@ -29,6 +29,8 @@ from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
+from .hooked import HookedSession
+from ..sessions.claude_hooks import FRESH_START_EVENTS
 from .spill import Spiller
 from .store import Batch, Store, StoreError
 
@@ -82,7 +84,8 @@ class Daemon:
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self.sessions: dict[str, LiveSession | AdoptedSession] = {}
+        self.sessions: dict[str, LiveSession | AdoptedSession | HookedSession] = {}
+        self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
         self.subscribers: list[Subscriber] = []
         self.pending = Pending()
         self.dirty: set[str] = set()
@@ -501,7 +504,7 @@ class Daemon:
             return rows[-1]
         raise RequestError(f"no session {ref!r} (see 'loopwarden ls')")
 
-    def _live(self, ref: Any) -> LiveSession | AdoptedSession:
+    def _live(self, ref: Any) -> LiveSession | AdoptedSession | HookedSession:
         sid = self._resolve_id(ref)
         session = self.sessions.get(sid)
         if session is None or session.final:
@@ -579,7 +582,7 @@ class Daemon:
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
 
-    async def _run_session(self, session: LiveSession | AdoptedSession) -> None:
+    async def _run_session(self, session: LiveSession | AdoptedSession | HookedSession) -> None:
         try:
             await session.run()
         except Exception as exc:  # a session's failure is recorded, never the daemon's end
@@ -610,6 +613,40 @@ class Daemon:
         self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name}
+
+    async def op_hook(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        """A Claude Code hook event: judged in the attached session of its session_id (made on first sight)."""
+        event = req.get("event")
+        if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
+            raise RequestError("hook needs an 'event' object with a 'session_id'")
+        claude_id, name = event["session_id"][:200], str(event.get("hook_event_name") or "")
+        session = self.hooked.get(claude_id)
+        if session is None or (session.final and (session.state != "terminated" or name in FRESH_START_EVENTS)):
+            try:
+                config = load_config(env=req.get("config_env") or {})
+            except ConfigError as exc:
+                raise RequestError(str(exc)) from None
+            for old in [k for k, s in self.hooked.items() if s.final and s.state != "terminated"]:
+                del self.hooked[old]
+            session = self.hooked[claude_id] = HookedSession(self._new_id(), event, config, sink=self.sink,
+                                                             clock=self.clock)
+            self.sessions[session.spec.id] = session
+            self._mark(session.spec.id)
+            self._audit(actor, client, session.spec.id, "attach", claude_id, None, "watching")
+            self._tg.start_soon(self._run_session, session)
+        idle = req.get("idle")
+        return session.answer(event, hold=_seconds(req.get("hold")),
+                              idle=_seconds(idle) if idle is not None else None)
+
+    async def op_hook_wait(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
+        session = self.sessions.get(self._resolve_id(req.get("session")))
+        if not isinstance(session, HookedSession):
+            raise RequestError("hook_wait needs an attached hook session")
+        ticket = req.get("ticket")
+        if not isinstance(ticket, int) or isinstance(ticket, bool):
+            raise RequestError("hook_wait needs the 'ticket' that hook answered")
+        return await session.wait(ticket, _seconds(req.get("hold")))
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         return [self._snapshot(sid) for sid in self._all_sessions()]
@@ -658,7 +695,7 @@ class Daemon:
                 out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
         return sorted(out, key=lambda g: g["opened_at"])
 
-    def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession, str]:
+    def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession | HookedSession, str]:
         ref = req.get("gate")
         if not isinstance(ref, str) or not ref:
             raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
@@ -681,7 +718,7 @@ class Daemon:
             if len(owners) != 1:
                 raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
             session = owners[0]
-        if not isinstance(session, LiveSession):
+        if isinstance(session, AdoptedSession):
             raise RequestError("adopted sessions have no gates")
         return session, gate_id
 
@@ -738,9 +775,9 @@ class Daemon:
         self._audit(actor, client, session.spec.id, "inject", None, text[:500], "sent")
         return {"session": session.spec.id}
 
-    def _live_native(self, req: dict[str, Any], what: str) -> LiveSession:
+    def _live_native(self, req: dict[str, Any], what: str) -> LiveSession | HookedSession:
         session = self._live(req.get("session"))
-        if not isinstance(session, LiveSession):
+        if isinstance(session, AdoptedSession):
             raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
         return session
 
@@ -880,6 +917,11 @@ def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
     if error is not None:
         return orjson.dumps({"id": rid, "ok": False, "error": error}) + b"\n"
     return orjson.dumps({"id": rid, "ok": True, "result": result}, default=str) + b"\n"
+
+
+def _seconds(value: Any) -> float:
+    """A non-negative number of seconds from a request (anything else: 0)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
 
 
 def _note(req: dict[str, Any]) -> str | None:

@@ -1,0 +1,98 @@
+"""What `loopwarden hook claude-code` adds to each Claude Code tool call.
+
+    .venv/bin/python bench/hook_latency.py [-n 200]
+
+Claude Code runs a command hook as `sh -c COMMAND` with the event JSON on stdin, and waits for it to
+exit. This runs the same thing, n times each, and times it from spawn to exit:
+
+  (a) `sh -c true`: the floor of any command hook (a shell and a process);
+  (b) `sh -c 'PYTHON -c pass'`: the Python interpreter starting and stopping;
+  (c) the hook on a PreToolUse, and on a PostToolUse, with a daemon running (each call has other
+      arguments, so nothing is blocked; the judged path is the same);
+  (d) the hook with no daemon (the fail-open path);
+  (e) the hook through the full command line (click and every command module), the path
+      `loopwarden.entry` skips;
+  (f) in this process: connect + request + answer only, without any process start.
+
+A tool call runs two hooks (PreToolUse and PostToolUse); "added per tool call" is 2 x (c) - 2 x (a)
+against a Claude Code with no hooks at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_common import PY, BenchDaemon, pct  # noqa: E402
+
+from loopwarden.hook_client import decide  # noqa: E402
+
+SCRIPT = Path(PY).parent / "loopwarden"
+
+
+def event(name: str, i: int) -> dict[str, object]:
+    out: dict[str, object] = {"session_id": "bench", "cwd": "/tmp/bench", "transcript_path": "/tmp/bench.jsonl",
+                              "permission_mode": "default", "hook_event_name": name, "tool_name": "Bash",
+                              "tool_input": {"command": f"ls {i}"}, "tool_use_id": f"toolu_{i}"}
+    if name == "PostToolUse":
+        out["tool_response"] = {"stdout": "a.txt\nb.txt", "stderr": "", "interrupted": False, "isImage": False}
+    return out
+
+
+def timed(command: str, env: dict[str, str], n: int, name: str = "PreToolUse") -> list[float]:
+    """Milliseconds per `sh -c command` run, the hook event on stdin."""
+    out = []
+    for i in range(n):
+        data = json.dumps(event(name, i)).encode()
+        start = time.perf_counter()
+        subprocess.run(["sh", "-c", command], input=data, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def row(label: str, ms: list[float]) -> tuple[str, float]:
+    print(f"{label:<48} p50 {pct(ms, 0.5):7.1f} ms   p95 {pct(ms, 0.95):7.1f} ms   max {max(ms):7.1f} ms")
+    return label, pct(ms, 0.5)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=200)
+    n = parser.parse_args().n
+    hook = f"{shlex.quote(str(SCRIPT))} hook claude-code"
+    full_cli = (f"{shlex.quote(PY)} -c 'import sys; sys.argv[1:] = [\"hook\", \"claude-code\"]; "
+                "from loopwarden.cli import run; run()'")
+    with BenchDaemon("hook") as daemon:
+        env = daemon.env
+        floor = row("(a) sh -c true", timed("true", env, n))[1]
+        row("(b) sh -c 'python -c pass'", timed(f"{shlex.quote(PY)} -c pass", env, n))
+        pre = row("(c) hook, PreToolUse, daemon running", timed(hook, env, n))[1]
+        post = row("(c) hook, PostToolUse, daemon running", timed(hook, env, n, "PostToolUse"))[1]
+        row("(e) hook through the full command line", timed(full_cli, env, n))
+        socket_path = str(daemon.paths.socket)
+        os.environ["LOOPWARDEN_HOOK_TIMEOUT"] = "5"
+        inproc = []
+        for i in range(n):
+            start = time.perf_counter()
+            decide(event("PreToolUse", n + i), socket_path)
+            inproc.append((time.perf_counter() - start) * 1000)
+        row("(f) in-process round trip only", inproc)
+        snap = next(s for s in daemon.request("list") if s.get("claude_session") == "bench")
+        assert snap["tool_calls"] == 3 * n and snap["state"] == "running", snap
+    dead = {**env, "LOOPWARDEN_HOME": str(daemon.home / "gone")}
+    row("(d) hook, no daemon (fail-open)", timed(hook, dead, n))
+    print(f"\nadded per tool call (PreToolUse + PostToolUse, p50, minus the sh floor): "
+          f"{pre + post - 2 * floor:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Claude Code hook events (settings-file command hooks) to Events, and answers back in hook output form.
+
+Verified against Claude Code 2.1.330: every event carries `session_id`, `cwd`, `transcript_path` and
+`hook_event_name`; the answers below (PreToolUse deny, `additionalContext`, Stop `decision: block`,
+`continue: false`) reach the model as shown in docs/claude-code-hooks.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..supervisor import events as ev
+from .claude_code import block_text
+
+# hook events that can carry text to the model as additionalContext (a PreToolUse answer can too)
+CONTEXT_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "SessionStart"})
+# events after which a new loopwarden session starts when the old one has ended: a human came back
+FRESH_START_EVENTS = frozenset({"UserPromptSubmit", "SessionStart"})
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def response_text(response: Any) -> str:
+    """A tool_response as the text the model saw (Bash stdout/stderr, Read content, else JSON)."""
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict):
+        if "stdout" in response or "stderr" in response:
+            parts = [str(response.get(k) or "") for k in ("stdout", "stderr")]
+            return "\n".join(p for p in parts if p)
+        file = response.get("file")
+        if isinstance(file, dict) and isinstance(file.get("content"), str):
+            return file["content"]
+    if isinstance(response, list):
+        return block_text(response)
+    return orjson.dumps(response, option=orjson.OPT_SORT_KEYS, default=str).decode()
+
+
+def hook_events(obj: dict[str, Any], seq: int, ts: float | None = None) -> list[ev.Event]:
+    """One hook event to zero or more Events (SessionStart, SessionEnd, Notification: none)."""
+    name = obj.get("hook_event_name")
+    agent = _str(obj.get("agent_id"))
+    tool = _str(obj.get("tool_name")) or "unknown"
+    call_id = _str(obj.get("tool_use_id"))
+    if name == "PreToolUse":
+        args = obj.get("tool_input")
+        return [ev.ToolCall(seq=seq, ts=ts, agent=agent, tool=tool, call_id=call_id,
+                            args=args if isinstance(args, dict) else {"input": args})]
+    if name == "PostToolUse":
+        return [ev.ToolResult(seq=seq, ts=ts, agent=agent, tool=tool, call_id=call_id,
+                              output=response_text(obj.get("tool_response")))]
+    if name == "PostToolUseFailure":
+        return [ev.ToolResult(seq=seq, ts=ts, agent=agent, tool=tool, call_id=call_id, is_error=True,
+                              output=str(obj.get("error") or "tool failed"))]
+    if name == "UserPromptSubmit":
+        return [ev.UserMessage(seq=seq, ts=ts, text=str(obj.get("prompt") or ""))]
+    if name in ("Stop", "SubagentStop"):
+        text = _str(obj.get("last_assistant_message"))
+        return [ev.AssistantMessage(seq=seq, ts=ts, agent=agent, text=text)] if text else []
+    if name == "PreCompact":
+        return [ev.Condensation(seq=seq, ts=ts, text=_str(obj.get("trigger")))]
+    return []
+
+
+# ---- answers ---------------------------------------------------------------------
+
+def pre_tool_use(deny: str | None = None, context: str | None = None) -> dict[str, Any] | None:
+    """A PreToolUse answer. No permissionDecision unless denying: an allow would skip the user's
+    own permission prompts."""
+    if deny is None and not context:
+        return None
+    out: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if deny is not None:
+        out["permissionDecision"] = "deny"
+        out["permissionDecisionReason"] = deny + (f"\n\n{context}" if context else "")
+    else:
+        out["additionalContext"] = context
+    return {"hookSpecificOutput": out}
+
+
+def with_context(event: str, context: str | None) -> dict[str, Any] | None:
+    """Text for the model after a tool call, a prompt or a session start; None for other events."""
+    if not context or event not in CONTEXT_EVENTS:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+
+
+def stop_block(reason: str) -> dict[str, Any]:
+    """A Stop answer that makes the model carry on with `reason` as a user turn."""
+    return {"decision": "block", "reason": reason}
+
+
+def halt(event: str, text: str) -> dict[str, Any]:
+    """The session was ended by loopwarden: stop Claude (and deny a pending tool call)."""
+    out: dict[str, Any] = {"continue": False, "stopReason": text}
+    if event == "PreToolUse":
+        out.update(pre_tool_use(deny=text) or {})
+    return out

@@ -1,0 +1,288 @@
+"""A Claude Code session the user started in their own terminal, attached by `loopwarden hook claude-code`.
+
+There is no process of ours: events arrive as hook requests and each gets an answer (docs/claude-code-hooks.md).
+Blocks become PreToolUse denials; engine and operator texts ride on the next answer that can carry
+text; a gate or an operator's pause holds PreToolUse answers; kill and every terminate verdict make
+the following answers stop Claude (`continue: false`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..sessions import claude_hooks as ch
+from .config import Config
+from .events import Event, ToolCall
+from .health import GATED, TERMINATED, SessionHealth
+from .session import FINAL_STATES, Resources, SessionSpec, Sink
+from .verdicts import Action, Verdict
+
+ADAPTER = "claude-code-hook"
+IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session
+HOLD_MAX = 3600.0
+IDLE_TICK = 60.0
+HELD_KEPT = 1000  # held PreToolUse answers remembered (a hook that never asks again is forgotten)
+TEXT_KEPT = 20  # queued texts for the model; older ones are dropped first
+_TEXT_ACTIONS = (Action.NUDGE, Action.ESCALATE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT)
+
+
+class HookAdapter:
+    """What the daemon's operator commands ask of an adapter."""
+
+    name = ADAPTER
+    handshake = True
+    can_veto = True
+    can_inject = True
+
+
+class HookedSession:
+    """One Claude `session_id`; `answer(event)` judges a hook event and returns the hook's reply."""
+
+    adapter = HookAdapter()
+
+    def __init__(self, sid: str, event: dict[str, Any], config: Config, *, sink: Sink,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.claude_id = str(event.get("session_id"))
+        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        name = f"claude:{Path(cwd).name or cwd}" if cwd else f"claude:{self.claude_id[:8]}"
+        self.spec = SessionSpec(id=sid, name=name[:80], command=["claude", "--resume", self.claude_id],
+                                adapter=ADAPTER, cwd=cwd)
+        self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))  # the user may think
+        self.sink = sink
+        self.clock = clock
+        self.created_at = self.started_at = self.last_event_at = clock()
+        self.health = SessionHealth(self.config, started_at=self.started_at)
+        self.state = "running"
+        self.ended_at: float | None = None
+        self.exit_code: int | None = None
+        self.pid: int | None = None  # Claude's process is the user's: never signalled
+        self.stopping = False
+        self.paused = self.operator_paused = False
+        self.resources = Resources()
+        self.tool_calls = 0
+        self.idle = IDLE_DEFAULT
+        self.turn_over = False  # a Stop came and nothing since: the idle clock runs
+        self.held: dict[int, Verdict | None] = {}  # ticket (the call's seq) -> its block verdict
+        self.texts: list[tuple[str, bool]] = []  # (text, essential): essential texts also block a Stop
+        self._seq = 0
+        self._changed = anyio.Event()
+        self._gates_stored: set[str] = set()
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def blocked(self) -> bool:
+        """PreToolUse answers wait: a gate is pending or an operator paused the session."""
+        return self.health.state == GATED or self.operator_paused
+
+    # ---- the hook path ------------------------------------------------------
+    def answer(self, event: dict[str, Any], hold: float, idle: float | None = None) -> dict[str, Any]:
+        """Judge one hook event; the result is `{session, output}` or, while blocked, `{session, wait, ticket}`."""
+        name = str(event.get("hook_event_name") or "")
+        now = self.clock()
+        self.last_event_at = now
+        if idle is not None:
+            self.idle = idle
+        if self.state == "terminated":
+            return self._reply(None if name == "SessionEnd" else ch.halt(name, self._end_text()))
+        self._seq += 1
+        block: Verdict | None = None
+        for item in ch.hook_events(event, self._seq, now):
+            for verdict in self._judge(item):
+                if verdict.action == Action.BLOCK and type(item) is ToolCall:
+                    block = verdict
+        self.turn_over = name in ("Stop", "SessionStart")
+        if self.state == "terminated":
+            return self._reply(ch.halt(name, self._end_text()))
+        if name == "SessionEnd":
+            self._end("exited", 0)
+            return self._reply(None)
+        if name == "PreToolUse" and self.blocked and hold > 0:
+            self._remember(self._seq, block)
+            return {"session": self.spec.id, "wait": min(hold, HOLD_MAX), "ticket": self._seq,
+                    "gates": [g.id for g in self.health.pending_gates()]}
+        self._changed_now()
+        return self._reply(self._output(name, block))
+
+    async def wait(self, ticket: int, hold: float) -> dict[str, Any]:
+        """The answer to a held PreToolUse, once the gate is decided or the session resumed, or after
+        `hold` seconds: then a paused session denies the call and a gate answers by `gates.on_timeout`."""
+        if ticket not in self.held and not self.final:
+            return self._reply(None)
+        with anyio.move_on_after(max(0.0, min(hold, HOLD_MAX))):
+            while self.blocked and not self.final:
+                await self._changed.wait()
+        block = self.held.pop(ticket, None)
+        if self.final:
+            return self._reply(ch.halt("PreToolUse", self._end_text()) if self.state == "terminated" else None)
+        if self.operator_paused:
+            return self._reply(ch.pre_tool_use(deny="Paused by the operator supervising this session; "
+                                                    "wait for them, then try again."))
+        if self.blocked and self.config.gates.on_timeout != "approve":
+            gates = ", ".join(f"{g.id} ({g.reason})" for g in self.health.pending_gates())
+            return self._reply(ch.pre_tool_use(deny=f"Waiting for a human decision on {gates}. Do not repeat "
+                                                    "this call; explain where you are stuck instead."))
+        return self._reply(self._output("PreToolUse", block))
+
+    def _judge(self, event: Event) -> list[Verdict]:
+        verdicts = self.health.observe(event, self.clock())
+        self.tool_calls += type(event) is ToolCall
+        self.sink("event", self.spec.id, {**event.to_dict(), "seq": event.seq})
+        self._record(verdicts)
+        return verdicts
+
+    def _record(self, verdicts: list[Verdict]) -> None:
+        """Store verdicts and the gates they open; queue their texts for the model."""
+        now = self.clock()
+        for verdict in verdicts:
+            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
+            if verdict.gate_id and (gate := self.health.gates.gates.get(verdict.gate_id)):
+                self.sink("gate", self.spec.id, gate.to_dict())
+            if verdict.action in _TEXT_ACTIONS and verdict.message:
+                self._queue(verdict.message, essential=verdict.rule == "operator")
+        for gate in self.health.gates.gates.values():
+            if not gate.pending and gate.id not in self._gates_stored:
+                self._gates_stored.add(gate.id)
+                self.sink("gate", self.spec.id, gate.to_dict())
+        if self.health.state == TERMINATED and not self.final:
+            self._end("terminated")
+        self._changed_now()
+
+    def _output(self, name: str, block: Verdict | None) -> dict[str, Any] | None:
+        """The answer for a judged event, taking the queued texts it can carry."""
+        if name == "PreToolUse":
+            context = self._take()
+            return ch.pre_tool_use(deny=block.message or block.reason if block else None, context=context)
+        if name in ch.CONTEXT_EVENTS:
+            return ch.with_context(name, self._take())
+        if name == "Stop":
+            essential = [text for text, must in self.texts if must]
+            self.texts.clear()  # the turn is over; an engine nudge about it is moot
+            return ch.stop_block("\n\n".join(essential)) if essential else None
+        return None
+
+    def _queue(self, text: str, *, essential: bool) -> None:
+        self.texts.append((text, essential))
+        del self.texts[:-TEXT_KEPT]
+
+    def _take(self) -> str | None:
+        texts, self.texts = [text for text, _ in self.texts], []
+        return "\n\n".join(texts) or None
+
+    def _remember(self, ticket: int, block: Verdict | None) -> None:
+        self.held[ticket] = block
+        for old in list(self.held)[:-HELD_KEPT]:
+            del self.held[old]
+
+    def _reply(self, output: dict[str, Any] | None) -> dict[str, Any]:
+        return {"session": self.spec.id, "output": output}
+
+    def _end_text(self) -> str:
+        termination = self.health.termination
+        return f"loopwarden: {termination.message or termination.reason}" if termination else "loopwarden: session ended"
+
+    # ---- time: max_runtime, gate expiry, idle end ------------------------------
+    async def run(self) -> None:
+        self._publish()
+        while not self.final:
+            deadline = self.health.next_deadline()
+            if self.turn_over and self.idle:
+                idle_at = self.last_event_at + self.idle
+                deadline = idle_at if deadline is None else min(deadline, idle_at)
+            delay = IDLE_TICK if deadline is None else min(IDLE_TICK, max(0.0, deadline - self.clock()))
+            with anyio.move_on_after(delay + 0.001):
+                await self._changed.wait()
+            if self.final:
+                break
+            now = self.clock()
+            verdicts = self.health.tick(now)
+            if verdicts:
+                self._record(verdicts)
+                self._publish()
+            if not self.final and self.turn_over and self.idle and now - self.last_event_at >= self.idle:
+                self._end("exited", 0)
+        self._publish()
+
+    def _end(self, state: str, exit_code: int | None = None) -> None:
+        self.state, self.exit_code, self.ended_at = state, exit_code, self.clock()
+        self.held.clear()
+        self._changed_now()
+        self._publish()
+
+    def _changed_now(self) -> None:
+        """Wake whatever waits on this session (held answers, the timer)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+        self._publish()
+
+    # ---- operator actions (the daemon's ops) ------------------------------------
+    async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
+        verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
+        self._record(verdicts)
+        return verdicts
+
+    def grant(self, note: str | None) -> Verdict:
+        verdict = self.health.grant_authority(self.clock(), note=note)
+        self._record([verdict])
+        self._queue(verdict.message or "", essential=True)
+        return verdict
+
+    def reset(self, counter: str | None) -> None:
+        self.health.reset_counters(counter)
+        self._publish()
+
+    def inject(self, text: str) -> bool:
+        self._queue(f"Message from the operator supervising this session (via loopwarden): {text}", essential=True)
+        self._publish()
+        return True
+
+    def pause(self) -> None:
+        self.paused = self.operator_paused = True
+        self._changed_now()
+
+    def resume(self) -> None:
+        self.paused = self.operator_paused = False
+        self._changed_now()
+
+    async def kill(self, note: str | None = None) -> None:
+        """Mark the session terminated; the next hook answer stops Claude. Nothing is signalled."""
+        if self.final:
+            return
+        self._record(self.health.operator_terminate(self.clock(), note))
+        if not self.final:
+            self._end("terminated")
+
+    async def sample(self, children: dict[int, list[int]] | None = None) -> None:
+        """No process of ours to measure."""
+
+    def _publish(self) -> None:
+        self.sink("session", self.spec.id, {})
+
+    def snapshot(self) -> dict[str, Any]:
+        h = self.health
+        state = self.state
+        if state == "running":
+            state = "paused" if self.operator_paused else "gated" if h.state == GATED else state
+        end = self.ended_at or self.clock()
+        return {
+            "id": self.spec.id, "name": self.spec.name, "adapter": ADAPTER, "command": self.spec.command,
+            "cwd": self.spec.cwd, "env_keys": [], "preset": self.config.preset, "state": state, "pid": None,
+            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
+            "runtime": round(end - self.started_at, 3), "max_runtime": self.config.limits.max_runtime,
+            "exit_code": self.exit_code, "termination": str(h.termination_reason) if h.termination_reason else None,
+            "termination_text": h.termination.reason if h.termination else None, "handshake": True,
+            "tool_calls": self.tool_calls, "events": h.events,
+            "counters": {c.name: [c.value, c.limit] for c in h.counters()},
+            "pending_gates": [] if self.final else [g.id for g in h.pending_gates()],
+            "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
+            "cpu_percent": 0.0, "rss": 0, "processes": 0, "open_files": 0, "stdin_dropped": 0, "rate": [],
+            "validation_failures": h.validation_total, "claude_session": self.claude_id,
+        }
