@@ -11,6 +11,7 @@ from typing import Any
 import click
 import orjson
 
+from ..sessions.claude_launch import launch_command
 from ..supervisor.client import DaemonError
 from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration
@@ -61,8 +62,9 @@ def _mem(rss: int | None) -> str:
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_options
 @click.option("--name", help="A name to find the session by (default: the command's name).")
-@click.option("--adapter", type=click.Choice(["native", "plain"]), default="native", show_default=True,
-              help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits).")
+@click.option("--adapter", type=click.Choice(["native", "plain", "claude-code"]), default="native", show_default=True,
+              help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
+                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md).")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
@@ -82,14 +84,20 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run --set limits.max_runtime=5s -- python -c "import time; time.sleep(60)"
       loopwarden run --name fixer -- python -m loopwarden.sessions.scripted repetition
       loopwarden run --adapter plain --set limits.stall_timeout=2m -- make test
+      loopwarden run --adapter claude-code -- --max-turns 30 "fix the failing test"
       loopwarden run -d -- ./my-agent --task T1
     """
     build_config(config_file, preset, sets)  # fail here, before anything starts
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if not cmd:
+    if not cmd and adapter != "claude-code":
         raise Fail("no command given; put it after --, e.g. loopwarden run -- python agent.py")
+    if adapter == "claude-code":
+        try:
+            cmd = launch_command(cmd)
+        except ValueError as exc:
+            raise Fail(str(exc)) from None
     missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)

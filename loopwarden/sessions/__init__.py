@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from .claude_live import ClaudeCodeAdapter
 from .native import NativeAdapter
 from .plain import PlainAdapter
 
-ADAPTERS = {"native": NativeAdapter, "plain": PlainAdapter}
+ADAPTERS = {"native": NativeAdapter, "plain": PlainAdapter, "claude-code": ClaudeCodeAdapter}

@@ -15,6 +15,7 @@ class Adapter:
     """Defaults: observe only, no way to talk back."""
 
     name = "adapter"
+    stop_grace = 0.0  # seconds the agent gets to exit by itself after its stop line, before SIGTERM
 
     def __init__(self) -> None:
         self.handshake = False
@@ -60,6 +61,10 @@ class Adapter:
 
     def stop_line(self, reason: str, message: str) -> bytes | None:
         return None
+
+    def replies(self, gated: bool) -> list[bytes]:
+        """Lines owed to the agent after a line was read or a gate decided (b"" closes its stdin)."""
+        return []
 
 
 def line(obj: dict[str, Any]) -> bytes:

@@ -48,6 +48,8 @@ class AdapterLike(Protocol):
     def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None: ...
     def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None: ...
     def stop_line(self, reason: str, message: str) -> bytes | None: ...
+    def replies(self, gated: bool) -> list[bytes]: ...
+    stop_grace: float
 
 
 @dataclass
@@ -121,6 +123,7 @@ class LiveSession:
         self._gates_stored: set[str] = set()
         self._out: deque[bytes] = deque()
         self._out_ready: anyio.Event | None = None
+        self._stdin_closed = False
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -234,6 +237,11 @@ class LiveSession:
             events = self.adapter.parse_stdout(line, seq)  # type: ignore[arg-type]
         for event in events:
             await self.handle(event)
+        self._send_replies()
+
+    def _send_replies(self) -> None:
+        for data in self.adapter.replies(self.health.state == GATED):
+            self._send(data)
 
     async def _pump_stderr(self) -> None:
         assert self.process and self.process.stderr
@@ -395,6 +403,7 @@ class LiveSession:
                 self.sink("gate", self.spec.id, gate.to_dict())
         if self.health.state != GATED:
             self._release_held()
+            self._send_replies()
             if self.paused and not self.operator_paused and self.health.state != TERMINATED:
                 self._signal_group(signal.SIGCONT)
                 self.paused = False
@@ -506,6 +515,10 @@ class LiveSession:
         if self.paused:
             self._signal_group(signal.SIGCONT)
             self.paused = False
+        if line and self.adapter.stop_grace:  # the agent may wind down by itself (Claude Code: interrupt)
+            self._send(b"")
+            with anyio.move_on_after(self.adapter.stop_grace):
+                await self.process.wait()
         self._signal_group(signal.SIGTERM)
         with anyio.move_on_after(self.config.limits.kill_grace):
             await self.process.wait()
@@ -554,8 +567,9 @@ class LiveSession:
 
     def _send(self, data: bytes, *, essential: bool = True) -> None:
         """Queue a line for the agent's stdin. Verdict, spill and stop lines are never dropped (a
-        handshake agent waits for them); injections past STDIN_QUEUE are, and counted."""
-        if self._out_ready is None:
+        handshake agent waits for them); injections past STDIN_QUEUE are, and counted. An empty
+        line closes stdin."""
+        if self._out_ready is None or self._stdin_closed:
             return
         if not essential and len(self._out) >= STDIN_QUEUE:
             self.stdin_dropped += 1
@@ -571,6 +585,14 @@ class LiveSession:
             self._out_ready = anyio.Event()
             while self._out:
                 data = self._out.popleft()
+                if not data:
+                    self._stdin_closed = True
+                    self._out.clear()
+                    try:
+                        await stdin.aclose()
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        pass
+                    return
                 try:
                     await stdin.send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):

@@ -12,9 +12,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from ..sessions.claude_launch import launch_command
 from ..supervisor.config import PRESETS
 
-ADAPTERS = ("native", "plain")
+ADAPTERS = ("native", "plain", "claude-code")
 
 
 class Confirm(ModalScreen[bool]):
@@ -99,7 +100,14 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             self.query_one("#error", Label).update("type the command to run")
             self.query_one("#command", Input).focus()
             return
-        self.dismiss({"command": command, "adapter": self.query_one("#adapter", Select).value,
+        adapter = self.query_one("#adapter", Select).value
+        if adapter == "claude-code":  # the words are claude's arguments and prompt
+            try:
+                command = launch_command(command)
+            except ValueError as exc:
+                self.query_one("#error", Label).update(str(exc))
+                return
+        self.dismiss({"command": command, "adapter": adapter,
                       "preset": self.query_one("#preset", Select).value,
                       "name": self.query_one("#name", Input).value.strip() or None})
 

@@ -1,0 +1,244 @@
+"""Claude Code launched by loopwarden: stream-json both ways, vetoes through the control protocol.
+
+The CLI runs as `claude -p --input-format stream-json --output-format stream-json --verbose
+--replay-user-messages ARGS` (shared research protocols.md, section 1). At start loopwarden sends an
+`initialize` control request that registers a PreToolUse hook callback for every tool, then the
+prompt as a user line. Each `hook_callback` request becomes the ToolCall the engine judges, and
+`verdict_line` answers it: `{}` (no objection) or a `permissionDecision: deny` with the verdict's
+message, which the model receives as the tool's error result. A gate simply leaves the request
+unanswered (the session holds the verdict). Injections are user lines; terminate is an `interrupt`
+request, then stdin is closed so the CLI exits, then the usual stop of the process group.
+
+The rest of the stream goes through the recorded-stream parser (`claude_code.py`); tool_use blocks
+in assistant lines only remember the tool's name and parent (sub-agent lines keep the Task call id)
+because the hook is where the call is judged. A tool_result whose call never reached the hook (the
+hook was not registered) still gets its ToolCall, just before it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..supervisor import events as ev
+from ..supervisor import protocol
+from ..supervisor.verdicts import Action, Verdict
+from .base import Adapter, line
+from .claude_code import MAP_LIMIT, ClaudeCodeParser, _remember
+from .claude_launch import FIXED_ARGS, split_args
+
+HOOK_ID = "loopwarden_pre_tool_use"
+HOOK_TIMEOUT = 86_400  # seconds claude waits for a verdict (a gate may hold it); past it, it skips the call
+CLOSE = b""  # a reply that closes the CLI's stdin: it ends after its current turn
+_REQUEST_ID = re.compile(rb'"request_id"\s*:\s*"([^"\\]{1,200})"')
+
+
+def _control_request(request_id: str, request: dict[str, Any]) -> bytes:
+    return line({"type": "control_request", "request_id": request_id, "request": request})
+
+
+def _control_response(request_id: str, response: dict[str, Any] | None = None, error: str | None = None) -> bytes:
+    if error is not None:
+        body: dict[str, Any] = {"subtype": "error", "request_id": request_id, "error": error}
+    else:
+        body = {"subtype": "success", "request_id": request_id, "response": response or {}}
+    return line({"type": "control_response", "response": body})
+
+
+def deny(reason: str) -> dict[str, Any]:
+    """A PreToolUse hook answer that vetoes the call; `reason` reaches the model as its error result."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
+
+
+def user_line(text: str) -> bytes:
+    return line({"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": None,
+                 "session_id": "default"})
+
+
+class ClaudeCodeAdapter(Adapter):
+    """A live Claude Code CLI: see the module docstring."""
+
+    name = "claude-code"
+    stop_grace = 3.0  # after the interrupt, seconds for the CLI to end its turn and exit by itself
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handshake = True  # vetoes work once `initialize` registered the hook; an error turns this off
+        self.parser = ClaudeCodeParser()
+        self.prompt: str | None = None
+        self._ids = 0
+        self._pending: dict[int, str] = {}  # hook_callback line seq -> request_id, until answered
+        self._calls: dict[str, ev.ToolCall] = {}  # tool_use id -> call seen in an assistant line
+        self._judged: dict[str, None] = {}  # tool_use ids that went through the hook
+        self._blocked: dict[str, None] = {}  # tool_use ids vetoed: their (error) results are not events
+        self._replies: list[bytes] = []
+        self.sent = 0  # user lines written
+        self.echoed = 0  # user lines the CLI read (--replay-user-messages echoes them)
+        self.turn_over = False
+        self.closed = False
+        self.interrupt_id: str | None = None
+
+    @property
+    def can_inject(self) -> bool:
+        return True
+
+    def _next_id(self, kind: str) -> str:
+        self._ids += 1
+        return f"loopwarden_{kind}_{self._ids}"
+
+    # ---- starting -----------------------------------------------------------
+    def command(self, argv: list[str]) -> list[str]:
+        args = split_args(argv[1:])
+        self.prompt = args.prompt
+        return [argv[0], *FIXED_ARGS, *args.options]
+
+    def start_lines(self) -> list[bytes]:
+        hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID], "timeout": HOOK_TIMEOUT}]}
+        out = [_control_request(self._next_id("init"), {"subtype": "initialize", "hooks": hooks})]
+        if self.prompt:
+            out.append(self._user(self.prompt))
+        return out
+
+    def _user(self, text: str) -> bytes:
+        self.sent += 1
+        return user_line(text)
+
+    # ---- reading ------------------------------------------------------------
+    def parse_stdout(self, raw: bytes, seq: int) -> list[ev.Event]:
+        try:
+            obj = protocol.load_object(raw)
+        except protocol.LineRejected as exc:
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
+        kind = obj.get("type")
+        if kind == "control_request":
+            return self._request(obj, seq)
+        if kind == "control_response":
+            return self._response(obj, seq)
+        if kind == "control_cancel_request":  # the CLI gave up waiting (hook timeout, interrupt)
+            self._forget(obj.get("request_id"))
+            return []
+        if kind == "user" and obj.get("isReplay") is True:
+            self.echoed += 1
+            self.turn_over = False
+            # the prompt is the human turn; loopwarden's own injections are not events
+            return self.parser.feed(obj, seq) if self.echoed == 1 else []
+        if kind == "result":
+            self.turn_over = True
+        return self._filter(self.parser.feed(obj, seq))
+
+    def _filter(self, events: list[ev.Event]) -> list[ev.Event]:
+        out: list[ev.Event] = []
+        for event in events:
+            if type(event) is ev.ToolCall:
+                if event.call_id:  # judged at its hook_callback
+                    _remember(self._calls, event.call_id, event)
+                    continue
+            elif type(event) is ev.ToolResult and event.call_id:
+                if event.call_id in self._blocked:
+                    continue  # a vetoed call has no result, as in the native protocol
+                call = self._calls.get(event.call_id)
+                if call is not None and event.call_id not in self._judged:
+                    out.append(ev.ToolCall(seq=event.seq, ts=call.ts, agent=call.agent, tool=call.tool,
+                                           args=call.args, call_id=call.call_id))
+                    _remember(self._judged, event.call_id, None)
+            out.append(event)
+        return out
+
+    def _request(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        request_id = obj.get("request_id")
+        request = obj.get("request")
+        if not isinstance(request_id, str) or not isinstance(request, dict):
+            return []
+        subtype = request.get("subtype")
+        hook = request.get("input") if isinstance(request.get("input"), dict) else {}
+        if subtype == "hook_callback" and hook.get("hook_event_name") == "PreToolUse":
+            return self._pre_tool_use(request_id, request, hook, seq)
+        if subtype == "hook_callback":
+            self._replies.append(_control_response(request_id, {}))
+        elif subtype == "can_use_tool":  # only with --permission-prompt-tool stdio: loopwarden is no prompt
+            message = "loopwarden does not answer permission prompts; allow tools with --allowedTools"
+            self._replies.append(_control_response(request_id, {"behavior": "deny", "message": message}))
+        else:
+            self._replies.append(_control_response(request_id, error=f"loopwarden does not handle {subtype!r}"))
+        return []
+
+    def _pre_tool_use(self, request_id: str, request: dict[str, Any], hook: dict[str, Any],
+                      seq: int) -> list[ev.Event]:
+        call_id = hook.get("tool_use_id") or request.get("tool_use_id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        name = hook.get("tool_name")
+        tool = name if isinstance(name, str) and name else "unknown"
+        args = hook.get("tool_input")
+        seen = self._calls.get(call_id) if call_id else None
+        agent = seen.agent if seen else (hook.get("agent_id") if isinstance(hook.get("agent_id"), str) else None)
+        self._pending[seq] = request_id
+        if call_id:
+            _remember(self._judged, call_id, None)
+        return [ev.ToolCall(seq=seq, agent=agent, tool=tool, call_id=call_id,
+                            args=args if isinstance(args, dict) else {"input": args})]
+
+    def _response(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        body = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        request_id = body.get("request_id")
+        if body.get("subtype") == "error" and isinstance(request_id, str) and request_id.startswith("loopwarden_init"):
+            self.handshake = False  # no hook: calls are only observed, and blocks become nudges
+            message = f"claude-code: initialize failed, tool calls cannot be vetoed: {body.get('error')}"
+            return [ev.Error(seq=seq, message=message, error_type="control_protocol")]
+        return []
+
+    def _forget(self, request_id: Any) -> None:
+        for key in [k for k, v in self._pending.items() if v == request_id]:
+            del self._pending[key]
+
+    # ---- answering ------------------------------------------------------------
+    def verdict_line(self, call: ev.ToolCall, verdict: Verdict | None) -> bytes | None:
+        request_id = self._pending.pop(call.seq, None)
+        blocked = verdict is not None and verdict.action == Action.BLOCK
+        if blocked and call.call_id:
+            _remember(self._blocked, call.call_id, None, MAP_LIMIT)
+        if request_id is None:
+            return None
+        if blocked and verdict is not None:
+            return _control_response(request_id, deny(verdict.message or verdict.reason))
+        return _control_response(request_id, {})
+
+    def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None:
+        if self.closed or rule == "validation":  # a bad line is the CLI's, not the model's: nothing to say
+            return None
+        who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
+        data = self._user(f"Message from {who}: {text}")
+        if kind == "escalate" and model and model != "human":
+            data = _control_request(self._next_id("model"), {"subtype": "set_model", "model": model}) + data
+        return data
+
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
+        """An over-long control request still gets its answer: a veto for a hook, an error otherwise."""
+        if b'"control_request"' not in head:
+            return None
+        match = _REQUEST_ID.search(head)
+        if not match:
+            return None
+        request_id = match.group(1).decode("utf-8", "replace")
+        if b'"hook_callback"' in head:
+            return _control_response(request_id, deny(
+                f"Tool call blocked: its input is {length:,} bytes, over loopwarden's {limit:,}-byte line "
+                "limit. Pass large content by reference (a file path) instead of inline."))
+        return _control_response(request_id, error=f"request too large ({length:,} bytes)")
+
+    def replies(self, gated: bool) -> list[bytes]:
+        """Answers owed now; and once a turn is over with nothing left for the CLI to read, no
+        pending hook and no open gate, the end of its stdin (it then exits, as `claude -p` does)."""
+        out, self._replies = self._replies, []
+        if (self.turn_over and not self.closed and not gated and not self._pending
+                and self.echoed >= self.sent):
+            self.closed = True
+            out.append(CLOSE)
+        return out
+
+    def stop_line(self, reason: str, message: str) -> bytes | None:
+        if self.closed:
+            return None
+        self.interrupt_id = self._next_id("interrupt")
+        self.closed = True
+        return _control_request(self.interrupt_id, {"subtype": "interrupt"})
