@@ -184,3 +184,39 @@ def test_a_healthy_run_maps_its_stream_and_exits_0(cc: Harness, fake_api: FakeAn
     assert (iteration["n"], iteration["status"]) == (1, "pass")
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0 and usage["cost_usd"] > 0
     assert cc.verdicts(sid) == []
+
+
+def test_sub_agent_calls_keep_the_task_call_as_their_agent(cc: Harness, fake_api: FakeAnthropic) -> None:
+    def script(body: dict[str, Any]) -> Turn:
+        first = [m for m in body["messages"] if m.get("role") == "user"][:1]
+        if any("SUBTASK-31" in t for t in texts({"messages": first})):  # the sub-agent's own conversation
+            done = assistant_turns(body) > 0
+            return say("sub done") if done else call("Bash", {"command": "echo from-sub", "description": "sub"})
+        if assistant_turns(body):
+            return say("all done")
+        return call("Agent", {"description": "sub job", "prompt": "SUBTASK-31: echo",
+                              "subagent_type": "general-purpose"})
+
+    fake_api.play(script, max_turns=20)
+    sid = start(cc, "--max-turns", "5", "--allowedTools=Bash,Agent", "delegate")
+    snap = cc.wait_state(sid, "exited", "terminated", timeout=60)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    calls = of_kind(cc, sid, "tool_call")
+    task = next(c for c in calls if c["tool"] == "Agent")
+    sub = next(c for c in calls if c["tool"] == "Bash")
+    assert "agent" not in task and sub["agent"] == task["call_id"]
+    result = next(r for r in of_kind(cc, sid, "tool_result") if r.get("call_id") == sub["call_id"])
+    assert (result["agent"], result["output"]) == (task["call_id"], "from-sub")
+
+
+def test_an_escalation_switches_claudes_model(cc: Harness, fake_api: FakeAnthropic) -> None:
+    fake_api.play(lambda body: say("done") if "sonnet" in str(body.get("model")) else call("Bash", LS),
+                  max_turns=20)
+    sid = start(cc, "--max-turns", "2", "--allowedTools=Bash", "list the files",
+                sets=("escalation.models=haiku,sonnet", "escalation.failures_per_model=1",
+                      "repetition.nudge_after=0"))  # no nudge: the escalation's own text starts turn 2
+    snap = cc.wait_state(sid, "exited", "terminated", timeout=60)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    assert ("escalate", "model_escalation") in rules(cc.verdicts(sid))
+    models = fake_api.models()
+    assert "sonnet" not in models[0] and "sonnet" in models[-1]  # set_model, then the escalation text
