@@ -16,6 +16,10 @@ exit. This runs the same thing, n times each, and times it from spawn to exit:
 
 A tool call runs two hooks (PreToolUse and PostToolUse); "added per tool call" is 2 x (c) - 2 x (a)
 against a Claude Code with no hooks at all.
+
+With --claude, also (g): the real Claude Code CLI (from claude-agent-sdk) on the fake Messages API
+of the test suite, making 10 different Bash calls, with and without `loopwarden hook install`:
+the difference in wall-clock time, per tool call (the run's 4 other hook runs included).
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import PY, BenchDaemon, pct  # noqa: E402
+from live_common import PY, BenchDaemon, pct
 
-from loopwarden.hook_client import decide  # noqa: E402
+from loopwarden.hook_client import decide
 
 SCRIPT = Path(PY).parent / "loopwarden"
 
@@ -63,10 +67,49 @@ def row(label: str, ms: list[float]) -> tuple[str, float]:
     return label, pct(ms, 0.5)
 
 
+def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 3) -> None:
+    """(g): median wall-clock time of a Claude Code run with `calls` tool calls, hooked and not."""
+    import importlib.util
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.fakes.anthropic_server import FakeAnthropic, call, say
+
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    claude = Path(spec.origin).parent / "_bundled" / "claude" if spec and spec.origin else None
+    if claude is None or not claude.exists():
+        print("(g) skipped: claude-agent-sdk is not installed")
+        return
+    quiet = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
+    script = [call("Bash", {"command": f"echo {i}"}) for i in range(calls)] + [say("done")]
+    medians = {}
+    for hooked in (False, True):
+        root = Path(tempfile.mkdtemp(prefix="lw-hook-claude-"))
+        (root / "project").mkdir()
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(root), "LOOPWARDEN_HOME": str(daemon.home), **quiet}
+        if hooked:
+            subprocess.run([str(SCRIPT), "hook", "install", "--project"], cwd=root / "project", env=env,
+                           stdout=subprocess.DEVNULL, check=True)
+        times = []
+        for _ in range(runs):
+            fake = FakeAnthropic(script, max_turns=calls + 2).start()
+            start = time.perf_counter()
+            subprocess.run([str(claude), "-p", "go", "--max-turns", str(calls + 2), "--allowedTools", "Bash"],
+                           cwd=root / "project", env={**env, **fake.env()}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=300, check=False)
+            times.append(time.perf_counter() - start)
+            fake.stop()
+        medians[hooked] = sorted(times)[len(times) // 2] * 1000
+        print(f"(g) Claude Code, {calls} tool calls, {'hooked' if hooked else 'no hooks'}: median {medians[hooked]:.0f} ms")
+    print(f"(g) added per tool call, real CLI: {(medians[True] - medians[False]) / calls:.1f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=200)
-    n = parser.parse_args().n
+    parser.add_argument("--claude", action="store_true", help="also time the real Claude Code CLI")
+    args = parser.parse_args()
+    n = args.n
     hook = f"{shlex.quote(str(SCRIPT))} hook claude-code"
     full_cli = (f"{shlex.quote(PY)} -c 'import sys; sys.argv[1:] = [\"hook\", \"claude-code\"]; "
                 "from loopwarden.cli import run; run()'")
@@ -87,6 +130,8 @@ def main() -> int:
         row("(f) in-process round trip only", inproc)
         snap = next(s for s in daemon.request("list") if s.get("claude_session") == "bench")
         assert snap["tool_calls"] == 3 * n and snap["state"] == "running", snap
+        if args.claude:
+            claude_runs(daemon)
     dead = {**env, "LOOPWARDEN_HOME": str(daemon.home / "gone")}
     row("(d) hook, no daemon (fail-open)", timed(hook, dead, n))
     print(f"\nadded per tool call (PreToolUse + PostToolUse, p50, minus the sh floor): "

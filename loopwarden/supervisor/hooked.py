@@ -72,7 +72,7 @@ class HookedSession:
         self.texts: list[tuple[str, bool]] = []  # (text, essential): essential texts also block a Stop
         self._seq = 0
         self._changed = anyio.Event()
-        self._gates_stored: set[str] = set()
+        self._gates_stored: dict[str, str] = {}  # gate id -> the status last stored
 
     @property
     def final(self) -> bool:
@@ -105,7 +105,9 @@ class HookedSession:
         if name == "SessionEnd":
             self._end("exited", 0)
             return self._reply(None)
-        if name == "PreToolUse" and self.blocked and hold > 0:
+        if name == "PreToolUse" and self.blocked:
+            if hold <= 0:
+                return self._reply(self._released(block))
             self._remember(self._seq, block)
             return {"session": self.spec.id, "wait": min(hold, HOLD_MAX), "ticket": self._seq,
                     "gates": [g.id for g in self.health.pending_gates()]}
@@ -120,17 +122,20 @@ class HookedSession:
         with anyio.move_on_after(max(0.0, min(hold, HOLD_MAX))):
             while self.blocked and not self.final:
                 await self._changed.wait()
-        block = self.held.pop(ticket, None)
+        return self._reply(self._released(self.held.pop(ticket, None)))
+
+    def _released(self, block: Verdict | None) -> dict[str, Any] | None:
+        """A held PreToolUse's answer: the normal one once unblocked, else the timeout's."""
         if self.final:
-            return self._reply(ch.halt("PreToolUse", self._end_text()) if self.state == "terminated" else None)
+            return ch.halt("PreToolUse", self._end_text()) if self.state == "terminated" else None
         if self.operator_paused:
-            return self._reply(ch.pre_tool_use(deny="Paused by the operator supervising this session; "
-                                                    "wait for them, then try again."))
+            return ch.pre_tool_use(deny="Paused by the operator supervising this session; wait for them, "
+                                        "then try again.")
         if self.blocked and self.config.gates.on_timeout != "approve":
             gates = ", ".join(f"{g.id} ({g.reason})" for g in self.health.pending_gates())
-            return self._reply(ch.pre_tool_use(deny=f"Waiting for a human decision on {gates}. Do not repeat "
-                                                    "this call; explain where you are stuck instead."))
-        return self._reply(self._output("PreToolUse", block))
+            return ch.pre_tool_use(deny=f"Waiting for a human decision on {gates}. Do not repeat this call; "
+                                        "explain where you are stuck instead.")
+        return self._output("PreToolUse", block)
 
     def _judge(self, event: Event) -> list[Verdict]:
         verdicts = self.health.observe(event, self.clock())
@@ -144,13 +149,11 @@ class HookedSession:
         now = self.clock()
         for verdict in verdicts:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
-            if verdict.gate_id and (gate := self.health.gates.gates.get(verdict.gate_id)):
-                self.sink("gate", self.spec.id, gate.to_dict())
             if verdict.action in _TEXT_ACTIONS and verdict.message:
                 self._queue(verdict.message, essential=verdict.rule == "operator")
-        for gate in self.health.gates.gates.values():
-            if not gate.pending and gate.id not in self._gates_stored:
-                self._gates_stored.add(gate.id)
+        for gate in self.health.gates.gates.values():  # opened or decided since the last time
+            if self._gates_stored.get(gate.id) != gate.status:
+                self._gates_stored[gate.id] = gate.status
                 self.sink("gate", self.spec.id, gate.to_dict())
         if self.health.state == TERMINATED and not self.final:
             self._end("terminated")

@@ -148,8 +148,9 @@ def test_pause_holds_answers_and_kill_stops_the_next_one(lw: Harness) -> None:
     thread.join(30)
     assert held[0].output is None
     lw.cli("pause", sid)
-    timed_out = run_hook({**lw.env, "LOOPWARDEN_HOOK_HOLD": "0.3"}, pre(call="t2"))
-    assert "Paused by the operator" in denial(timed_out)
+    for hold in ("0.3", "0"):  # held until the hold passes; no hold at all: answered at once
+        timed_out = run_hook({**lw.env, "LOOPWARDEN_HOOK_HOLD": hold}, pre(call=f"t2-{hold}"))
+        assert "Paused by the operator" in denial(timed_out)
     assert lw.cli("kill", sid).returncode == 0
     assert lw.status(sid)["state"] == "terminated"
     stopped = run_hook(lw.env, pre(call="t3"))
