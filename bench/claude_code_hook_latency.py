@@ -9,8 +9,8 @@ the test suite's fake Messages API, with a temporary HOME.
    blocked), under loopwarden, with bench/claude_code_tap.py between the daemon and the CLI timing
    every hook_callback until loopwarden's answer (p50, p95, max).
 2. Added per tool call, end to end: the median time between two model requests (the CLI's own
-   work, the tool, and under loopwarden the hook) with loopwarden, minus the same without it
-   (the CLI driven directly in stream-json mode, with no hook).
+   work, the tool, and under loopwarden the hook) in the same run under loopwarden without the
+   tap, minus the same without loopwarden (the CLI driven directly in stream-json mode, no hook).
 3. Loops, default settings: the same `ls` forever; the same failing `cat`; and with a one-model
    escalation ladder and claude's --max-turns 5, the turn's end opens a gate. For each: how many
    calls ran before the first block, at the gate, and at the end, and how the session ended.
@@ -98,13 +98,18 @@ def latency(daemon: BenchDaemon, binary: str, n: int, runs: int) -> None:
     with_lw: list[float] = []
     without: list[float] = []
     for _ in range(runs):
-        times: list[float] = []
+        times: list[float] = []  # through the tap, for the round trips (the tap's relay costs time)
         fake = FakeAnthropic(echo_script(n, times), max_turns=n + 10).start()
         log = tempfile.mktemp(prefix="lw-cc-rtt-")
-        _sid, snap = supervised(daemon, fake, binary, args, tap_log=log)
+        _, snap = supervised(daemon, fake, binary, args, tap_log=log)
         fake.stop()
         assert snap["state"] == "exited" and snap["exit_code"] == 0, snap
         rtts += json.loads(Path(log).read_text())
+        times = []  # without the tap, for the time between requests
+        fake = FakeAnthropic(echo_script(n, times), max_turns=n + 10).start()
+        _, snap = supervised(daemon, fake, binary, args)
+        fake.stop()
+        assert snap["state"] == "exited" and snap["exit_code"] == 0, snap
         with_lw += gaps(times[1:])  # the first gap includes the CLI's start
         times = []
         fake = FakeAnthropic(echo_script(n, times), max_turns=n + 10).start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,17 @@ def test_garbage_and_huge_requests_are_answered_and_never_hurt_the_daemon(lw: Ha
     kinds = [e["kind"] for e in lw.events(sid)]
     assert kinds.count("invalid_line") == 3 and kinds.count("tool_call") == 1
     assert lw.request("ping")["sessions"] >= 1  # the daemon is fine
+
+
+@pytest.mark.parametrize(("args", "env", "code", "says"), [
+    (["--max-turns", "3"], {"LOOPWARDEN_CLAUDE": "/bin/true"}, 2, "no prompt for Claude Code"),
+    (["--allowedTools", "Bash", "Read"], {"LOOPWARDEN_CLAUDE": "/bin/true"}, 2, "no prompt for Claude Code"),
+    (["fix it"], {"LOOPWARDEN_CLAUDE": "/nonexistent/claude"}, 127, "cannot start '/nonexistent/claude'"),
+])
+def test_a_bad_command_line_is_a_one_line_error(tmp_path: Path, args: list[str], env: dict[str, str], code: int,
+                                                says: str) -> None:
+    done = subprocess.run([PY, "-m", "loopwarden", "run", "--adapter", "claude-code", "--", *args],
+                          env={**os.environ, "LOOPWARDEN_HOME": str(tmp_path), **env},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == code
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
