@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
+from .detail import SessionDetail
 from .dialogs import AskText, Confirm, Launch
 from .feed import Feed
 from .gates import GatesQueue
@@ -170,10 +171,7 @@ class ConsoleApp(App[None]):
     def _gates_loaded(self, gates: list[dict[str, Any]]) -> None:
         self.gates = gates
         refs = {g["ref"] for g in gates}
-        if self._known_gates is None:
-            if gates:
-                self.notify(f"{len(gates)} gate(s) waiting for a human: press g", title="gates", timeout=6)
-        else:
+        if self._known_gates is not None:  # gates already open at start are in the status line, not toasts
             for gate in gates:
                 if gate["ref"] not in self._known_gates:
                     reason = str(gate.get("reason") or "")
@@ -237,8 +235,6 @@ class ConsoleApp(App[None]):
         sid = self.table.selected_id()
         if sid is None:
             return
-        from .detail import SessionDetail
-
         self.push_screen(SessionDetail(self.paths, sid, snapshot_of=self.snapshots.get))
 
     def action_gates(self) -> None:

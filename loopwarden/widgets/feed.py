@@ -27,6 +27,7 @@ class Feed:
         self._client: Client | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._closed = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="loopwarden-feed", daemon=True)
@@ -43,6 +44,9 @@ class Feed:
     def _run(self) -> None:
         try:
             self._client = Client.connect(self.paths, autostart=self.autostart, name="console")
+            if self._closed:  # closed while connecting: do not stay subscribed in the background
+                self._client.close()
+                return
             first, updates = self._client.subscribe(self.only, events=self.events)
             self.sessions = list(first.get("sessions") or [])
             self._ready.set()
@@ -68,5 +72,6 @@ class Feed:
             return client.request(op, **fields)
 
     def close(self) -> None:
+        self._closed = True
         if self._client is not None:
             self._client.close()

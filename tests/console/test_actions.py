@@ -10,6 +10,7 @@ from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Static
 
+from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, Launch
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
@@ -228,3 +229,23 @@ async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
         await pilot.press("y")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
     assert [a["action"] for a in console_actions(lw, sid)] == ["kill"]
+
+
+async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    other = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(other, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        assert detail.session_id == sid
+        await pilot.press("p")
+        await until(pilot, lambda: lw.status(sid)["state"] == "paused", what="the pause from the detail")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, SessionDetail), what="back to the table")
+    assert lw.status(other)["state"] == "running"
+    for s in (sid, other):
+        lw.request("kill", session=s)

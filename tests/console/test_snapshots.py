@@ -14,6 +14,7 @@ import pytest
 from textual.widgets import Input
 
 from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.session_table import row_cells
 from tests.console.frozen import NOW, SESSIONS, FrozenFeed
 from tests.console.helpers import until
 
@@ -22,16 +23,24 @@ def frozen_app(**kwargs: Any) -> ConsoleApp:
     return ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(), clock=lambda: NOW, **kwargs)  # type: ignore[arg-type]
 
 
+def measured(app: ConsoleApp) -> bool:
+    """Every column is as wide as its widest cell (the table measures new rows when idle)."""
+    cells = [row_cells(snap, NOW) for snap in SESSIONS]
+    return all(column.content_width >= max(len(str(c[key])) for c in cells)
+               for key, column in ((str(k.value), col) for k, col in app.table.columns.items()))
+
+
 def settled(app: ConsoleApp, *keys: str) -> Any:
-    """Wait for every row and the gates, drop the toasts, press `keys`, stop cursors blinking."""
+    """Wait for every row and the gates, press `keys`, stop cursors blinking."""
 
     async def run_before(pilot: Any) -> None:
-        await until(pilot, lambda: app.table.row_count == len(SESSIONS) and app.gates, what="the frozen state")
-        app.clear_notifications()
+        await until(pilot, lambda: app.table.row_count == len(SESSIONS) and app.gates and measured(app),
+                    what="the frozen state")
         await pilot.press(*keys)
         await pilot.pause()
         for box in app.screen.query(Input):
             box.cursor_blink = False
+        app.screen.refresh(repaint=True, layout=True)  # one full repaint, so partial updates leave no trace
         await pilot.pause()
 
     return run_before
