@@ -502,7 +502,8 @@ class LiveSession:
 
     # ---- stopping ---------------------------------------------------------
     async def stop(self, reason: Termination, message: str) -> None:
-        """A `stop` line, SIGTERM to the whole group, SIGKILL after the grace period."""
+        """A `stop` line, SIGTERM to the whole group, SIGKILL after the grace period. An adapter with
+        a `stop_grace` also gets its stdin closed and that long to exit by itself before the SIGTERM."""
         if self.stopping or self.process is None:
             return
         self.stopping = True
