@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -50,24 +51,29 @@ def event(name: str, i: int) -> dict[str, object]:
     return out
 
 
-def timed(command: str, env: dict[str, str], n: int, name: str = "PreToolUse") -> list[float]:
-    """Milliseconds per `sh -c command` run, the hook event on stdin."""
+def timed(command: str, env: dict[str, str], n: int, name: str = "PreToolUse") -> tuple[list[float], float]:
+    """Milliseconds per `sh -c command` run (the hook event on stdin), and the mean CPU milliseconds
+    (user + system) the runs used: less disturbed than wall time on a busy machine."""
     out = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     for i in range(n):
         data = json.dumps(event(name, i)).encode()
         start = time.perf_counter()
         subprocess.run(["sh", "-c", command], input=data, env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
         out.append((time.perf_counter() - start) * 1000)
-    return out
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000 / n
+    return out, cpu
 
 
-def row(label: str, ms: list[float]) -> tuple[str, float]:
-    print(f"{label:<48} p50 {pct(ms, 0.5):7.1f} ms   p95 {pct(ms, 0.95):7.1f} ms   max {max(ms):7.1f} ms")
-    return label, pct(ms, 0.5)
+def row(label: str, ms: list[float], cpu: float | None = None) -> float:
+    extra = f"   cpu {cpu:6.1f} ms" if cpu is not None else ""
+    print(f"{label:<42} p50 {pct(ms, 0.5):7.1f} ms   p95 {pct(ms, 0.95):7.1f} ms   max {max(ms):7.1f} ms{extra}")
+    return cpu if cpu is not None else pct(ms, 0.5)
 
 
-def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 3) -> None:
+def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 7) -> None:
     """(g): median wall-clock time of a Claude Code run with `calls` tool calls, hooked and not."""
     import importlib.util
     import tempfile
@@ -82,7 +88,7 @@ def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 3) -> None:
         return
     quiet = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
     script = [call("Bash", {"command": f"echo {i}"}) for i in range(calls)] + [say("done")]
-    medians = {}
+    setups = {}
     for hooked in (False, True):
         root = Path(tempfile.mkdtemp(prefix="lw-hook-claude-"))
         (root / "project").mkdir()
@@ -90,17 +96,21 @@ def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 3) -> None:
         if hooked:
             subprocess.run([str(SCRIPT), "hook", "install", "--project"], cwd=root / "project", env=env,
                            stdout=subprocess.DEVNULL, check=True)
-        times = []
-        for _ in range(runs):
+        setups[hooked] = (root / "project", env)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):  # interleaved, so a change in the machine's load hits both alike
+        for hooked, (project, env) in setups.items():
             fake = FakeAnthropic(script, max_turns=calls + 2).start()
             start = time.perf_counter()
             subprocess.run([str(claude), "-p", "go", "--max-turns", str(calls + 2), "--allowedTools", "Bash"],
-                           cwd=root / "project", env={**env, **fake.env()}, stdout=subprocess.DEVNULL,
+                           cwd=project, env={**env, **fake.env()}, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=300, check=False)
-            times.append(time.perf_counter() - start)
+            times[hooked].append((time.perf_counter() - start) * 1000)
             fake.stop()
-        medians[hooked] = sorted(times)[len(times) // 2] * 1000
-        print(f"(g) Claude Code, {calls} tool calls, {'hooked' if hooked else 'no hooks'}: median {medians[hooked]:.0f} ms")
+    medians = {hooked: sorted(ms)[len(ms) // 2] for hooked, ms in times.items()}
+    for hooked, ms in medians.items():
+        print(f"(g) Claude Code, {calls} tool calls, {'hooked' if hooked else 'no hooks'}: median {ms:.0f} ms "
+              f"of {runs} runs")
     print(f"(g) added per tool call, real CLI: {(medians[True] - medians[False]) / calls:.1f} ms")
 
 
@@ -115,11 +125,11 @@ def main() -> int:
                 "from loopwarden.cli import run; run()'")
     with BenchDaemon("hook") as daemon:
         env = daemon.env
-        floor = row("(a) sh -c true", timed("true", env, n))[1]
-        row("(b) sh -c 'python -c pass'", timed(f"{shlex.quote(PY)} -c pass", env, n))
-        pre = row("(c) hook, PreToolUse, daemon running", timed(hook, env, n))[1]
-        post = row("(c) hook, PostToolUse, daemon running", timed(hook, env, n, "PostToolUse"))[1]
-        row("(e) hook through the full command line", timed(full_cli, env, n))
+        floor = row("(a) sh -c true", *timed("true", env, n))
+        row("(b) sh -c 'python -c pass'", *timed(f"{shlex.quote(PY)} -c pass", env, n))
+        pre = row("(c) hook, PreToolUse, daemon running", *timed(hook, env, n))
+        post = row("(c) hook, PostToolUse, daemon running", *timed(hook, env, n, "PostToolUse"))
+        row("(e) hook through the full command line", *timed(full_cli, env, n))
         socket_path = str(daemon.paths.socket)
         os.environ["LOOPWARDEN_HOOK_TIMEOUT"] = "5"
         inproc = []
@@ -133,8 +143,8 @@ def main() -> int:
         if args.claude:
             claude_runs(daemon)
     dead = {**env, "LOOPWARDEN_HOME": str(daemon.home / "gone")}
-    row("(d) hook, no daemon (fail-open)", timed(hook, dead, n))
-    print(f"\nadded per tool call (PreToolUse + PostToolUse, p50, minus the sh floor): "
+    row("(d) hook, no daemon (fail-open)", *timed(hook, dead, n))
+    print(f"\nadded per tool call (PreToolUse + PostToolUse, CPU time, minus the sh floor): "
           f"{pre + post - 2 * floor:.1f} ms")
     return 0
 
