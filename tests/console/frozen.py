@@ -45,16 +45,17 @@ GATES = [{
 class FrozenFeed(Feed):
     """The console's feed with a fixed first reply and answers, instead of a daemon connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, sessions: list[dict[str, Any]] = SESSIONS) -> None:
         super().__init__(Paths(*(["/nonexistent"] * 3)))  # type: ignore[arg-type]
+        self.first = sessions
 
     def start(self) -> None:
-        self.sessions = [dict(s) for s in SESSIONS]
+        self.sessions = [dict(s) for s in self.first]
         self._ready.set()
 
     def request(self, op: str, **fields: Any) -> Any:
         if op == "gates":
-            return GATES
+            return GATES if self.first else []
         raise AssertionError(f"a snapshot test sent {op}")
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ import pytest
 from textual.widgets import Input
 
 from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.dialogs import AskText, Confirm
 from loopwarden.widgets.session_table import row_cells
 from tests.console.frozen import NOW, SESSIONS, FrozenFeed
 from tests.console.helpers import until
@@ -36,6 +37,8 @@ def settled(app: ConsoleApp, *keys: str) -> Any:
     async def run_before(pilot: Any) -> None:
         await until(pilot, lambda: app.table.row_count == len(SESSIONS) and app.gates and measured(app),
                     what="the frozen state")
+        app.main.refresh(repaint=True, layout=True)  # paint the measured table before a dialog covers it
+        await pilot.pause()
         await pilot.press(*keys)
         await pilot.pause()
         for box in app.screen.query(Input):
@@ -57,24 +60,46 @@ def test_gates_queue_with_evidence(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(100, 30), run_before=settled(app, "g"))
 
 
+def dialog(app: ConsoleApp, screen: Any = None, *keys: str) -> Any:
+    """A dialog over an empty console: the table behind a dialog is a frame Textual may or may not
+    have repainted yet, so dialogs are pictured alone."""
+
+    async def run_before(pilot: Any) -> None:
+        await until(pilot, lambda: app.feed.ready, what="the frozen feed")
+        if screen is not None:
+            app.push_screen(screen)
+        await pilot.press(*keys)
+        await pilot.pause()
+        for box in app.screen.query(Input):
+            box.cursor_blink = False
+        await pilot.pause()
+
+    return run_before
+
+
+def empty_app() -> ConsoleApp:
+    return ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(sessions=[]), clock=lambda: NOW)  # type: ignore[arg-type]
+
+
 def test_help(snap_compare: Any) -> None:
-    app = frozen_app()
-    assert snap_compare(app, terminal_size=(100, 40), run_before=settled(app, "question_mark"))
+    app = empty_app()
+    assert snap_compare(app, terminal_size=(100, 40), run_before=dialog(app, None, "question_mark"))
 
 
 def test_kill_confirmation(snap_compare: Any) -> None:
-    app = frozen_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "k"))
+    app = empty_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, Confirm("Kill session s1 (refactor-all)?")))
 
 
 def test_guidance_dialog(snap_compare: Any) -> None:
-    app = frozen_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "g", "w"))
+    app = empty_app()
+    ask = AskText("Approve s3:g1 with guidance for the agent:", "what the agent should do next")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
 
 
 def test_launch_dialog(snap_compare: Any) -> None:
-    app = frozen_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "n"))
+    app = empty_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, None, "n"))
 
 
 def test_filter_and_read_only(snap_compare: Any) -> None:
