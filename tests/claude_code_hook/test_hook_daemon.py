@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
 import threading
 from pathlib import Path
 
-from tests.live.live_harness import Harness, rules, wait_for
+from tests.live.live_harness import PY, Harness, rules, wait_for
 
 from .helpers import denial, event, hooked, post, pre, run_hook
 
@@ -176,3 +178,13 @@ def test_max_runtime_holds_from_the_first_hook_event(lw: Harness) -> None:
     snap = lw.wait_state(snap["id"], "terminated", timeout=10)
     assert snap["termination"] == "max_runtime"
     assert run_hook(env, pre()).output["continue"] is False
+
+
+def test_the_hook_process_loads_no_heavy_modules(tmp_path: Path) -> None:
+    code = ("import sys\nsys.argv = ['loopwarden', 'hook', 'claude-code']\nfrom loopwarden import entry\n"
+            "try:\n    entry.run()\nexcept SystemExit:\n    pass\n"
+            "heavy = ('click', 'textual', 'anyio', 'sqlite_utils', 'psutil', 'orjson', 'anthropic')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
+    done = subprocess.run([PY, "-c", code], input=json.dumps(pre()).encode(), capture_output=True, timeout=60,
+                          env={**os.environ, "LOOPWARDEN_HOME": str(tmp_path)}, check=False)
+    assert done.stdout.decode().strip() == "[]", done.stderr
