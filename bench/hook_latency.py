@@ -75,15 +75,14 @@ def row(label: str, ms: list[float], cpu: float | None = None) -> float:
 
 def claude_runs(daemon: BenchDaemon, calls: int = 10, runs: int = 7) -> None:
     """(g): median wall-clock time of a Claude Code run with `calls` tool calls, hooked and not."""
-    import importlib.util
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from loopwarden.sessions.claude_launch import bundled_binary
     from tests.fakes.anthropic_server import FakeAnthropic, call, say
 
-    spec = importlib.util.find_spec("claude_agent_sdk")
-    claude = Path(spec.origin).parent / "_bundled" / "claude" if spec and spec.origin else None
-    if claude is None or not claude.exists():
+    claude = bundled_binary()
+    if claude is None:
         print("(g) skipped: claude-agent-sdk is not installed")
         return
     quiet = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
