@@ -212,9 +212,11 @@ def ls(as_json: bool, show_all: bool) -> None:
     if not sessions:
         click.echo("no sessions yet; start one with: loopwarden run -- COMMAND")
         return
-    click.echo(f"{'ID':<6} {'NAME':<18} {'ADAPTER':<8} {'STATE':<34} {'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
+    width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
+    click.echo(f"{'ID':<6} {'NAME':<18} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} "
+               f"{'CPU':>6} {'MEM':>6}")
     for s in sessions:
-        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {str(s.get('adapter', '')):<8} "
+        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {str(s.get('adapter', '')):<{width}} "
                    f"{_state(s)[:34]:<34} {_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% {_mem(s.get('rss')):>6}")
 
