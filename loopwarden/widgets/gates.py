@@ -29,11 +29,19 @@ def evidence_text(gate: dict[str, Any]) -> Text:
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             out.append(f"{key}:\n", style="bold")
             for i, item in enumerate(value, 1):
-                out.append(f"  {i:>2}. " + ", ".join(f"{k}={_short(v)}" for k, v in item.items()) + "\n")
+                facts = (f"{k}={_fact(k, v)}" for k, v in item.items() if v is not None)
+                out.append(f"  {i:>2}. " + ", ".join(facts) + "\n")
         else:
             out.append(f"{key}: ", style="bold")
             out.append(_short(value, 400) + "\n")
     return out
+
+
+def _fact(key: str, value: Any) -> str:
+    """One evidence value; timestamps as local clock time."""
+    if (key == "ts" or key.endswith("_at")) and isinstance(value, (int, float)):
+        return time.strftime("%H:%M:%S", time.localtime(value))
+    return _short(value)
 
 
 def _short(value: Any, limit: int = 160) -> str:
