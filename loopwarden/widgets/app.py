@@ -93,7 +93,7 @@ class ConsoleApp(App[None]):
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.gates: list[dict[str, Any]] = []
         self._gate_refs: frozenset[str] | None = None
-        self._known_gates: set[str] | None = None
+        self._known_gates: set[str] = set()
         if title:
             self.sub_title = title
 
@@ -122,9 +122,12 @@ class ConsoleApp(App[None]):
             return
         changed: set[str] = set()
         if self.feed.sessions:
+            first = not self.snapshots
             for snap in self.feed.sessions:
                 self.snapshots[snap["id"]] = snap
             changed |= set(self.snapshots)
+            if first:  # gates already open at start are in the status line, not toasts
+                self._known_gates = set(self._pending_refs())
             self.feed.sessions = []
         for message in self.feed.drain():
             data = message.get("data") or {}
@@ -135,11 +138,14 @@ class ConsoleApp(App[None]):
         with self.batch_update():
             self.table.show(self.snapshots, changed)
             self._status()
-        refs = frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
-                         for g in s.get("pending_gates") or [])
+        refs = self._pending_refs()
         if refs != self._gate_refs:
             self._gate_refs = refs
             self.load_gates()
+
+    def _pending_refs(self) -> frozenset[str]:
+        return frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
+                         for g in s.get("pending_gates") or [])
 
     def _status(self) -> None:
         status = self.main.query_one("#status", Static)
@@ -171,15 +177,14 @@ class ConsoleApp(App[None]):
     def _gates_loaded(self, gates: list[dict[str, Any]]) -> None:
         self.gates = gates
         refs = {g["ref"] for g in gates}
-        if self._known_gates is not None:  # gates already open at start are in the status line, not toasts
-            for gate in gates:
-                if gate["ref"] not in self._known_gates:
-                    reason = str(gate.get("reason") or "")
-                    reason = reason if len(reason) <= 120 else reason[:119] + "…"
-                    self.notify(f"{gate.get('name')}: {reason} (g to decide)", title=f"gate {gate['ref']} opened",
-                                severity="warning", timeout=8)
-                    self.bell()
-        self._known_gates = refs
+        for gate in gates:
+            if gate["ref"] not in self._known_gates:
+                reason = str(gate.get("reason") or "")
+                reason = reason if len(reason) <= 120 else reason[:119] + "…"
+                self.notify(f"{gate.get('name')}: {reason} (g to decide)", title=f"gate {gate['ref']} opened",
+                            severity="warning", timeout=8)
+                self.bell()
+        self._known_gates |= refs
 
     # ---- what an action applies to -----------------------------------------
     def target(self) -> dict[str, Any] | None:
