@@ -7,7 +7,9 @@ prompt as a user line. Each `hook_callback` request becomes the ToolCall the eng
 `verdict_line` answers it: `{}` (no objection) or a `permissionDecision: deny` with the verdict's
 message, which the model receives as the tool's error result. A gate simply leaves the request
 unanswered (the session holds the verdict). Injections are user lines; terminate is an `interrupt`
-request, then stdin is closed so the CLI exits, then the usual stop of the process group.
+request, then stdin is closed so the CLI exits, then the usual stop of the process group. Otherwise
+stdin closes once a turn is over and nothing is owed either way, not while a background sub-agent
+still runs (its hook callbacks need stdin; with it closed the CLI cancels its tool calls).
 
 The rest of the stream goes through the recorded-stream parser (`claude_code.py`); tool_use blocks
 in assistant lines only remember the tool's name and parent (sub-agent lines keep the Task call id)
@@ -78,6 +80,8 @@ class ClaudeCodeAdapter(Adapter):
         self.turn_over = False
         self.closed = False
         self.interrupt_id: str | None = None
+        self._running: dict[str, None] = {}  # background tasks (async sub-agents) still working
+        self._background: dict[str, None] = {}  # every background task id seen
 
     @property
     def can_inject(self) -> bool:
@@ -125,7 +129,30 @@ class ClaudeCodeAdapter(Adapter):
             return self.parser.feed(obj, seq) if self.echoed == 1 else []
         if kind == "result":
             self.turn_over = True
+        elif kind == "system":
+            self._task(obj)
         return self._filter(self.parser.feed(obj, seq))
+
+    def _task(self, obj: dict[str, Any]) -> None:
+        """Background tasks outlive the turn that started them: Claude Code 2.1.330 runs an Agent
+        call's sub-agent in the background and ends the turn (`result`) while it still works. Its
+        tool calls still go through the hook, which needs stdin open; and once it finishes, the CLI
+        runs a turn of its own to tell the model (task_notification, then a new `result`)."""
+        subtype = obj.get("subtype")
+        task_id = obj.get("task_id")
+        if subtype == "background_tasks_changed" and isinstance(obj.get("tasks"), list):
+            ids = [t.get("task_id") for t in obj["tasks"] if isinstance(t, dict)]
+            self._running = {i: None for i in ids if isinstance(i, str)}
+            for i in self._running:
+                _remember(self._background, i, None, MAP_LIMIT)
+        elif not isinstance(task_id, str):
+            return
+        elif subtype == "task_started" and obj.get("is_backgrounded") is True:
+            _remember(self._running, task_id, None, MAP_LIMIT)
+            _remember(self._background, task_id, None, MAP_LIMIT)
+        elif subtype == "task_notification" and task_id in self._background:
+            self._running.pop(task_id, None)
+            self.turn_over = False  # the notification starts a turn, which ends in its own `result`
 
     def _filter(self, events: list[ev.Event]) -> list[ev.Event]:
         out: list[ev.Event] = []
@@ -228,9 +255,10 @@ class ClaudeCodeAdapter(Adapter):
 
     def replies(self, gated: bool) -> list[bytes]:
         """Answers owed now; and once a turn is over with nothing left for the CLI to read, no
-        pending hook and no open gate, the end of its stdin (it then exits, as `claude -p` does)."""
+        pending hook, no open gate and no background task still running, the end of its stdin
+        (it then exits, as `claude -p` does)."""
         out, self._replies = self._replies, []
-        if (self.turn_over and not self.closed and not gated and not self._pending
+        if (self.turn_over and not self.closed and not gated and not self._pending and not self._running
                 and self.echoed >= self.sent):
             self.closed = True
             out.append(CLOSE)

@@ -181,6 +181,32 @@ def test_stdin_closes_once_the_turn_is_over_and_everything_sent_was_read() -> No
     assert adapter.stop_line("operator", "bye") is None  # stdin is closed already
 
 
+def system(subtype: str, **fields: Any) -> bytes:
+    return dumps({"type": "system", "subtype": subtype, **fields})
+
+
+def test_stdin_stays_open_while_a_background_sub_agent_works() -> None:
+    # 2.1.330 runs an Agent call's sub-agent in the background: the turn ends (`result`) while it
+    # still works, its calls still need the hook (over stdin), and its end starts a turn of its own
+    adapter = ClaudeCodeAdapter()
+    adapter.command(["claude", "go"])
+    adapter.start_lines()
+    result = dumps({"type": "result", "subtype": "success", "usage": {}, "total_cost_usd": 0.01})
+    adapter.parse_stdout(replay("go"), 1)
+    adapter.parse_stdout(system("background_tasks_changed", tasks=[{"task_id": "t1"}]), 2)
+    adapter.parse_stdout(system("task_started", task_id="t1", tool_use_id="toolu_task", is_backgrounded=True), 3)
+    adapter.parse_stdout(result, 4)
+    assert adapter.replies(False) == []  # the sub-agent still works
+    [call] = adapter.parse_stdout(hook("r1", "toolu_sub", agent_id="t1"), 5)
+    assert response(adapter.verdict_line(call, None))["request_id"] == "r1"  # type: ignore[arg-type]
+    assert adapter.replies(False) == []
+    adapter.parse_stdout(system("task_notification", task_id="t1", tool_use_id="toolu_task", status="completed"), 6)
+    adapter.parse_stdout(system("background_tasks_changed", tasks=[]), 7)
+    assert adapter.replies(False) == []  # the notification's own turn has not ended yet
+    adapter.parse_stdout(result, 8)
+    assert adapter.replies(False) == [CLOSE]
+
+
 def test_terminate_is_an_interrupt_request() -> None:
     adapter = ClaudeCodeAdapter()
     request = json.loads(adapter.stop_line("repetition_loop", "looping"))  # type: ignore[arg-type]
