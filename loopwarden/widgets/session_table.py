@@ -6,8 +6,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES
@@ -57,8 +66,8 @@ def usage_text(snap: dict[str, Any]) -> str:
     return "-"
 
 
-def row_cells(snap: dict[str, Any], now: float) -> dict[str, Any]:
-    """The cells of one session's row, by column key."""
+def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
+    """The cells of one session's row, by column key; all `Text`, so `[` in a name is never markup."""
     state = str(snap.get("state") or "?")
     limit = snap.get("max_runtime") or 0
     runtime = format_duration(runtime_of(snap, now)) + (f"/{format_duration(limit)}" if limit else "")
@@ -67,19 +76,19 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Any]:
     rss = snap.get("rss") or 0
     return {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
-        "name": str(snap.get("name") or "")[:24],
+        "name": Text(str(snap.get("name") or "")[:24]),
         "state": Text(state, style=STATE_STYLE.get(state, "")),
-        "runtime": runtime,
-        "calls": str(snap.get("tool_calls") or 0),
+        "runtime": Text(runtime),
+        "calls": Text(str(snap.get("tool_calls") or 0)),
         "repetition": counter_text(snap, "identical_calls"),
         "validation": counter_text(snap, "validation"),
         "loop": counter_text(snap, "loop"),
         "gates": Text(str(gates), style="bold magenta" if gates else "dim"),
-        "reason": str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else "")),
-        "usage": usage_text(snap),
-        "cpu": f"{snap.get('cpu_percent') or 0:.0f}%",
-        "mem": f"{rss / (1 << 20):.0f}M" if rss else "-",
-        "adapter": str(snap.get("adapter") or ""),
+        "reason": Text(str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else ""))),
+        "usage": Text(usage_text(snap)),
+        "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
+        "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
+        "adapter": Text(str(snap.get("adapter") or "")),
     }
 
 
@@ -108,69 +117,356 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 
 
-class SessionTable(DataTable[Any]):
-    """All sessions, filtered and sorted; `show` applies a batch of changed snapshots by row key."""
+def same_cell(a: Text, b: Text) -> bool:
+    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+
+
+class Column:
+    """One column: its key (`.key.value`), label and the width of its widest cell (grows, never shrinks, until a rebuild)."""
+
+    __slots__ = ("content_width", "key", "label")
+
+    def __init__(self, key: str, label: str) -> None:
+        self.key = ColumnKey(key)
+        self.label = Text(label)
+        self.content_width = self.label.cell_len
+
+    @property
+    def render_width(self) -> int:
+        return self.content_width + 2  # one space of padding either side
+
+
+class Row:
+    """One session's row: its key (`.key.value`), cells by column key, and a version bumped when a cell changes."""
+
+    __slots__ = ("cells", "key", "version")
+
+    def __init__(self, sid: str, cells: dict[str, Text]) -> None:
+        self.key = RowKey(sid)
+        self.cells = cells
+        self.version = 0
+
+
+class SessionTable(ScrollView, can_focus=True):
+    """All sessions, filtered and sorted; `show` applies a batch of changed snapshots by row key.
+
+    One line per row, the header fixed on top. Each row's rendered line is cached and rebuilt only when
+    its cells, its place (cursor, zebra stripe), the column widths or the styles change: a tick that
+    changes k rows renders k lines.
+    """
+
+    BINDINGS: list[BindingType] = [
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("left", "scroll_left", "Scroll left", show=False),
+        Binding("right", "scroll_right", "Scroll right", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home,ctrl+home", "first", "First", show=False),
+        Binding("end,ctrl+end", "last", "Last", show=False),
+    ]
+
+    COMPONENT_CLASSES = {"session-table--header", "session-table--even-row", "session-table--odd-row",
+                         "session-table--cursor"}
+
+    DEFAULT_CSS = """
+    SessionTable {
+        background: $surface;
+        color: $foreground;
+        height: auto;
+        max-height: 100%;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .session-table--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .session-table--header { background-tint: $foreground 5%; }
+        }
+        &:dark > .session-table--even-row { background: $surface-darken-1 40%; }
+        & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
+        &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
+        & > .session-table--even-row { background: $surface-lighten-1 50%; }
+        & > .session-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+    }
+    """
+
+    class RowSelected(Message):
+        """Enter (or a click on the cursor row) on a row; `row_key.value` is the session id."""
+
+        def __init__(self, table: SessionTable, row_key: str, cursor_row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row_key = RowKey(row_key)
+            self.cursor_row = cursor_row
+
+        @property
+        def control(self) -> SessionTable:
+            return self.table
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        super().__init__(**kwargs)
         self.filter_text = ""
         self.sort_by = "id"
-        self._shown: dict[str, dict[str, Any]] = {}
         self.clock: Callable[[], float] = time.time
+        self.columns: dict[ColumnKey, Column] = {}
+        for key, label in COLUMNS:
+            column = Column(key, label)
+            self.columns[column.key] = column
+        self._column_list = list(self.columns.values())
+        self.rows: dict[str, Row] = {}
+        self._order: list[str] = []
+        self._index: dict[str, int] = {}
+        self._cursor = 0
+        self._widths_version = 0
+        self._line_cache: dict[str, tuple[tuple[Any, ...], Strip]] = {}
+        self._header_cache: tuple[tuple[Any, ...], Strip] | None = None
 
     def on_mount(self) -> None:
         self.clock = getattr(self.app, "clock", time.time)  # the app's clock, fixed in snapshot tests
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self._update_virtual_size()
 
+    # ---- the public view of the rows ------------------------------------------------
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
+
+    @property
+    def ordered_rows(self) -> list[Row]:
+        return [self.rows[sid] for sid in self._order]
+
+    @property
+    def ordered_columns(self) -> list[Column]:
+        return list(self._column_list)
+
+    def get_row_index(self, row_key: str | RowKey) -> int:
+        return self._index[_key(row_key)]
+
+    def get_cell(self, row_key: str | RowKey, column_key: str | ColumnKey) -> Text:
+        return self.rows[_key(row_key)].cells[_key(column_key)]
+
+    @property
+    def cursor_row(self) -> int:
+        return self._cursor
+
+    @cursor_row.setter
+    def cursor_row(self, row: int) -> None:
+        self.move_cursor(row=row)
+
+    @property
+    def cursor_coordinate(self) -> Coordinate:
+        return Coordinate(self._cursor, 0)
+
+    def selected_id(self) -> str | None:
+        return self._order[self._cursor] if self._order else None
+
+    def move_cursor(self, *, row: int | None = None, column: int | None = None, scroll: bool = True,
+                    animate: bool = False) -> None:
+        if row is None:
+            return
+        old = self._cursor
+        self._cursor = max(0, min(row, self.row_count - 1))
+        if old != self._cursor:
+            self._refresh_row(old)
+            self._refresh_row(self._cursor)
+        if scroll:
+            self._scroll_cursor_into_view()
+
+    # ---- data -------------------------------------------------------------------------
     def show(self, snapshots: dict[str, dict[str, Any]], changed: set[str]) -> None:
         """Add, update or remove the rows of `changed` sessions; re-sort only when something moved."""
+        selected = self.selected_id()
         moved = False
+        widths = False
+        dirty: list[str] = []
         now = self.clock()
         for sid in sorted(changed, key=session_number):
             snap = snapshots.get(sid)
             visible = snap is not None and matches(snap, self.filter_text)
-            shown = self._shown.get(sid)
+            row = self.rows.get(sid)
             if not visible:
-                if shown is not None:
-                    self.remove_row(sid)
-                    del self._shown[sid]
+                if row is not None:
+                    del self.rows[sid]
+                    self._line_cache.pop(sid, None)
+                    self._order.remove(sid)
+                    moved = True
                 continue
             assert snap is not None
             cells = row_cells(snap, now)
-            if shown is None:
-                self.add_row(*cells.values(), key=sid)
+            if row is None:
+                self.rows[sid] = Row(sid, cells)
+                self._order.append(sid)
                 moved = True
             else:
-                for key, value in cells.items():
-                    if shown.get(key) != value:  # only the cells that changed
-                        self.update_cell(sid, key, value, update_width=True)
+                if any(not same_cell(row.cells[k], v) for k, v in cells.items()):  # only rows that changed
+                    row.cells = cells
+                    row.version += 1
+                    dirty.append(sid)
                 moved = moved or self.sort_by != "id"
-            self._shown[sid] = cells
-        if moved:
-            self._sort(snapshots)
+            for column in self._column_list:
+                width = cells[column.key.value].cell_len
+                if width > column.content_width:
+                    column.content_width = width
+                    widths = True
+        if widths:
+            self._widths_version += 1
+        self._settle(snapshots, selected, moved, widths, dirty)
 
     def rebuild(self, snapshots: dict[str, dict[str, Any]]) -> None:
         """Start over (after the filter changed): rows of hidden sessions go, matching ones come back."""
-        self.show(snapshots, set(snapshots) | set(self._shown))
+        self.show(snapshots, set(snapshots) | set(self.rows))
+        changed = False
+        for column in self._column_list:  # the widths fit the rows shown now, narrower too
+            width = max([column.label.cell_len] + [row.cells[column.key.value].cell_len for row in self.rows.values()])
+            changed = changed or width != column.content_width
+            column.content_width = width
+        if changed:
+            self._widths_version += 1
+            self._update_virtual_size()
+            self.refresh()
 
     def resort(self, snapshots: dict[str, dict[str, Any]], sort_by: str) -> None:
         self.sort_by = sort_by
-        self._sort(snapshots)
+        self._settle(snapshots, self.selected_id(), True, False, [])
 
-    def _sort(self, snapshots: dict[str, dict[str, Any]]) -> None:
-        order = SORTS[self.sort_by]
-        selected = self.selected_id()
+    def _settle(self, snapshots: dict[str, dict[str, Any]], selected: str | None, moved: bool, widths: bool,
+                dirty: list[str]) -> None:
+        """Sort if rows moved, keep the cursor on the selected session, repaint only what changed."""
+        reordered = False
+        if moved:
+            order = SORTS[self.sort_by]
+            before = list(self._order)
+            self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else ())
+            reordered = self._order != before or len(self._index) != len(self._order)
+            if reordered:
+                self._index = {sid: i for i, sid in enumerate(self._order)}
+        if reordered or widths:
+            self._update_virtual_size()
+        if selected in self._index:
+            self.move_cursor(row=self._index[selected], scroll=reordered)
+        else:
+            self.move_cursor(row=self._cursor, scroll=reordered)
+        if reordered or widths:
+            self.refresh()
+        else:
+            for sid in dirty:
+                self._refresh_row(self._index[sid])
 
-        def key(cell: Any) -> Any:
-            snap = snapshots.get(str(cell).strip("! "))
-            return order(snap) if snap else ()
+    def _update_virtual_size(self) -> None:
+        width = sum(column.render_width for column in self._column_list)
+        self.virtual_size = Size(width, self.row_count + 1)
 
-        self.sort("id", key=key)
-        if selected in self.rows:
-            self.move_cursor(row=self.get_row_index(selected))
+    def _refresh_row(self, index: int) -> None:
+        if 0 <= index < self.row_count:
+            self.refresh_line(index + 1)  # below the header
 
-    def selected_id(self) -> str | None:
-        if not self.row_count:
-            return None
-        return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+    def _scroll_cursor_into_view(self) -> None:
+        visible = max(1, self.scrollable_content_region.height - 1)  # rows below the header
+        top = int(self.scroll_y)
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False, force=True, immediate=True)
+        elif self._cursor >= top + visible:
+            self.scroll_to(y=self._cursor - visible + 1, animate=False, force=True, immediate=True)
+
+    # ---- rendering --------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        base_style = self.rich_style
+        if y == 0:
+            strip = self._header_strip(width)
+        else:
+            index = y - 1 + scroll_y
+            if not 0 <= index < self.row_count:
+                return Strip.blank(width, base_style)
+            strip = self._row_strip(index, width)
+        return strip.crop_extend(scroll_x, scroll_x + width, base_style)
+
+    def _line(self, cells: list[Text], style: Style, post: Style | None, width: int) -> Strip:
+        line = Text(end="", no_wrap=True)
+        for column, cell in zip(self._column_list, cells, strict=True):
+            line.append(" ")
+            pad = column.content_width - cell.cell_len
+            if pad < 0:
+                cell = cell.copy()
+                cell.truncate(column.content_width)
+                pad = column.content_width - cell.cell_len
+            line.append_text(cell)
+            line.append(" " * (pad + 1))
+        segments = list(Segment.apply_style(line.render(self.app.console), style, post))
+        length = line.cell_len
+        if length < width:
+            segments.append(Segment(" " * (width - length), style))
+        return Strip(segments, max(length, width))
+
+    def _header_strip(self, width: int) -> Strip:
+        style = self.get_component_rich_style("session-table--header")
+        key = (self._widths_version, style, width)
+        if self._header_cache is None or self._header_cache[0] != key:
+            strip = self._line([column.label for column in self._column_list], style, None, width)
+            self._header_cache = (key, strip)
+        return self._header_cache[1]
+
+    def _row_strip(self, index: int, width: int) -> Strip:
+        sid = self._order[index]
+        row = self.rows[sid]
+        cursor = index == self._cursor
+        style = self.get_component_rich_style("session-table--odd-row" if index % 2 else "session-table--even-row")
+        cursor_style = self.get_component_rich_style("session-table--cursor") if cursor else None
+        key = (row.version, self._widths_version, style, cursor_style, width)
+        cached = self._line_cache.get(sid)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        cells = [row.cells[column.key.value] for column in self._column_list]
+        if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
+            strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
+        else:
+            strip = self._line(cells, style, None, width)
+        self._line_cache[sid] = (key, strip)
+        return strip
+
+    # ---- keys and mouse -----------------------------------------------------------------
+    def action_cursor_up(self) -> None:
+        self.move_cursor(row=self._cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(row=self._cursor + 1)
+
+    def action_page_up(self) -> None:
+        self.move_cursor(row=self._cursor - max(1, self.scrollable_content_region.height - 1))
+
+    def action_page_down(self) -> None:
+        self.move_cursor(row=self._cursor + max(1, self.scrollable_content_region.height - 1))
+
+    def action_first(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self.move_cursor(row=self.row_count - 1)
+
+    def action_select_cursor(self) -> None:
+        sid = self.selected_id()
+        if sid is not None:
+            self.post_message(self.RowSelected(self, sid, self._cursor))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1:
+            return  # the header
+        index = event.y - 1 + int(self.scroll_y)
+        if not 0 <= index < self.row_count:
+            return
+        event.stop()
+        if index == self._cursor:
+            self.action_select_cursor()
+        else:
+            self.move_cursor(row=index)
+
+
+def _key(key: Any) -> str:
+    return str(key.value) if isinstance(key, (RowKey, ColumnKey)) else str(key)

@@ -6,9 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from textual.widgets import DataTable
-
 from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.session_table import SessionTable
 
 
 async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -25,7 +24,7 @@ async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,
 
 def cell(app: ConsoleApp, sid: str, column: str) -> str:
     """The text of one cell of the sessions table, or "" when the session has no row."""
-    table = app.query_one("#sessions", DataTable) if not app.screen_stack[1:] else app.table
+    table = app.query_one("#sessions", SessionTable) if not app.screen_stack[1:] else app.table
     if sid not in table.rows:
         return ""
     return str(table.get_cell(sid, column))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable
 
 from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.session_table import SessionTable
 from tests.console.helpers import cell, until
 from tests.live.live_harness import PY, Harness
 
@@ -16,7 +16,7 @@ async def test_sessions_appear_live_with_their_state(lw: Harness) -> None:
     sid = lw.scenario("repetition")
     app = ConsoleApp(lw.paths, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
-        await until(pilot, lambda: sid in app.query_one("#sessions", DataTable).rows, what="the session's row")
+        await until(pilot, lambda: sid in app.query_one("#sessions", SessionTable).rows, what="the session's row")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the final state")
         assert cell(app, sid, "reason") == "repetition_loop"
         assert cell(app, sid, "name") == "repetition"
