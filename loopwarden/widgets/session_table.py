@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -124,9 +124,10 @@ def same_cell(a: Text, b: Text) -> bool:
 class Column:
     """One column: its key (`.key.value`), label and the width of its widest cell (grows, never shrinks, until a rebuild)."""
 
-    __slots__ = ("content_width", "key", "label")
+    __slots__ = ("content_width", "key", "label", "name")
 
     def __init__(self, key: str, label: str) -> None:
+        self.name = key
         self.key = ColumnKey(key)
         self.label = Text(label)
         self.content_width = self.label.cell_len
@@ -155,7 +156,7 @@ class SessionTable(ScrollView, can_focus=True):
     changes k rows renders k lines.
     """
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "Select", show=False),
         Binding("up", "cursor_up", "Cursor up", show=False),
         Binding("down", "cursor_down", "Cursor down", show=False),
@@ -167,7 +168,7 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("end,ctrl+end", "last", "Last", show=False),
     ]
 
-    COMPONENT_CLASSES = {"session-table--header", "session-table--even-row", "session-table--odd-row",
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row", "session-table--odd-row",
                          "session-table--cursor"}
 
     DEFAULT_CSS = """
@@ -310,7 +311,7 @@ class SessionTable(ScrollView, can_focus=True):
                     dirty.append(sid)
                 moved = moved or self.sort_by != "id"
             for column in self._column_list:
-                width = cells[column.key.value].cell_len
+                width = cells[column.name].cell_len
                 if width > column.content_width:
                     column.content_width = width
                     widths = True
@@ -323,7 +324,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.show(snapshots, set(snapshots) | set(self.rows))
         changed = False
         for column in self._column_list:  # the widths fit the rows shown now, narrower too
-            width = max([column.label.cell_len] + [row.cells[column.key.value].cell_len for row in self.rows.values()])
+            width = max([column.label.cell_len] + [row.cells[column.name].cell_len for row in self.rows.values()])
             changed = changed or width != column.content_width
             column.content_width = width
         if changed:
@@ -423,7 +424,7 @@ class SessionTable(ScrollView, can_focus=True):
         cached = self._line_cache.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        cells = [row.cells[column.key.value] for column in self._column_list]
+        cells = [row.cells[column.name] for column in self._column_list]
         if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
             strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
         else:

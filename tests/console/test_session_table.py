@@ -77,7 +77,7 @@ async def test_cursor_follows_its_session_and_keys_move_it() -> None:
         await pilot.press("end")
         await pilot.pause()
         assert table.cursor_row == 19, screen_text(table)
-        assert table.selected_id() in screen_text(table)[-1], (table.size, table.scroll_y, screen_text(table))
+        assert str(table.selected_id()) in screen_text(table)[-1], (table.size, table.scroll_y, screen_text(table))
         await pilot.press("home")
         assert table.cursor_row == 0
         await pilot.press("pagedown")
