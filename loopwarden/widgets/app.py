@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import Footer, Header, Input, Static
 
 from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
@@ -25,6 +26,7 @@ from .help import Help
 from .session_table import SORTS, SessionTable, needs_human, session_number
 
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
+PRUNE_SECONDS = 10.0
 
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch"}
@@ -101,8 +103,22 @@ class ConsoleApp(App[None]):
         return Sessions()
 
     def on_mount(self) -> None:
+        self.install_screen(GatesQueue(lambda: self.gates, self.clock), name="gates")  # one, reused: see below
         self.feed.start()
         self.set_interval(DRAW_SECONDS, self.draw)
+        self.set_interval(PRUNE_SECONDS, self.prune_watchers)
+
+    def prune_watchers(self) -> None:
+        """Forget reactive watchers of widgets that are gone.
+
+        Textual 8.2.8 drops a dead watcher only when the watched value changes, so each footer
+        rebuild (every screen switch) and each screen's Header left watchers behind: about
+        450 KiB per g/escape in bench/console_responsiveness.py.
+        """
+        for obj in (self, *self.query(Footer)):
+            for watchers in getattr(obj, "__watchers", {}).values():
+                watchers[:] = [(node, callback) for node, callback in watchers
+                               if node is obj or (not node._closing and node.is_attached)]
 
     def on_unmount(self) -> None:
         self.feed.close()
@@ -118,7 +134,7 @@ class ConsoleApp(App[None]):
     # ---- live data ----------------------------------------------------------
     def draw(self) -> None:
         """Apply what the feed buffered since the last tick, in one batch, by row key."""
-        if not self.feed.ready:
+        if not self.feed.ready or not self.main.query(SessionTable):  # not composed yet, or shutting down
             return
         changed: set[str] = set()
         if self.feed.sessions:
@@ -150,7 +166,7 @@ class ConsoleApp(App[None]):
     def _status(self) -> None:
         status = self.main.query_one("#status", Static)
         if self.feed.error:
-            status.update(f"[red]daemon: {self.feed.error}[/]")
+            status.update(f"[red]daemon: {escape(self.feed.error)}[/]")
             return
         snaps = self.snapshots.values()
         live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
@@ -182,7 +198,7 @@ class ConsoleApp(App[None]):
                 reason = str(gate.get("reason") or "")
                 reason = reason if len(reason) <= 120 else reason[:119] + "…"
                 self.notify(f"{gate.get('name')}: {reason} (g to decide)", title=f"gate {gate['ref']} opened",
-                            severity="warning", timeout=8)
+                            severity="warning", timeout=8, markup=False)  # agent text is never markup
                 self.bell()
         self._known_gates |= refs
 
@@ -235,7 +251,7 @@ class ConsoleApp(App[None]):
         self.push_screen(Confirm(question), lambda yes: then() if yes else None)
 
     # ---- views ----------------------------------------------------------------
-    @on(DataTable.RowSelected, "#sessions")
+    @on(SessionTable.RowSelected, "#sessions")
     def action_open_detail(self) -> None:
         sid = self.table.selected_id()
         if sid is None:
@@ -244,7 +260,7 @@ class ConsoleApp(App[None]):
 
     def action_gates(self) -> None:
         if not isinstance(self.screen, GatesQueue):
-            self.push_screen(GatesQueue(lambda: self.gates, self.clock))
+            self.push_screen("gates")
 
     def action_filter(self) -> None:
         box = self.main.query_one("#filter", Input)
@@ -343,10 +359,10 @@ class ConsoleApp(App[None]):
         try:
             result = self.feed.request(op, **fields)
         except (DaemonError, OSError) as exc:
-            self.call_from_thread(self.notify, f"{op}: {exc}", severity="error")
+            self.call_from_thread(self.notify, f"{op}: {exc}", severity="error", markup=False)
             return
         target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
-        self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3)
+        self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3, markup=False)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette offers every key's action, with its key as a reminder."""

@@ -29,7 +29,7 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog danger"):
-            yield Label(self.question)
+            yield Label(self.question, markup=False)  # names come from agents and commands
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no")
@@ -55,7 +55,7 @@ class AskText(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text)
+            yield Label(self.title_text, markup=False)
             yield Input(placeholder=self.placeholder, id="text")
             yield Label("enter sends · escape cancels", classes="hint")
 

@@ -88,6 +88,8 @@ class GatesQueue(Screen[None]):
         self.set_interval(DRAW_SECONDS, self.draw)
 
     def draw(self) -> None:
+        if not self.is_current:  # installed once and kept; only the screen on top draws
+            return
         gates = self.gates_of()
         table = self.query_one("#gates", DataTable)
         refs = tuple(g["ref"] for g in gates)
@@ -105,6 +107,9 @@ class GatesQueue(Screen[None]):
         for gate in gates:
             table.update_cell(gate["ref"], "age", format_duration(max(0.0, now - (gate.get("opened_at") or now))))
         self.show_evidence()
+
+    def on_screen_resume(self) -> None:
+        self.draw()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.show_evidence()

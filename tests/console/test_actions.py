@@ -249,3 +249,22 @@ async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harn
     assert lw.status(other)["state"] == "running"
     for s in (sid, other):
         lw.request("kill", session=s)
+
+
+async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Harness) -> None:
+    odd = "[/]fix [red]it[/red] [b"
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name=odd)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        assert cell(app, sid, "name") == odd
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, SessionDetail), what="back to the table")
+        await pilot.press("k")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None, what="confirm")
+        assert odd in str(dialog.query_one("Label").render())
+        await pilot.press("y")
+        await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
