@@ -11,7 +11,6 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.coordinate import Coordinate
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -242,10 +241,6 @@ class SessionTable(ScrollView, can_focus=True):
     def ordered_rows(self) -> list[Row]:
         return [self.rows[sid] for sid in self._order]
 
-    @property
-    def ordered_columns(self) -> list[Column]:
-        return list(self._column_list)
-
     def get_row_index(self, row_key: str | RowKey) -> int:
         return self._index[_key(row_key)]
 
@@ -256,19 +251,10 @@ class SessionTable(ScrollView, can_focus=True):
     def cursor_row(self) -> int:
         return self._cursor
 
-    @cursor_row.setter
-    def cursor_row(self, row: int) -> None:
-        self.move_cursor(row=row)
-
-    @property
-    def cursor_coordinate(self) -> Coordinate:
-        return Coordinate(self._cursor, 0)
-
     def selected_id(self) -> str | None:
         return self._order[self._cursor] if self._order else None
 
-    def move_cursor(self, *, row: int | None = None, column: int | None = None, scroll: bool = True,
-                    animate: bool = False) -> None:
+    def move_cursor(self, *, row: int | None = None, scroll: bool = True) -> None:
         if row is None:
             return
         old = self._cursor
