@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
@@ -164,22 +164,24 @@ class ConsoleApp(App[None]):
                          for g in s.get("pending_gates") or [])
 
     def _status(self) -> None:
+        """The line under the table; built as Content, since filter text and daemon errors are never markup."""
         status = self.main.query_one("#status", Static)
         if self.feed.error:
-            status.update(f"[red]daemon: {escape(self.feed.error)}[/]")
+            status.update(Content.styled(f"daemon: {self.feed.error}", "red"))
             return
         snaps = self.snapshots.values()
         live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
         human = sum(1 for s in snaps if needs_human(s))
         table = self.table
-        parts = [f"{len(self.snapshots)} sessions, {live} live",
-                 f"[bold magenta]{human} waiting for a human (g)[/]" if human else "none waiting for a human"]
+        parts = [Content(f"{len(self.snapshots)} sessions, {live} live"),
+                 Content.styled(f"{human} waiting for a human (g)", "bold magenta") if human
+                 else Content("none waiting for a human")]
         if table.filter_text:
-            parts.append(f"filter: {table.filter_text!r}, {table.row_count} shown")
-        parts.append(f"sort: {table.sort_by}")
+            parts.append(Content(f"filter: {table.filter_text!r}, {table.row_count} shown"))
+        parts.append(Content(f"sort: {table.sort_by}"))
         if self.read_only:
-            parts.append("[yellow]read-only[/]")
-        status.update("  ·  ".join(parts))
+            parts.append(Content.styled("read-only", "yellow"))
+        status.update(Content("  ·  ").join(parts))
 
     @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
     def load_gates(self) -> None:

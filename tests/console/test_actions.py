@@ -259,6 +259,8 @@ async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Har
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, app, sid)
         assert cell(app, sid, "name") == odd
+        await pilot.press("slash", *"[/]fix", "enter")  # the filter is shown in the status line too
+        await until(pilot, lambda: set(app.table.rows) == {sid}, what="the filter on the odd name")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
         await pilot.press("escape")
