@@ -70,3 +70,16 @@ def call(op: str, **fields: Any) -> Any:
             return client.request(op, **fields)
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
+
+
+def shutdown_daemon(note: str | None = None) -> int | None:
+    """Stop the running daemon: how many live sessions stopped with it, or None when none runs."""
+    try:
+        client = connect(autostart=False)
+    except DaemonFail:
+        return None
+    with client:
+        try:
+            return int(client.request("shutdown", note=note)["sessions"])
+        except DaemonError as exc:
+            raise DaemonFail(str(exc)) from None

@@ -10,7 +10,7 @@ from ..sessions.demo import DEMO_SESSIONS, demo_home, demo_paths, demo_specs
 from ..supervisor.client import Client, DaemonError
 from ..supervisor.paths import HOME_ENV
 from ..supervisor.verdicts import FINAL_STATES
-from .common import DaemonFail
+from .common import DaemonFail, shutdown_daemon
 from .offline import replay_demo
 
 
@@ -48,14 +48,11 @@ def demo(again: bool, stop: bool, no_console: bool, read_only: bool, replay: boo
     os.environ[HOME_ENV] = str(home)  # the daemon this starts, and everything it runs, use the demo's profile
     paths = demo_paths(home)
     if stop:
-        try:
-            client = Client.connect(paths, autostart=False, name="cli")
-        except (DaemonError, OSError):
+        stopped = shutdown_daemon(note="loopwarden demo --stop")  # the demo's daemon: HOME_ENV is set above
+        if stopped is None:
             click.echo("the demo daemon is not running")
-            return
-        with client:
-            result = client.request("shutdown", note="loopwarden demo --stop")
-        click.echo(f"demo daemon stopping; {result['sessions']} live session(s) stopped with it")
+        else:
+            click.echo(f"demo daemon stopping; {stopped} live session(s) stopped with it")
         return
     try:
         with Client.connect(paths, autostart=True, name="cli") as client:

@@ -17,7 +17,7 @@ from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration
 from ..supervisor.paths import default_paths
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
-from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect
+from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect, shutdown_daemon
 
 FINAL = FINAL_STATES
 
@@ -509,17 +509,11 @@ def stop_daemon() -> None:
     Example:
       loopwarden stop-daemon
     """
-    try:
-        client = connect(autostart=False)
-    except DaemonFail:
+    stopped = shutdown_daemon()
+    if stopped is None:
         click.echo("no daemon is running")
         return
-    with client:
-        try:
-            result = client.request("shutdown")
-        except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
-    click.echo(f"daemon stopping; {_plural(result['sessions'], 'live session')} stopped with it")
+    click.echo(f"daemon stopping; {_plural(stopped, 'live session')} stopped with it")
 
 
 @click.command()
