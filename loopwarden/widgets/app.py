@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from textual import on, work
+from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
@@ -23,10 +24,11 @@ from .dialogs import AskText, Confirm, Launch
 from .feed import Feed
 from .gates import GatesQueue
 from .help import Help
+from .keybar import KeyBar
 from .session_table import SORTS, SessionTable, needs_human, session_number
 
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
-PRUNE_SECONDS = 10.0
+PRUNE_SECONDS = 2.0
 
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch"}
@@ -74,7 +76,7 @@ class Sessions(Screen[None]):
         yield SessionTable(id="sessions")
         yield FilterBox(placeholder="filter: words to match, ! for sessions that need a human", id="filter")
         yield Static("connecting to the daemon…", id="status")
-        yield Footer()
+        yield KeyBar()
 
 
 class ConsoleApp(App[None]):
@@ -106,19 +108,22 @@ class ConsoleApp(App[None]):
         self.install_screen(GatesQueue(lambda: self.gates, self.clock), name="gates")  # one, reused: see below
         self.feed.start()
         self.set_interval(DRAW_SECONDS, self.draw)
-        self.set_interval(PRUNE_SECONDS, self.prune_watchers)
+        self.set_interval(PRUNE_SECONDS, self.prune_dead_widgets)
 
-    def prune_watchers(self) -> None:
-        """Forget reactive watchers of widgets that are gone.
+    def prune_dead_widgets(self) -> None:
+        """Let go of what Textual 8.2.8 keeps after it is gone (tests/console/test_memory.py).
 
-        Textual 8.2.8 drops a dead watcher only when the watched value changes, so each footer
-        rebuild (every screen switch) and each screen's Header left watchers behind: about
-        450 KiB per g/escape in bench/console_responsiveness.py.
+        * A method cache keyed by the style cache of each widget drawn (an lru_cache of 1,024)
+          kept every toast, dialog and detail view's rendered lines for the next 1,024 widgets.
+          It is emptied; it refills in a frame.
+        * A toast whose notification expired before its own timer fired (a busy console) is
+          removed without its holder, and the empty holders stayed in the rack for good.
         """
-        for obj in (self, *self.query(Footer)):
-            for watchers in getattr(obj, "__watchers", {}).values():
-                watchers[:] = [(node, callback) for node, callback in watchers
-                               if node is obj or (not node._closing and node.is_attached)]
+        StylesCache.get_inner_outer.cache_clear()
+        for screen in {*self.screen_stack, self.get_screen("gates")}:
+            for holder in screen.query("ToastRack > ToastHolder"):
+                if holder.is_mounted and not holder.children and not holder._closing:
+                    holder.remove()
 
     def on_unmount(self) -> None:
         self.feed.close()
@@ -134,7 +139,7 @@ class ConsoleApp(App[None]):
     # ---- live data ----------------------------------------------------------
     def draw(self) -> None:
         """Apply what the feed buffered since the last tick, in one batch, by row key."""
-        if not self.feed.ready or not self.main.query(SessionTable):  # not composed yet, or shutting down
+        if not (self.feed.ready and self.screen_stack and self.main.query(SessionTable)):  # not composed, or closing
             return
         changed: set[str] = set()
         if self.feed.sessions:

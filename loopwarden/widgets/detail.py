@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, OptionList, RichLog, Sparkline
+from textual.widgets import Header, OptionList, RichLog, Sparkline
 from textual.widgets.option_list import Option
 
 from ..supervisor.client import Client, DaemonError
@@ -22,6 +22,7 @@ from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from .feed import Feed
 from .health import HealthPanel
+from .keybar import KeyBar
 from .proctree import ProcessTree
 from .spill_viewer import SpillViewer
 from .stream import history_messages, message_key, render
@@ -115,7 +116,7 @@ class SessionDetail(Screen[None]):
                     yield Sparkline([], id="rate", classes="section")
                     yield ProcessTree(id="procs", classes="section")
                     yield OptionList(id="spills", classes="section")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.title = f"{self.session_id}"

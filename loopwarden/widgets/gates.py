@@ -11,9 +11,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from ..supervisor.config import format_duration
+from .keybar import KeyBar
 
 DRAW_SECONDS = 0.25
 
@@ -77,7 +78,7 @@ class GatesQueue(Screen[None]):
         yield DataTable(id="gates", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="evidence-box"):
             yield Static("No gate is waiting.", id="evidence")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one("#gates", DataTable)

@@ -11,7 +11,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Log, Static
+
+from .keybar import KeyBar
 
 MAX_BYTES = 4 << 20
 LINE_CHARS = 10_000  # a single huge line is cut for display
@@ -64,7 +66,7 @@ class SpillViewer(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"reading {self.path}…", id="spill-note")
         yield Log(id="spill-text", auto_scroll=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(Log).focus()

@@ -211,7 +211,9 @@ async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other
         await open_gates(p1, one, ref)
         await p1.press("a")
         await until(p2, lambda: cell(two, sid, "state") == "exited", what="the second console to see the end")
-        assert two.gates == [] and cell(two, sid, "gates") == "0"
+        # the queue reloads in a worker once the pending gates change: a moment after the row
+        await until(p2, lambda: two.gates == [] and cell(two, sid, "gates") == "0",
+                    what="the gate to leave the second console")
 
 
 async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:

@@ -66,6 +66,7 @@ def dialog(app: ConsoleApp, screen: Any = None, *keys: str) -> Any:
 
     async def run_before(pilot: Any) -> None:
         await until(pilot, lambda: app.feed.ready, what="the frozen feed")
+        await until(pilot, lambda: "0 sessions" in str(app.main.query_one("#status").render()), what="the status line")
         if screen is not None:
             app.push_screen(screen)
         await pilot.press(*keys)
