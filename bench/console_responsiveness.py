@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/console_responsiveness.py [--seconds 120] [--sessions 50] [--rate 1000]
                                                      [--via driver|pilot] [--gap 0.1] [--warmup 5]
-                                                     [--profile] [--json PATH] [--keep]
+                                                     [--profile] [--trace-memory] [--json PATH] [--keep]
 
 Issue 4, "Performance": with 50 sessions each emitting 1,000 events per second
 through the daemon, measure the console's responsiveness (time from a key press
@@ -46,9 +46,12 @@ over two minutes. Targets: p95 under 100 ms, memory flat.
    RSS start / middle / end and its least-squares slope in MiB per minute.
    Memory is "flat" when the last RSS sample is at most 1.1 x the peak of the
    window's first half (the same check as live_scale.py) and the slope over
-   the second half is under 1 MiB/min.
+   the second half is under 1 MiB/min. That RSS includes what the benchmark
+   itself keeps (each press, frame time and lag sample: about 0.9 MiB/min at
+   8 presses/s); its size is printed beside it, and the check does not subtract it.
 4. Diagnostics: the time spent in ConsoleApp.draw (the 4 Hz batch apply), the
-   asyncio event loop's lag (a task that sleeps 10 ms), and with --profile a
+   asyncio event loop's lag (a task that sleeps 10 ms), with --trace-memory where
+   the Python heap grew over the window's second half (tracemalloc), and with --profile a
    cProfile of the console's thread over the window (top functions printed).
 
 Prints a summary with PASS/FAIL against the targets (p95 < 100 ms, memory
@@ -62,6 +65,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import os
@@ -70,6 +74,7 @@ import signal
 import sys
 import threading
 import time
+import tracemalloc
 import unicodedata
 from collections.abc import Callable
 from itertools import pairwise
@@ -205,6 +210,44 @@ class Sampler(threading.Thread):
             self.client.close()
 
 
+def deep_size(obj: Any) -> int:
+    """Bytes held by nested lists and dicts of numbers and strings: what the benchmark itself recorded."""
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(deep_size(k) + deep_size(v) for k, v in obj.items())
+    elif isinstance(obj, list):
+        size += sum(deep_size(v) for v in obj)
+    return size
+
+
+class MemoryTrace:
+    """--trace-memory: what the Python heap gained over the second half of the window, by allocation site."""
+
+    def __init__(self, mid: float) -> None:
+        self.mid = mid
+        self.first: tracemalloc.Snapshot | None = None
+        tracemalloc.start(4)  # deeper tracebacks slow the console too much to stand for it
+
+    def tick(self) -> None:
+        if self.first is None and time.monotonic() >= self.mid:
+            gc.collect()
+            self.first = tracemalloc.take_snapshot()
+
+    def report(self, top: int = 10) -> str:
+        gc.collect()
+        last = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        if self.first is None:
+            return "the window ended before its middle"
+        keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        stats = last.filter_traces(keep).compare_to(self.first.filter_traces(keep), "traceback")
+        lines = [f"Python heap over the 2nd half: {sum(s.size_diff for s in stats) / 1024:+,.0f} KiB"]
+        for stat in stats[:top]:
+            lines.append(f"{stat.size_diff / 1024:+,.0f} KiB in {stat.count_diff:+,} blocks")
+            lines += [f"    {line}" for line in stat.traceback.format()]
+        return "\n".join(lines)
+
+
 async def loop_lag(stop: asyncio.Event, out: list[float]) -> None:
     """How late a 10 ms sleep on the console's event loop wakes up."""
     while not stop.is_set():
@@ -271,6 +314,7 @@ async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Names
         t_start = time.monotonic()
         end = t_start + args.seconds
         i = 0
+        memory = MemoryTrace(t_start + args.seconds / 2) if args.trace_memory else None
         if profiler:
             profiler.enable()
         try:
@@ -332,6 +376,8 @@ async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Names
                 out["presses"].append({"key": key, "t": t0, "state_ms": None if t_state is None else
                                        (t_state - t0) * 1000, "screen_ms": None if t_frame is None else
                                        (t_frame - t0) * 1000, **context})
+                if memory:
+                    memory.tick()
                 await asyncio.sleep(args.gap)
         finally:
             if profiler:
@@ -341,9 +387,13 @@ async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Names
             await lag_task
             sampler.halt.set()
             await asyncio.to_thread(sampler.join, 10)
+        out["records_bytes"] = deep_size([out["presses"], lags, app.draw_times, app.frame_cost, composes,
+                                          sampler.samples])
         out.update(window_s=t_stop - t_start, samples=sampler.samples, lags=lags, draw_times=list(app.draw_times),
                    frames=app.frames - frames0, frame_bytes=app.frame_bytes - bytes0,
                    frame_cost=list(app.frame_cost), composes=list(composes))
+        if memory:
+            out["memory_growth"] = memory.report()
         if profiler:
             buf = io.StringIO()
             stats = pstats.Stats(profiler, stream=buf)
@@ -511,6 +561,9 @@ def summarize(res: dict[str, Any]) -> list[str]:
                                                f"{res['rss_end'] / MiB:.1f} MiB; slope "
                                                f"{res['rss_slope_mib_min']:+.2f} MiB/min (2nd half "
                                                f"{res['rss_slope_2nd_half']:+.2f})"),
+            ("  of which the benchmark's records", f"{res.get('records_bytes', 0) / MiB:.1f} MiB by the end "
+                                                  f"({res.get('records_bytes', 0) / MiB / span * 60:.2f} MiB/min): "
+                                                  "each press, frame and lag sample it kept"),
             ("daemon CPU / RSS start/mid/end", f"{res['daemon_cpu_pct']:.0f}% of one core; "
                                                + " / ".join(f"{r / MiB:.1f}" for r in res["daemon_rss"]) + " MiB"),
             ("agents CPU (all)", f"{res['agents_cpu_pct']:.0f}% of one core"),
@@ -542,6 +595,8 @@ def summarize(res: dict[str, Any]) -> list[str]:
         print(f"  the console raised on its way out: {res['exit_error']}")
     if res.get("profile"):
         print("\ncProfile of the console's thread over the window:\n" + res["profile"])
+    if res.get("memory_growth"):
+        print("\ntracemalloc (--trace-memory):\n" + res["memory_growth"])
 
     lines: list[str] = []
     p95 = res["screen_ms"]["p95"]
@@ -577,6 +632,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds with the console up before measuring")
     ap.add_argument("--no-console", action="store_true", help="the load alone, without the console (a baseline)")
     ap.add_argument("--profile", action="store_true", help="cProfile the console's thread over the window")
+    ap.add_argument("--trace-memory", action="store_true",
+                    help="tracemalloc: print where the Python heap grew over the 2nd half (slows the console)")
     ap.add_argument("--json", default=str(ROOT / "bench" / "out" / "console_responsiveness.json"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
     args = ap.parse_args()
