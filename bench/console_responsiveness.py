@@ -47,7 +47,7 @@ over two minutes. Targets: p95 under 100 ms, memory flat.
    Memory is "flat" when the last RSS sample is at most 1.1 x the peak of the
    window's first half (the same check as live_scale.py) and the slope over
    the second half is under 1 MiB/min. That RSS includes what the benchmark
-   itself keeps (each press, frame time and lag sample: about 0.9 MiB/min at
+   itself keeps (each press, frame time and lag sample: about 0.5 MiB/min at
    8 presses/s); its size is printed beside it, and the check does not subtract it.
 4. Diagnostics: the time spent in ConsoleApp.draw (the 4 Hz batch apply), the
    asyncio event loop's lag (a task that sleeps 10 ms), with --trace-memory where
@@ -210,13 +210,18 @@ class Sampler(threading.Thread):
             self.client.close()
 
 
-def deep_size(obj: Any) -> int:
-    """Bytes held by nested lists and dicts of numbers and strings: what the benchmark itself recorded."""
+def deep_size(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes held by nested lists and dicts of numbers and strings, each object counted once:
+    what the benchmark itself recorded (shared keys and interned strings are not counted again)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
     size = sys.getsizeof(obj)
     if isinstance(obj, dict):
-        size += sum(deep_size(k) + deep_size(v) for k, v in obj.items())
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
     elif isinstance(obj, list):
-        size += sum(deep_size(v) for v in obj)
+        size += sum(deep_size(v, seen) for v in obj)
     return size
 
 
@@ -561,9 +566,12 @@ def summarize(res: dict[str, Any]) -> list[str]:
                                                f"{res['rss_end'] / MiB:.1f} MiB; slope "
                                                f"{res['rss_slope_mib_min']:+.2f} MiB/min (2nd half "
                                                f"{res['rss_slope_2nd_half']:+.2f})"),
-            ("  of which the benchmark's records", f"{res.get('records_bytes', 0) / MiB:.1f} MiB by the end "
-                                                  f"({res.get('records_bytes', 0) / MiB / span * 60:.2f} MiB/min): "
-                                                  "each press, frame and lag sample it kept"),
+        ]
+        if res.get("records_bytes"):
+            rows.append(("  of which the benchmark's records", f"{res['records_bytes'] / MiB:.1f} MiB by the end "
+                         f"({res['records_bytes'] / MiB / span * 60:.2f} MiB/min): each press, frame and lag "
+                         "sample it kept"))
+        rows += [
             ("daemon CPU / RSS start/mid/end", f"{res['daemon_cpu_pct']:.0f}% of one core; "
                                                + " / ".join(f"{r / MiB:.1f}" for r in res["daemon_rss"]) + " MiB"),
             ("agents CPU (all)", f"{res['agents_cpu_pct']:.0f}% of one core"),

@@ -120,7 +120,10 @@ class ConsoleApp(App[None]):
           removed without its holder, and the empty holders stayed in the rack for good.
         """
         StylesCache.get_inner_outer.cache_clear()
-        for screen in {*self.screen_stack, self.get_screen("gates")}:
+        screens = set(self.screen_stack)
+        if gates := self._installed_screens.get("gates"):  # gone once the app starts closing
+            screens.add(gates)
+        for screen in screens:
             for holder in screen.query("ToastRack > ToastHolder"):
                 if holder.is_mounted and not holder.children and not holder._closing:
                     holder.remove()

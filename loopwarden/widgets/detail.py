@@ -126,6 +126,7 @@ class SessionDetail(Screen[None]):
         self.query_one("#rate").border_title = "event rate"
         self.query_one("#procs").border_title = "processes"
         self.query_one("#spills").display = False
+        stream.anchor(stream.auto_scroll)  # kept at the bottom by the layout itself, even before the first one
         self._follow_subtitle()
         stream.focus()
         if self.feed is None:
@@ -302,8 +303,7 @@ class SessionDetail(Screen[None]):
     def action_toggle_follow(self) -> None:
         stream = self.query_one("#stream", RichLog)
         stream.auto_scroll = not stream.auto_scroll
-        if stream.auto_scroll:
-            stream.scroll_end(animate=False)
+        stream.anchor(stream.auto_scroll)
         self._follow_subtitle()
 
     def action_toggle_logs(self) -> None:

@@ -58,3 +58,19 @@ async def test_keybar_click_between_keys_does_nothing() -> None:
         await pilot.pause()
         assert isinstance(app.screen, Sessions)
         assert app.screen_stack == [app.main]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+async def test_keybar_fits_a_narrow_terminal_and_keeps_help_and_quit(width: int) -> None:
+    app = ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(), clock=lambda: NOW)  # type: ignore[arg-type]
+    async with app.run_test(size=(width, 24)) as pilot:
+        await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
+        for screen_key in (None, "g"):
+            if screen_key:
+                await pilot.press(screen_key)
+                await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="the gates queue")
+            text = bar_text(app)
+            assert len(text.rstrip()) <= width, text
+            assert "? Help" in text and "q Quit" in text, text
+        await pilot.click(KeyBar, offset=(x_of(app, "? Help"), 0))
+        await until(pilot, lambda: type(app.screen).__name__ == "Help", what="the click on ? to open help")
