@@ -8,6 +8,7 @@ from typing import Any
 
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
+from tests.live.live_harness import PY, Harness
 
 
 async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -20,6 +21,11 @@ async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await pilot.pause(0.05)
+
+
+def sleeper(lw: Harness, **options: Any) -> str:
+    """A plain session that sleeps for a minute: something live for the console to act on."""
+    return lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", **options)
 
 
 def cell(app: ConsoleApp, sid: str, column: str) -> str:

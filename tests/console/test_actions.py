@@ -14,8 +14,8 @@ from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, Launch
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
-from tests.console.helpers import RecordingConsole, cell, until
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.console.helpers import RecordingConsole, cell, sleeper, until
+from tests.live.live_harness import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -109,7 +109,7 @@ async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Ha
 
 
 async def test_pause_then_resume_the_selected_session(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    sid = sleeper(lw)
     lw.wait_state(sid, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -217,7 +217,7 @@ async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other
 
 
 async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    sid = sleeper(lw)
     lw.wait_state(sid, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -234,8 +234,8 @@ async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
 
 
 async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
-    other = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    sid = sleeper(lw)
+    other = sleeper(lw)
     lw.wait_state(other, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -255,7 +255,7 @@ async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harn
 
 async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Harness) -> None:
     odd = "[/]fix [red]it[/red] [b"
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name=odd)
+    sid = sleeper(lw, name=odd)
     lw.wait_state(sid, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:

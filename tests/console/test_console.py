@@ -6,8 +6,8 @@ import pytest
 
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
-from tests.console.helpers import cell, until
-from tests.live.live_harness import PY, Harness
+from tests.console.helpers import cell, sleeper, until
+from tests.live.live_harness import Harness
 
 pytestmark = pytest.mark.anyio  # async tests run on anyio's pytest plugin (asyncio backend)
 
@@ -36,7 +36,7 @@ async def test_approve_the_selected_sessions_gate(lw: Harness) -> None:
 
 
 async def test_kill_asks_first_and_no_keeps_the_session(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    sid = sleeper(lw)
     lw.wait_state(sid, "running")
     app = ConsoleApp(lw.paths, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -52,7 +52,7 @@ async def test_kill_asks_first_and_no_keeps_the_session(lw: Harness) -> None:
 
 
 async def test_read_only_refuses_every_mutating_key(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    sid = sleeper(lw)
     lw.wait_state(sid, "running")
     app = ConsoleApp(lw.paths, read_only=True, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
