@@ -1,0 +1,7 @@
+"""The chaos suite: a real daemon attacked as an untrusted agent or a bad day would (issue 10).
+
+Each test states a bound (memory, time, loss) and asserts it against a real daemon, real
+processes, real sockets and a real SQLite file.
+"""
+
+from tests.live.live_harness import lw  # noqa: F401
