@@ -1,0 +1,341 @@
+"""The chaos figures of issue 10, measured against a real daemon: memory, time and loss under abuse.
+
+    .venv/bin/python bench/chaos.py [--only deaf,subscriber,logs,history,newlines,sigkill] [--quick]
+
+Each part runs its own `loopwarden serve` in a temporary LOOPWARDEN_HOME:
+
+  deaf        a handshake agent that never reads its stdin (tests/agents/deaf_handshake.py):
+              daemon RSS growth over the window, and how the session ended
+  subscriber  a client subscribes to a session of 15 KB tool results (500 pairs/s) and never
+              reads: daemon RSS growth, and whether the daemon cut the subscriber off
+  logs        `loopwarden logs --json --limit 10000` over a session of 60 KB outputs: the
+              daemon's peak RSS above its level before, for one call and five at once
+  history     a store of 20,000 ended sessions (written before the daemon starts): start time,
+              RSS, `list` and `subscribe` reply times, the slowest `ping` meanwhile (a hook call
+              waits like a ping), and the RSS each ended session costs a running daemon
+  newlines    32 MiB of bare newlines on one connection: how long the daemon takes to get
+              through them, and the slowest `ping` from another client meanwhile
+  sigkill     verdict_recorder agents (each records the seq of every verdict it receives)
+              and plain floods; SIGKILL the daemon after 3 s: acknowledged events missing
+              from the store
+
+Figures are printed as one report; the script always exits 0. Before/after numbers for
+issue 10 are in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_common import AGENTS, FINAL, PY, BenchDaemon, wait_for  # noqa: E402
+
+from loopwarden.supervisor.client import Client  # noqa: E402
+
+MiB = 1 << 20
+
+
+class RssPeak(threading.Thread):
+    """Samples a process's RSS every `every` seconds; `.peak` and `.samples`."""
+
+    def __init__(self, proc: psutil.Process, every: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.every = proc, every
+        self.samples: list[tuple[float, int]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.monotonic(), self.proc.memory_info().rss))
+            except psutil.Error:
+                return
+            self.halt.wait(self.every)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(5)
+
+    @property
+    def peak(self) -> int:
+        return max((rss for _, rss in self.samples), default=0)
+
+
+def rss(daemon: BenchDaemon) -> int:
+    assert daemon.ps is not None
+    return int(daemon.ps.memory_info().rss)
+
+
+def mib(n: float) -> str:
+    return f"{n / MiB:,.1f} MiB"
+
+
+def raw_connect(daemon: BenchDaemon) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(daemon.paths.socket))
+    return sock
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+class Pinger(threading.Thread):
+    """Pings the daemon on its own connection in a loop; `.worst` is the slowest round trip."""
+
+    def __init__(self, daemon: BenchDaemon) -> None:
+        super().__init__(daemon=True)
+        self.client = Client.connect(daemon.paths, autostart=False, name="pinger")
+        self.times: list[float] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                took, _ = timed(lambda: self.client.request("ping"))
+            except Exception:
+                return
+            self.times.append(took)
+            self.halt.wait(0.01)
+
+    def stop(self) -> float:
+        self.halt.set()
+        self.join(30)
+        self.client.close()
+        return max(self.times, default=float("nan"))
+
+
+def part_deaf(window: float) -> None:
+    with BenchDaemon("chaos-deaf") as d:
+        before = rss(d)
+        sid = d.run([PY, str(AGENTS / "deaf_handshake.py")], name="deaf")
+        sampler = RssPeak(d.ps, 0.5)  # type: ignore[arg-type]
+        sampler.start()
+        deadline = time.monotonic() + window
+        snap = d.status(sid)
+        while time.monotonic() < deadline and snap.get("state") not in FINAL:
+            time.sleep(0.5)
+            snap = d.status(sid)
+        sampler.stop()
+        grew = sampler.peak - before
+        ended = f"{snap.get('state')}({snap.get('termination')}): {snap.get('termination_text')}" \
+            if snap.get("state") in FINAL else f"still {snap.get('state')} after {window:.0f} s"
+        print(f"deaf agent          RSS before {mib(before)}, peak {mib(sampler.peak)} (+{mib(grew)}, "
+              f"{grew / MiB / window:.2f} MiB/s over {window:.0f} s); session: {ended}")
+
+
+def part_subscriber(window: float) -> None:
+    with BenchDaemon("chaos-sub") as d:
+        sid = d.run([PY, str(AGENTS / "big_outputs.py"), "0", "15000", "--forever", "--rate", "500"],
+                    name="big")
+        wait_for(lambda: d.status(sid).get("events", 0) > 100, 30, "the session to start")
+        before = rss(d)
+        sock = raw_connect(d)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(orjson.dumps({"id": 1, "op": "subscribe", "sessions": [sid], "events": True}) + b"\n")
+        sampler = RssPeak(d.ps, 0.5)  # type: ignore[arg-type]
+        sampler.start()
+        time.sleep(window)
+        sampler.stop()
+        sock.setblocking(False)
+        cut = "open"
+        try:
+            data = sock.recv(1)
+            cut = "cut off (closed)" if data == b"" else "open"
+        except BlockingIOError:
+            cut = "open"
+        except OSError as exc:
+            cut = f"cut off ({exc.__class__.__name__})"
+        tail = _daemon_says(d, "subscriber")
+        sock.close()
+        grew = sampler.peak - before
+        print(f"never-reading sub   RSS before {mib(before)}, peak {mib(sampler.peak)} (+{mib(grew)}) over "
+              f"{window:.0f} s; subscriber {cut}{'; daemon: ' + tail if tail else ''}")
+
+
+def _daemon_says(d: BenchDaemon, word: str) -> str:
+    lines = [ln for ln in d.log_tail(200).splitlines() if word in ln]
+    return lines[-1][20:160] if lines else ""
+
+
+def part_logs(pairs: int) -> None:
+    with BenchDaemon("chaos-logs") as d:
+        sid = d.run([PY, str(AGENTS / "big_outputs.py"), str(pairs), "60000"], name="big")
+        d.wait_final([sid], 600)
+        d.request("ping")
+        time.sleep(1.0)  # let the store settle before measuring the baseline
+        before = rss(d)
+        for n in (1, 5):
+            sampler = RssPeak(d.ps)  # type: ignore[arg-type]
+            sampler.start()
+            start = time.perf_counter()
+            procs = [subprocess.Popen([PY, "-m", "loopwarden", "logs", "--json", "--limit", "10000", sid],
+                                      env=d.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                     for _ in range(n)]
+            codes = [p.wait(600) for p in procs]
+            took = time.perf_counter() - start
+            sampler.stop()
+            errors = {p.stderr.read().decode(errors="replace").strip()[:120] for p in procs if p.stderr} - {""}
+            print(f"logs --limit 10000  x{n}: daemon peak {mib(sampler.peak)} (+{mib(sampler.peak - before)} over "
+                  f"{mib(before)}), {took:.1f} s, exit codes {sorted(set(codes))}"
+                  + (f", stderr {sorted(errors)}" if errors else ""))
+            time.sleep(1.0)
+
+
+def _synthetic_history(d: BenchDaemon, count: int) -> None:
+    """`count` ended sessions written straight into the store, shaped like a real one's row."""
+    from loopwarden.supervisor.store import Batch, Store
+
+    sid = d.run([PY, "-c", "print('hi')"], adapter="plain", name="template")
+    template = d.wait_final([sid], 60)[sid]
+    d.close()  # the daemon must not hold the file while we write it
+    store = Store.open(d.paths.database)
+    rows = []
+    now = time.time() - count
+    for i in range(count):
+        snap = {**template, "id": f"s{i + 2}", "name": f"agent-{i}", "created_at": now + i,
+                "started_at": now + i, "ended_at": now + i + 1}
+        rows.append({"id": snap["id"], "name": snap["name"], "adapter": "plain", "command": snap["command"],
+                     "state": "exited", "created_at": snap["created_at"], "ended_at": snap["ended_at"],
+                     "exit_code": 0, "snapshot": snap})
+        if len(rows) == 1000:
+            store.write(Batch(sessions_upsert=rows))
+            rows = []
+    if rows:
+        store.write(Batch(sessions_upsert=rows))
+    store.close()
+
+
+def part_history(count: int, ended: int) -> None:
+    d = BenchDaemon("chaos-history", keep=True)
+    try:
+        d.start()
+        _synthetic_history(d, count)
+        took, _ = timed(d.start)
+        start_rss = rss(d)
+        pinger = Pinger(d)
+        pinger.start()
+        list_took, listed = timed(lambda: d.request("list"))
+        with Client.connect(d.paths, autostart=False, name="bench-console") as c:
+            sub_took, first = timed(lambda: c.subscribe())
+        worst = pinger.stop()
+        shown = len(first[0]["sessions"]) if isinstance(first, tuple) else "?"
+        print(f"history {count:,}      daemon start {took:.2f} s, RSS {mib(start_rss)}; list {list_took * 1000:.0f} ms "
+              f"({len(listed):,} rows); subscribe {sub_took * 1000:.0f} ms ({shown} sessions); slowest ping "
+              f"meanwhile {worst * 1000:.0f} ms")
+        before = rss(d)
+        sids = [d.run(["true"], adapter="plain", name=f"short{i}") for i in range(ended)]
+        d.wait_final(sids, 300, interval=0.5)
+        time.sleep(1.0)
+        after = rss(d)
+        print(f"ended sessions      {ended} short sessions: daemon RSS {mib(before)} -> {mib(after)} "
+              f"({(after - before) / ended / 1024:,.1f} KiB each)")
+    finally:
+        d.keep = False
+        d.close()
+
+
+def part_newlines(size: int) -> None:
+    with BenchDaemon("chaos-newlines") as d:
+        pinger = Pinger(d)
+        pinger.start()
+        sock = raw_connect(d)
+        start = time.perf_counter()
+        chunk = b"\n" * MiB
+        for _ in range(size // MiB):
+            sock.sendall(chunk)
+        sock.sendall(orjson.dumps({"id": 7, "op": "ping"}) + b"\n")
+        reply = sock.makefile("rb").readline()
+        took = time.perf_counter() - start
+        worst = pinger.stop()
+        sock.close()
+        ok = b'"ok":true' in reply
+        print(f"newline flood       {size // MiB} MiB of newlines then a ping: answered {ok} after {took:.2f} s; "
+              f"slowest ping from another client meanwhile {worst * 1000:.0f} ms")
+
+
+def part_sigkill(seconds: float) -> None:
+    d = BenchDaemon("chaos-kill", keep=True)
+    try:
+        d.start()
+        records = [d.home / f"acked{i}.txt" for i in range(4)]
+        sids = [d.run([PY, str(AGENTS / "verdict_recorder.py"), str(r)], name=f"rec{i}")
+                for i, r in enumerate(records)]
+        floods = [d.run([PY, str(AGENTS / "flood.py"), "10000000"], name=f"flood{i}") for i in range(4)]
+        time.sleep(seconds)
+        os.kill(d.pid, signal.SIGKILL)
+        assert d.proc is not None
+        d.proc.wait(10)
+        guardian = d.guardian
+        if guardian is not None:
+            try:
+                guardian.wait(15)
+            except (psutil.Error, psutil.TimeoutExpired):
+                pass
+        db = sqlite3.connect(f"file:{d.paths.database}?mode=ro", uri=True)
+        acked = missing = 0
+        for sid, record in zip(sids, records):
+            seqs = {int(x) for x in record.read_text().split()} if record.exists() else set()
+            stored = {row[0] for row in db.execute("SELECT seq FROM events WHERE session_id = ?", (sid,))}
+            acked += len(seqs)
+            missing += len(seqs - stored)
+        flood_stored = sum(db.execute("SELECT count(*) FROM events WHERE session_id = ?", (sid,)).fetchone()[0]
+                           for sid in floods)
+        db.close()
+        print(f"SIGKILL mid-flood   {acked:,} events whose verdict reached the agent, {missing:,} of them "
+              f"missing from the store ({100 * missing / max(acked, 1):.1f} %); the floods' events stored: "
+              f"{flood_stored:,}")
+    finally:
+        d.proc = None  # already dead; close() must not signal a reused pid
+        d.keep = False
+        d.close()
+
+
+PARTS = ("deaf", "subscriber", "logs", "history", "newlines", "sigkill")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and windows")
+    args = parser.parse_args()
+    quick = args.quick
+    print(f"bench/chaos.py on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
+    for part in [p.strip() for p in args.only.split(",") if p.strip()]:
+        try:
+            if part == "deaf":
+                part_deaf(5 if quick else 10)
+            elif part == "subscriber":
+                part_subscriber(10 if quick else 25)
+            elif part == "logs":
+                part_logs(500 if quick else 2000)
+            elif part == "history":
+                part_history(2000 if quick else 20_000, 50 if quick else 300)
+            elif part == "newlines":
+                part_newlines((4 if quick else 32) * MiB)
+            elif part == "sigkill":
+                part_sigkill(3.0)
+            else:
+                print(f"unknown part {part!r}; parts: {', '.join(PARTS)}")
+        except Exception as exc:  # noqa: BLE001 - one part's failure is a figure too
+            print(f"{part:<19} failed: {type(exc).__name__}: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
