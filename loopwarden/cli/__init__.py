@@ -35,7 +35,7 @@ def main(ctx: click.Context) -> None:
 
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.inject, live.pause, live.resume,
-                live.kill, live.adopt, live.audit, live.console, live.serve, live.stop_daemon, hook.hook):
+                live.kill, live.adopt, live.audit, live.prune, live.console, live.serve, live.stop_daemon, hook.hook):
     main.add_command(command)
 
 

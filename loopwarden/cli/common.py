@@ -64,12 +64,15 @@ def connect(autostart: bool = True, name: str = "cli") -> Client:
 
 
 def call(op: str, **fields: Any) -> Any:
-    """One request to the daemon (started if needed); errors become one line."""
+    """One request to the daemon (started if needed); errors become one line, a warning one more."""
     with connect() as client:
         try:
-            return client.request(op, **fields)
+            result = client.request(op, **fields)
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
+    if isinstance(result, dict) and result.get("warning"):
+        click.echo(click.style(f"loopwarden: warning: {result['warning']}", fg="yellow"), err=True)
+    return result
 
 
 def shutdown_daemon(note: str | None = None) -> int | None:

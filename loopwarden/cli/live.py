@@ -14,7 +14,7 @@ import orjson
 from ..sessions.claude_launch import launch_command
 from ..supervisor.client import DaemonError
 from ..supervisor.commands import missing_program
-from ..supervisor.config import format_duration
+from ..supervisor.config import format_duration, parse_duration
 from ..supervisor.paths import default_paths
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect, shutdown_daemon
@@ -202,7 +202,9 @@ def ls(as_json: bool, show_all: bool) -> None:
       loopwarden ls
     """
     sessions = call("list")
-    if not show_all:
+    if show_all:
+        sessions = _older(sessions) + sessions
+    else:
         live = [s for s in sessions if s.get("state") not in FINAL]
         ended = [s for s in sessions if s.get("state") in FINAL][-20:]
         sessions = ended + live
@@ -221,6 +223,25 @@ def ls(as_json: bool, show_all: bool) -> None:
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% {_mem(s.get('rss')):>6}")
 
 
+def _older(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sessions older than those `list` returns (it keeps the newest in memory), from the store, oldest first."""
+    pages: list[list[dict[str, Any]]] = []
+    if not sessions:
+        return []
+    before = sessions[0].get("id")
+    with connect() as client:
+        while before:
+            try:
+                page = client.request("list", before=before)
+            except DaemonError as exc:
+                raise DaemonFail(str(exc)) from None
+            if not page:
+                break
+            pages.append(page)
+            before = page[0].get("id")
+    return [s for page in reversed(pages) for s in page]
+
+
 @click.command()
 @click.argument("session", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
@@ -237,8 +258,10 @@ def status(session: str | None, as_json: bool) -> None:
         if as_json:
             _json_out(info)
         else:
-            click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info['sessions']} sessions "
-                       f"this run\nsocket {info['socket']}\ndatabase {info['database']}")
+            click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info.get('live', 0)} live "
+                       f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
+            for line in _daemon_troubles(info):
+                click.echo(click.style(line, fg="yellow"))
         return
     snap = call("status", session=session)
     if as_json:
@@ -264,6 +287,24 @@ def status(session: str | None, as_json: bool) -> None:
         click.echo("gates waiting: " + ", ".join(f"{snap['id']}:{g}" for g in snap["pending_gates"]))
 
 
+def _daemon_troubles(info: dict[str, Any]) -> list[str]:
+    """What the daemon could not write or deliver since it started, in words (nothing when all is well)."""
+    out = []
+    store = info.get("store") or {}
+    if store and not store.get("open"):
+        out.append(f"store: NOT OPEN, retrying ({store.get('last_error')}); sessions run, history is not kept")
+    unwritten = {t: n for t, n in (store.get("unwritten") or {}).items() if n}
+    if unwritten:
+        out.append("store: not written since the daemon started: "
+                   + ", ".join(f"{n:,} {t}" for t, n in unwritten.items())
+                   + f" (last error: {store.get('last_error')})")
+    if info.get("dropped_events"):
+        out.append(f"events dropped (the store was too far behind): {info['dropped_events']:,}")
+    if info.get("log_errors"):
+        out.append(f"daemon log lines that could not be written: {info['log_errors']:,}")
+    return out
+
+
 @click.command()
 @click.argument("session")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records until the session ends.")
@@ -286,18 +327,11 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
                 first, updates = follower.subscribe([session], events=True)
             except DaemonError as exc:
                 raise DaemonFail(str(exc)) from None
-        result = call("logs", session=session, limit=limit, tail=True)
-        sid = result["session"]
         seen: set[tuple[Any, ...]] = set()
-        records = ([("event", e.get("ts"), e["data"] if e["kind"] != "log" else e["data"], e) for e in result["events"]]
-                   + [("verdict", v.get("ts"), v, v) for v in result["verdicts"]]
-                   + [("action", a.get("ts"), a, a) for a in result["actions"]])
-        records.sort(key=lambda r: (r[1] or 0, ("event", "verdict", "action").index(r[0])))
-        for kind, _, data, row in records:
-            if kind == "event" and row.get("kind") == "log":
-                kind = "log"
+        sid = first["sessions"][0].get("id", session) if updates is not None and first["sessions"] else session
+        for sid, kind, data, row in _history(session, limit):
             seen.add(_key(kind, data, row))
-            _emit(kind, sid, {**data, "seq": row.get("seq")} if kind in ("event", "verdict") else data, as_json)
+            _emit(kind, sid, data, as_json)
         if follower is None or updates is None:
             return
         if any(s.get("state") in FINAL for s in first["sessions"]):
@@ -306,6 +340,8 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             kind, data = message.get("kind"), message.get("data") or {}
             if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
                 continue
+            if kind == "cut":
+                raise DaemonFail(f"the daemon ended the subscription: {message.get('reason')}")
             if kind != "session":
                 _emit(kind, sid, data, as_json)
             elif data.get("state") in FINAL:
@@ -316,6 +352,39 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
     finally:
         if follower is not None:
             follower.close()
+
+
+_ORDER = ("event", "verdict", "action")
+
+
+def _history(session: str, limit: int) -> Any:
+    """(session id, kind, data, row) for the newest `limit` stored events, verdicts and actions, oldest
+    first, read a page at a time: memory stays at one page (the daemon bounds a page by bytes)."""
+    with connect() as client:
+        try:
+            start = client.request("logs", session=session, newest=limit)
+            cursors = dict(start["start"])
+            sid = start["session"]
+            while True:
+                page = client.request("logs", session=sid, limit=min(limit, 10_000), **cursors)
+                records = ([("event", e.get("ts"), e["id"], e) for e in page["events"]]
+                           + [("verdict", v.get("ts"), v["id"], v) for v in page["verdicts"]]
+                           + [("action", a.get("ts"), a["id"], a) for a in page["actions"]])
+                records.sort(key=lambda r: (r[1] or 0, _ORDER.index(r[0]), r[2]))
+                for kind, _, _, row in records:
+                    if kind == "event":
+                        data = row["data"] if isinstance(row.get("data"), dict) else {}
+                        if row.get("kind") == "log":
+                            yield sid, "log", data, row
+                        else:
+                            yield sid, kind, {**data, "seq": row.get("seq")}, row
+                    else:
+                        yield sid, kind, ({**row, "seq": row.get("seq")} if kind == "verdict" else row), row
+                cursors = page["next"]
+                if not page.get("more"):
+                    return
+        except DaemonError as exc:
+            raise DaemonFail(str(exc)) from None
 
 
 def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
@@ -355,6 +424,41 @@ def audit(session: str | None, limit: int, as_json: bool) -> None:
         note = f"  why: {a['note']}" if a.get("note") else ""
         click.echo(f"{when}  {a.get('session_id') or '-':<5} {a['action']}{target}  by {a['actor']} "
                    f"[{a['client']}]  {a['outcome']}{note}")
+
+
+@click.command()
+@click.option("--older-than", "older_than", metavar="DURATION", default="30d", show_default=True,
+              help="Delete the history of sessions that ended longer ago than this (e.g. 7d, 12h).")
+@click.option("--audit-older-than", "audit_older_than", metavar="DURATION",
+              help="Also delete audit entries older than this (default: keep the audit log).")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def prune(older_than: str, audit_older_than: str | None, dry_run: bool, as_json: bool) -> None:
+    """Delete the stored history of sessions that ended long ago (events, verdicts, gates, spills).
+
+    Live sessions are never touched. The daemon also prunes by itself, hourly,
+    with the store.retention setting (default 30 days; 0 keeps everything) and
+    store.audit_retention (default 0: the audit log is kept). Spill files have
+    their own retention (spill.retention).
+
+    \b
+    Examples:
+      loopwarden prune --dry-run
+      loopwarden prune --older-than 7d
+      loopwarden prune --older-than 90d --audit-older-than 365d
+    """
+    try:
+        older = parse_duration(older_than)
+        audit = parse_duration(audit_older_than) if audit_older_than else None
+    except ValueError as exc:
+        raise Fail(f"not a duration: {exc}; use e.g. 30s, 12h or 7d") from None
+    result = call("prune", older_than=older, audit_older_than=audit, dry_run=dry_run)
+    if as_json:
+        _json_out(result)
+        return
+    counts = {t: n for t, n in result["deleted"].items() if n}
+    what = ", ".join(f"{n:,} {t}" for t, n in counts.items()) or "nothing"
+    click.echo(f"{'would delete' if dry_run else 'deleted'}: {what}")
 
 
 @click.command()

@@ -39,6 +39,8 @@ class Limits:
     max_rss: int = _key("size", "memory of the process tree before terminate(budget); 0 = off", 0)
     max_processes: int = _key("int", "processes in the tree before terminate(budget); 0 = off", 0)
     kill_grace: float = _key("duration", "after SIGTERM, wait this long before SIGKILL", 5.0)
+    stdin_backlog: int = _key("size", "bytes queued for an agent that does not read its input before it is "
+                                      "stopped (validation_failure)", 1 << 20)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,13 @@ class Spill:
 
 
 @dataclass(frozen=True)
+class Store:
+    retention: float = _key("duration", "the daemon deletes the history of sessions ended this long ago; 0 = keep",
+                            30 * 86400.0)
+    audit_retention: float = _key("duration", "the daemon deletes audit entries this old; 0 = keep", 0.0)
+
+
+@dataclass(frozen=True)
 class Gates:
     timeout: float = _key("duration", "a pending gate expires after this; 0 = never", 0.0)
     on_timeout: str = _key("choice:deny,approve", "what an expired gate decides", "deny")
@@ -109,6 +118,7 @@ class Config:
     escalation: Escalation = field(default_factory=Escalation)
     spill: Spill = field(default_factory=Spill)
     gates: Gates = field(default_factory=Gates)
+    store: Store = field(default_factory=Store)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -122,6 +132,7 @@ class Config:
 SECTIONS: dict[str, type] = {
     "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
+    "store": Store,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -5,20 +5,19 @@ from __future__ import annotations
 import fcntl
 import os
 import pwd
+import re
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
 import orjson
 import psutil
 from anyio.abc import SocketAttribute, SocketStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .config import ConfigError, load_config
 from .gates import GateError
@@ -31,38 +30,31 @@ from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .hooked import HookedSession
 from ..sessions.claude_hooks import FRESH_START_EVENTS
+from .records import AUDIT, Recorder
 from .spill import Spiller
-from .store import Batch, Store, StoreError
+from .history import EndedSessions
+from .store import HISTORY_TABLES, Store, StoreError, max_session_number_readonly
+from .subscribers import QueueBudget, Subscriber, encode
 
 PROTOCOL = 1
+_BLANKS = re.compile(rb"[ \t\r\n]+")
 MAX_REQUEST = 1 << 20
-FLUSH_SECONDS = 0.1
 PUBLISH_SECONDS = 0.25
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
 SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
-PENDING_EVENTS_CAP = 200_000  # past this, events are counted as dropped (never silently)
-BACKLOG_HIGH = 5_000  # past this many unwritten events, session pumps wait for the store
-BACKLOG_LOW = 1_000
-SUBSCRIBER_QUEUE = 10_000
-BROADCAST_LIMIT = 16 << 10  # bytes of one broadcast message; so a slow subscriber holds at most ~160 MB
+RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
+HOOKED_ENDED_KEPT = 200  # terminated hook sessions remembered, so later hook calls still stop Claude
+LIST_PAGE = 1000  # sessions in one page of older history (`list` with `before`)
+LIST_BYTES = 8 << 20  # ... and at most this many bytes of their snapshots
+LOGS_LIMIT = 10_000  # rows of each table in one `logs` page
+LOGS_BYTES = 4 << 20  # text in one `logs` page: a reply (and the daemon) never holds more per request
+SPILLS_SHOWN = 200  # the newest spill files listed with a `logs` page
+INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
+CURSOR = {"events": "after", "verdicts": "verdicts_after", "actions": "actions_after"}
 
 
 class RequestError(Exception):
     """A request the daemon refuses; the message is sent back as one line."""
-
-
-@dataclass
-class Subscriber:
-    send: MemoryObjectSendStream[bytes]
-    sessions: set[str] | None
-    events: bool
-    skipped: int = 0
-
-
-@dataclass
-class Pending:
-    batch: Batch = field(default_factory=Batch)
-    events: int = 0
 
 
 def peer_uid(stream: SocketStream) -> tuple[int, int]:
@@ -84,41 +76,39 @@ class Daemon:
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self.sessions: dict[str, LiveSession | AdoptedSession | HookedSession] = {}
+        self.sessions: dict[str, LiveSession | AdoptedSession | HookedSession] = {}  # live, and ended until stored
         self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
+        self.recent = EndedSessions(RECENT_BYTES)  # the newest ended sessions' snapshots; the store has them all
+        self.recorder = Recorder(paths.database, log=self._log, clock=clock, on_requeue_sessions=self._requeue)
         self.subscribers: list[Subscriber] = []
-        self.pending = Pending()
+        self.queue_budget = QueueBudget()
         self.dirty: set[str] = set()
-        self.dropped: dict[str, int] = {}
-        self.store: Store | None = None
+        self.releasing: dict[str, int] = {}  # ended session -> the batch holding its final snapshot
         self.guardian: subprocess.Popen[bytes] | None = None
         self.next_id = 1
-        self.history: dict[str, dict[str, Any]] = {}
         self.started_at = clock()
+        self.log_errors = 0
         self._stop = anyio.Event()
-        self._write_lock = anyio.Lock()
-        self._has_work = anyio.Event()
-        self._backlog_drained = anyio.Event()
-        self._backlog_drained.set()
         self._orphans = anyio.Event()
+        self._last_publish = 0.0
         self.subreaper = False
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
+
+    @property
+    def store(self) -> Store | None:
+        return self.recorder.store
 
     # ---- lifecycle ------------------------------------------------------
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
         private_dir(self.paths.runtime)
         private_dir(self.paths.data)
-        private_dir(self.paths.cache)
         lock = self._lock()
         sock_path = self.paths.socket
         private_dir(sock_path.parent)
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
-        self.store = Store.open(self.paths.database)
-        lost = self.store.mark_lost(self.clock())
-        self.history = {r["id"]: r for r in self.store.sessions()}  # sessions of earlier daemons
-        self.next_id = 1 + max((_id_number(sid) for sid in self.history), default=0)
+        lost = self._open_store()
         self._start_guardian()
         self.subreaper = become_subreaper()
         old_umask = os.umask(0o177)
@@ -127,15 +117,18 @@ class Daemon:
         finally:
             os.umask(old_umask)
         os.chmod(sock_path, 0o600)
-        self._log(f"daemon {os.getpid()} listening on {sock_path}" + (f"; marked lost: {', '.join(lost)}" if lost else ""))
+        self._log(f"daemon {os.getpid()} listening on {sock_path}" + (f"; marked lost: {', '.join(lost)}" if lost else "")
+                  + ("" if self.store else "; running WITHOUT the store (see the error above), retrying"))
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                tg.start_soon(self._flusher)
+                tg.start_soon(self.recorder.run, self._before_flush)
+                tg.start_soon(self.recorder.checkpoints)
                 tg.start_soon(self._sampler)
                 if self.subreaper:
                     tg.start_soon(self._reaper)
                 tg.start_soon(self._spill_cleaner)
+                tg.start_soon(self._pruner)
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
                 if ready:
@@ -149,11 +142,32 @@ class Daemon:
                 sock_path.unlink()
             except OSError:
                 pass
-            self._flush_now()
-            self.store.close()
+            self._publish_dirty()
+            self.recorder.flush_now()
+            self.recorder.close()
             if self.guardian and self.guardian.stdin:
                 self.guardian.stdin.close()
             os.close(lock)
+
+    def _open_store(self) -> list[str]:
+        """Open the store, mark the sessions of earlier daemons that were still running as lost, and
+        load the newest ended sessions (bounded by bytes, so start-up does not grow with history).
+        Without a store (a full disk) the daemon still starts: ids continue from a read-only look."""
+        if not self.recorder.open():
+            self.next_id = 1 + max_session_number_readonly(self.paths.database)
+            self.recorder.on_open = self._store_reopened
+            return []
+        return self._store_reopened(self.recorder.store)
+
+    def _store_reopened(self, store: Store | None) -> list[str]:
+        """Called (maybe from the flusher's thread) whenever the store has just been opened."""
+        assert store is not None
+        lost = store.mark_lost(self.clock(), keep=set(self.sessions))
+        for row in store.recent_sessions(RECENT_BYTES):
+            if row["id"] not in self.sessions:
+                self.recent.add(row["id"], _row_snapshot(row))
+        self.next_id = max(self.next_id, 1 + store.max_session_number())
+        return lost
 
     def _lock(self) -> int:
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -206,134 +220,109 @@ class Daemon:
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
 
     def _log(self, text: str) -> None:
-        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
-        sys.stderr.flush()
+        """One line in the daemon's log; a failed write (a full disk) is counted, never raised."""
+        try:
+            os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode("utf-8", "replace"))
+        except OSError:
+            self.log_errors += 1
 
     # ---- records: store and broadcast -------------------------------------
-    def sink(self, kind: str, session_id: str, data: dict[str, Any]) -> None:
-        """Every record a session produces: batched for the store, broadcast to subscribers."""
-        batch = self.pending.batch
-        self._has_work.set()
+    def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        """Every record a session produces: queued for the store, broadcast to subscribers.
+        `size` is the bytes the record came from (an event's line), for the store's byte budget."""
         if kind == "session":
-            self.dirty.add(session_id)
+            self._mark(session_id)
             return
         if kind in ("event", "log"):
-            if self.pending.events >= PENDING_EVENTS_CAP:
-                self.dropped[session_id] = self.dropped.get(session_id, 0) + 1
-                return
-            self.pending.events += 1
-            if self.pending.events >= BACKLOG_HIGH and self._backlog_drained.is_set():
-                self._backlog_drained = anyio.Event()
             if kind == "log":
                 row = {"session_id": session_id, "seq": None, "ts": data.get("ts"), "kind": "log", "data": data}
             else:
-                row = {"session_id": session_id, "seq": data.get("seq"), "ts": data.get("ts") or self.clock(),
+                row = {"session_id": session_id, "seq": data.get("seq"), "ts": self.clock(),  # when it was seen
                        "kind": data.get("type"), "data": data}
-            batch.events.append(row)
+            if not self.recorder.add("events", session_id, row, size or _text_size(data)):
+                self._mark(session_id)  # its dropped_events count moved
+                return
             self._broadcast(kind, session_id, data, is_event=True)
             return
         if kind == "verdict":
-            batch.verdicts.append({"session_id": session_id, **_verdict_row(data)})
+            self.recorder.add("verdicts", session_id, {"session_id": session_id, **_verdict_row(data)})
         elif kind == "gate":
-            batch.gates_upsert.append({"session_id": session_id, "gate_id": data["id"],
-                                       **{k: v for k, v in data.items() if k != "id"}})
+            self.recorder.add("gates", session_id, {"session_id": session_id, "gate_id": data["id"],
+                                                    **{k: v for k, v in data.items() if k != "id"}})
         elif kind == "spill":
-            batch.spills.append({"session_id": session_id, **data})
+            self.recorder.add("spills", session_id, {"session_id": session_id, **data})
         elif kind == "action":
-            batch.actions.append({"session_id": session_id, **data})
+            self.recorder.add("actions", AUDIT, {"session_id": session_id, **data}, _text_size(data))
         self._broadcast(kind, session_id, data, is_event=False)
 
     def _mark(self, session_id: str) -> None:
         """A session changed: publish its snapshot on the next round."""
         self.dirty.add(session_id)
-        self._has_work.set()
+        self.recorder.poke()
+
+    def _requeue(self, session_ids: list[str]) -> None:
+        """Snapshots that could not be written are published (and written) again on the next round."""
+        for sid in session_ids:
+            if sid in self.sessions:
+                self._mark(sid)
 
     def _broadcast(self, kind: str, session_id: str, data: dict[str, Any], *, is_event: bool) -> None:
-        if not self.subscribers:
-            return
         message: bytes | None = None
         for sub in self.subscribers:
-            if is_event and not sub.events:
-                continue
-            if sub.sessions is not None and session_id not in sub.sessions:
-                continue
-            if message is None:
-                message = orjson.dumps({"kind": kind, "session": session_id, "data": data},
-                                       default=str) + b"\n"
-                if len(message) > BROADCAST_LIMIT:  # subscribers get a preview; the store has the rest
-                    message = orjson.dumps({"kind": kind, "session": session_id, "data": _clipped(data)},
-                                           default=str) + b"\n"
-            try:
-                sub.send.send_nowait(message)
-            except anyio.WouldBlock:
-                sub.skipped += 1  # a slow subscriber skips ahead; it never blocks a session
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass
+            if sub.wants(session_id, is_event):
+                if message is None:
+                    message = encode(kind, session_id, data)
+                sub.offer(message)
 
-    async def _flusher(self) -> None:
-        """Wakes only when something is pending, then batches for FLUSH_SECONDS: an idle daemon sleeps."""
-        last_publish = 0.0
-        while True:
-            await self._has_work.wait()
-            await anyio.sleep(FLUSH_SECONDS)
-            self._has_work = anyio.Event()
-            now = time.monotonic()
-            if now - last_publish >= PUBLISH_SECONDS:
-                last_publish = now
-                self._publish_dirty()
-            elif self.dirty:
-                self._has_work.set()  # publish on a later round, at most PUBLISH_SECONDS apart
-            await self._flush()
-
-    async def _flush(self) -> None:
-        """Write what is pending; readers call it too, so they see every record before them."""
-        async with self._write_lock:
-            if len(self.pending.batch):
-                batch, self.pending = self.pending.batch, Pending()
-                self._count_dropped(await anyio.to_thread.run_sync(self._write, batch))
-            if self.pending.events < BACKLOG_LOW:
-                self._backlog_drained.set()
-
-    async def backpressure(self) -> None:
-        """Held by a session's pump while the store is behind: the agent's pipe fills and it
-        waits, so memory stays flat under a flood and nothing is dropped."""
-        if not self._backlog_drained.is_set():
-            self._has_work.set()
-            await self._backlog_drained.wait()
+    def _before_flush(self) -> None:
+        """Each flusher round: publish changed snapshots (at most every PUBLISH_SECONDS), then release
+        the ended sessions whose final snapshot is stored."""
+        now = time.monotonic()
+        if self.dirty and now - self._last_publish >= PUBLISH_SECONDS:
+            self._last_publish = now
+            self._publish_dirty()
+        elif self.dirty:
+            self.recorder.poke()  # publish on a later round, at most PUBLISH_SECONDS apart
+        self._release_ended()
 
     def _publish_dirty(self) -> None:
         for session_id in list(self.dirty):
             session = self.sessions.get(session_id)
             if session is None:
                 continue
-            snap = session.snapshot()
-            snap["dropped_events"] = self.dropped.get(session_id, 0)
-            self.pending.batch.sessions_upsert.append(_session_row(snap))
+            snap = self._live_snapshot(session)
+            self.recorder.add("sessions", session_id, _session_row(snap))
             self._broadcast("session", session_id, snap, is_event=False)
+            if session.final:
+                self.releasing[session_id] = self.recorder.mark(session_id)
         self.dirty.clear()
 
-    def _flush_now(self) -> None:
-        """The last write, at shutdown, outside the event loop."""
-        self._publish_dirty()
-        if len(self.pending.batch):
-            batch, self.pending = self.pending.batch, Pending()
-            self._count_dropped(self._write(batch))
+    def _release_ended(self) -> None:
+        """Ended sessions leave memory once their final snapshot is stored; their history stays in the
+        store and their snapshot in `recent`, so memory does not grow with the sessions run."""
+        for sid, mark in list(self.releasing.items()):
+            written = self.recorder.written(sid, mark)
+            if written is None or sid in self.dirty:
+                continue
+            del self.releasing[sid]
+            if not written:
+                self._mark(sid)  # the write failed: try again with the next round
+                continue
+            session = self.sessions.pop(sid, None)
+            self._proc_cache.pop(sid, None)
+            self.recorder.forget(sid)
+            if session is not None:
+                self.recent.add(sid, self._live_snapshot(session))
+                if (isinstance(session, HookedSession) and session.state != "terminated"
+                        and self.hooked.get(session.claude_id) is session):
+                    del self.hooked[session.claude_id]
 
-    def _write(self, batch: Batch) -> list[str]:
-        """One batch to the store (any thread); on failure (a full disk) it is logged, never fatal,
-        and the sessions of its events are returned so the caller counts them as dropped."""
-        assert self.store is not None
-        try:
-            self.store.write(batch)
-        except StoreError as exc:
-            self._log(f"store write failed, {len(batch.events)} events counted as dropped: {exc}")
-            return [row.get("session_id") or "" for row in batch.events]
-        return []
+    async def _flush(self) -> None:
+        """Write what is pending, so a reader sees every record before it."""
+        await self.recorder.flush()
 
-    def _count_dropped(self, session_ids: list[str]) -> None:
-        for sid in session_ids:
-            self.dropped[sid] = self.dropped.get(sid, 0) + 1
-            self.dirty.add(sid)
+    async def _durably(self, mark: int) -> bool:
+        return await self.recorder.durable(AUDIT, mark)
 
     async def _spill_cleaner(self) -> None:
         """Remove spill files past their retention, at start and then hourly."""
@@ -416,13 +405,17 @@ class Daemon:
             except anyio.EndOfStream:
                 return
             buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
+            start = 0  # scan by index: splitting the buffer per line is quadratic in a run of newlines
+            while (end := buffer.find(b"\n", start)) >= 0:
+                blank = _BLANKS.match(buffer, start)
+                if blank is not None and blank.end() > end:  # blank lines: skip the whole run at once
+                    start = buffer.rfind(b"\n", start, blank.end()) + 1
                     continue
-                done = await self._request(stream, line, actor, pid)
-                if done:
+                line = buffer[start:end]
+                start = end + 1
+                if await self._request(stream, line, actor, pid):
                     return
+            buffer = buffer[start:]
             if len(buffer) > MAX_REQUEST:
                 await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
@@ -462,73 +455,89 @@ class Daemon:
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
         sessions = request.get("sessions")
         try:
-            wanted = set(map(self._resolve_id, sessions)) if isinstance(sessions, list) else None
+            wanted = {await self._resolve(s) for s in sessions} if isinstance(sessions, list) else None
         except RequestError as exc:
             await stream.send(_reply(rid, error=str(exc)))
             return
-        send, receive = anyio.create_memory_object_stream[bytes](SUBSCRIBER_QUEUE)
-        sub = Subscriber(send, wanted, bool(request.get("events", False)))
+        sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
         self.subscribers.append(sub)
         try:
             snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
             await stream.send(_reply(rid, result={"sessions": snapshot}))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_drain_client, stream, tg.cancel_scope)
-                await self._pump_subscriber(stream, sub, receive)
+                await sub.pump(stream)
+                tg.cancel_scope.cancel()
         finally:
             self.subscribers.remove(sub)
-            send.close()
-
-    async def _pump_subscriber(self, stream: SocketStream, sub: Subscriber,
-                               receive: MemoryObjectReceiveStream[bytes]) -> None:
-        async with receive:
-            async for message in receive:
-                if sub.skipped:
-                    skipped, sub.skipped = sub.skipped, 0
-                    await stream.send(orjson.dumps({"kind": "skipped", "count": skipped}) + b"\n")
-                await stream.send(message)
+            sub.release()
+            if sub.cut_reason:
+                self._log(f"subscriber {sub.cut_reason}")
 
     # ---- helpers ------------------------------------------------------------
-    def _resolve_id(self, ref: Any) -> str:
+    async def _resolve(self, ref: Any) -> str:
+        """A session id from an id or a name (the newest of that name): memory first, then the store."""
         if not isinstance(ref, str) or not ref:
             raise RequestError("a session id or name is required")
-        if ref in self.sessions:
+        if ref in self.sessions or ref in self.recent:
             return ref
         named = [s.spec.id for s in self.sessions.values() if s.spec.name == ref]
         if named:
             return named[-1]
-        if ref in self.history:
-            return ref
-        rows = [sid for sid, r in self.history.items() if r.get("name") == ref]
-        if rows:
-            return rows[-1]
-        raise RequestError(f"no session {ref!r} (see 'loopwarden ls')")
+        found = self.recent.by_name(ref)
+        store = self.store
+        if found is None and store is not None:
+            row = await anyio.to_thread.run_sync(store.find_session, ref)
+            if row is not None:
+                self.recent.add(row["id"], _row_snapshot(row))
+                found = row["id"]
+        if found is None:
+            raise RequestError(f"no session {ref[:80]!r} (see 'loopwarden ls')")
+        return found
 
-    def _live(self, ref: Any) -> LiveSession | AdoptedSession | HookedSession:
-        sid = self._resolve_id(ref)
+    async def _live(self, ref: Any) -> LiveSession | AdoptedSession | HookedSession:
+        sid = await self._resolve(ref)
         session = self.sessions.get(sid)
         if session is None or session.final:
             raise RequestError(f"session {sid} has ended; only its history remains")
         return session
 
+    def _live_snapshot(self, session: LiveSession | AdoptedSession | HookedSession) -> dict[str, Any]:
+        snap = session.snapshot()
+        snap["dropped_events"] = self.recorder.dropped.get(session.spec.id, 0)
+        return snap
+
     def _snapshot(self, sid: str) -> dict[str, Any]:
         session = self.sessions.get(sid)
         if session is not None:
-            snap = session.snapshot()
-            snap["dropped_events"] = self.dropped.get(sid, 0)
-            return snap
-        return _row_snapshot(self.history.get(sid) or {"id": sid})
+            return self._live_snapshot(session)
+        return self.recent.get(sid) or {"id": sid}
 
     def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
-        """Every session id, oldest first, from memory: the event loop never waits on the store."""
-        ids = list(self.history) + [sid for sid in self.sessions if sid not in self.history]
+        """The newest ended sessions and every live one, oldest first, from memory."""
+        ids = [sid for sid in self.recent if sid not in self.sessions] + list(self.sessions)
         return [sid for sid in ids if wanted is None or sid in wanted]
 
     def _audit(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
-               note: str | None, outcome: str) -> None:
+               note: str | None, outcome: str) -> int:
+        """Queue an audit row; the mark to wait on (`_durably`) before saying it was done."""
         self.sink("action", session_id or "", {"ts": self.clock(), "actor": actor, "client": client,
                                                 "action": action, "target": target, "note": note,
                                                 "outcome": outcome})
+        return self.recorder.mark(AUDIT)
+
+    async def _audited(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
+                       note: str | None, outcome: str, *, stops: bool = False) -> str | None:
+        """Record an operator action durably before it is carried out, or refuse it. An action that
+        stops an agent (`stops`) is carried out anyway, since refusing it would leave a runaway agent
+        running on a full disk: it returns the warning for the reply instead (the loss is counted)."""
+        if await self._durably(self._audit(actor, client, session_id, action, target, note, outcome)):
+            return None
+        error = (self.recorder.health.last_error or "unknown error")[:200]
+        if stops:
+            return f"done, but the audit log could not be written ({error}); the row is counted as unwritten"
+        raise RequestError(f"refused: the audit log could not be written ({error}); nothing was done. Free "
+                           "some space (see 'loopwarden status'); kill, pause, deny and stop-daemon still work")
 
     def _new_id(self) -> str:
         sid = f"s{self.next_id}"
@@ -537,9 +546,13 @@ class Daemon:
 
     # ---- operations (op_<name>) ---------------------------------------------
     async def op_ping(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        """The daemon's own state, with what could not be written or delivered since it started."""
         return {"protocol": PROTOCOL, "pid": os.getpid(), "sessions": len(self.sessions),
+                "live": sum(1 for s in self.sessions.values() if not s.final),
                 "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
-                "database": str(self.paths.database)}
+                "database": str(self.paths.database), "store": self.recorder.health.to_dict(),
+                "dropped_events": sum(self.recorder.dropped.values()), "log_errors": self.log_errors,
+                "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used}
 
     async def op_run(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         spec_in = req.get("spec")
@@ -575,10 +588,10 @@ class Daemon:
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
         session = LiveSession(spec, config, ADAPTERS[adapter_name](), sink=self.sink, spiller=spiller,
-                              on_group=self._guard_group, clock=self.clock, throttle=self.backpressure)
+                              on_group=self._guard_group, clock=self.clock, records=self.recorder)
+        await self._audited(actor, client, sid, "run", " ".join(command)[:200], None, "started")
         self.sessions[sid] = session
         self._mark(sid)
-        self._audit(actor, client, sid, "run", " ".join(command)[:200], None, "started")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
 
@@ -608,9 +621,9 @@ class Daemon:
         except (PermissionError, psutil.AccessDenied):
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
+        await self._audited(actor, client, sid, "adopt", str(pid), None, "watching")
         self.sessions[sid] = session
         self._mark(sid)
-        self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name}
 
@@ -626,8 +639,9 @@ class Daemon:
                 config = load_config(env=req.get("config_env") or {})
             except ConfigError as exc:
                 raise RequestError(str(exc)) from None
-            for old in [k for k, s in self.hooked.items() if s.final and s.state != "terminated"]:
-                del self.hooked[old]
+            ended = [k for k, s in self.hooked.items() if s.final]
+            for old in [k for k in ended if self.hooked[k].state != "terminated"] + ended[:-HOOKED_ENDED_KEPT]:
+                self.hooked.pop(old, None)
             session = self.hooked[claude_id] = HookedSession(self._new_id(), event, config, sink=self.sink,
                                                              clock=self.clock)
             self.sessions[session.spec.id] = session
@@ -640,7 +654,7 @@ class Daemon:
 
     async def op_hook_wait(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
-        session = self.sessions.get(self._resolve_id(req.get("session")))
+        session = self.sessions.get(await self._resolve(req.get("session")))
         if not isinstance(session, HookedSession):
             raise RequestError("hook_wait needs an attached hook session")
         ticket = req.get("ticket")
@@ -649,34 +663,57 @@ class Daemon:
         return await session.wait(ticket, _seconds(req.get("hold")))
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
-        return [self._snapshot(sid) for sid in self._all_sessions()]
+        """Every live session and the newest ended ones, oldest first; `before` (a session id) pages
+        back through older history from the store, `limit` sessions at a time."""
+        before, limit = req.get("before"), _count(req.get("limit"), LIST_PAGE, LIST_PAGE)
+        if before is None:
+            return [self._snapshot(sid) for sid in self._all_sessions()]
+        if not isinstance(before, str):
+            raise RequestError("'before' must be a session id")
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); only recent sessions are shown")
+        rows = await anyio.to_thread.run_sync(lambda: store.recent_sessions(LIST_BYTES, before=before, limit=limit))
+        return [_row_snapshot(row) for row in rows]
 
     async def op_status(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
-        return self._snapshot(self._resolve_id(req.get("session")))
+        return self._snapshot(await self._resolve(req.get("session")))
 
     async def op_logs(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
-        sid = self._resolve_id(req.get("session"))
+        """A page of a session's stored history, bounded by `limit` rows a table and by bytes.
+
+        tail: the newest records. Otherwise the records after the cursors (`after`, `verdicts_after`,
+        `actions_after`), merged by time. `newest: N` returns only the cursors from which the newest N
+        of each table follow. Replies carry `next` (the cursors to continue from) and `more`."""
+        sid = await self._resolve(req.get("session"))
         await self._flush()
-        assert self.store is not None
-        limit = max(1, min(int(req.get("limit") or 1000), 10_000))
         store = self.store
-        tail, after, verdicts_after = bool(req.get("tail")), int(req.get("after") or 0), int(req.get("verdicts_after") or 0)
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); history cannot be read now")
+        limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
+        max_bytes = _count(req.get("max_bytes"), LOGS_BYTES, LOGS_BYTES)
+        tables = req.get("tables")
+        tables = [t for t in HISTORY_TABLES if t in tables] if isinstance(tables, list) else list(HISTORY_TABLES)
+        cursors = {t: _cursor(req.get(CURSOR[t])) for t in HISTORY_TABLES}
+        newest = req.get("newest")
 
         def read() -> dict[str, Any]:  # in a worker thread, so a long read never stalls the sessions
-            if tail:  # the newest `limit` records, oldest first
-                events, verdicts = store.last("events", sid, limit), store.last("verdicts", sid, limit)
+            if newest is not None:
+                n = _count(newest, 1000, 1 << 31)
+                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n) for t in tables}}
+            if req.get("tail"):
+                rows, more = store.newest(sid, limit=limit, max_bytes=max_bytes, tables=tables)
+                after = {t: (rows[t][-1]["id"] if rows[t] else cursors[t]) for t in HISTORY_TABLES}
             else:
-                events = store.events(sid, after_id=after, limit=limit)
-                verdicts = store.verdicts(sid, after_id=verdicts_after, limit=limit)
-            return {"session": sid, "events": events, "verdicts": verdicts,
-                    "actions": store.actions(session_id=sid, limit=limit),
-                    "spills": store.spills(sid)[-limit:]}
+                rows, after, more = store.history(sid, cursors, limit=limit, max_bytes=max_bytes, tables=tables)
+            return {"session": sid, **rows, "spills": store.spills(sid, limit=SPILLS_SHOWN), "more": more,
+                    "next": {CURSOR[t]: after[t] for t in HISTORY_TABLES}}
 
         return await anyio.to_thread.run_sync(read)
 
     async def op_processes(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         """The agent's process tree (and, for a session we started, its whole process group)."""
-        sid = self._resolve_id(req.get("session"))
+        sid = await self._resolve(req.get("session"))
         for ended in [k for k, s in self.sessions.items() if s.final and k in self._proc_cache]:
             del self._proc_cache[ended]
         session = self.sessions.get(sid)
@@ -695,17 +732,19 @@ class Daemon:
                 out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
         return sorted(out, key=lambda g: g["opened_at"])
 
-    def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession | HookedSession, str]:
+    async def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession | HookedSession, str]:
+        """The session and id of the pending gate a request names (SESSION:GATE, or a unique GATE)."""
         ref = req.get("gate")
         if not isinstance(ref, str) or not ref:
             raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
         if ":" in ref:
             sid, gate_id = ref.split(":", 1)
-            sid = self._resolve_id(sid)
+            sid = await self._resolve(sid)
             session = self.sessions.get(sid)
             if session is None or session.final:
-                assert self.store is not None
-                decided = [g for g in self.store.gates(sid) if g.get("gate_id") == gate_id]  # rare: an ended session
+                store = self.store
+                gates = await anyio.to_thread.run_sync(store.gates, sid) if store is not None else []
+                decided = [g for g in gates if g.get("gate_id") == gate_id]  # rare: an ended session
                 if decided and decided[0].get("status") != "pending":
                     g = decided[0]
                     raise GateError(f"gate {ref} was already {g['status']} by {g.get('decided_by')}")
@@ -714,31 +753,31 @@ class Daemon:
             gate_id = ref
             owners = [s for s in self.sessions.values() if not s.final and gate_id in s.health.gates.gates]
             if req.get("session"):
-                owners = [self._live(req["session"])]
+                owners = [await self._live(req["session"])]
             if len(owners) != 1:
                 raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
             session = owners[0]
         if isinstance(session, AdoptedSession):
             raise RequestError("adopted sessions have no gates")
+        session.health.gates.check(gate_id)
         return session, gate_id
 
     async def _decide(self, req: dict[str, Any], approve: bool, actor: str, client: str) -> dict[str, Any]:
-        note = _note(req)
+        note, verb = _note(req), "approve" if approve else "deny"
         try:
-            session, gate_id = self._gate_ref(req)
+            session, gate_id = await self._gate_ref(req)
         except GateError as exc:
             sid = str(req.get("gate")).split(":", 1)[0]
-            self._audit(actor, client, sid, "approve" if approve else "deny", str(req.get("gate")), note,
-                        f"refused: {exc}")
+            self._audit(actor, client, sid, verb, str(req.get("gate")), note, f"refused: {exc}")
             raise RequestError(str(exc)) from None
+        warning = await self._audited(actor, client, session.spec.id, verb, gate_id, note, "done", stops=not approve)
         try:
             await session.decide(gate_id, approve, actor, note)
-        except GateError as exc:
-            self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note,
-                        f"refused: {exc}")
+        except GateError as exc:  # decided meanwhile (an expiry, another console): say so in the audit too
+            self._audit(actor, client, session.spec.id, verb, gate_id, note, f"failed: {exc}")
             raise RequestError(str(exc)) from None
-        self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note, "done")
-        return {"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"}
+        return _warned({"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"},
+                       warning)
 
     async def op_approve(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
         return await self._decide(req, True, actor, client)
@@ -747,74 +786,131 @@ class Daemon:
         return await self._decide(req, False, actor, client)
 
     async def op_grant(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live_native(req, "grant unblock authority")
+        session = await self._live_native(req, "grant unblock authority")
         if not session.adapter.can_inject:
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text, "
                                "so it cannot be granted authority")
         note = _note(req)
+        await self._audited(actor, client, session.spec.id, "grant", None, note, "injected")
         verdict = session.grant(note)
-        self._audit(actor, client, session.spec.id, "grant", None, note, "injected")
         return {"session": session.spec.id, "message": verdict.message}
 
     async def op_reset(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live_native(req, "reset counters")
+        session = await self._live_native(req, "reset counters")
         counter = req.get("counter")
         if counter is not None and counter not in RESETTABLE:
-            raise RequestError(f"unknown counter {counter!r}; use one of {', '.join(sorted(RESETTABLE))}")
+            raise RequestError(f"unknown counter {str(counter)[:40]!r}; use one of {', '.join(sorted(RESETTABLE))}")
+        await self._audited(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
         session.reset(counter)
-        self._audit(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
         return {"session": session.spec.id, "reset": counter or "all"}
 
     async def op_inject(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live_native(req, "inject text")
+        session = await self._live_native(req, "inject text")
         text = req.get("text")
         if not isinstance(text, str) or not text.strip():
             raise RequestError("inject needs some text")
-        if not session.inject(text):
+        if len(text) > INJECT_CHARS:
+            raise RequestError(f"inject text is {len(text):,} characters; the limit is {INJECT_CHARS:,}")
+        if not session.adapter.can_inject:
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text")
-        self._audit(actor, client, session.spec.id, "inject", None, text[:500], "sent")
+        await self._audited(actor, client, session.spec.id, "inject", None, text[:500], "sent")
+        session.inject(text)
         return {"session": session.spec.id}
 
-    def _live_native(self, req: dict[str, Any], what: str) -> LiveSession | HookedSession:
-        session = self._live(req.get("session"))
+    async def _live_native(self, req: dict[str, Any], what: str) -> LiveSession | HookedSession:
+        session = await self._live(req.get("session"))
         if isinstance(session, AdoptedSession):
             raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
         return session
 
     async def op_pause(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live(req.get("session"))
+        session = await self._live(req.get("session"))
+        warning = await self._audited(actor, client, session.spec.id, "pause", None, _note(req), "done", stops=True)
         session.pause()
-        self._audit(actor, client, session.spec.id, "pause", None, _note(req), "done")
-        return {"session": session.spec.id, "state": session.snapshot()["state"]}
+        return _warned({"session": session.spec.id, "state": session.snapshot()["state"]}, warning)
 
     async def op_resume(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live(req.get("session"))
+        session = await self._live(req.get("session"))
+        await self._audited(actor, client, session.spec.id, "resume", None, _note(req), "done")
         session.resume()
-        self._audit(actor, client, session.spec.id, "resume", None, _note(req), "done")
         return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
     async def op_kill(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        session = self._live(req.get("session"))
+        session = await self._live(req.get("session"))
         note = _note(req)
-        self._audit(actor, client, session.spec.id, "kill", None, note, "stopping")
+        warning = await self._audited(actor, client, session.spec.id, "kill", None, note, "stopping", stops=True)
         self._tg.start_soon(session.kill, note)
-        return {"session": session.spec.id, "state": "stopping"}
+        return _warned({"session": session.spec.id, "state": "stopping"}, warning)
 
     async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         await self._flush()
-        assert self.store is not None
-        sid = self._resolve_id(req["session"]) if req.get("session") else None
-        store, limit = self.store, int(req.get("limit") or 1000)
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); the audit log cannot be read now")
+        sid = await self._resolve(req["session"]) if req.get("session") else None
+        limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
 
     async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
-        snap = self._snapshot(self._resolve_id(req.get("session")))
+        snap = self._snapshot(await self._resolve(req.get("session")))
         return {"final": snap.get("state") in FINAL_STATES, "exit_code": final_exit_code(snap)}
 
+    async def op_prune(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+        """Delete the history of sessions that ended more than `older_than` seconds ago (and, with
+        `audit_older_than`, audit rows that old); `dry_run` only counts."""
+        older = req.get("older_than")
+        if not isinstance(older, (int, float)) or isinstance(older, bool) or older < 0:
+            raise RequestError("prune needs 'older_than', a number of seconds >= 0")
+        audit = req.get("audit_older_than")
+        if audit is not None and (not isinstance(audit, (int, float)) or isinstance(audit, bool) or audit < 0):
+            raise RequestError("'audit_older_than' must be a number of seconds >= 0")
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); nothing can be pruned now")
+        now = self.clock()
+        if req.get("dry_run"):
+            counts = await anyio.to_thread.run_sync(lambda: store.prunable(now - older, _before(now, audit)))
+            return {"dry_run": True, "deleted": counts}
+        await self._audited(actor, client, None, "prune", f"ended before {_ago(older)}", _note(req), "pruning")
+        return {"dry_run": False, "deleted": await self._prune(now - older, _before(now, audit))}
+
+    async def _prune(self, ended_before: float, audit_before: float | None) -> dict[str, int]:
+        store = self.store
+        if store is None:
+            return {}
+        await self._flush()
+        deleted = await anyio.to_thread.run_sync(lambda: store.prune(ended_before, audit_before))
+        for sid in [sid for sid in self.recent if sid not in self.sessions]:
+            snap = self.recent.get(sid) or {}
+            if (snap.get("ended_at") or snap.get("created_at") or 0) < ended_before:
+                self.recent.discard(sid)
+        return deleted
+
+    async def _pruner(self) -> None:
+        """Apply `store.retention` (and `store.audit_retention`) from the daemon's configuration, hourly."""
+        while True:
+            try:
+                config = load_config()
+            except ConfigError as exc:
+                self._log(f"prune skipped: {exc}")
+                config = load_config(env={})
+            retention, audit = config.store.retention, config.store.audit_retention
+            if retention or audit:
+                now = self.clock()
+                try:
+                    deleted = await self._prune(now - retention if retention else 0.0, _before(now, audit or None))
+                except StoreError as exc:
+                    self._log(f"prune failed: {exc}")
+                else:
+                    if any(deleted.values()):
+                        self._log("pruned history: " + ", ".join(f"{n} {t}" for t, n in deleted.items() if n))
+            await anyio.sleep(3600)
+
     async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        self._audit(actor, client, None, "stop-daemon", None, _note(req), "stopping")
+        warning = await self._audited(actor, client, None, "stop-daemon", None, _note(req), "stopping", stops=True)
         self._tg.start_soon(self._stop_soon)
-        return {"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])}
+        return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])},
+                       warning)
 
 
 async def _drain_client(stream: SocketStream, scope: Any) -> None:
@@ -922,6 +1018,37 @@ def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
 def _seconds(value: Any) -> float:
     """A non-negative number of seconds from a request (anything else: 0)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+def _warned(result: dict[str, Any], warning: str | None) -> dict[str, Any]:
+    return {**result, "warning": warning} if warning else result
+
+
+def _count(value: Any, default: int, most: int) -> int:
+    """A whole number from a request, between 1 and `most` (`default` when absent or not a number)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return default
+    return max(1, min(value, most))
+
+
+def _cursor(value: Any) -> int:
+    """A row id to read after (0: from the start)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _before(now: float, seconds: float | None) -> float | None:
+    return None if seconds is None else now - seconds
+
+
+def _ago(seconds: float) -> str:
+    from .config import format_duration
+
+    return f"{format_duration(seconds)} ago"
+
+
+def _text_size(data: dict[str, Any]) -> int:
+    """Bytes of a record's top-level text: what it costs in memory, roughly, when no line length is known."""
+    return sum(len(v) for v in data.values() if isinstance(v, str))
 
 
 def _note(req: dict[str, Any]) -> str | None:

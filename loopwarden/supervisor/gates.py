@@ -52,12 +52,17 @@ class GateBook:
     def pending(self) -> list[Gate]:
         return [g for g in self.gates.values() if g.pending]
 
-    def decide(self, gate_id: str, status: str, now: float, by: str, note: str | None = None) -> Gate:
+    def check(self, gate_id: str) -> Gate:
+        """The pending gate `gate_id`; GateError when there is none or it was decided."""
         gate = self.gates.get(gate_id)
         if gate is None:
             raise GateError(f"no gate {gate_id!r}")
         if not gate.pending:
             raise GateError(f"gate {gate_id} was already {gate.status} by {gate.decided_by}")
+        return gate
+
+    def decide(self, gate_id: str, status: str, now: float, by: str, note: str | None = None) -> Gate:
+        gate = self.check(gate_id)
         gate.status, gate.decided_at, gate.decided_by, gate.note = status, now, by, note
         return gate
 

@@ -221,6 +221,10 @@ class SessionHealth:
         text = "session terminated by an operator" + (f": {note}" if note else "")
         return self._settle([terminate("operator", Termination.OPERATOR, text)], 0, now)
 
+    def supervisor_terminate(self, reason: Termination, text: str, now: float) -> list[Verdict]:
+        """End the session for what the supervisor itself saw (an agent that stopped reading its input)."""
+        return self._settle([terminate("supervisor", reason, text)], 0, now)
+
     # ---- views ----------------------------------------------------------
     def pending_gates(self) -> list[Gate]:
         return self.gates.pending()

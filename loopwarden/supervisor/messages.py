@@ -190,3 +190,9 @@ def budget_warning(what: str, used: str, limit: str) -> str:
 
 def budget_terminate(what: str, used: str, limit: str) -> str:
     return f"session terminated: {what} budget exhausted ({used} of {limit})"
+
+
+def deaf_agent(unread: int, limit: int) -> str:
+    return (f"session terminated: the agent stopped reading its input ({unread:,} bytes of verdicts and messages "
+            f"unread, limits.stdin_backlog is {limit:,}). A supervised agent must read what it is sent, "
+            "a verdict for each tool call when it announced the handshake.")

@@ -8,13 +8,14 @@ import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import anyio
 import anyio.lowlevel
 import psutil
 from anyio.abc import Process
 
+from . import messages
 from .config import Config
 from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth
@@ -23,11 +24,12 @@ from .spill import Spiller, spill_event
 from .verdicts import FINAL_STATES, Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
-DRAIN_IDLE = 1.0  # after exit, stop reading when a second passes without a new line
-DRAIN_MAX = 3.0  # ... or after this long in all
+DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
-STDIN_QUEUE = 1024
+YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
+STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 READ_CHUNK = 1 << 16
+OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
 
 
 class AdapterLike(Protocol):
@@ -68,9 +70,19 @@ class SessionSpec:
 
 
 class Sink(Protocol):
-    """Where a session reports: the daemon stores and broadcasts each record."""
+    """Where a session reports: the daemon stores and broadcasts each record (`size`: the bytes it came from)."""
 
-    def __call__(self, kind: str, session_id: str, data: dict[str, Any]) -> None: ...
+    def __call__(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None: ...
+
+
+class Records(Protocol):
+    """The daemon's record path as a session sees it (supervisor/records.py)."""
+
+    @property
+    def over_backlog(self) -> bool: ...
+    def mark(self, lane: str) -> int: ...
+    async def durable(self, lane: str, mark: int) -> bool: ...
+    async def backpressure(self) -> None: ...
 
 
 @dataclass
@@ -87,8 +99,7 @@ class LiveSession:
 
     def __init__(self, spec: SessionSpec, config: Config, adapter: AdapterLike, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
-                 clock: Callable[[], float] = time.time,
-                 throttle: Callable[[], Awaitable[None]] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, records: Records | None = None) -> None:
         self.spec = spec
         self.config = config
         self.adapter = adapter
@@ -96,7 +107,7 @@ class LiveSession:
         self.spiller = spiller
         self.on_group = on_group or (lambda pgid, alive: None)
         self.clock = clock
-        self.throttle = throttle
+        self.records = records
         self.health = SessionHealth(config, started_at=clock())
         self.state = "starting"
         self.created_at = clock()
@@ -109,7 +120,8 @@ class LiveSession:
         self.operator_paused = False
         self.stopping = False
         self.held: deque[tuple[ToolCall, Verdict | None]] = deque()
-        self.stdin_dropped = 0
+        self.stdin_dropped = 0  # optional lines (nudges) not sent because the agent reads too slowly
+        self.spill_failures = 0
         self.resources = Resources()
         self.tool_calls = 0
         self.rate: deque[int] = deque([0] * 60, maxlen=60)  # events per second, last minute
@@ -121,9 +133,14 @@ class LiveSession:
         self._wake = anyio.Event()  # a gate opened or was decided: deadlines may have moved
         self._kill_requested: str | None = None
         self._gates_stored: set[str] = set()
-        self._out: deque[bytes] = deque()
+        self._out: deque[tuple[int, bytes]] = deque()  # (durability mark, line) for the agent's stdin
+        self._out_bytes = 0
         self._out_ready: anyio.Event | None = None
         self._stdin_closed = False
+        self._deaf: str | None = None  # why the agent is being stopped for not reading its input
+        self._bytes_read = 0
+        self._waiting_for_store = False
+        self.drain_abandoned = False
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -185,18 +202,22 @@ class LiveSession:
             if self._kill_requested is not None:  # a kill that came while the process was starting
                 tg.start_soon(self.stop, Termination.OPERATOR, self._kill_requested)
             self.exit_code = await self.process.wait()
+            await self._kill_leftovers()  # nothing the agent started writes on after it, so EOF comes
             await self._drain(pumps_done)
             tg.cancel_scope.cancel()
 
     async def _drain(self, pumps_done: anyio.Event) -> None:
-        """After the agent exits, read what it wrote until EOF, a quiet second, or DRAIN_MAX
-        (a leftover child may hold the pipe open and keep writing); leftovers are killed next."""
-        deadline = time.monotonic() + DRAIN_MAX
-        while not pumps_done.is_set() and time.monotonic() < deadline:
-            before = self._lines_read
-            with anyio.move_on_after(min(DRAIN_IDLE, max(0.0, deadline - time.monotonic()))):
+        """After the agent and its leftovers are gone, read what they wrote until EOF, however far
+        behind the store is. Only a pipe held open by a process outside the session, with no byte for
+        DRAIN_STALLED, ends the reading early; that is logged, never silent."""
+        while not pumps_done.is_set():
+            before = self._bytes_read
+            with anyio.move_on_after(DRAIN_STALLED):
                 await pumps_done.wait()
-            if self._lines_read == before:
+            if not pumps_done.is_set() and self._bytes_read == before and not self._waiting_for_store:
+                self.drain_abandoned = True
+                self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
+                                   "a process outside the session still holds its pipe open")
                 return
 
     async def _pumps(self, done: anyio.Event) -> None:
@@ -209,22 +230,42 @@ class LiveSession:
     async def _pump_stdout(self) -> None:
         assert self.process and self.process.stdout
         splitter = LineSplitter(self._max_line())
-        seq = 0
-        throttle = self.throttle
-        async for chunk in _chunks(self.process.stdout):
+        seq = lines = read = 0
+        async for chunk in self._chunks(self.process.stdout):
             for line in splitter.feed(chunk):
                 seq += 1
+                size = len(line) if type(line) is bytes else OVERSIZED_COST
                 self._lines_read += 1
-                await self._line(line, seq)
-                if seq % YIELD_EVERY == 0:
-                    if throttle is not None:
-                        await throttle()
-                    await anyio.lowlevel.checkpoint()
+                await self._line(line, seq, size)
+                lines, read = lines + 1, read + size
+                if lines >= YIELD_EVERY or read >= YIELD_BYTES:
+                    lines = read = 0
+                    await self._yield()
         for line in splitter.finish():
             seq += 1
-            await self._line(line, seq)
+            await self._line(line, seq, len(line) if type(line) is bytes else OVERSIZED_COST)
 
-    async def _line(self, line: bytes | Oversized, seq: int) -> None:
+    async def _yield(self) -> None:
+        """Let other sessions run, and wait while the store is behind (the agent's pipe fills meanwhile)."""
+        records = self.records
+        if records is not None and records.over_backlog:
+            self._waiting_for_store = True
+            try:
+                await records.backpressure()
+            finally:
+                self._waiting_for_store = False
+        await anyio.lowlevel.checkpoint()
+
+    async def _chunks(self, stream: Any) -> Any:
+        while True:
+            try:
+                chunk = await stream.receive(READ_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            self._bytes_read += len(chunk)
+            yield chunk
+
+    async def _line(self, line: bytes | Oversized, seq: int, size: int = 0) -> None:
         if type(line) is Oversized:
             limit = self._max_line()
             events: list[Event] = [oversized_line(seq, line, limit)]
@@ -236,7 +277,8 @@ class LiveSession:
         else:
             events = self.adapter.parse_stdout(line, seq)  # type: ignore[arg-type]
         for event in events:
-            await self.handle(event)
+            await self.handle(event, size)
+            size = 0  # the line's bytes are counted once
         self._send_replies()
 
     def _send_replies(self) -> None:
@@ -246,12 +288,10 @@ class LiveSession:
     async def _pump_stderr(self) -> None:
         assert self.process and self.process.stderr
         splitter = LineSplitter(64 << 10)
-        async for chunk in _chunks(self.process.stderr):
+        async for chunk in self._chunks(self.process.stderr):
             for line in splitter.feed(chunk):
                 await self._stderr_line(line)
-            if self.throttle is not None:
-                await self.throttle()
-            await anyio.lowlevel.checkpoint()
+            await self._yield()
         for line in splitter.finish():
             await self._stderr_line(line)
 
@@ -280,6 +320,8 @@ class LiveSession:
                 await self._wake.wait()
             if self._wake.is_set():
                 self._wake = anyio.Event()
+            if self._deaf is not None and not self.stopping:
+                await self._stop_deaf(self._deaf)
             had_gates = self.health.state == GATED
             verdicts = self.health.tick(self.clock())
             if verdicts:
@@ -298,12 +340,12 @@ class LiveSession:
         self.rate[-1] += add
 
     # ---- the event path ---------------------------------------------------
-    async def handle(self, event: Event) -> None:
-        """Judge one event and carry out its verdicts."""
-        verdicts = self._judge(event)
+    async def handle(self, event: Event, size: int = 0) -> None:
+        """Judge one event (read from `size` bytes) and carry out its verdicts."""
+        verdicts = self._judge(event, size)
         await self._carry_out(verdicts, event)
 
-    def _judge(self, event: Event) -> list[Verdict]:
+    def _judge(self, event: Event, size: int = 0) -> list[Verdict]:
         now = self.clock()
         self._count_rate(now)
         verdicts = self.health.observe(event, now)
@@ -315,7 +357,7 @@ class LiveSession:
             self.tool_calls += 1
         record = event.to_dict()
         record["seq"] = event.seq
-        self.sink("event", self.spec.id, record)
+        self.sink("event", self.spec.id, record, size)
         self._record(verdicts)
         return verdicts
 
@@ -333,6 +375,9 @@ class LiveSession:
         result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
                              preview_chars=self.config.spill.preview_chars, now=now)
         self._spill_result = result
+        if result.warning and not result.path and self.spiller is not None:
+            self.spill_failures += 1  # a full disk or an unusable directory: the agent got the truncated text
+            self._report_error(result.warning)
         if result.path:
             self.sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
                                               "path": result.path, "size": result.size})
@@ -567,28 +612,48 @@ class LiveSession:
             self._send(line, essential=kind in ("guidance", "operator", "authority"))
 
     def _send(self, data: bytes, *, essential: bool = True) -> None:
-        """Queue a line for the agent's stdin. Verdict, spill and stop lines are never dropped (a
-        handshake agent waits for them); injections past STDIN_QUEUE are, and counted. An empty
-        line closes stdin."""
+        """Queue a line for the agent's stdin, written once the records it answers are stored (write
+        ahead: a verdict never reaches an agent before its event is durable). Verdict, spill and stop
+        lines are never dropped (a handshake agent waits for them); optional ones (nudges) are, and
+        counted, once STDIN_OPTIONAL bytes wait. An agent that leaves limits.stdin_backlog bytes
+        unread is stopped. An empty line closes stdin."""
         if self._out_ready is None or self._stdin_closed:
             return
-        if not essential and len(self._out) >= STDIN_QUEUE:
+        if data and not essential and self._out_bytes >= STDIN_OPTIONAL:
             self.stdin_dropped += 1
             return
-        self._out.append(data)
+        self._out.append((self.records.mark(self.spec.id) if self.records is not None else 0, data))
+        self._out_bytes += len(data)
         self._out_ready.set()
+        limit = self.config.limits.stdin_backlog
+        if limit and self._out_bytes > limit and self._deaf is None and not self.stopping:
+            self._deaf = messages.deaf_agent(self._out_bytes, limit)
+            self._wake.set()
+
+    async def _stop_deaf(self, text: str) -> None:
+        """Stop an agent that stopped reading its input: what waits for it would only grow."""
+        verdicts = self.health.supervisor_terminate(Termination.VALIDATION_FAILURE, text, self.clock())
+        self._record(verdicts)
+        await self.stop(Termination.VALIDATION_FAILURE, text)
+        self._publish()
 
     async def _write_stdin(self) -> None:
         assert self.process and self.process.stdin and self._out_ready is not None
         stdin = self.process.stdin
+        records = self.records
         while True:
             await self._out_ready.wait()
             self._out_ready = anyio.Event()
             while self._out:
-                data = self._out.popleft()
+                mark, data = self._out[0]
+                if records is not None:
+                    await records.durable(self.spec.id, mark)  # sent even if the write failed: a full disk never stops an agent
+                self._out.popleft()
+                self._out_bytes -= len(data)
                 if not data:
                     self._stdin_closed = True
                     self._out.clear()
+                    self._out_bytes = 0
                     try:
                         await stdin.aclose()
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -599,6 +664,7 @@ class LiveSession:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     self.stdin_dropped += 1 + len(self._out)
                     self._out.clear()
+                    self._out_bytes = 0
                     return
 
     # ---- reporting ----------------------------------------------------------
@@ -639,7 +705,8 @@ class LiveSession:
             "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
             "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
             "processes": self.resources.processes, "open_files": self.resources.open_files,
-            "stdin_dropped": self.stdin_dropped, "rate": self._rate_view(now),
+            "stdin_dropped": self.stdin_dropped, "spill_failures": self.spill_failures,
+            "rate": self._rate_view(now),
             "validation_failures": h.validation_total,
         }
 
@@ -721,12 +788,3 @@ INJECT_KINDS: dict[Action, str] = {
 
 def _inject_kind(verdict: Verdict) -> str:
     return INJECT_KINDS.get(verdict.action, "nudge")
-
-
-async def _chunks(stream: Any) -> Any:
-    while True:
-        try:
-            chunk = await stream.receive(READ_CHUNK)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-        yield chunk

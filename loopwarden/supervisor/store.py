@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import heapq
 import json
 import math
 import os
@@ -76,6 +77,7 @@ from .verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
 TABLES = ("sessions", "events", "verdicts", "gates", "actions", "spills")
+HISTORY_TABLES = ("events", "verdicts", "actions")  # what `history` pages through, merged by time
 LOST_TEXT = "the session's process was gone when the daemon restarted"
 
 _APPEND = ("events", "verdicts", "actions", "spills")
@@ -86,6 +88,7 @@ _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
 _MAX_DEPTH = 100
 _BUSY_TIMEOUT = 5.0
+_WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
 
 
 class StoreError(Exception):
@@ -236,6 +239,7 @@ class Store:
         self._kinds = {t: self._column_kinds(t) for t in TABLES}
         self._insert_sql: dict[str, tuple[tuple[str, ...], str]] = {}
         self._upsert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._checkpointer: sqlite3.Connection | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, text_cap: int = TEXT_CAP,
@@ -276,6 +280,8 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
+            if self._checkpointer is not None:
+                self._checkpointer.close()
             self.db.close()
 
     def __enter__(self) -> Store:
@@ -303,13 +309,42 @@ class Store:
             except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
                 raise StoreError(f"batch of {len(batch)} rows not written: {exc}") from exc
 
-    def mark_lost(self, now: float) -> list[str]:
-        """Mark every session not in a final state as lost (ended now); return their ids."""
+    def defer_checkpoints(self) -> None:
+        """Stop this connection from checkpointing the write-ahead log inside a commit (a checkpoint
+        syncs the disk: a commit that runs one takes milliseconds); call `checkpoint` regularly instead."""
+        with self._lock:
+            self.db.execute("PRAGMA wal_autocheckpoint=0")
+            self.db.execute(f"PRAGMA journal_size_limit={_WAL_KEPT}")
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database on a connection of its own (any thread), so the
+        writer never waits for it; PASSIVE, so it never blocks the writer either."""
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False)
+        try:
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"checkpoint of {self.path} failed: {exc}") from exc
+
+    def write_now(self, batch: Batch) -> bool:
+        """Write `batch` if no other thread is using the store, without ever waiting for one: False when
+        it is busy (nothing written). For a small batch someone waits on, from the event loop."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self.write(batch)
+        finally:
+            self._lock.release()
+        return True
+
+    def mark_lost(self, now: float, keep: Iterable[str] = ()) -> list[str]:
+        """Mark every session not in a final state (other than `keep`) as lost, ended now; their ids."""
+        spare = set(keep)
         with self._lock, _transaction(self.db.conn):
             marks = ", ".join("?" * len(FINAL_STATES))
             ids = [row[0] for row in self.db.execute(
                 f"SELECT id FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
-                " ORDER BY created_at, rowid", FINAL_STATES)]
+                " ORDER BY created_at, rowid", FINAL_STATES) if row[0] not in spare]
             self.db.conn.executemany(
                 "UPDATE sessions SET state = 'lost', termination = 'lost', ended_at = ?,"
                 " termination_text = coalesce(termination_text, ?) WHERE id = ?",
@@ -441,9 +476,12 @@ class Store:
                                        " ORDER BY id DESC LIMIT ?) ORDER BY id",
                             [*params, max(0, int(limit))])
 
-    def spills(self, session_id: str) -> list[dict[str, Any]]:
-        return self._select("spills", "SELECT * FROM spills WHERE session_id = ? ORDER BY id",
-                            [session_id])
+    def spills(self, session_id: str, limit: int = 1_000_000) -> list[dict[str, Any]]:
+        """The newest `limit` spill files of a session, oldest first."""
+        rows = self._select("spills", "SELECT * FROM spills WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+                            [session_id, max(0, int(limit))])
+        rows.reverse()
+        return rows
 
     def count(self, table: str, session_id: str | None = None) -> int:
         """Rows in `table`, optionally of one session."""
@@ -463,6 +501,172 @@ class Store:
         rows.reverse()
         return rows
 
+    def find_session(self, ref: str) -> dict[str, Any] | None:
+        """A session by id, else the newest one with that name."""
+        rows = self._select("sessions", "SELECT * FROM sessions WHERE id = ?", [ref])
+        if not rows:
+            rows = self._select("sessions", "SELECT * FROM sessions WHERE name = ? ORDER BY rowid DESC LIMIT 1",
+                                [ref])
+        return rows[0] if rows else None
+
+    def recent_sessions(self, max_bytes: int, before: str | None = None, limit: int = 100_000
+                        ) -> list[dict[str, Any]]:
+        """The newest sessions (older than session `before`, if given) whose stored snapshots fit in
+        `max_bytes`, at most `limit` of them, oldest first: what a bounded view of history reads."""
+        where, params = "", []
+        if before is not None:
+            where, params = " WHERE rowid < coalesce((SELECT rowid FROM sessions WHERE id = ?), 0)", [before]
+        sql = f"SELECT * FROM sessions{where} ORDER BY rowid DESC LIMIT ?"
+        rows = self._bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
+        rows.reverse()
+        return rows
+
+    def max_session_number(self) -> int:
+        """The largest N of the session ids sN (0 when there are none)."""
+        with self._lock:
+            row = self.db.execute("SELECT max(CAST(substr(id, 2) AS INTEGER)) FROM sessions"
+                                  " WHERE id GLOB 's[0-9]*'").fetchone()
+        return int(row[0] or 0)
+
+    def history(self, session_id: str, after: Mapping[str, int], *, limit: int, max_bytes: int,
+                tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], bool]:
+        """One page of a session's events, verdicts and actions after the given ids, merged by time:
+        ({table: rows}, {table: last id read}, more). The page ends when a table has `limit` rows or
+        the rows' text passes `max_bytes` (the first row is always taken, so paging always moves)."""
+        wanted = [t for t in HISTORY_TABLES if t in set(tables)]
+        cursor = {t: int(after.get(t, 0) or 0) for t in HISTORY_TABLES}
+        out: dict[str, list[dict[str, Any]]] = {t: [] for t in HISTORY_TABLES}
+        with self._lock:
+            streams = [self._stream(t, session_id, cursor[t]) for t in wanted]
+            used, more = 0, False
+            for _, _, _, table, row, size in heapq.merge(*streams):
+                if out[table] and (used + size > max_bytes or len(out[table]) >= limit):
+                    more = True
+                    break
+                if used + size > max_bytes and any(out.values()):
+                    more = True
+                    break
+                out[table].append(row)
+                cursor[table] = row["id"]
+                used += size
+        for table, rows in out.items():
+            self._decode(table, rows)
+        return out, cursor, more
+
+    def newest_start(self, session_id: str, table: str, n: int) -> int:
+        """The id to read after to get the newest `n` rows of a session in `table`."""
+        if table not in HISTORY_TABLES:
+            raise StoreError(f"no history table {table!r}")
+        with self._lock:
+            row = self.db.execute(f"SELECT id FROM {table} WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                                  [session_id, max(0, int(n))]).fetchone()
+        return int(row[0]) if row else 0
+
+    def newest(self, session_id: str, *, limit: int, max_bytes: int,
+               tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], bool]:
+        """A session's newest records, at most `limit` of each table and `max_bytes` of text in all,
+        oldest first; and whether older ones were left out."""
+        per: dict[str, list[tuple[float, int, dict[str, Any], int]]] = {}
+        more = False
+        with self._lock:
+            for table in [t for t in HISTORY_TABLES if t in set(tables)]:
+                rows, cut = self._bounded(table, f"SELECT * FROM {table} WHERE session_id = ? ORDER BY id DESC"
+                                                 " LIMIT ?", [session_id, max(0, int(limit))], max_bytes)
+                more = more or cut or len(rows) == limit
+                per[table] = [(row.get("ts") or 0.0, row["id"], row, _size(row)) for row in rows]
+        merged = sorted(((ts, rid, t, row, size) for t, rows in per.items() for ts, rid, row, size in rows),
+                        reverse=True)
+        out: dict[str, list[dict[str, Any]]] = {t: [] for t in HISTORY_TABLES}
+        used = 0
+        for _, _, table, row, size in merged:  # newest first, until the byte budget is spent
+            if used + size > max_bytes and any(out.values()):
+                more = True
+                break
+            out[table].append(row)
+            used += size
+        for table, rows in out.items():
+            rows.reverse()
+            self._decode(table, rows)
+        return out, more
+
+    def _stream(self, table: str, session_id: str, after_id: int
+                ) -> Iterator[tuple[float, int, int, str, dict[str, Any], int]]:
+        """Rows after `after_id`, undecoded, as (ts, order, id, table, row, text size), read lazily."""
+        order = HISTORY_TABLES.index(table)
+        cur = self.db.conn.execute(f"SELECT * FROM {table} WHERE session_id = ? AND id > ? ORDER BY id",
+                                   [session_id, after_id])
+        names = [d[0] for d in cur.description]
+        while True:
+            chunk = cur.fetchmany(64)
+            if not chunk:
+                return
+            for values in chunk:
+                row = dict(zip(names, values))
+                yield row.get("ts") or 0.0, order, row["id"], table, row, _size(row)
+
+    def _bounded(self, table: str, sql: str, params: list[Any], max_bytes: int
+                 ) -> tuple[list[dict[str, Any]], bool]:
+        """Undecoded rows of a query until their text passes `max_bytes` (at least one); and whether cut."""
+        cur = self.db.conn.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        rows: list[dict[str, Any]] = []
+        used = 0
+        while True:
+            chunk = cur.fetchmany(64)
+            if not chunk:
+                return rows, False
+            for values in chunk:
+                row = dict(zip(names, values))
+                used += _size(row)
+                if rows and used > max_bytes:
+                    cur.close()
+                    return rows, True
+                rows.append(row)
+
+    def prune(self, ended_before: float, audit_before: float | None = None, *, chunk: int = 50) -> dict[str, int]:
+        """Delete sessions that ended before `ended_before` with everything they recorded, and audit
+        rows older than `audit_before` (None keeps them), a few sessions per transaction so the
+        daemon's writes never wait long. Live sessions are never touched. Rows deleted, by table."""
+        deleted = {t: 0 for t in TABLES}
+        marks = ", ".join("?" * len(FINAL_STATES))
+        while True:
+            with self._lock, _transaction(self.db.conn):
+                ids = [r[0] for r in self.db.execute(
+                    f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?"
+                    " LIMIT ?", [*FINAL_STATES, ended_before, chunk])]
+                for sid in ids:
+                    for table in ("events", "verdicts", "gates", "spills"):
+                        deleted[table] += self.db.execute(f"DELETE FROM {table} WHERE session_id = ?",
+                                                          [sid]).rowcount
+                    deleted["sessions"] += self.db.execute("DELETE FROM sessions WHERE id = ?", [sid]).rowcount
+            if len(ids) < chunk:
+                break
+        if audit_before is not None:
+            while True:
+                with self._lock, _transaction(self.db.conn):
+                    n = self.db.execute("DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE ts < ?"
+                                        " LIMIT ?)", [audit_before, chunk * 100]).rowcount
+                deleted["actions"] += n
+                if n < chunk * 100:
+                    break
+        return deleted
+
+    def prunable(self, ended_before: float, audit_before: float | None = None) -> dict[str, int]:
+        """What `prune` with the same arguments would delete, by table."""
+        marks = ", ".join("?" * len(FINAL_STATES))
+        old = (f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?")
+        params = [*FINAL_STATES, ended_before]
+        counts = {t: 0 for t in TABLES}
+        with self._lock:
+            counts["sessions"] = self.db.execute(f"SELECT count(*) FROM ({old})", params).fetchone()[0]
+            for table in ("events", "verdicts", "gates", "spills"):
+                counts[table] = self.db.execute(f"SELECT count(*) FROM {table} WHERE session_id IN ({old})",
+                                                params).fetchone()[0]
+            if audit_before is not None:
+                counts["actions"] = self.db.execute("SELECT count(*) FROM actions WHERE ts < ?",
+                                                    [audit_before]).fetchone()[0]
+        return counts
+
     def _page(self, table: str, session_id: str, after_id: int, limit: int) -> list[dict[str, Any]]:
         return self._select(table, f"SELECT * FROM {table} WHERE session_id = ? AND id > ?"
                                    " ORDER BY id LIMIT ?",
@@ -478,6 +682,11 @@ class Store:
     def _select(self, table: str, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         with self._lock:
             rows = list(self.db.query(sql, list(params)))
+        return self._decode(table, rows)
+
+    @staticmethod
+    def _decode(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """JSON and boolean columns back to values, in place."""
         for row in rows:
             for col in _JSON.get(table, ()):
                 if isinstance(row.get(col), str):
@@ -490,6 +699,7 @@ class Store:
                     row[col] = bool(row[col])
         return rows
 
+
     def _column_kinds(self, table: str) -> dict[str, str]:
         """Column name -> how values are prepared: text, json, bool or value (as given)."""
         kinds = {}
@@ -501,3 +711,23 @@ class Store:
             else:
                 kinds[col.name] = "text" if col.type.upper() == "TEXT" else "value"
         return kinds
+
+
+def _size(row: Mapping[str, Any]) -> int:
+    """The bytes a stored row's text takes, roughly (what a page of history is bounded by)."""
+    return 64 + sum(len(v) for v in row.values() if isinstance(v, (str, bytes)))
+
+
+def max_session_number_readonly(path: str | os.PathLike[str]) -> int:
+    """The largest session number in a store that cannot be opened for writing (a full disk): read
+    without locks or the write-ahead log, so it may miss what an unclean stop left there. 0 if unreadable."""
+    try:
+        conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro&immutable=1", uri=True)
+        try:
+            row = conn.execute("SELECT max(CAST(substr(id, 2) AS INTEGER)) FROM sessions"
+                               " WHERE id GLOB 's[0-9]*'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+    return int(row[0] or 0)

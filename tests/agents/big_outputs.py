@@ -31,9 +31,10 @@ def main() -> int:
         out.write(json.dumps({"type": "tool_result", "tool": "cat", "call_id": f"c{i}",
                               "output": head + filler[len(head):]}) + "\n")
         i += 1
-        if rate and i / rate > time.monotonic() - start:
+        ahead = i / rate - (time.monotonic() - start) if rate else 0.0
+        if ahead > 0:
             out.flush()
-            time.sleep(i / rate - (time.monotonic() - start))
+            time.sleep(ahead)
     out.write('{"type":"done"}\n')
     out.flush()
     return 0

@@ -1,0 +1,60 @@
+"""Ended sessions in the daemon's memory: the newest ones' snapshots, bounded by bytes.
+
+The store holds every session; this keeps `list`, `status` and the console fast for the
+sessions people look at, without the daemon growing with the size of its history.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+
+class EndedSessions:
+    """Snapshots of ended sessions, oldest first; the oldest leave once over `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self._snaps: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+
+    def add(self, sid: str, snapshot: dict[str, Any]) -> None:
+        size = len(orjson.dumps(snapshot, default=str))
+        self.discard(sid)
+        self._snaps[sid] = (snapshot, size)
+        self.bytes += size
+        while self.bytes > self.limit and len(self._snaps) > 1:
+            _, (_, old) = self._snaps.popitem(last=False)
+            self.bytes -= old
+
+    def discard(self, sid: str) -> None:
+        found = self._snaps.pop(sid, None)
+        if found is not None:
+            self.bytes -= found[1]
+
+    def get(self, sid: str) -> dict[str, Any] | None:
+        found = self._snaps.get(sid)
+        return found[0] if found else None
+
+    def by_name(self, name: str) -> str | None:
+        """The newest ended session with this name."""
+        for sid, (snap, _) in reversed(self._snaps.items()):
+            if snap.get("name") == name:
+                return sid
+        return None
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._snaps
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._snaps)
+
+    def __len__(self) -> int:
+        return len(self._snaps)
+
+    @property
+    def oldest(self) -> dict[str, Any] | None:
+        return next(iter(self._snaps.values()))[0] if self._snaps else None

@@ -1,0 +1,371 @@
+"""The record path to the store: lanes, bounded transactions, awaitable durability, counted failures.
+
+Every record a session produces (event, verdict, gate, spill, session snapshot) joins
+that session's lane; audit rows have a lane of their own. A flusher writes the lanes
+in transactions of at most TXN_ROWS rows or TXN_BYTES bytes, round-robin, every
+FLUSH_SECONDS, on a worker thread. Someone who needs a record stored before going on
+(a handshake verdict must not reach its agent before its event is durable; an
+operator action is answered only once its audit row is) waits on its lane's mark:
+that lane is written next, in a small transaction of its own, so a flood in other
+sessions never delays it by more than one bounded transaction (group commit: what
+else queued in that lane meanwhile rides along).
+
+Memory is bounded by bytes: past BACKLOG_HIGH bytes waiting for the store, session
+pumps wait (their agents' pipes fill and the agents block); past PENDING_CAP, events
+are dropped and counted. A failed write (a full disk, an I/O error) never raises:
+its rows are counted by table, session snapshots and gates are queued again (they are
+state, written whole next time), and waiters learn that it failed. Without a store
+(it could not be opened) the daemon runs on, and the flusher tries to open it again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .store import Batch, Store, StoreError
+
+FLUSH_SECONDS = 0.1
+CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
+TXN_ROWS = 2000  # rows in one transaction, so a waiter never waits long behind a backlog
+TXN_BYTES = 2 << 20  # ... and bytes
+REOPEN_SECONDS = 5.0  # how often a daemon without a store tries to open it again
+ROW_OVERHEAD = 256  # bytes a record costs in memory beyond its text (dicts, ints)
+BACKLOG_HIGH = 32 << 20  # bytes waiting for the store before session pumps wait
+BACKLOG_LOW = 8 << 20  # ... and resume once the backlog is back under this
+PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
+INLINE_ROWS = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free
+INLINE_BYTES = 64 << 10  # ... and no larger than this
+FAILED_KEPT = 256  # failed ranges remembered for durability waiters
+LOG_EVERY = 10.0  # seconds between two log lines about failing writes
+AUDIT = ""  # the lane of audit rows
+
+_TABLES = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
+           "actions": "actions", "sessions": "sessions_upsert"}
+
+Entry = tuple[int, str, dict[str, Any], int]  # (add number, table, row, bytes)
+
+
+@dataclass
+class StoreHealth:
+    """What could not be written since the daemon started, for `status` and the console."""
+
+    open: bool = False
+    write_errors: int = 0
+    unwritten: dict[str, int] = field(default_factory=dict)  # table -> rows lost
+    last_error: str | None = None
+    last_error_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"open": self.open, "write_errors": self.write_errors, "unwritten": dict(self.unwritten),
+                "last_error": self.last_error, "last_error_at": self.last_error_at}
+
+
+class Recorder:
+    """Queues records in lanes and writes them to the store; see the module docstring."""
+
+    def __init__(self, path: Path, *, log: Callable[[str], None], clock: Callable[[], float] = time.time,
+                 on_requeue_sessions: Callable[[list[str]], None] = lambda ids: None) -> None:
+        self.path = path
+        self.log = log
+        self.clock = clock
+        self.on_requeue_sessions = on_requeue_sessions
+        self.store: Store | None = None
+        self.on_open: Callable[[Store], object] | None = None  # run (in the opening thread) when it reopens
+        self.health = StoreHealth()
+        self.dropped: dict[str, int] = {}  # session -> events not stored (dropped or failed)
+        self.lanes: dict[str, deque[Entry]] = {}  # lane -> entries, oldest first; lanes rotate
+        self.added = 0  # add number of the newest entry
+        self.latest: dict[str, int] = {}  # lane -> add number of its newest entry
+        self.done: dict[str, int] = {}  # lane -> every entry up to this add number is written (or failed)
+        self.pending_bytes = 0  # queued, not yet being written
+        self.writing_bytes = 0
+        self._failed: deque[tuple[str, int, int]] = deque(maxlen=FAILED_KEPT)  # (lane, first, last) add numbers
+        self._wanted: dict[str, int] = {}  # lane -> waiters
+        self._write_lock = anyio.Lock()
+        self._has_work = anyio.Event()
+        self._urgent = anyio.Event()
+        self._written = anyio.Event()
+        self._wrote = anyio.Event()  # written since the last checkpoint
+        self._drained = anyio.Event()
+        self._drained.set()
+        self._last_open_attempt = 0.0
+        self._last_log = 0.0
+        self._errors_since_log = 0
+
+    # ---- opening --------------------------------------------------------------
+    def open(self) -> bool:
+        """Open the store (any thread); on failure the daemon runs without it and retries."""
+        self._last_open_attempt = time.monotonic()
+        try:
+            store = Store.open(self.path)
+        except (StoreError, OSError) as exc:
+            self._note_error(f"cannot open the store: {exc}")
+            return False
+        if self.on_open is not None:
+            try:
+                self.on_open(store)
+            except (StoreError, OSError) as exc:
+                store.close()
+                self._note_error(f"cannot use the store: {exc}")
+                return False
+        try:
+            store.defer_checkpoints()
+        except sqlite3.Error as exc:
+            store.close()
+            self._note_error(f"cannot use the store: {exc}")
+            return False
+        self.store = store
+        self.health.open = True
+        return True
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+            self.health.open = False
+
+    # ---- adding -----------------------------------------------------------------
+    def add(self, kind: str, lane: str, row: dict[str, Any], size: int = 0) -> bool:
+        """Queue one row for table `kind` in `lane`; False when an event was dropped (over PENDING_CAP)."""
+        cost = size + ROW_OVERHEAD
+        if kind == "events" and self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
+            self.dropped[lane] = self.dropped.get(lane, 0) + 1
+            return False
+        self.added += 1
+        entries = self.lanes.get(lane)
+        if entries is None:
+            entries = self.lanes[lane] = deque()
+        entries.append((self.added, kind, row, cost))
+        self.latest[lane] = self.added
+        self.pending_bytes += cost
+        if self.pending_bytes + self.writing_bytes >= BACKLOG_HIGH and self._drained.is_set():
+            self._drained = anyio.Event()
+        self._has_work.set()
+        return True
+
+    def poke(self) -> None:
+        """Something changed (a snapshot to publish): run a flusher round."""
+        self._has_work.set()
+
+    def mark(self, lane: str) -> int:
+        """What `durable(lane, mark)` waits for: everything added to `lane` so far."""
+        return self.latest.get(lane, 0)
+
+    def written(self, lane: str, mark: int) -> bool | None:
+        """Whether `lane` is written up to `mark` (None: not yet attempted; False: it failed)."""
+        if mark > self.done.get(lane, 0):
+            return None
+        return not any(failed == lane and first <= mark <= last for failed, first, last in self._failed)
+
+    async def durable(self, lane: str, mark: int) -> bool:
+        """Wait until `lane` is written up to `mark`; True when it was, False when the write failed."""
+        while (result := self.written(lane, mark)) is None:
+            self._wanted[lane] = self._wanted.get(lane, 0) + 1
+            try:
+                self._urgent.set()
+                self._has_work.set()
+                await self._written.wait()
+            finally:
+                self._wanted[lane] -= 1
+                if not self._wanted[lane]:
+                    del self._wanted[lane]
+        return result
+
+    def forget(self, lane: str) -> None:
+        """A released session's lane, once all of it is written: nobody will wait on it again."""
+        if self.latest.get(lane, 0) <= self.done.get(lane, 0) and not self.lanes.get(lane):
+            self.lanes.pop(lane, None)
+            self.latest.pop(lane, None)
+            self.done.pop(lane, None)
+
+    @property
+    def over_backlog(self) -> bool:
+        return not self._drained.is_set()
+
+    async def backpressure(self) -> None:
+        """Held by a session's pump while the store is behind: its agent's pipe fills and the agent
+        waits, so memory stays flat under a flood and nothing is dropped."""
+        if not self._drained.is_set():
+            self._has_work.set()
+            await self._drained.wait()
+
+    # ---- writing ------------------------------------------------------------------
+    async def run(self, before_flush: Callable[[], None]) -> None:
+        """The flusher: sleeps while idle, batches for FLUSH_SECONDS, writes at once for a waiter."""
+        last_round = 0.0
+        while True:
+            if self.store is None:  # no store: wake up to try opening it again, work or not
+                with anyio.move_on_after(REOPEN_SECONDS):
+                    await self._has_work.wait()
+            else:
+                await self._has_work.wait()
+            urgent = self._urgent.is_set()
+            if not urgent:
+                with anyio.move_on_after(FLUSH_SECONDS):
+                    await self._urgent.wait()
+            self._has_work = anyio.Event()
+            self._urgent = anyio.Event()
+            try:
+                if not urgent or time.monotonic() - last_round >= FLUSH_SECONDS:  # a waiter's round only writes
+                    last_round = time.monotonic()
+                    before_flush()
+                await self.flush()
+            except Exception as exc:  # noqa: BLE001 - a bug here must not end the daemon and its agents
+                self.log(f"flusher error (going on): {type(exc).__name__}: {exc}")
+                await anyio.sleep(FLUSH_SECONDS)
+
+    async def checkpoints(self) -> None:
+        """Checkpoint the store's write-ahead log CHECKPOINT_SECONDS after writes, off the writer's path."""
+        while True:
+            await self._wrote.wait()
+            await anyio.sleep(CHECKPOINT_SECONDS)
+            self._wrote = anyio.Event()
+            store = self.store
+            if store is not None:
+                try:
+                    await anyio.to_thread.run_sync(store.checkpoint)
+                except StoreError as exc:
+                    self._note_error(str(exc))
+
+    async def flush(self) -> None:
+        """Write what was queued before the call, one bounded transaction at a time, lanes someone
+        waits on first (readers call it too, so they see every record before them)."""
+        upto = self.added  # what came later is the next round's: a flood never keeps one round going
+        async with self._write_lock:
+            if self.store is None and time.monotonic() - self._last_open_attempt >= REOPEN_SECONDS:
+                if await anyio.to_thread.run_sync(self.open):
+                    self.log(f"store open again: {self.path}")
+            while self.lanes:
+                wanted = [lane for lane in self._wanted if self.lanes.get(lane)]
+                taken = self._take(wanted, self.added) or self._take(list(self.lanes), upto)
+                if not taken:
+                    break
+                await self._write_taken(taken)
+            if self.pending_bytes < BACKLOG_LOW:
+                self._drained.set()
+
+    def _take(self, lanes: list[str], upto: int) -> dict[str, list[Entry]]:
+        """Entries added up to `upto` for one transaction, from the front of `lanes` (rotated, so
+        every lane gets its turn)."""
+        taken: dict[str, list[Entry]] = {}
+        rows = size = 0
+        for lane in lanes:
+            entries = self.lanes[lane]
+            got: list[Entry] = []
+            while entries and entries[0][0] <= upto and rows < TXN_ROWS and size < TXN_BYTES:
+                entry = entries.popleft()
+                got.append(entry)
+                rows += 1
+                size += entry[3]
+            if got:
+                taken[lane] = got
+            if entries:
+                self.lanes[lane] = self.lanes.pop(lane)
+            else:
+                del self.lanes[lane]
+            if rows >= TXN_ROWS or size >= TXN_BYTES:
+                break
+        self.pending_bytes -= size
+        self.writing_bytes = size
+        return taken
+
+    async def _write_taken(self, taken: dict[str, list[Entry]]) -> None:
+        entries = [e for got in taken.values() for e in got]
+        try:
+            error = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
+            if error is False:
+                error = await anyio.to_thread.run_sync(self._write, entries)
+        finally:
+            self.writing_bytes = 0
+        for lane, got in taken.items():
+            self.done[lane] = max(self.done.get(lane, 0), got[-1][0])
+            if error is not None:
+                self._failed.append((lane, got[0][0], got[-1][0]))
+        if error is not None:
+            self._requeue([e for got in taken.values() for e in got])
+        if error is None:
+            self._wrote.set()
+        self._written.set()
+        self._written = anyio.Event()
+
+    def flush_now(self) -> None:
+        """The last write, at shutdown, outside the event loop."""
+        while self.lanes:
+            taken = self._take(list(self.lanes), self.added)
+            entries = [e for got in taken.values() for e in got]
+            if self._write(entries) is not None:
+                self._count_lost(entries)
+
+    def _write_inline(self, entries: list[Entry]) -> str | None | bool:
+        """A few rows someone waits on, written on the event loop when the store is free (a thread hop
+        costs more than the write): None when written, the error, or False when the store was busy."""
+        store = self.store
+        if store is None or self.writing_bytes > INLINE_BYTES:
+            return False
+        try:
+            if not store.write_now(_batch(entries)):
+                return False
+        except StoreError as exc:
+            self._note_error(str(exc))
+            return str(exc)
+        return None
+
+    def _write(self, entries: list[Entry]) -> str | None:
+        """Entries in one transaction (any thread); the error text when they could not be written."""
+        store = self.store
+        if store is None:
+            error = "the store is not open"
+        else:
+            try:
+                store.write(_batch(entries))
+                return None
+            except StoreError as exc:
+                error = str(exc)
+        self._note_error(error)
+        return error
+
+    def _requeue(self, entries: list[Entry]) -> None:
+        """After a failed write: count what is lost; queue again what is state (gates; snapshots are
+        published again by the daemon)."""
+        self._count_lost(entries)
+        for _, kind, row, size in entries:
+            if kind == "gates":
+                self.add(kind, str(row.get("session_id") or ""), row, size - ROW_OVERHEAD)
+        self.on_requeue_sessions([str(row.get("id")) for _, kind, row, _ in entries if kind == "sessions"])
+
+    def _count_lost(self, entries: list[Entry]) -> None:
+        lost = self.health.unwritten
+        for _, kind, row, _ in entries:
+            if kind in ("events", "verdicts", "actions", "spills"):
+                lost[kind] = lost.get(kind, 0) + 1
+            if kind == "events":
+                sid = str(row.get("session_id") or "")
+                self.dropped[sid] = self.dropped.get(sid, 0) + 1
+
+    def _note_error(self, error: str) -> None:
+        """Count a failed write or open; log it at most every LOG_EVERY seconds (the log may be full too)."""
+        health = self.health
+        health.write_errors += 1
+        health.last_error, health.last_error_at = error[:500], self.clock()
+        self._errors_since_log += 1
+        now = time.monotonic()
+        if now - self._last_log >= LOG_EVERY:
+            self._last_log = now
+            count, self._errors_since_log = self._errors_since_log, 0
+            self.log(f"store write failed ({count} time{'s' if count != 1 else ''} since the last report); "
+                     f"the daemon and its sessions go on, unwritten rows are counted: {error[:300]}")
+
+
+def _batch(entries: list[Entry]) -> Batch:
+    batch = Batch()
+    for _, kind, row, _ in entries:
+        getattr(batch, _TABLES[kind]).append(row)
+    return batch

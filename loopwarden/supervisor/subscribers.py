@@ -1,0 +1,136 @@
+"""Subscribers: clients that follow records live, each with a queue bounded by bytes.
+
+A record is encoded once and offered to every subscriber that wants it. A subscriber
+whose queue is full skips it (counted, and told how many it skipped before its next
+message), so a slow reader never blocks a session and never grows the daemon. One
+that has not taken a single message for CUTOFF_SECONDS while messages wait is cut
+off with a reason. All queues together stay under TOTAL_BYTES.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import orjson
+from anyio.abc import SocketStream
+
+QUEUE_BYTES = 4 << 20  # one subscriber's queue
+TOTAL_BYTES = 64 << 20  # every subscriber's queue together
+CUTOFF_SECONDS = 30.0  # no message taken for this long while messages wait: cut off
+MESSAGE_LIMIT = 16 << 10  # bytes of one broadcast message; longer records are clipped (the store has them whole)
+
+
+class QueueBudget:
+    """Bytes queued for all subscribers together."""
+
+    def __init__(self, limit: int = TOTAL_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+class Subscriber:
+    """One subscription: what it wants, its queue, and why it was cut off (if it was)."""
+
+    def __init__(self, sessions: set[str] | None, events: bool, budget: QueueBudget, *,
+                 limit: int = QUEUE_BYTES, cutoff: float = CUTOFF_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.sessions = sessions
+        self.events = events
+        self.budget = budget
+        self.limit = limit
+        self.cutoff = cutoff
+        self.clock = clock
+        self.queue: deque[bytes] = deque()
+        self.queued = 0
+        self.skipped = 0
+        self.cut_reason: str | None = None
+        self.last_progress = clock()
+        self._ready = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+
+    def wants(self, session_id: str, is_event: bool) -> bool:
+        return (self.events or not is_event) and (self.sessions is None or session_id in self.sessions)
+
+    def offer(self, message: bytes) -> None:
+        """Queue a message, or skip it when the queue (or all queues together) is full."""
+        if self.cut_reason is not None:
+            return
+        size = len(message)
+        if self.queued + size > self.limit or self.budget.used + size > self.budget.limit:
+            self.skipped += 1
+            stalled = self.clock() - self.last_progress
+            if self.queue and stalled >= self.cutoff:
+                self.cut(f"cut off: took no message for {stalled:.0f} s while {self.queued:,} bytes waited "
+                         f"({self.skipped:,} skipped); subscribe again to resume")
+            return
+        if not self.queue:
+            self.last_progress = self.clock()  # the stall clock runs only while something waits
+        self.queue.append(message)
+        self.queued += size
+        self.budget.used += size
+        self._ready.set()
+
+    def cut(self, reason: str) -> None:
+        """End the subscription with `reason`, even while a send to it is blocked."""
+        if self.cut_reason is None:
+            self.cut_reason = reason
+            self._ready.set()
+            if self._scope is not None:
+                self._scope.cancel()
+
+    async def pump(self, stream: SocketStream) -> None:
+        """Send queued messages until cut off (the caller closes the stream)."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            while self.cut_reason is None:
+                await self._ready.wait()
+                self._ready = anyio.Event()
+                while self.queue and self.cut_reason is None:
+                    if self.skipped:
+                        skipped, self.skipped = self.skipped, 0
+                        await stream.send(orjson.dumps({"kind": "skipped", "count": skipped}) + b"\n")
+                    message = self.queue.popleft()
+                    self.queued -= len(message)
+                    self.budget.used -= len(message)
+                    await stream.send(message)
+                    self.last_progress = self.clock()
+        if self.cut_reason is not None:
+            with anyio.move_on_after(1.0, shield=True):
+                await stream.send(orjson.dumps({"kind": "cut", "reason": self.cut_reason}) + b"\n")
+
+    def release(self) -> None:
+        """Give the queue's bytes back to the budget (the subscription has ended)."""
+        self.budget.used -= self.queued
+        self.queue.clear()
+        self.queued = 0
+
+
+def encode(kind: str, session_id: str, data: dict[str, Any]) -> bytes:
+    """One broadcast line; a record too long for a message is sent clipped (marked `clipped`)."""
+    message = _dumps({"kind": kind, "session": session_id, "data": data})
+    if len(message) > MESSAGE_LIMIT:
+        message = _dumps({"kind": kind, "session": session_id, "data": clipped(data)})
+    return message
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj, default=str) + b"\n"
+
+
+def clipped(data: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
+    """A record with long strings and large values cut, for broadcasting."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, str) and len(value) > limit:
+            out[key] = value[:limit] + f"… [{len(value):,} characters]"
+        elif isinstance(value, (dict, list)):
+            text = orjson.dumps(value, default=str)
+            out[key] = value if len(text) <= limit else text[:limit].decode(errors="replace") + "…"
+        else:
+            out[key] = value
+    out["clipped"] = True
+    return out
