@@ -1,0 +1,142 @@
+"""Memory is bounded by bytes, whatever agents and clients do: a deaf agent is stopped, a reader that
+never reads is skipped (and in the end cut off), history is read a bounded page at a time, a flood of
+blank lines costs linear time. Each bound is measured on the real daemon's RSS."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+
+import orjson
+import psutil
+
+from loopwarden.supervisor.subscribers import QUEUE_BYTES
+from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+
+MiB = 1 << 20
+
+
+class PeakRss(threading.Thread):
+    """The highest RSS of a process, sampled every 20 ms until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.start_rss = self.peak = self.proc.memory_info().rss
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.02):
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return
+
+    def __enter__(self) -> "PeakRss":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.halt.set()
+        self.join(5)
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.start_rss
+
+
+def test_an_agent_that_never_reads_its_input_is_stopped_with_a_reason_and_memory_stays_flat(lw: Harness) -> None:
+    assert lw.daemon is not None
+    with PeakRss(lw.daemon.pid) as rss:
+        sid = lw.run_detached(PY, str(AGENTS / "deaf_handshake.py"), name="deaf")
+        snap = lw.wait_state(sid, "terminated", timeout=60)
+    assert snap["termination"] == "validation_failure"
+    assert "stopped reading its input" in snap["termination_text"]
+    assert rss.growth < 48 * MiB, f"the daemon grew {rss.growth / MiB:.0f} MiB"
+
+
+def test_a_subscriber_that_never_reads_is_skipped_within_its_byte_bound(lw: Harness) -> None:
+    assert lw.daemon is not None
+    sid = lw.run_detached(PY, str(AGENTS / "big_outputs.py"), "0", "15000", "--forever", "--rate", "600",
+                          name="big")
+    lw.wait_state(sid, "running")
+    deaf = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    deaf.connect(str(lw.paths.socket))
+    deaf.sendall(orjson.dumps({"id": 1, "op": "subscribe", "sessions": [sid], "events": True}) + b"\n")
+    try:
+        with PeakRss(lw.daemon.pid) as rss:
+            deadline = time.monotonic() + 10
+            queued = []
+            while time.monotonic() < deadline:  # ten seconds of a 9 MB/s stream it never reads
+                queued.append(lw.request("ping")["queued_for_subscribers"])
+                time.sleep(0.2)  # a sampling interval, not a wait for a condition
+        assert max(queued) <= QUEUE_BYTES
+        assert max(queued) > QUEUE_BYTES // 2  # it really was full: what did not fit was skipped
+        assert rss.growth < 64 * MiB, f"the daemon grew {rss.growth / MiB:.0f} MiB"
+        assert lw.status(sid)["state"] == "running"  # the session never waited for the reader
+    finally:
+        deaf.close()
+        lw.request("kill", session=sid)
+
+
+def test_history_is_read_a_bounded_page_at_a_time_even_five_readers_at_once(lw: Harness) -> None:
+    assert lw.daemon is not None
+    sid = lw.run_detached(PY, str(AGENTS / "big_outputs.py"), "300", "60000", name="big")
+    lw.wait_state(sid, "exited", timeout=120)
+    lw.request("logs", session=sid, limit=1)  # writes what is still queued
+    with sqlite3.connect(f"file:{lw.paths.database}?mode=ro", uri=True) as db:
+        stored = db.execute("SELECT count(*) FROM events WHERE session_id = ?", [sid]).fetchone()[0]
+    with PeakRss(lw.daemon.pid) as rss:
+        readers = [subprocess.Popen([PY, "-m", "loopwarden", "logs", "--json", "--limit", "10000", sid], env=lw.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(5)]
+        outputs = [reader.communicate(timeout=120) for reader in readers]
+    for reader, (out, err) in zip(readers, outputs):
+        assert reader.returncode == 0, err
+        records = [orjson.loads(line) for line in out.splitlines()]
+        assert sum(r["kind"] == "event" for r in records) == stored == 602  # hello, 300 calls and results, done
+    assert rss.growth < 96 * MiB, f"the daemon grew {rss.growth / MiB:.0f} MiB for 5 x 18 MB of history"
+
+
+def test_a_flood_of_blank_lines_costs_linear_time_and_never_stalls_other_clients(lw: Harness) -> None:
+    flood = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    flood.connect(str(lw.paths.socket))
+    worst = 0.0
+    stop = threading.Event()
+
+    def ping() -> None:
+        nonlocal worst
+        with lw.client() as client:
+            while not stop.is_set():
+                start = time.monotonic()
+                client.request("ping")
+                worst = max(worst, time.monotonic() - start)
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    start = time.monotonic()
+    chunk = b"\n" * MiB
+    for _ in range(32):
+        flood.sendall(chunk)
+    flood.sendall(b'  \n\n {"id": 7, "op": "ping"}\n')
+    reply = orjson.loads(flood.makefile("rb").readline())
+    took = time.monotonic() - start
+    stop.set()
+    pinger.join(10)
+    flood.close()
+    assert reply["ok"] and reply["id"] == 7
+    assert took < 20, f"32 MiB of blank lines took {took:.1f} s"  # quadratic splitting took 47 s here
+    assert worst < 2.0, f"another client waited {worst:.2f} s"
+
+
+def test_ended_sessions_leave_the_daemons_memory_and_stay_in_its_history(lw: Harness) -> None:
+    sids = [lw.run_detached("true", adapter="plain", name=f"short{i}") for i in range(40)]
+    for sid in sids:
+        lw.wait_state(sid, "exited")
+    wait_for(lambda: lw.request("ping")["sessions"] == 0, what="the ended sessions to leave memory")
+    listed = {s["id"] for s in lw.request("list")}
+    assert set(sids) <= listed
+    assert lw.status("short3")["state"] == "exited"

@@ -1,0 +1,144 @@
+"""The record path (supervisor/records.py) on a real SQLite file: lanes, durability, bounded
+transactions, failures counted, state queued again, no store at all."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from loopwarden.supervisor import records
+from loopwarden.supervisor.records import AUDIT, Recorder
+from loopwarden.supervisor.store import Store
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def event(sid: str, seq: int, text: str = "x") -> dict:
+    return {"session_id": sid, "seq": seq, "ts": float(seq), "kind": "output", "data": {"type": "output", "text": text}}
+
+
+def make(tmp_path: Path, logs: list[str] | None = None) -> Recorder:
+    recorder = Recorder(tmp_path / "lw.db", log=(logs if logs is not None else []).append)
+    assert recorder.open()
+    return recorder
+
+
+def stored(path: Path, sid: str) -> list[int]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT seq FROM events WHERE session_id = ? ORDER BY id", [sid])]
+
+
+async def test_a_waiter_is_answered_once_its_lane_is_written_and_not_before(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    recorder.add("events", "s1", event("s1", 1))
+    mark = recorder.mark("s1")
+    assert recorder.written("s1", mark) is None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run, lambda: None)
+        with anyio.fail_after(5):
+            assert await recorder.durable("s1", mark) is True
+        tg.cancel_scope.cancel()
+    assert stored(tmp_path / "lw.db", "s1") == [1]
+
+
+async def test_a_waiter_does_not_wait_behind_another_lanes_backlog(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    for seq in range(1, 20_001):  # ten transactions' worth in a flooding session
+        recorder.add("events", "flood", event("flood", seq))
+    recorder.add("events", "s1", event("s1", 1))
+    mark = recorder.mark("s1")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run, lambda: None)
+        with anyio.fail_after(10):
+            assert await recorder.durable("s1", mark)
+        flood_done = recorder.done.get("flood", 0)
+        tg.cancel_scope.cancel()
+    assert stored(tmp_path / "lw.db", "s1") == [1]
+    assert flood_done < 20_000  # s1 went first: at most one bounded transaction of the flood before it
+
+
+async def test_every_transaction_is_bounded(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    for seq in range(1, records.TXN_ROWS * 3 + 1):
+        recorder.add("events", "s1", event("s1", seq))
+    taken = recorder._take(list(recorder.lanes), recorder.added)
+    assert sum(len(got) for got in taken.values()) == records.TXN_ROWS
+
+
+async def test_a_failed_write_is_counted_its_waiters_told_and_state_queued_again(tmp_path: Path) -> None:
+    logs: list[str] = []
+    requeued: list[list[str]] = []
+    recorder = make(tmp_path, logs)
+    recorder.on_requeue_sessions = requeued.append
+    assert recorder.store is not None
+    recorder.store.db.execute("PRAGMA query_only = 1")  # SQLite refuses every write, as a full disk would
+    recorder.add("events", "s1", event("s1", 1))
+    recorder.add("gates", "s1", {"session_id": "s1", "gate_id": "g1", "status": "pending"})
+    recorder.add("sessions", "s1", {"id": "s1", "state": "running"})
+    recorder.add("actions", AUDIT, {"ts": 1.0, "actor": "op", "action": "kill", "session_id": "s1"})
+    event_mark, audit_mark = recorder.mark("s1"), recorder.mark(AUDIT)
+    await recorder.flush()
+    assert recorder.written("s1", event_mark) is False and recorder.written(AUDIT, audit_mark) is False
+    assert await recorder.durable(AUDIT, audit_mark) is False
+    assert recorder.health.unwritten == {"events": 1, "actions": 1}
+    assert recorder.dropped == {"s1": 1}
+    assert requeued == [["s1"]]
+    assert [entry[1] for entry in recorder.lanes["s1"]] == ["gates"]  # the gate waits for the next write
+    assert recorder.health.write_errors >= 1 and "readonly" in str(recorder.health.last_error)
+    assert len(logs) == 1  # logged once, however often it fails
+    recorder.store.db.execute("PRAGMA query_only = 0")
+    await recorder.flush()
+    with sqlite3.connect(tmp_path / "lw.db") as db:
+        assert db.execute("SELECT gate_id FROM gates").fetchall() == [("g1",)]
+
+
+async def test_without_a_store_the_recorder_counts_and_opens_it_later(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the store's directory should be")
+    recorder = Recorder(blocker / "lw.db", log=[].append)
+    assert not recorder.open() and recorder.health.open is False
+    recorder.add("events", "s1", event("s1", 1))
+    await recorder.flush()
+    assert recorder.health.unwritten == {"events": 1}
+    blocker.unlink()
+    blocker.mkdir()
+    recorder._last_open_attempt = 0.0  # as if REOPEN_SECONDS had passed
+    recorder.add("events", "s1", event("s1", 2))
+    await recorder.flush()
+    assert recorder.health.open is True
+    assert stored(blocker / "lw.db", "s1") == [2]
+
+
+async def test_the_backlog_is_bounded_by_bytes(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    big = "x" * (1 << 20)
+    n = 0
+    while not recorder.over_backlog:
+        n += 1
+        assert recorder.add("events", "s1", event("s1", n, big), size=len(big))
+    assert n * (1 << 20) >= records.BACKLOG_HIGH > (n - 1) * (1 << 20)
+    await recorder.flush()
+    assert not recorder.over_backlog and stored(tmp_path / "lw.db", "s1") == list(range(1, n + 1))
+
+
+async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "PENDING_CAP", 10_000)
+    recorder = make(tmp_path)
+    kept = [recorder.add("events", "s1", event("s1", seq), size=3000) for seq in range(1, 6)]
+    assert kept == [True, True, True, False, False]
+    assert recorder.dropped == {"s1": 2}
+
+
+def test_the_store_keeps_checkpoints_off_the_writers_path(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "lw.db") as store:
+        store.defer_checkpoints()
+        assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        store.checkpoint()  # on a connection of its own

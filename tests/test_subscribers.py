@@ -1,0 +1,101 @@
+"""Subscribers (supervisor/subscribers.py): queues bounded by bytes, skips counted, a reader that
+takes nothing cut off with a reason; over a real unix socket pair."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import orjson
+import pytest
+from anyio.abc import UNIXSocketStream
+
+from loopwarden.supervisor.subscribers import MESSAGE_LIMIT, QueueBudget, Subscriber, encode
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def message(n: int, size: int = 1000) -> bytes:
+    return orjson.dumps({"kind": "event", "n": n, "pad": "x" * size}) + b"\n"
+
+
+def test_a_full_queue_skips_and_counts_and_never_grows() -> None:
+    sub = Subscriber(None, True, QueueBudget(), limit=10_000, clock=Clock())
+    for n in range(100):
+        sub.offer(message(n))
+    assert sub.queued <= 10_000 and len(sub.queue) == 9 and sub.skipped == 91
+
+
+def test_all_queues_together_stay_under_the_budget() -> None:
+    budget = QueueBudget(limit=25_000)
+    subs = [Subscriber(None, True, budget, limit=20_000, clock=Clock()) for _ in range(3)]
+    for n in range(30):
+        for sub in subs:
+            sub.offer(message(n))
+    assert budget.used <= 25_000 and budget.used == sum(s.queued for s in subs)
+    for sub in subs:
+        sub.release()
+    assert budget.used == 0
+
+
+def test_a_reader_that_takes_nothing_is_cut_off_only_after_the_cutoff() -> None:
+    clock = Clock()
+    sub = Subscriber(None, True, QueueBudget(), limit=5_000, cutoff=30.0, clock=clock)
+    for n in range(10):
+        sub.offer(message(n))
+    clock.now += 29.0
+    sub.offer(message(99))
+    assert sub.cut_reason is None
+    clock.now += 2.0
+    sub.offer(message(100))
+    assert sub.cut_reason is not None and "took no message for 31 s" in sub.cut_reason
+
+
+def test_an_idle_subscription_is_never_cut_off() -> None:
+    clock = Clock()
+    sub = Subscriber(None, True, QueueBudget(), limit=5_000, clock=clock)
+    clock.now += 3600  # nothing to send for an hour is not a stall
+    for n in range(3):
+        sub.offer(message(n))
+    assert sub.cut_reason is None and sub.skipped == 0
+
+
+def test_wants_filters_by_session_and_by_kind() -> None:
+    sub = Subscriber({"s1"}, False, QueueBudget())
+    assert sub.wants("s1", is_event=False) and not sub.wants("s1", is_event=True) and not sub.wants("s2", False)
+
+
+def test_a_record_too_long_for_one_message_is_clipped() -> None:
+    line = encode("event", "s1", {"type": "tool_result", "output": "y" * 100_000})
+    assert len(line) <= MESSAGE_LIMIT and orjson.loads(line)["data"]["clipped"] is True
+
+
+async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() -> None:
+    left, right = socket.socketpair()
+    clock = Clock()
+    sub = Subscriber(None, True, QueueBudget(), limit=3_500, clock=clock)
+    for n in range(5):
+        sub.offer(message(n))  # three fit, two are skipped
+    async with await UNIXSocketStream.from_socket(left) as stream:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sub.pump, stream)
+            reader = right.makefile("rb")
+            got = [orjson.loads(await anyio.to_thread.run_sync(reader.readline)) for _ in range(4)]
+            sub.cut("cut off: a test")
+    tail = [orjson.loads(line) for line in reader.readlines()]
+    right.close()
+    assert [g.get("n") for g in got] == [None, 0, 1, 2] and got[0] == {"kind": "skipped", "count": 2}
+    assert tail == [{"kind": "cut", "reason": "cut off: a test"}]
