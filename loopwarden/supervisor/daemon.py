@@ -206,7 +206,10 @@ class Daemon:
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
 
     def _log(self, text: str) -> None:
-        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        """One line in daemon.log; agent text in it (names, error messages) cannot forge lines or drive a terminal."""
+        from .visible import visible
+
+        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {visible(text)}\n")
         sys.stderr.flush()
 
     # ---- records: store and broadcast -------------------------------------
