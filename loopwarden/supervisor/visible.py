@@ -12,7 +12,7 @@ sees them and no terminal acts on them.
   lines): newline and tab are escaped too (`\\n`, `\\t`), so one record is one line.
 * `visible_lines` is for multi-line places (the spill viewer): `\\n` stays a line break, `\\r\\n`
   becomes `\\n` and tab stays a tab; everything else is escaped as above.
-* `visible_tree` applies `visible` to every string (keys included) in what JSON decodes to.
+* `visible_tree` applies `visible` (or `visible_lines`) to every string in what JSON decodes to.
 
 A backslash is left alone, so clean text (Windows paths, regexes) is never changed; the flip side is
 that an agent can print a literal `\\x1b` that reads like an escaped ESC. Where exact text matters,
@@ -83,14 +83,15 @@ def visible_lines(text: str) -> str:
     return _MULTI_LINE.sub(_replace, text)
 
 
-def visible_tree(value: Any) -> Any:
-    """A copy of `value` with `visible` applied to every string in it, dict keys included, at any depth.
+def visible_tree(value: Any, *, multiline: bool = False) -> Any:
+    """A copy of `value` with `visible` (`visible_lines` if `multiline`) applied to every string in it, keys too.
 
     Made for what JSON decodes to: dicts and lists are copied (a tuple becomes a list), other values
     are kept as they are. It walks with a stack of its own, so no nesting depth can overflow Python's.
     """
+    show = visible_lines if multiline else visible
     if isinstance(value, str):
-        return visible(value)
+        return show(value)
     if not isinstance(value, _CONTAINERS):
         return value
     root = _empty_copy(value)
@@ -99,10 +100,10 @@ def visible_tree(value: Any) -> Any:
         source, copy = pending.pop()
         for key, item in source.items() if isinstance(source, dict) else enumerate(source):
             if isinstance(key, str) and not key.isprintable():
-                key = visible(key)
+                key = show(key)
             if isinstance(item, str):
                 if not item.isprintable():  # the fast path inlined: a record is mostly short clean strings
-                    item = visible(item)
+                    item = show(item)
             elif isinstance(item, _CONTAINERS):
                 child = _empty_copy(item)
                 pending.append((item, child))

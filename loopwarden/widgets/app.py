@@ -19,6 +19,7 @@ from textual.widgets import Header, Input, Static
 from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.visible import visible
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, Launch
 from .feed import Feed
@@ -369,7 +370,7 @@ class ConsoleApp(App[None]):
         try:
             result = self.feed.request(op, **fields)
         except (DaemonError, OSError) as exc:
-            self.call_from_thread(self.notify, f"{op}: {exc}", severity="error", markup=False)
+            self.call_from_thread(self.notify, f"{op}: {visible(str(exc))}", severity="error", markup=False)
             return
         target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
         self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3, markup=False)
