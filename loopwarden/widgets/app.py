@@ -13,6 +13,7 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
@@ -384,7 +385,8 @@ class ConsoleApp(App[None]):
                                     lambda a=binding.action: self.run_action(a))
         ordered = sorted(self.snapshots.values(), key=lambda s: session_number(str(s.get("id"))))
         for snap in ordered[-50:]:
-            yield SystemCommand(f"Open {snap['id']} {snap.get('name')}", f"detail of a {snap.get('state')} session",
+            yield SystemCommand(f"Open {snap['id']} {escape(str(snap.get('name')))}",  # the palette reads markup
+                                f"detail of a {snap.get('state')} session",
                                 lambda sid=snap["id"]: self._open(sid))
 
     def _open(self, sid: str) -> None:

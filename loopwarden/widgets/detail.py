@@ -12,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, OptionList, RichLog, Sparkline
@@ -184,7 +185,7 @@ class SessionDetail(Screen[None]):
 
     def on_session_detail_processes_loaded(self, message: ProcessesLoaded) -> None:
         tree = self.query_one(ProcessTree)
-        tree.border_subtitle = message.error or ""
+        tree.border_subtitle = Content(message.error or "")  # a border title is markup unless Content
         if not message.error:
             tree.show(message.rows)
             state = (self.snapshot() or {}).get("state")
@@ -222,7 +223,7 @@ class SessionDetail(Screen[None]):
                 else:
                     self._write(self._render_all(fresh, DRAW_LINES))
             if self.feed.error:
-                self.query_one("#stream", RichLog).border_subtitle = f"daemon: {self.feed.error}"
+                self.query_one("#stream", RichLog).border_subtitle = Content(f"daemon: {self.feed.error}")
         snap = self.snapshot()
         now = self.clock()
         drawn = (id(snap), int(now))
