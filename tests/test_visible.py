@@ -110,6 +110,7 @@ def test_a_tree_is_copied_never_changed_and_any_depth_is_fine() -> None:
     assert visible_tree(record) == {"tool": "x\\x1b", "args": {"k\\x07": ["\\x9b", 1, None, 2.5, True]}, "seq": 3,
                                     "t": ["\\r"]}
     assert record["tool"] == "x\x1b" and record["args"] == {"k\x07": ["\x9b", 1, None, 2.5, True]}
+    assert visible_tree({"k\n": ["a\r\nb\tc\x1b"]}, multiline=True) == {"k\n": ["a\nb\tc\\x1b"]}
     deep: list[object] = ["\x1b"]
     for _ in range(100_000):  # far deeper than Python's recursion limit
         deep = [deep]
