@@ -1,4 +1,4 @@
-"""The sanitiser's cost per call: `visible` on clean and dirty strings, `visible_tree` on a record.
+"""The sanitiser's cost per call: `visible` on clean and dirty strings, `visible_tree` on records.
 
 The CLI and the console call it on every field they show, so the clean case must cost about as
 much as a function call. Printed: the best of ROUNDS rounds, in ns per call, beside a bare call of
@@ -30,6 +30,15 @@ CASES: dict[str, str] = {
 RECORD: dict[str, Any] = {"kind": "event", "data": {
     "type": "tool_call", "seq": 42, "ts": 1767225600.5, "tool": "bash", "call_id": "toolu_01",
     "args": {"command": "pytest -q tests/engine", "timeout": 120, "env": {"CI": "1"}}, "task": "T1"}}
+DIRTY_RECORD: dict[str, Any] = {**RECORD, "data": {**RECORD["data"], "tool": "bash\x1b]0;title\x07"}}
+SNAPSHOT: dict[str, Any] = {"kind": "session", "session": "s7", "data": {  # what the console gets 4 times a second
+    "id": "s7", "name": "repetition", "adapter": "native", "state": "running", "pid": 4242,
+    "command": ["python", "-m", "agent", "--task", "login"], "started_at": 1767225600.0, "runtime": 83.0,
+    "max_runtime": 14400.0, "termination": None, "tool_calls": 9, "events": 17, "pending_gates": ["g1"],
+    "counters": {name: [3, 5] for name in ("blocks", "validation", "runtime", "silence", "identical_calls",
+                                           "same_error", "alternation", "failures", "tokens")},
+    "last_verdict": {"action": "nudge", "rule": "repetition", "reason": "read_file was called 2 times in a row"},
+    "cpu_percent": 1.0, "rss": 18 << 20, "processes": 2, "rate": [0, 1, 3, 5, 2, 0, 4, 6, 1, 0] * 3}}
 
 
 def best_ns(func: Callable[[], Any], number: int, rounds: int) -> float:
@@ -48,8 +57,10 @@ def main() -> None:
                 best_ns(lambda t=text: t.translate(TABLE), number, rounds)]
         print(f"{name:<45} " + " ".join(f"{ns:>12,.0f}" for ns in row[:1]) + f" {row[1]:>14,.0f}"
               + "".join(f" {ns:>12,.0f}" for ns in row[2:]))
-    tree = best_ns(lambda: visible_tree(RECORD), 50_000, rounds)
-    print(f"visible_tree, one clean tool_call record (12 strings): {tree:,.0f} ns")
+    for name, record in (("a clean tool_call record (12 strings)", RECORD),
+                         ("the same record, an ESC in its tool name", DIRTY_RECORD),
+                         ("a clean session snapshot (119 values)", SNAPSHOT)):
+        print(f"visible_tree, {name}: {best_ns(lambda r=record: visible_tree(r), 20_000, rounds):,.0f} ns")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,27 @@ def test_a_tree_keeps_its_shape_and_every_string_is_made_visible(tree: object) -
             assert seen is raw
 
 
+@pytest.mark.parametrize("multiline", [False, True])
+def test_a_tree_holding_any_escaped_character_is_shown_escaped(multiline: bool) -> None:
+    """The clean-tree check (a scan of the tree's JSON) misses no character, in a value or a key."""
+    for code in (code for first, last in ESCAPED for code in range(first, last + 1)):
+        char = chr(code)
+        shown = char if multiline and char in "\n\t" else repr(char)[1:-1]  # the escape Python would write
+        assert visible_tree([f"a{char}"], multiline=multiline) == [f"a{shown}"]
+        assert visible_tree({"k": {f"{char}b": [1, "c"]}}, multiline=multiline) == {"k": {f"{shown}b": [1, "c"]}}
+
+
+def test_a_clean_tree_is_returned_as_it_is() -> None:
+    ascii_only = {"tool": "bash", "args": {"cmd": "pytest -q", "n": 2}, "ok": [True, None, 1.5]}
+    assert visible_tree(ascii_only) is ascii_only
+    wider = {"output": "ok ✓ 中 — é", "rtl": "שלום"}
+    assert visible_tree(wider) is wider
+    backslashes = {"path": "C:\\new\\table", "regex": "\\u00e9|\\t"}  # clean, though their JSON looks escaped
+    assert visible_tree(backslashes) == backslashes
+    multi = {"text": "line one\n\tline two"}
+    assert visible_tree(multi, multiline=True) is multi and visible_tree(multi) == {"text": "line one\\n\\tline two"}
+
+
 def test_a_tree_is_copied_never_changed_and_any_depth_is_fine() -> None:
     record = {"tool": "x\x1b", "args": {"k\x07": ["\x9b", 1, None, 2.5, True]}, "seq": 3, "t": ("\r",)}
     assert visible_tree(record) == {"tool": "x\\x1b", "args": {"k\\x07": ["\\x9b", 1, None, 2.5, True]}, "seq": 3,

@@ -17,13 +17,16 @@ sees them and no terminal acts on them.
 A backslash is left alone, so clean text (Windows paths, regexes) is never changed; the flip side is
 that an agent can print a literal `\\x1b` that reads like an escaped ESC. Where exact text matters,
 the JSON outputs (`--json`, the store) hold it unchanged. This module imports nothing but the
-standard library, so the engine, the daemon, the CLI and the console can all use it.
+standard library and orjson (no Textual, click or I/O), so the engine, the daemon, the CLI and the
+console can all use it.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import orjson
 
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -84,15 +87,17 @@ def visible_lines(text: str) -> str:
 
 
 def visible_tree(value: Any, *, multiline: bool = False) -> Any:
-    """A copy of `value` with `visible` (`visible_lines` if `multiline`) applied to every string in it, keys too.
+    """`value` with `visible` (`visible_lines` if `multiline`) applied to every string in it, keys too.
 
-    Made for what JSON decodes to: dicts and lists are copied (a tuple becomes a list), other values
-    are kept as they are. It walks with a stack of its own, so no nesting depth can overflow Python's.
+    Made for what JSON decodes to. `value` is never changed: when no string in it needs an escape (the
+    common case, found by one scan of its JSON) it is returned as it is, else as a copy (dicts and
+    lists copied, a tuple as a list, other values kept). The copy walks with a stack of its own, so no
+    nesting depth can overflow Python's.
     """
     show = visible_lines if multiline else visible
     if isinstance(value, str):
         return show(value)
-    if not isinstance(value, _CONTAINERS):
+    if not isinstance(value, _CONTAINERS) or _clean(value, multiline):
         return value
     root = _empty_copy(value)
     pending: list[tuple[Any, Any]] = [(value, root)]
@@ -113,6 +118,25 @@ def visible_tree(value: Any, *, multiline: bool = False) -> Any:
 
 
 _CONTAINERS = (dict, list, tuple)
+
+# In orjson's output a C0 control is a backslash escape (\n, \u001b, ...) and every other character
+# is raw UTF-8, so a string needs an escape exactly when its JSON holds one of these (a literal
+# backslash before n, as in "\\n", only sends a clean value the slow way). Lone surrogates make
+# orjson raise, which also sends the value the slow way.
+_OTHERS = rb"|\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]"
+_NEEDS_ESCAPE = re.compile(rb"\\[bfnrtu]" + _OTHERS)
+_NEEDS_ESCAPE_MULTILINE = re.compile(rb"\\[bfru]" + _OTHERS)  # \n and \t stay
+
+
+def _clean(value: Any, multiline: bool) -> bool:
+    """No string in `value` needs an escape: one scan of its JSON, in C, instead of a walk in Python."""
+    try:
+        encoded = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: lone surrogates, keys that are not strings, deep nesting
+        return False
+    if encoded.isascii() and b"\\" not in encoded and b"\x7f" not in encoded:
+        return True  # the common case, in three byte scans far faster than the regex
+    return (_NEEDS_ESCAPE_MULTILINE if multiline else _NEEDS_ESCAPE).search(encoded) is None
 
 
 def _empty_copy(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> dict[Any, Any] | list[Any]:
