@@ -10,8 +10,9 @@ sees them and no terminal acts on them.
 
 * `visible` is for one-line places (table cells, one-line CLI records, toasts, status lines, log
   lines): newline and tab are escaped too (`\\n`, `\\t`), so one record is one line.
-* `visible_lines` is for multi-line places (the spill viewer): `\\n` stays a line break, `\\r\\n`
-  becomes `\\n` and tab stays a tab; everything else is escaped as above.
+* `visible_lines` is for multi-line places (the spill viewer; the detail stream's records, whose
+  lines pick a text's first line): `\\n` stays a line break, `\\r\\n` becomes `\\n` and tab stays
+  a tab; everything else is escaped as above.
 * `visible_tree` applies `visible` (or `visible_lines`) to every string in what JSON decodes to.
 
 A backslash is left alone, so clean text (Windows paths, regexes) is never changed; the flip side is
