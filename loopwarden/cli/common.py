@@ -10,6 +10,7 @@ import click
 from ..supervisor.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..supervisor.paths import default_paths
+from ..supervisor.visible import visible
 
 EXIT_USAGE = 2
 EXIT_DAEMON = 3
@@ -21,7 +22,8 @@ class Fail(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"loopwarden: error: {self.format_message()}", err=True)
+        # daemon errors quote what agents and people sent (session names, gate refs): never a control code
+        click.echo(f"loopwarden: error: {visible(self.format_message())}", err=True)
 
 
 class DaemonFail(Fail):
@@ -71,7 +73,7 @@ def call(op: str, **fields: Any) -> Any:
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
     if isinstance(result, dict) and result.get("warning"):
-        click.echo(click.style(f"loopwarden: warning: {result['warning']}", fg="yellow"), err=True)
+        click.echo(click.style(f"loopwarden: warning: {visible(str(result['warning']))}", fg="yellow"), err=True)
     return result
 
 

@@ -17,6 +17,7 @@ from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
 from ..supervisor.paths import default_paths
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from ..supervisor.visible import visible, visible_tree
 from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect, shutdown_daemon
 
 FINAL = FINAL_STATES
@@ -33,10 +34,10 @@ def _age(seconds: float | None) -> str:
 def _state(snap: dict[str, Any]) -> str:
     state = str(snap.get("state") or "?")
     if snap.get("termination") and snap["termination"] != state:
-        return f"{state}({snap['termination']})"
+        return visible(f"{state}({snap['termination']})")
     if state == "exited" and snap.get("exit_code") is not None:
-        return f"exited({snap['exit_code']})"
-    return state
+        return visible(f"exited({snap['exit_code']})")
+    return visible(state)
 
 
 def _plural(n: int, word: str) -> str:
@@ -46,11 +47,11 @@ def _plural(n: int, word: str) -> str:
 def _ending(snap: dict[str, Any]) -> str:
     """How a session ended, in words."""
     if snap.get("termination_text"):
-        return str(snap["termination_text"])
+        return visible(str(snap["termination_text"]))
     if snap.get("state") == "exited":
         code = snap.get("exit_code")
-        return "finished" if code == 0 else f"exited with code {code}"
-    return str(snap.get("state"))
+        return "finished" if code == 0 else visible(f"exited with code {code}")
+    return visible(str(snap.get("state")))
 
 
 def _mem(rss: int | None) -> str:
@@ -114,7 +115,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         if detach:
             click.echo(sid)
             return
-        click.echo(f"loopwarden: session {sid} ({started['name']}) started; Ctrl-C detaches", err=True)
+        name = visible(str(started["name"]))
+        click.echo(f"loopwarden: session {sid} ({name}) started; Ctrl-C detaches", err=True)
         code = _follow(client, sid, as_json)
     sys.exit(code)
 
@@ -153,16 +155,18 @@ _VERDICT_COLOUR = {"nudge": "yellow", "block": "red", "gate": "magenta", "termin
 _HINTED: set[str] = set()
 
 
-def _print_record(kind: str | None, data: dict[str, Any]) -> None:
+def _print_record(kind: str | None, raw: dict[str, Any]) -> None:
+    """One record as a line for a person; every string the agent could have written is made visible first."""
+    data = visible_tree(raw)
     if kind == "event":
         etype = data.get("type")
         if etype == "tool_call":
-            args = orjson.dumps(data.get("args"), default=str).decode()
+            args = visible(orjson.dumps(raw.get("args"), default=str).decode())  # JSON escapes only C0 controls
             click.echo(f"  {data.get('seq', ''):>5} → {data.get('tool')} {args[:120]}")
         elif etype == "tool_result":
-            out = str(data.get("output") or "").strip().splitlines()
+            first_line = str(raw.get("output") or "").strip().split("\n", 1)[0].rstrip("\r")
             mark = click.style("✗", fg="red") if data.get("is_error") else "✓"
-            click.echo(f"  {data.get('seq', ''):>5} {mark} {(out[0] if out else '')[:120]}")
+            click.echo(f"  {data.get('seq', ''):>5} {mark} {visible(first_line)[:120]}")
         elif etype == "output":
             click.echo(f"  {data.get('seq', ''):>5} │ {str(data.get('text'))[:200]}")
         elif etype in ("assistant_message", "user_message", "error", "invalid_line", "validation_error"):
@@ -184,8 +188,9 @@ def _print_record(kind: str | None, data: dict[str, Any]) -> None:
         action = str(data.get("action"))
         head = click.style(action.upper(), fg=_VERDICT_COLOUR.get(action), bold=True)
         click.echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
-        if data.get("rule") == "operator" and data.get("message"):
-            click.echo(f"        │ {str(data['message']).splitlines()[0][:200]}")
+        if data.get("rule") == "operator" and raw.get("message"):
+            first_line = str(raw["message"]).split("\n", 1)[0]
+            click.echo(f"        │ {visible(first_line)[:200]}")
     elif kind == "session" and data.get("state") in ("gated",):
         gates = ", ".join(f"{data.get('id')}:{g}" for g in data.get("pending_gates") or [])
         click.echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
@@ -214,6 +219,7 @@ def ls(as_json: bool, show_all: bool) -> None:
     if not sessions:
         click.echo("no sessions yet; start one with: loopwarden run -- COMMAND")
         return
+    sessions = visible_tree(sessions)
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
     click.echo(f"{'ID':<6} {'NAME':<18} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} "
                f"{'CPU':>6} {'MEM':>6}")
@@ -258,6 +264,7 @@ def status(session: str | None, as_json: bool) -> None:
         if as_json:
             _json_out(info)
         else:
+            info = visible_tree(info)
             click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info.get('live', 0)} live "
                        f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
             for line in _daemon_troubles(info):
@@ -267,6 +274,7 @@ def status(session: str | None, as_json: bool) -> None:
     if as_json:
         _json_out(snap)
         return
+    snap = visible_tree(snap)
     click.echo(f"{snap['id']} {snap.get('name')}  {_state(snap)}  pid {snap.get('pid') or '-'}  "
                f"adapter {snap.get('adapter')}{' (handshake)' if snap.get('handshake') else ''}")
     click.echo(f"command: {' '.join(snap.get('command') or [])}")
@@ -345,7 +353,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             if kind != "session":
                 _emit(kind, sid, data, as_json)
             elif data.get("state") in FINAL:
-                click.echo(f"loopwarden: session {sid} {_state(data)}: {_ending(data)}", err=True)
+                click.echo(f"loopwarden: session {visible(sid)} {_state(data)}: {_ending(data)}", err=True)
                 sys.exit(_final(data))
     except KeyboardInterrupt:
         return
@@ -418,7 +426,7 @@ def audit(session: str | None, limit: int, as_json: bool) -> None:
     if not entries:
         click.echo("no operator actions recorded yet")
         return
-    for a in entries:
+    for a in visible_tree(entries):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["ts"]))
         target = f" {a['target']}" if a.get("target") else ""
         note = f"  why: {a['note']}" if a.get("note") else ""
@@ -479,7 +487,7 @@ def gates(as_json: bool) -> None:
         click.echo("no gates are waiting")
         return
     now = time.time()
-    for g in pending:
+    for g in visible_tree(pending):
         click.echo(f"{g['ref']:<10} {g.get('name', ''):<16} {_age(now - g['opened_at']):>7} ago  [{g['rule']}] {g['reason']}")
 
 

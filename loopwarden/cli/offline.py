@@ -15,6 +15,7 @@ from ..replay import FORMATS, Replayer, ReplaySummary
 from ..supervisor.config import Config, describe_keys, format_duration, load_config
 from ..supervisor.spill import Spiller
 from ..supervisor.verdicts import Verdict
+from ..supervisor.visible import visible
 from ..supervisor.paths import default_paths
 from .common import Fail, build_config, config_options
 
@@ -81,7 +82,7 @@ def render_summary(s: ReplaySummary) -> str:
         f"replay: {s.lines:,} lines, {s.events:,} events" + (f" ({types})" if types else ""),
         f"verdicts: {s.verdicts:,} ({rules})",
         f"validation failures: {s.validation_failures:,}"
-        + "".join(f"\n  line {v['seq']}: {v['reason']}" for v in s.validation_examples[:10]),
+        + "".join(f"\n  line {v['seq']}: {visible(str(v['reason']))}" for v in s.validation_examples[:10]),
     ]
     final = s.state
     if s.termination:

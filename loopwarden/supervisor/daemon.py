@@ -35,6 +35,7 @@ from .spill import Spiller
 from .history import EndedSessions
 from .store import HISTORY_TABLES, Store, StoreError, max_session_number_readonly
 from .subscribers import QueueBudget, Subscriber, encode
+from .visible import visible
 
 PROTOCOL = 1
 _BLANKS = re.compile(rb"[ \t\r\n]+")
@@ -220,9 +221,10 @@ class Daemon:
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
 
     def _log(self, text: str) -> None:
-        """One line in the daemon's log; a failed write (a full disk) is counted, never raised."""
+        """One line in the daemon's log, agent text in it made visible (it cannot forge lines or drive a
+        terminal); a failed write (a full disk) is counted, never raised."""
         try:
-            os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode("utf-8", "replace"))
+            os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {visible(text)}\n".encode("utf-8", "replace"))
         except OSError:
             self.log_errors += 1
 

@@ -13,12 +13,14 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
 from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.visible import visible
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, Launch
 from .feed import Feed
@@ -369,7 +371,7 @@ class ConsoleApp(App[None]):
         try:
             result = self.feed.request(op, **fields)
         except (DaemonError, OSError) as exc:
-            self.call_from_thread(self.notify, f"{op}: {exc}", severity="error", markup=False)
+            self.call_from_thread(self.notify, f"{op}: {visible(str(exc))}", severity="error", markup=False)
             return
         target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
         self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3, markup=False)
@@ -383,7 +385,8 @@ class ConsoleApp(App[None]):
                                     lambda a=binding.action: self.run_action(a))
         ordered = sorted(self.snapshots.values(), key=lambda s: session_number(str(s.get("id"))))
         for snap in ordered[-50:]:
-            yield SystemCommand(f"Open {snap['id']} {snap.get('name')}", f"detail of a {snap.get('state')} session",
+            yield SystemCommand(f"Open {snap['id']} {escape(str(snap.get('name')))}",  # the palette reads markup
+                                f"detail of a {snap.get('state')} session",
                                 lambda sid=snap["id"]: self._open(sid))
 
     def _open(self, sid: str) -> None:

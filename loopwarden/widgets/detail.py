@@ -12,15 +12,17 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, OptionList, RichLog, Sparkline
 from textual.widgets.option_list import Option
 
-from ..supervisor.client import Client, DaemonError
+from ..supervisor.client import DaemonError
 from ..supervisor.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
-from .feed import Feed
+from ..supervisor.visible import visible, visible_tree
+from .feed import Feed, request
 from .health import HealthPanel
 from .keybar import KeyBar
 from .proctree import ProcessTree
@@ -88,12 +90,13 @@ class SessionDetail(Screen[None]):
         self.session_id = session_id
         self.snapshot_of = snapshot_of
         self.clock = clock
-        self.feed = Feed(paths, sessions=[session_id], events=True, autostart=False) if live else None
+        self.feed = (Feed(paths, sessions=[session_id], events=True, autostart=False, multiline=True)
+                     if live else None)
         self.history_done = False
         self.show_logs = True
         self.spills: dict[int, str] = {}  # id -> path, newest last, capped
-        self._fixed_history = history
-        self._fixed_processes = processes
+        self._fixed_history = visible_tree(history, multiline=True)
+        self._fixed_processes = visible_tree(processes)
         self._lines: deque[tuple[Text, bool]] = deque(maxlen=MAX_LINES)  # (line, is a stderr/log line)
         self._seen: set[tuple[Any, ...]] = set()  # history records, so the live overlap is skipped
         self._snapshot: dict[str, Any] | None = None
@@ -145,9 +148,8 @@ class SessionDetail(Screen[None]):
             self.feed.close()
 
     # ---- workers: they read from the daemon and post messages ---------------
-    def _request(self, op: str, **fields: Any) -> Any:
-        with Client.connect(self.paths, autostart=False, name="console") as client:
-            return client.request(op, **fields)
+    def _request(self, op: str, *, multiline: bool = False, **fields: Any) -> Any:
+        return request(self.paths, op, multiline=multiline, **fields)
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="history")
     def load_history(self) -> None:
@@ -155,9 +157,9 @@ class SessionDetail(Screen[None]):
         assert self.feed is not None
         self.feed.wait_ready()
         try:
-            logs = self._request("logs", session=self.session_id, tail=True, limit=HISTORY)
+            logs = self._request("logs", multiline=True, session=self.session_id, tail=True, limit=HISTORY)
         except (DaemonError, OSError) as exc:
-            self.post_message(self.HistoryLoaded([], f"cannot read the history: {exc}"))
+            self.post_message(self.HistoryLoaded([], f"cannot read the history: {visible(str(exc))}"))
             return
         self.post_message(self.HistoryLoaded(history_messages(logs, HISTORY)))
 
@@ -171,7 +173,7 @@ class SessionDetail(Screen[None]):
         try:
             rows = self._request("processes", session=self.session_id)
         except (DaemonError, OSError) as exc:
-            self.post_message(self.ProcessesLoaded([], str(exc)))
+            self.post_message(self.ProcessesLoaded([], visible(str(exc))))
             return
         self.post_message(self.ProcessesLoaded(rows or []))
 
@@ -183,7 +185,7 @@ class SessionDetail(Screen[None]):
 
     def on_session_detail_processes_loaded(self, message: ProcessesLoaded) -> None:
         tree = self.query_one(ProcessTree)
-        tree.border_subtitle = message.error or ""
+        tree.border_subtitle = Content(message.error or "")  # a border title is markup unless Content
         if not message.error:
             tree.show(message.rows)
             state = (self.snapshot() or {}).get("state")
@@ -221,7 +223,7 @@ class SessionDetail(Screen[None]):
                 else:
                     self._write(self._render_all(fresh, DRAW_LINES))
             if self.feed.error:
-                self.query_one("#stream", RichLog).border_subtitle = f"daemon: {self.feed.error}"
+                self.query_one("#stream", RichLog).border_subtitle = Content(f"daemon: {self.feed.error}")
         snap = self.snapshot()
         now = self.clock()
         drawn = (id(snap), int(now))
@@ -229,7 +231,7 @@ class SessionDetail(Screen[None]):
             self._drawn = drawn
             self.query_one(HealthPanel).show(snap, now)
             if snap:
-                self.title = f"{self.session_id} {snap.get('name') or ''}".strip()
+                self.title = visible(f"{self.session_id} {snap.get('name') or ''}".strip())  # its feed keeps \n
                 self.sub_title = str(snap.get("state") or "")
         rate = [float(n) for n in (snap or {}).get("rate") or []]
         sparkline = self.query_one("#rate", Sparkline)

@@ -1,4 +1,9 @@
-"""The console's only link to the daemon: a subscription read in a thread, buffered for the UI."""
+"""The console's only link to the daemon: a subscription read in a thread, buffered for the UI.
+
+Every record is made visible (`visible_tree`) as it arrives, off the UI thread, so no widget can
+show a control character an agent sent. Strings are made one line each, unless the reader asks for
+`multiline` (the detail's stream, which shows the first line of a text and its size).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 from ..supervisor.client import Client, DaemonError
 from ..supervisor.paths import Paths
+from ..supervisor.visible import visible, visible_tree
 
 BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the store has them all)
 
@@ -16,11 +22,12 @@ class Feed:
     """Reads `subscribe` updates on a background thread into a bounded buffer the UI drains on a timer."""
 
     def __init__(self, paths: Paths, *, sessions: list[str] | None = None, events: bool = False,
-                 autostart: bool = True) -> None:
+                 autostart: bool = True, multiline: bool = False) -> None:
         self.paths = paths
         self.only = sessions
         self.events = events
         self.autostart = autostart
+        self.multiline = multiline
         self.buffer: deque[dict[str, Any]] = deque(maxlen=BUFFER)
         self.sessions: list[dict[str, Any]] = []
         self.error: str | None = None
@@ -48,13 +55,13 @@ class Feed:
                 self._client.close()
                 return
             first, updates = self._client.subscribe(self.only, events=self.events)
-            self.sessions = list(first.get("sessions") or [])
+            self.sessions = visible_tree(list(first.get("sessions") or []), multiline=self.multiline)
             self._ready.set()
             for message in updates:
-                self.buffer.append(message)
+                self.buffer.append(visible_tree(message, multiline=self.multiline))
             self.error = "the daemon closed the connection"
         except (DaemonError, OSError, ValueError) as exc:
-            self.error = str(exc)
+            self.error = visible(str(exc))
         finally:
             self._ready.set()
 
@@ -67,11 +74,16 @@ class Feed:
         return out
 
     def request(self, op: str, **fields: Any) -> Any:
-        """One request on a connection of its own (the feed's is busy streaming)."""
-        with Client.connect(self.paths, autostart=False, name="console") as client:
-            return client.request(op, **fields)
+        """One request on a connection of its own (the feed's is busy streaming); its reply made visible."""
+        return request(self.paths, op, multiline=self.multiline, **fields)
 
     def close(self) -> None:
         self._closed = True
         if self._client is not None:
             self._client.close()
+
+
+def request(paths: Paths, op: str, *, multiline: bool = False, **fields: Any) -> Any:
+    """One request to the daemon on a connection of its own; every string of the reply made visible."""
+    with Client.connect(paths, autostart=False, name="console") as client:
+        return visible_tree(client.request(op, **fields), multiline=multiline)

@@ -100,8 +100,8 @@ class GatesQueue(Screen[None]):
             selected = self.selected()
             table.clear()
             for gate in gates:
-                table.add_row(gate["ref"], gate.get("name") or "", gate.get("rule") or "", "",
-                              _short(gate.get("reason") or "", 90), key=gate["ref"])
+                table.add_row(Text(gate["ref"]), Text(gate.get("name") or ""), Text(gate.get("rule") or ""), "",
+                              Text(_short(gate.get("reason") or "", 90)), key=gate["ref"])  # a str cell is markup
             self._refs = refs
             if selected is not None and selected["ref"] in table.rows:
                 table.move_cursor(row=table.get_row_index(selected["ref"]))

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Log, Static
 
+from ..supervisor.visible import visible_lines
 from .keybar import KeyBar
 
 MAX_BYTES = 4 << 20
@@ -28,7 +29,7 @@ class SpillText:
 
 
 def read_spill(path: str | Path, max_bytes: int = MAX_BYTES) -> SpillText:
-    """The first `max_bytes` of a spill file as lines; a missing or unreadable file is a note, not an error."""
+    """The first `max_bytes` of a spill file as lines, controls made visible; a missing file is a note, not an error."""
     try:
         with open(path, "rb") as file:
             size = file.seek(0, 2)
@@ -39,7 +40,7 @@ def read_spill(path: str | Path, max_bytes: int = MAX_BYTES) -> SpillText:
     except OSError as exc:
         return SpillText([], f"cannot read {path}: {exc.strerror or exc}")
     lines = [line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + f"… [{len(line):,} characters]"
-             for line in data.decode("utf-8", errors="replace").splitlines()]
+             for line in visible_lines(data.decode("utf-8", errors="replace")).splitlines()]
     shown = f"the first {len(data):,} of {size:,} bytes" if size > len(data) else f"{size:,} bytes"
     return SpillText(lines, f"{path}  ({shown}, {len(lines):,} lines, read-only)")
 
