@@ -1,0 +1,100 @@
+"""The bounds every stage honours on what an agent sends: nesting depth, and the sizes that go with it.
+
+Every parser (the native protocol, recorded and launched Claude Code, Codex, hook events) accepts a
+document nested at most MAX_DEPTH levels deep, its own outer object counted as level 1. The engine,
+the store, the broadcast and the console then never see deeper data; they still hold any record to
+MAX_RECORD_DEPTH, which leaves room for the envelopes a record travels in and stays far below
+orjson's own limits (it reads 1024 levels and writes 254). Standard library only: the hook client
+imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
+
+__all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_BYTES", "MAX_RECORD_DEPTH",
+           "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "TOO_DEEP", "cut_deep", "cut_deep_json",
+           "depth_exceeds", "line_limit", "may_exceed_depth"]
+
+# 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
+# levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.
+MAX_DEPTH = 64
+MAX_RECORD_DEPTH = 2 * MAX_DEPTH  # a record wraps an input document in a few levels; orjson writes 254
+MAX_REQUEST_BYTES = DEFAULT_MAX_LINE_BYTES  # one request line to the daemon (a hook event rides in one)
+MAX_HOOK_INPUT_BYTES = RECORDED_MAX_LINE_BYTES  # a hook event: what Claude Code writes on one stream line
+TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
+CUT_MARKER = f"[cut by loopwarden: nested more than {MAX_DEPTH} levels deep]"
+
+_CONTAINERS = (dict, list, tuple)
+# a JSON string (escapes included) or one bracket; a string is skipped whole, so brackets inside it never count
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def may_exceed_depth(line: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether a JSON text has enough opening brackets to nest deeper than `limit` (a cheap count)."""
+    if isinstance(line, str):
+        return line.count("{") + line.count("[") > limit
+    return line.count(b"{") + line.count(b"[") > limit
+
+
+def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether objects and arrays in `value` nest deeper than `limit` (iterative: any depth is safe)."""
+    if not isinstance(value, _CONTAINERS):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, _CONTAINERS):
+                stack.append((child, depth + 1))
+    return False
+
+
+def cut_deep(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """A copy of `value` whose objects and arrays below level `limit` are replaced by CUT_MARKER."""
+    return _cut(value, 1, limit)
+
+
+def _cut(value: Any, depth: int, limit: int) -> Any:
+    if isinstance(value, dict):
+        if depth > limit:
+            return CUT_MARKER
+        return {key: _cut(item, depth + 1, limit) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        if depth > limit:
+            return CUT_MARKER
+        return [_cut(item, depth + 1, limit) for item in value]
+    return value
+
+
+def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
+    """JSON text with every object or array below level `limit` replaced by CUT_MARKER as a string.
+
+    For text a JSON parser cannot take at all (Python's json stops near 1000 levels, orjson at 1024).
+    Text that is not JSON stays invalid (an unclosed deep container is dropped), for the parser to reject.
+    """
+    marker = b'"' + CUT_MARKER.encode() + b'"'
+    out: list[bytes] = []
+    kept = 0  # data[:kept] is already in `out` (or dropped)
+    depth = 0
+    cut_from = -1  # where the container being dropped starts
+    for match in _JSON_TOKEN.finditer(data):
+        token = match.group()
+        if token[0] == 0x22:  # a string
+            continue
+        if token in (b"{", b"["):
+            depth += 1
+            if depth == limit + 1:
+                cut_from = match.start()
+        elif depth:
+            depth -= 1
+            if depth == limit and cut_from >= 0:
+                out += (data[kept:cut_from], marker)
+                kept, cut_from = match.end(), -1
+    out.append(data[kept:] if cut_from < 0 else data[kept:cut_from])
+    return b"".join(out)
