@@ -73,12 +73,14 @@ def _cut(value: Any, depth: int, limit: int) -> Any:
 
 
 def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
-    """JSON text with every object or array below level `limit` replaced by CUT_MARKER as a string.
+    """JSON text with every object or array below level `limit` replaced by CUT_MARKER and its digest.
 
     For text a JSON parser cannot take at all (Python's json stops near 1000 levels, orjson at 1024).
+    The digest keeps two inputs that differ only below the cut two different calls to the engine.
     Text that is not JSON stays invalid (an unclosed deep container is dropped), for the parser to reject.
     """
-    marker = b'"' + CUT_MARKER.encode() + b'"'
+    import hashlib  # only here: the hook client's start-up stays small
+
     out: list[bytes] = []
     kept = 0  # data[:kept] is already in `out` (or dropped)
     depth = 0
@@ -94,7 +96,8 @@ def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
         elif depth:
             depth -= 1
             if depth == limit and cut_from >= 0:
-                out += (data[kept:cut_from], marker)
+                digest = hashlib.blake2b(data[cut_from:match.end()], digest_size=8).hexdigest()
+                out += (data[kept:cut_from], f'"{CUT_MARKER[:-1]}; digest {digest}]"'.encode())
                 kept, cut_from = match.end(), -1
     out.append(data[kept:] if cut_from < 0 else data[kept:cut_from])
     return b"".join(out)
