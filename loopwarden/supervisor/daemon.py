@@ -29,13 +29,14 @@ from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
+from .bounds import MAX_RECORD_DEPTH, MAX_REQUEST_BYTES, cut_deep
 from .hooked import HookedSession
 from ..sessions.claude_hooks import FRESH_START_EVENTS
 from .spill import Spiller
 from .store import Batch, Store, StoreError
 
 PROTOCOL = 1
-MAX_REQUEST = 1 << 20
+MAX_REQUEST = MAX_REQUEST_BYTES
 FLUSH_SECONDS = 0.1
 PUBLISH_SECONDS = 0.25
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
@@ -104,6 +105,7 @@ class Daemon:
         self.subreaper = False
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
+        self.unserialisable = 0  # records subscribers got as a clipped copy because orjson could not write them
 
     # ---- lifecycle ------------------------------------------------------
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
@@ -258,17 +260,22 @@ class Daemon:
             if sub.sessions is not None and session_id not in sub.sessions:
                 continue
             if message is None:
-                message = orjson.dumps({"kind": kind, "session": session_id, "data": data},
-                                       default=str) + b"\n"
-                if len(message) > BROADCAST_LIMIT:  # subscribers get a preview; the store has the rest
-                    message = orjson.dumps({"kind": kind, "session": session_id, "data": _clipped(data)},
-                                           default=str) + b"\n"
+                message, trouble = _broadcast_message(kind, session_id, data)
+                if trouble:
+                    self._unserialisable(kind, session_id, trouble)
             try:
                 sub.send.send_nowait(message)
             except anyio.WouldBlock:
                 sub.skipped += 1  # a slow subscriber skips ahead; it never blocks a session
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
+
+    def _unserialisable(self, kind: str, session_id: str, trouble: str) -> None:
+        """Count (and now and then log) a record that went out clipped; a session never hears of it."""
+        self.unserialisable += 1
+        if self.unserialisable == 1 or self.unserialisable % 1000 == 0:
+            self._log(f"a {kind} record of session {session_id} could not be serialised ({trouble}); "
+                      f"subscribers got a clipped copy ({self.unserialisable} so far)")
 
     async def _flusher(self) -> None:
         """Wakes only when something is pending, then batches for FLUSH_SECONDS: an idle daemon sleeps."""
@@ -885,6 +892,33 @@ def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
         rows.append(row)
         kept[pid] = proc
     return rows, kept
+
+
+def _broadcast_message(kind: str, session_id: str, data: dict[str, Any]) -> tuple[bytes, str | None]:
+    """A record as one subscriber line, and why it had to be clipped (None when it did not); never raises.
+
+    A record orjson cannot write (nested past its 254 levels, a lone surrogate) goes out cut to
+    MAX_RECORD_DEPTH, or as a stub naming it when even that fails; the store keeps what it can.
+    """
+    try:
+        return _subscriber_line(kind, session_id, data), None
+    except Exception as exc:  # noqa: BLE001 - orjson's JSONEncodeError, or a value whose str() raises
+        trouble = f"{type(exc).__name__}: {exc}"
+    try:
+        return _subscriber_line(kind, session_id, cut_deep(data, MAX_RECORD_DEPTH)), trouble
+    except Exception:  # noqa: BLE001 - down to the stub, which cannot fail
+        pass
+    stub = {key: value for key in ("type", "seq", "ts", "action", "rule")
+            if (type(value := data.get(key)) is str and value.isascii() and len(value) < 200)
+            or (type(value) in (int, float) and abs(value) < 2**53)}
+    return orjson.dumps({"kind": kind, "session": session_id, "data": {**stub, "clipped": True}}) + b"\n", trouble
+
+
+def _subscriber_line(kind: str, session_id: str, data: dict[str, Any]) -> bytes:
+    message = orjson.dumps({"kind": kind, "session": session_id, "data": data}, default=str) + b"\n"
+    if len(message) > BROADCAST_LIMIT:  # subscribers get a preview; the store has the rest
+        message = orjson.dumps({"kind": kind, "session": session_id, "data": _clipped(data)}, default=str) + b"\n"
+    return message
 
 
 def _clipped(data: dict[str, Any], limit: int = 2000) -> dict[str, Any]:

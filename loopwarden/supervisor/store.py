@@ -46,7 +46,8 @@ Decisions:
   the spill file holds the rest. A JSON document still longer than `json_cap`
   (default 4 x text_cap) is replaced by {"truncated", "chars", "preview"}. Lone
   surrogates become "?" (as in spill.py). JSON is encoded by orjson; values it
-  cannot hold are stored as str().
+  cannot hold are stored as str(). Objects and arrays nested past MAX_RECORD_DEPTH
+  (bounds.py) are replaced by a marker, so every stored row can be sent back whole.
 * `mark_lost` also fills an empty termination_text with LOST_TEXT.
 * Unknown columns refuse the batch rather than being dropped or added. gates rows
   accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
@@ -72,6 +73,7 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
+from .bounds import CUT_MARKER, MAX_RECORD_DEPTH, depth_exceeds, may_exceed_depth
 from .verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
@@ -84,7 +86,6 @@ _JSON = {"sessions": ("command", "env_keys", "config", "snapshot"), "events": ("
          "verdicts": ("evidence",), "gates": ("evidence",)}
 _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
-_MAX_DEPTH = 100
 _BUSY_TIMEOUT = 5.0
 
 
@@ -376,6 +377,8 @@ class Store:
             text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
         except Exception:  # lone surrogates, ints beyond 64 bits, nesting deeper than 254
             text = None
+        if text is not None and may_exceed_depth(text, MAX_RECORD_DEPTH) and depth_exceeds(value, MAX_RECORD_DEPTH):
+            text = None  # orjson writes 254 levels, but a reply carrying this row must fit in them too
         if text is None or len(text) > self.text_cap:
             text = json.dumps(self._plain(value), ensure_ascii=False)
         if len(text) > self.json_cap:
@@ -397,8 +400,10 @@ class Store:
                 return v
             if isinstance(v, float):
                 return v if math.isfinite(v) else None
-            if budget < 0 or depth > _MAX_DEPTH:
+            if budget < 0:
                 return "..."
+            if depth > MAX_RECORD_DEPTH:
+                return CUT_MARKER
             if isinstance(v, enum.Enum):
                 return walk(v.value, depth + 1)
             if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -410,7 +415,7 @@ class Store:
                 return [walk(x, depth + 1) for x in v]
             return _clean(_str(v), cap)
 
-        return walk(value, 0)
+        return walk(value, 1)
 
     # ---- reading ------------------------------------------------------------
     def sessions(self) -> list[dict[str, Any]]:
