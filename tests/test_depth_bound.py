@@ -81,8 +81,14 @@ def test_the_cheap_count_never_misses_a_deep_line() -> None:
     assert not may_exceed_depth('"' + "[" * 500 + '"', 1000)
 
 
-def test_record_depth_leaves_room_for_envelopes_under_orjsons_writer() -> None:
-    assert MAX_DEPTH < MAX_RECORD_DEPTH <= 254 - 8
+def test_a_record_at_the_record_bound_can_be_written_inside_a_reply_and_one_level_more_cannot() -> None:
+    import orjson
+
+    reply = {"id": 1, "ok": True, "result": {"events": [{"id": 1, "data": "RECORD"}]}}
+    assert MAX_DEPTH < MAX_RECORD_DEPTH
+    orjson.dumps(json.loads(json.dumps(reply).replace('"RECORD"', json.dumps(nest(MAX_RECORD_DEPTH)))))
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(json.loads(json.dumps(reply).replace('"RECORD"', json.dumps(nest(MAX_RECORD_DEPTH + 1)))))
 
 
 json_values = st.recursive(st.none() | st.integers() | st.text(max_size=3),

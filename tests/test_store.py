@@ -482,7 +482,7 @@ def _depth(value) -> int:
     return deepest
 
 
-@pytest.mark.parametrize("depth", [64, 127, 128, 129, 250, 254, 255, 1023, 1024, 5000])
+@pytest.mark.parametrize("depth", [64, 249, 250, 251, 254, 255, 1023, 1024, 5000])
 def test_a_record_is_stored_whole_up_to_the_record_bound_and_cut_below_it(store, depth):
     from loopwarden.supervisor.bounds import CUT_MARKER, MAX_RECORD_DEPTH
 

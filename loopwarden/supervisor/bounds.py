@@ -2,10 +2,10 @@
 
 Every parser (the native protocol, recorded and launched Claude Code, Codex, hook events) accepts a
 document nested at most MAX_DEPTH levels deep, its own outer object counted as level 1. The engine,
-the store, the broadcast and the console then never see deeper data; they still hold any record to
-MAX_RECORD_DEPTH, which leaves room for the envelopes a record travels in and stays far below
-orjson's own limits (it reads 1024 levels and writes 254). Standard library only: the hook client
-imports it.
+the store, the broadcast and the console then never see deeper data; as a net, the store and the
+broadcast still cut any record to MAX_RECORD_DEPTH, the deepest that orjson (which reads 1024 levels
+but writes only 254) can still write inside the envelope of a reply. Standard library only: the hook
+client imports it.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import Any
 from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
 
 __all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_BYTES", "MAX_RECORD_DEPTH",
-           "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "TOO_DEEP", "cut_deep", "cut_deep_json",
-           "depth_exceeds", "line_limit", "may_exceed_depth"]
+           "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "REPLY_ENVELOPE", "TOO_DEEP", "cut_deep",
+           "cut_deep_json", "depth_exceeds", "line_limit", "may_exceed_depth"]
 
 # 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
 # levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.
 MAX_DEPTH = 64
-MAX_RECORD_DEPTH = 2 * MAX_DEPTH  # a record wraps an input document in a few levels; orjson writes 254
+REPLY_ENVELOPE = 4  # levels a `logs` reply puts around a stored record: reply, result, events, row
+MAX_RECORD_DEPTH = 254 - REPLY_ENVELOPE  # orjson writes 254 levels
 MAX_REQUEST_BYTES = DEFAULT_MAX_LINE_BYTES  # one request line to the daemon (a hook event rides in one)
 MAX_HOOK_INPUT_BYTES = RECORDED_MAX_LINE_BYTES  # a hook event: what Claude Code writes on one stream line
 TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"

@@ -46,8 +46,9 @@ Decisions:
   the spill file holds the rest. A JSON document still longer than `json_cap`
   (default 4 x text_cap) is replaced by {"truncated", "chars", "preview"}. Lone
   surrogates become "?" (as in spill.py). JSON is encoded by orjson; values it
-  cannot hold are stored as str(). Objects and arrays nested past MAX_RECORD_DEPTH
-  (bounds.py) are replaced by a marker, so every stored row can be sent back whole.
+  cannot hold are stored as str(). A value nested past MAX_RECORD_DEPTH
+  (bounds.py: 250, what a `logs` reply can still carry) is stored with its
+  deeper parts replaced by a marker.
 * `mark_lost` also fills an empty termination_text with LOST_TEXT.
 * Unknown columns refuse the batch rather than being dropped or added. gates rows
   accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
@@ -73,7 +74,7 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
-from .bounds import CUT_MARKER, MAX_RECORD_DEPTH, depth_exceeds, may_exceed_depth
+from .bounds import CUT_MARKER, MAX_RECORD_DEPTH, REPLY_ENVELOPE
 from .verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
@@ -374,11 +375,12 @@ class Store:
     def _json(self, value: Any) -> str:
         """`value` as JSON text, capped; never raises."""
         try:
-            text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-        except Exception:  # lone surrogates, ints beyond 64 bits, nesting deeper than 254
+            # wrapped in the REPLY_ENVELOPE (4) levels a `logs` reply puts around a row, orjson refuses
+            # exactly the values deeper than MAX_RECORD_DEPTH: cheaper than counting every row's brackets
+            wrapped = orjson.dumps([[[[value]]]], default=str, option=orjson.OPT_NON_STR_KEYS)
+            text: str | None = wrapped[REPLY_ENVELOPE:-REPLY_ENVELOPE].decode()
+        except Exception:  # lone surrogates, ints beyond 64 bits, nesting too deep
             text = None
-        if text is not None and may_exceed_depth(text, MAX_RECORD_DEPTH) and depth_exceeds(value, MAX_RECORD_DEPTH):
-            text = None  # orjson writes 254 levels, but a reply carrying this row must fit in them too
         if text is None or len(text) > self.text_cap:
             text = json.dumps(self._plain(value), ensure_ascii=False)
         if len(text) > self.json_cap:
