@@ -484,10 +484,10 @@ def _depth(value) -> int:
 
 @pytest.mark.parametrize("depth", [64, 249, 250, 251, 254, 255, 1023, 1024, 5000])
 def test_a_record_is_stored_whole_up_to_the_record_bound_and_cut_below_it(store, depth):
-    from loopwarden.supervisor.bounds import CUT_MARKER, MAX_RECORD_DEPTH
+    from loopwarden.supervisor.bounds import MAX_RECORD_DEPTH, cut_marker
 
     store.write(Batch(events=[event(deep=_nest(depth - 1))]))  # the data (1) > deep (2...)
     [row] = store.events("s1")
     assert _depth(row["data"]) == min(depth, MAX_RECORD_DEPTH)
-    assert (CUT_MARKER in json.dumps(row["data"])) is (depth > MAX_RECORD_DEPTH)
+    assert (cut_marker(MAX_RECORD_DEPTH) in json.dumps(row["data"])) is (depth > MAX_RECORD_DEPTH)
     assert row["data"]["output"] == "ok"

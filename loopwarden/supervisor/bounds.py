@@ -17,7 +17,7 @@ from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
 
 __all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_BYTES", "MAX_RECORD_DEPTH",
            "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "REPLY_ENVELOPE", "TOO_DEEP", "cut_deep",
-           "cut_deep_json", "depth_exceeds", "line_limit", "may_exceed_depth"]
+           "cut_deep_json", "cut_marker", "depth_exceeds", "line_limit", "may_exceed_depth"]
 
 # 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
 # levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.
@@ -27,7 +27,14 @@ MAX_RECORD_DEPTH = 254 - REPLY_ENVELOPE  # orjson writes 254 levels
 MAX_REQUEST_BYTES = DEFAULT_MAX_LINE_BYTES  # one request line to the daemon (a hook event rides in one)
 MAX_HOOK_INPUT_BYTES = RECORDED_MAX_LINE_BYTES  # a hook event: what Claude Code writes on one stream line
 TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
-CUT_MARKER = f"[cut by loopwarden: nested more than {MAX_DEPTH} levels deep]"
+
+
+def cut_marker(limit: int) -> str:
+    """What replaces a part nested deeper than `limit`."""
+    return f"[cut by loopwarden: nested more than {limit} levels deep]"
+
+
+CUT_MARKER = cut_marker(MAX_DEPTH)
 
 _CONTAINERS = (dict, list, tuple)
 # a JSON string (escapes included) or one bracket; a string is skipped whole, so brackets inside it never count
@@ -57,24 +64,24 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 
 def cut_deep(value: Any, limit: int = MAX_DEPTH) -> Any:
-    """A copy of `value` whose objects and arrays below level `limit` are replaced by CUT_MARKER."""
-    return _cut(value, 1, limit)
+    """A copy of `value` whose objects and arrays below level `limit` are replaced by `cut_marker(limit)`."""
+    return _cut(value, 1, limit, cut_marker(limit))
 
 
-def _cut(value: Any, depth: int, limit: int) -> Any:
+def _cut(value: Any, depth: int, limit: int, marker: str) -> Any:
     if isinstance(value, dict):
         if depth > limit:
-            return CUT_MARKER
-        return {key: _cut(item, depth + 1, limit) for key, item in value.items()}
+            return marker
+        return {key: _cut(item, depth + 1, limit, marker) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         if depth > limit:
-            return CUT_MARKER
-        return [_cut(item, depth + 1, limit) for item in value]
+            return marker
+        return [_cut(item, depth + 1, limit, marker) for item in value]
     return value
 
 
 def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
-    """JSON text with every object or array below level `limit` replaced by CUT_MARKER and its digest.
+    """JSON text with every object or array below level `limit` replaced by `cut_marker(limit)` and a digest.
 
     For text a JSON parser cannot take at all (Python's json stops near 1000 levels, orjson at 1024).
     The digest keeps two inputs that differ only below the cut two different calls to the engine.
@@ -82,6 +89,7 @@ def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
     """
     import hashlib  # only here: the hook client's start-up stays small
 
+    marker = cut_marker(limit)[:-1]
     out: list[bytes] = []
     kept = 0  # data[:kept] is already in `out` (or dropped)
     depth = 0
@@ -98,7 +106,7 @@ def cut_deep_json(data: bytes, limit: int = MAX_DEPTH) -> bytes:
             depth -= 1
             if depth == limit and cut_from >= 0:
                 digest = hashlib.blake2b(data[cut_from:match.end()], digest_size=8).hexdigest()
-                out += (data[kept:cut_from], f'"{CUT_MARKER[:-1]}; digest {digest}]"'.encode())
+                out += (data[kept:cut_from], f'"{marker}; digest {digest}]"'.encode())
                 kept, cut_from = match.end(), -1
     out.append(data[kept:] if cut_from < 0 else data[kept:cut_from])
     return b"".join(out)

@@ -74,7 +74,7 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
-from .bounds import CUT_MARKER, MAX_RECORD_DEPTH, REPLY_ENVELOPE
+from .bounds import MAX_RECORD_DEPTH, REPLY_ENVELOPE, cut_marker
 from .verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
@@ -405,7 +405,7 @@ class Store:
             if budget < 0:
                 return "..."
             if depth > MAX_RECORD_DEPTH:
-                return CUT_MARKER
+                return cut_marker(MAX_RECORD_DEPTH)
             if isinstance(v, enum.Enum):
                 return walk(v.value, depth + 1)
             if dataclasses.is_dataclass(v) and not isinstance(v, type):
