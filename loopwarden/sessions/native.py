@@ -31,7 +31,7 @@ class NativeAdapter(Adapter):
         if type(event) is Hello:
             self.handshake = bool(event.handshake)  # type: ignore[attr-defined]
         elif type(event) is InvalidLine and self.handshake:
-            self._refuse_call(raw, seq, event.reason)  # type: ignore[attr-defined]
+            self._refuse_call(raw, seq, event.reason)
         return [event]
 
     def _refuse_call(self, raw: bytes, seq: int, reason: str) -> None:

@@ -906,12 +906,15 @@ def _broadcast_message(kind: str, session_id: str, data: dict[str, Any]) -> tupl
         trouble = f"{type(exc).__name__}: {exc}"
     try:
         return _subscriber_line(kind, session_id, cut_deep(data, MAX_RECORD_DEPTH)), trouble
-    except Exception:  # noqa: BLE001 - down to the stub, which cannot fail
-        pass
-    stub = {key: value for key in ("type", "seq", "ts", "action", "rule")
-            if (type(value := data.get(key)) is str and value.isascii() and len(value) < 200)
-            or (type(value) in (int, float) and abs(value) < 2**53)}
-    return orjson.dumps({"kind": kind, "session": session_id, "data": {**stub, "clipped": True}}) + b"\n", trouble
+    except Exception:  # noqa: BLE001 - down to a stub of plain values, which cannot fail
+        stub: dict[str, Any] = {"clipped": True}
+        for key in ("type", "seq", "ts", "action", "rule"):
+            value = data.get(key)
+            if isinstance(value, str) and value.isascii() and len(value) < 200:
+                stub[key] = value
+            elif isinstance(value, (int, float)) and abs(value) < 2**53:  # orjson refuses ints past 64 bits
+                stub[key] = value
+        return orjson.dumps({"kind": kind, "session": session_id, "data": stub}) + b"\n", trouble
 
 
 def _subscriber_line(kind: str, session_id: str, data: dict[str, Any]) -> bytes:

@@ -129,7 +129,7 @@ class Watcher:
 
     def __init__(self, lw: Harness) -> None:
         self.client = lw.client()
-        first, updates = self.client.subscribe(None, events=True)
+        _, updates = self.client.subscribe(None, events=True)
         self.messages: list[dict[str, Any]] = []
         threading.Thread(target=lambda: self.messages.extend(updates), daemon=True).start()
 
