@@ -5,8 +5,8 @@ open: no daemon, a slow one, bad input or any error means exit 0 with nothing on
 and one line on stderr, so a dead supervisor never blocks the user's agent. An event too deep,
 too large for a request or too large to read is never a reason to allow unjudged: its deep parts,
 long strings or unread rest are replaced by markers and the rest is judged (docs/claude-code-hooks.md).
-It imports only the standard library and the paths and bounds modules: it runs once per tool call,
-so start-up is its cost.
+It imports only the standard library and the small paths, bounds and lines modules: it runs once
+per tool call, so start-up is its cost.
 
 Settings (environment): LOOPWARDEN_HOOK_TIMEOUT (seconds to connect and get an answer, default 1.5),
 LOOPWARDEN_HOOK_HOLD (seconds a tool call may wait on a gate or a pause, default 120),
