@@ -2,8 +2,11 @@
 
 It reads the event on stdin, asks the daemon (never starting one) and prints the answer. It fails
 open: no daemon, a slow one, bad input or any error means exit 0 with nothing on stdout (allow)
-and one line on stderr, so a dead supervisor never blocks the user's agent. It imports only the
-standard library and the paths module: it runs once per tool call, so start-up is its cost.
+and one line on stderr, so a dead supervisor never blocks the user's agent. An event too deep,
+too large for a request or too large to read is never a reason to allow unjudged: its deep parts,
+long strings or unread rest are replaced by markers and the rest is judged (docs/claude-code-hooks.md).
+It imports only the standard library and the small paths, bounds and lines modules: it runs once
+per tool call, so start-up is its cost.
 
 Settings (environment): LOOPWARDEN_HOOK_TIMEOUT (seconds to connect and get an answer, default 1.5),
 LOOPWARDEN_HOOK_HOLD (seconds a tool call may wait on a gate or a pause, default 120),
@@ -14,15 +17,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
 from typing import Any
 
-MAX_INPUT = 16 << 20  # bytes of hook JSON read from stdin; more is not judged
-MAX_REQUEST = 900 << 10  # the daemon takes lines up to 1 MiB; big tool outputs are cut to fit
+from .supervisor.bounds import MAX_HOOK_INPUT_BYTES, MAX_REQUEST_BYTES, cut_deep_json, may_exceed_depth
+
+MAX_INPUT = MAX_HOOK_INPUT_BYTES  # bytes of hook JSON read from stdin; past it only the head's fields are
+MAX_REQUEST = MAX_REQUEST_BYTES  # the daemon's line limit; long strings are cut to fit
 CLIP_CHARS = 64 << 10  # a tool output is stored cut to 64 KiB anyway
+ITEMS_KEPT = 1000  # entries of one object or array kept when cutting to fit
+SKELETON_FIELDS = 64  # top-level fields kept when nothing else fits
 TIMEOUT, HOLD, IDLE = 1.5, 120.0, 600.0
+_HEAD_FIELD = re.compile(rb'"(session_id|hook_event_name|tool_name|tool_use_id|cwd|transcript_path|agent_id)"'
+                         rb'\s*:\s*"([^"\\]{0,1000})"')
 
 
 class NoAnswer(Exception):
@@ -37,30 +47,96 @@ def setting(name: str, default: float) -> float:
     return value if value >= 0 else default
 
 
+def digest(data: bytes) -> str:
+    """A short digest, so two inputs cut to the same text are still told apart."""
+    import hashlib  # only when cutting: the hook's start-up stays small
+
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
 def clip(value: Any, limit: int = CLIP_CHARS) -> Any:
-    """Long strings inside a JSON value cut to `limit` characters (with a marker)."""
+    """Long strings inside a JSON value cut to `limit` characters, long objects and arrays to ITEMS_KEPT
+    entries, each with a marker (a cut string's marker carries its length and digest)."""
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"… [{len(value):,} characters]"
+        if len(value) <= limit:
+            return value
+        full = digest(value.encode("utf-8", "surrogatepass"))
+        return value[:limit] + f"… [{len(value):,} characters, digest {full}]"
     if isinstance(value, dict):
-        return {k: clip(v, limit) for k, v in value.items()}
+        out = {k: clip(v, limit) for k, v in list(value.items())[:ITEMS_KEPT]}
+        if len(value) > ITEMS_KEPT:
+            out["…"] = f"[{len(value) - ITEMS_KEPT:,} more entries cut by loopwarden]"
+        return out
     if isinstance(value, list):
-        return [clip(v, limit) for v in value[:1000]]
+        items = [clip(v, limit) for v in value[:ITEMS_KEPT]]
+        if len(value) > ITEMS_KEPT:
+            items.append(f"[{len(value) - ITEMS_KEPT:,} more items cut by loopwarden]")
+        return items
     return value
 
 
+def skeleton(event: dict[str, Any], size: int, full: str) -> dict[str, Any]:
+    """What is left of an event that no cut made fit: its short top-level fields, every other one a marker."""
+    marker = f"[cut by loopwarden: the hook event is {size:,} bytes, over the {MAX_REQUEST:,}-byte request limit; " \
+             f"digest {full}]"
+    out: dict[str, Any] = {}
+    for key, value in list(event.items())[:SKELETON_FIELDS]:
+        if isinstance(value, str):
+            out[str(key)[:256]] = value[:256]
+        elif value is None or isinstance(value, (bool, int, float)):
+            out[str(key)[:256]] = value
+        else:
+            out[str(key)[:256]] = marker
+    return out
+
+
 def request_line(event: dict[str, Any], hold: float, idle: float) -> bytes:
-    """The `hook` request, cut to fit the daemon's line limit."""
+    """The `hook` request, cut to fit the daemon's line limit (never over it: a refused request allows)."""
     env = {k: v for k, v in os.environ.items() if k.startswith("LOOPWARDEN_") and not k.startswith("LOOPWARDEN_HOOK_")}
     env.pop("LOOPWARDEN_HOME", None)
     message = {"id": 1, "op": "hook", "client": "hook", "event": event, "hold": hold, "idle": idle,
                "config_env": env}
-    data = _dumps(message)
+    data = full = _dumps(message)
     limit = CLIP_CHARS
     while len(data) > MAX_REQUEST and limit > 256:
         message["event"] = clip(event, limit)
         data = _dumps(message)
         limit //= 4
+    if len(data) > MAX_REQUEST:  # a multitude of small values: only the fields that name the call remain
+        message["event"] = skeleton(event, len(full), digest(full))
+        data = _dumps(message)
     return data + b"\n"
+
+
+def read_event(stdin: Any) -> dict[str, Any]:
+    """The hook event on stdin, nested at most MAX_DEPTH deep (deeper parts are cut, as the daemon would)."""
+    data = stdin.read(MAX_INPUT + 1)
+    if len(data) > MAX_INPUT:
+        return unread_event(data, stdin)
+    if may_exceed_depth(data):
+        data = cut_deep_json(data)  # Python's json gives up near 1000 levels; the daemon keeps 64
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise NoAnswer("hook input is not JSON") from None
+    if not isinstance(event, dict):
+        raise NoAnswer("hook input is not a JSON object")
+    return event
+
+
+def unread_event(head: bytes, stdin: Any) -> dict[str, Any]:
+    """An event too large to read: the fields that name it, from its head, and a marker for the rest."""
+    size = len(head)
+    while chunk := stdin.read(1 << 20):  # drained, so Claude Code's write completes and the size is known
+        size += len(chunk)
+    fields: dict[str, Any] = {}
+    for match in _HEAD_FIELD.finditer(head[: 1 << 16]):
+        fields.setdefault(match.group(1).decode(), match.group(2).decode("utf-8", "replace"))
+    if "session_id" not in fields or "hook_event_name" not in fields:
+        raise NoAnswer(f"hook input over {MAX_INPUT:,} bytes names no session")
+    marker = (f"[not read by loopwarden: the hook event is {size:,} bytes, over the {MAX_INPUT:,}-byte limit; "
+              f"digest of its head {digest(head[: 1 << 20])}]")
+    return {**fields, "tool_input": {"loopwarden": marker}, "tool_response": marker}
 
 
 def _dumps(obj: Any) -> bytes:
@@ -130,15 +206,7 @@ def main(stdin: Any = None, stdout: Any = None) -> int:
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
     try:
-        data = stdin.read(MAX_INPUT + 1)
-        if len(data) > MAX_INPUT:
-            raise NoAnswer(f"hook input over {MAX_INPUT:,} bytes, not judged")
-        try:
-            event = json.loads(data)
-        except ValueError:
-            raise NoAnswer("hook input is not JSON") from None
-        if not isinstance(event, dict):
-            raise NoAnswer("hook input is not a JSON object")
+        event = read_event(stdin)
         from .supervisor.paths import default_paths
 
         output = decide(event, str(default_paths().socket))

@@ -377,3 +377,33 @@ def test_stream_without_trailing_newline() -> None:
     shape = [(type(e).__name__, e.seq) for e in events]
     assert shape == [("Usage", 1), ("Iteration", 1), ("Usage", 3), ("Iteration", 3)]
     assert sum(u.cost_usd for u in _of(events, ev.Usage)) == pytest.approx(3.0)
+
+
+def _tool_use_line(depth: int) -> bytes:
+    """An assistant line nesting `depth` levels: line > message > content > block > input (5...)."""
+    levels = depth - 4
+    tool_input = b'{"a":' * (levels - 1) + b"{}" + b"}" * (levels - 1)
+    return (b'{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash",'
+            b'"input":' + tool_input + b"}]}}")
+
+
+@pytest.mark.parametrize("depth", [5, 64, 65, 250, 1024, 1025])
+def test_a_recorded_line_nests_at_most_max_depth(depth: int) -> None:
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+
+    (event,) = ClaudeCodeParser().parse_line(_tool_use_line(depth), 4)
+    if depth <= MAX_DEPTH:
+        assert isinstance(event, ev.ToolCall) and event.call_id == "t1"
+    else:
+        assert isinstance(event, ev.InvalidLine) and event.reason == TOO_DEEP
+
+
+def test_a_json_array_bounds_each_record_as_a_line() -> None:
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+
+    for inside, depth in ((True, MAX_DEPTH), (False, MAX_DEPTH + 1), (False, 1023)):
+        (event,) = parse_array(b"[" + _tool_use_line(depth) + b"]")
+        assert isinstance(event, ev.ToolCall) is inside
+        assert inside or (event.reason, event.seq) == (TOO_DEEP, 1)  # type: ignore[attr-defined]
+    (event,) = parse_array(b"[" + _tool_use_line(1024) + b"]")  # 1025 with the array: past what orjson reads
+    assert isinstance(event, ev.InvalidLine) and event.reason == TOO_DEEP

@@ -223,3 +223,18 @@ def test_parse_line_round_trip() -> None:
     line = orjson.dumps({"type": "item.completed", "item": {"id": "a", "type": "agent_message", "text": "hi"}})
     (msg,) = CodexParser().parse_line(line, 3)
     assert isinstance(msg, ev.AssistantMessage) and (msg.text, msg.seq) == ("hi", 3)
+
+
+@pytest.mark.parametrize("depth", [4, 64, 65, 250, 1024, 1025])
+def test_an_mcp_call_line_nests_at_most_max_depth(depth: int) -> None:
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+
+    # the line (1) > item (2) > arguments (3...): arguments nest depth - 2 levels
+    arguments = b'{"a":' * (depth - 3) + b"{}" + b"}" * (depth - 3)
+    line = b'{"type":"item.started","item":{"id":"i1","type":"mcp_tool_call","server":"s","tool":"t","arguments":' \
+        + arguments + b"}}"
+    (event,) = CodexParser().parse_line(line, 3)
+    if depth <= MAX_DEPTH:
+        assert isinstance(event, ev.ToolCall) and event.args == orjson.loads(arguments)
+    else:
+        assert isinstance(event, ev.InvalidLine) and event.reason == TOO_DEEP

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor import protocol
+from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
 from loopwarden.supervisor.lines import Oversized, read_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -323,3 +324,48 @@ def test_hello_with_another_protocol_version_is_rejected() -> None:
     event = protocol.parse_line(b'{"type":"hello","protocol":2}', 1)
     assert event.kind == "invalid_line"
     assert "protocol 2 is not supported" in event.reason
+
+
+# --- nesting depth (supervisor/bounds.py) ------------------------------------------
+
+DEPTHS = [2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 250, 255, 1023, 1024, 1025, 5000]
+
+
+def nested(depth: int) -> str:
+    """An object nested `depth` levels deep, as text."""
+    return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_a_tool_call_line_nests_at_most_max_depth(depth: int) -> None:
+    line = '{"type":"tool_call","tool":"t","call_id":"c1","args":' + nested(depth - 1) + "}"
+    event = protocol.parse_line(line.encode(), 9)
+    if depth <= MAX_DEPTH:
+        assert isinstance(event, ev.ToolCall) and event.args == json.loads(line)["args"]
+    else:
+        assert isinstance(event, ev.InvalidLine) and event.reason == TOO_DEEP
+        assert event.seq == 9 and len(event.preview) <= protocol.PREVIEW_CHARS + 1
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, MAX_DEPTH + 1, 1024])
+def test_validation_error_raw_is_bounded_like_args(depth: int) -> None:
+    line = '{"type":"validation_error","message":"m","raw":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+    event = protocol.parse_line(line, 2)
+    assert isinstance(event, ev.ValidationError) is (depth <= MAX_DEPTH)
+
+
+def test_unknown_fields_are_dropped_unread_up_to_what_json_can_read() -> None:
+    line = '{"type":"done","extra":' + nested(1000) + "}"
+    assert protocol.parse_line(line) == ev.Done(seq=0)
+    line = '{"type":"done","extra":' + nested(1024) + "}"
+    assert protocol.parse_line(line).reason == TOO_DEEP  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, MAX_DEPTH + 1, 1024, 1025])
+def test_load_object_bounds_the_whole_line_for_the_recorded_formats(depth: int) -> None:
+    line = ('{"type":"x","extra":' + nested(depth - 1) + "}").encode()
+    if depth <= MAX_DEPTH:
+        assert protocol.load_object(line)["type"] == "x"
+    else:
+        with pytest.raises(protocol.LineRejected, match=re.escape(TOO_DEEP)):
+            protocol.load_object(line)

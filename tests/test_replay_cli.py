@@ -68,10 +68,25 @@ def test_replay_reads_stdin_and_reports_every_bad_input_kind_without_crashing() 
     assert reasons[3] == "not a JSON object (got list)"
     assert reasons[4] == "unknown type 'teleport'"
     assert reasons[5] == "tool_call: missing required field 'args'"
-    assert reasons[6] == "JSON nested too deeply"
-    assert "nested deeper than 64" in reasons[7]
+    assert reasons[6] == reasons[7] == "JSON nested too deeply (more than 64 levels)"  # orjson's 1024, then ours
     assert summary["validation_failures"] == 7
     assert summary["state"] == "done"
+
+
+def test_replay_judges_a_call_at_the_depth_bound_and_rejects_every_deeper_one() -> None:
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+
+    def call(depth: int) -> bytes:  # the line nests `depth` levels, its own object included
+        return b'{"type":"tool_call","tool":"t","args":' + b'{"a":' * (depth - 2) + b"{}" + b"}" * (depth - 1)
+
+    deeper = [MAX_DEPTH + 1, 250, 255, 1023, 1024, 1025, 5000]
+    stream = b"\n".join([call(MAX_DEPTH)] * 3 + [call(d) for d in deeper] + [b'{"type":"done"}'])
+    proc = lw("replay", "--summary-json", "--set", "validation.max_consecutive=0", "-", stdin=stream)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stderr)
+    assert summary["by_type"]["tool_call"] == 3 and summary["state"] == "done"
+    assert ("nudge", "repetition") in [(v["action"], v["rule"]) for v in verdicts(proc)]  # judged, not just read
+    assert summary["validation_examples"] == [{"seq": seq, "reason": TOO_DEEP} for seq in range(4, 4 + len(deeper))]
 
 
 def test_an_over_long_line_is_a_validation_failure() -> None:

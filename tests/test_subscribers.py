@@ -79,8 +79,18 @@ def test_wants_filters_by_session_and_by_kind() -> None:
 
 
 def test_a_record_too_long_for_one_message_is_clipped() -> None:
-    line = encode("event", "s1", {"type": "tool_result", "output": "y" * 100_000})
-    assert len(line) <= MESSAGE_LIMIT and orjson.loads(line)["data"]["clipped"] is True
+    line, trouble = encode("event", "s1", {"type": "tool_result", "output": "y" * 100_000})
+    assert trouble is None and len(line) <= MESSAGE_LIMIT and orjson.loads(line)["data"]["clipped"] is True
+
+
+def test_a_record_orjson_cannot_write_goes_out_cut_and_says_why() -> None:
+    deep: dict = {}
+    node = deep
+    for _ in range(400):
+        node["k"] = {}
+        node = node["k"]
+    line, trouble = encode("event", "s1", {"type": "tool_call", "args": deep})
+    assert trouble is not None and orjson.loads(line)["kind"] == "event"
 
 
 async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() -> None:

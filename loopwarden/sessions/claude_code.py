@@ -9,6 +9,7 @@ import orjson
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
+from ..supervisor.bounds import TOO_DEEP, cut_deep, depth_exceeds
 from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
@@ -206,9 +207,15 @@ def parse_array(data: bytes) -> list[ev.Event]:
     try:
         records = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        reason = f"not valid JSON ({str(exc).split(':', 1)[0]})"
+        reason = TOO_DEEP if "depth limit" in str(exc) else f"not valid JSON ({str(exc).split(':', 1)[0]})"
         return [ev.InvalidLine(seq=1, reason=reason, preview=protocol.preview(data))]
     if not isinstance(records, list):
         return [ev.InvalidLine(seq=1, reason="not a JSON array", preview=protocol.preview(data))]
     parser = ClaudeCodeParser()
-    return [event for seq, record in enumerate(records, 1) for event in parser.feed(record, seq)]
+    events: list[ev.Event] = []
+    for seq, record in enumerate(records, 1):
+        if depth_exceeds(record):  # each record is bounded as a line of the stream would be
+            events.append(invalid(cut_deep(record), seq, TOO_DEEP))
+        else:
+            events.extend(parser.feed(record, seq))
+    return events

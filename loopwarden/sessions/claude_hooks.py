@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ..supervisor import events as ev
+from ..supervisor.bounds import cut_deep, depth_exceeds
 from .claude_code import block_text
 
 # hook events that can carry text to the model as additionalContext (a PreToolUse answer can too)
@@ -41,7 +42,13 @@ def response_text(response: Any) -> str:
 
 
 def hook_events(obj: dict[str, Any], seq: int, ts: float | None = None) -> list[ev.Event]:
-    """One hook event to zero or more Events (SessionStart, SessionEnd, Notification: none)."""
+    """One hook event to zero or more Events (SessionStart, SessionEnd, Notification: none).
+
+    An event nested past MAX_DEPTH is still judged, with its too-deep parts replaced by CUT_MARKER:
+    it is the user's own agent at work, and a refusal would either block it or let it through unseen.
+    """
+    if depth_exceeds(obj):
+        obj = cut_deep(obj)
     name = obj.get("hook_event_name")
     agent = _str(obj.get("agent_id"))
     tool = _str(obj.get("tool_name")) or "unknown"

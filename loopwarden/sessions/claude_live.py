@@ -58,6 +58,21 @@ def user_line(text: str) -> bytes:
                  "session_id": "default"})
 
 
+def _refusal(raw: bytes, why: str) -> bytes | None:
+    """The answer to a control request loopwarden could not read: a veto for a hook, an error otherwise."""
+    if b'"control_request"' not in raw:
+        return None
+    match = _REQUEST_ID.search(raw)
+    if not match:
+        return None
+    request_id = match.group(1).decode("utf-8", "replace")
+    if b'"hook_callback"' in raw:
+        return _control_response(request_id, deny(
+            f"Tool call blocked: {why}. Pass large or deeply nested content by reference (a file path) instead "
+            "of inline."))
+    return _control_response(request_id, error=f"request not read: {why}")
+
+
 class ClaudeCodeAdapter(Adapter):
     """A live Claude Code CLI: see the module docstring."""
 
@@ -113,6 +128,9 @@ class ClaudeCodeAdapter(Adapter):
         try:
             obj = protocol.load_object(raw)
         except protocol.LineRejected as exc:
+            refusal = _refusal(raw, f"loopwarden could not read its request ({exc})")
+            if refusal:  # the CLI waits on every control request it sends
+                self._replies.append(refusal)
             return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
         kind = obj.get("type")
         if kind == "control_request":
@@ -241,17 +259,7 @@ class ClaudeCodeAdapter(Adapter):
 
     def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
         """An over-long control request still gets its answer: a veto for a hook, an error otherwise."""
-        if b'"control_request"' not in head:
-            return None
-        match = _REQUEST_ID.search(head)
-        if not match:
-            return None
-        request_id = match.group(1).decode("utf-8", "replace")
-        if b'"hook_callback"' in head:
-            return _control_response(request_id, deny(
-                f"Tool call blocked: its input is {length:,} bytes, over loopwarden's {limit:,}-byte line "
-                "limit. Pass large content by reference (a file path) instead of inline."))
-        return _control_response(request_id, error=f"request too large ({length:,} bytes)")
+        return _refusal(head, f"its input is {length:,} bytes, over loopwarden's {limit:,}-byte line limit")
 
     def replies(self, gated: bool) -> list[bytes]:
         """Answers owed now; and once a turn is over with nothing left for the CLI to read, no

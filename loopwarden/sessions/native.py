@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..supervisor import protocol
-from ..supervisor.events import Event, Hello, ToolCall, ToolResult
+from ..supervisor.events import Event, Hello, InvalidLine, ToolCall, ToolResult
 from ..supervisor.spill import SpillResult
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, line
@@ -20,6 +20,7 @@ class NativeAdapter(Adapter):
     def __init__(self) -> None:
         super().__init__()
         self.spill_threshold = 0
+        self._owed: list[bytes] = []  # answers to rejected lines, sent once the line is judged
 
     @property
     def can_inject(self) -> bool:
@@ -29,7 +30,22 @@ class NativeAdapter(Adapter):
         event = protocol.parse_line(raw, seq)
         if type(event) is Hello:
             self.handshake = bool(event.handshake)  # type: ignore[attr-defined]
+        elif type(event) is InvalidLine and self.handshake:
+            self._refuse_call(raw, seq, event.reason)
         return [event]
+
+    def _refuse_call(self, raw: bytes, seq: int, reason: str) -> None:
+        """A rejected tool_call line still gets a block verdict, so a handshake agent waiting on it never hangs."""
+        kind = _TYPE.search(raw)
+        if not kind or kind.group(1) != b"tool_call":
+            return
+        message = (f"Tool call blocked: loopwarden could not read it ({reason}). Fix the call and send it again; "
+                   "pass large or deeply nested data by reference (a file path) instead of inline.")
+        self._owed.append(_block(_call_id(raw), seq, message))
+
+    def replies(self, gated: bool) -> list[bytes]:
+        out, self._owed = self._owed, []
+        return out
 
     def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None:
         self.spill_threshold = spill_threshold
@@ -61,8 +77,7 @@ class NativeAdapter(Adapter):
         if not self.handshake:
             return None
         kind = _TYPE.search(head)
-        match = _CALL_ID.search(head)
-        call_id = match.group(1).decode("utf-8", "replace") if match else None
+        call_id = _call_id(head)
         if kind and kind.group(1) == b"tool_result":
             message = (f"Tool response too large ({length:,} bytes; the limit for one line is {limit:,}). "
                        "It was discarded. Ask for a smaller part of the output instead (head, tail, grep, "
@@ -72,9 +87,18 @@ class NativeAdapter(Adapter):
         if kind and kind.group(1) == b"tool_call":
             message = (f"Tool call blocked: its line is {length:,} bytes, over the {limit:,}-byte limit. "
                        "Pass large content by reference (a file path) instead of inline.")
-            return line({"type": "verdict", "call_id": call_id, "seq": seq, "action": "block", "message": message})
+            return _block(call_id, seq, message)
         return None
 
     def stop_line(self, reason: str, message: str) -> bytes | None:
         return line({"type": "stop", "reason": reason, "message": message})
 
+
+def _call_id(raw: bytes) -> str | None:
+    """The call_id of a line that could not be parsed, found by pattern."""
+    match = _CALL_ID.search(raw)
+    return match.group(1).decode("utf-8", "replace") if match else None
+
+
+def _block(call_id: str | None, seq: int, message: str) -> bytes:
+    return line({"type": "verdict", "call_id": call_id, "seq": seq, "action": "block", "message": message})

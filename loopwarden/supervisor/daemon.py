@@ -28,6 +28,7 @@ from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, children_map, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
+from .bounds import MAX_REQUEST_BYTES
 from .hooked import HookedSession
 from ..sessions.claude_hooks import FRESH_START_EVENTS
 from .records import AUDIT, Recorder
@@ -39,7 +40,7 @@ from .visible import visible
 
 PROTOCOL = 1
 _BLANKS = re.compile(rb"[ \t\r\n]+")
-MAX_REQUEST = 1 << 20
+MAX_REQUEST = MAX_REQUEST_BYTES
 PUBLISH_SECONDS = 0.25
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
 SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
@@ -95,6 +96,7 @@ class Daemon:
         self.subreaper = False
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
+        self.unserialisable = 0  # records subscribers got as a clipped copy because orjson could not write them
 
     @property
     def store(self) -> Store | None:
@@ -273,8 +275,17 @@ class Daemon:
         for sub in self.subscribers:
             if sub.wants(session_id, is_event):
                 if message is None:
-                    message = encode(kind, session_id, data)
+                    message, trouble = encode(kind, session_id, data)
+                    if trouble:
+                        self._unserialisable(kind, session_id, trouble)
                 sub.offer(message)
+
+    def _unserialisable(self, kind: str, session_id: str, trouble: str) -> None:
+        """Count (and now and then log) a record that went out clipped; a session never hears of it."""
+        self.unserialisable += 1
+        if self.unserialisable == 1 or self.unserialisable % 1000 == 0:
+            self._log(f"a {kind} record of session {session_id} could not be serialised ({trouble}); "
+                      f"subscribers got a clipped copy ({self.unserialisable} so far)")
 
     def _before_flush(self) -> None:
         """Each flusher round: publish changed snapshots (at most every PUBLISH_SECONDS), then release
@@ -413,6 +424,9 @@ class Daemon:
                 if blank is not None and blank.end() > end:  # blank lines: skip the whole run at once
                     start = buffer.rfind(b"\n", start, blank.end()) + 1
                     continue
+                if end - start > MAX_REQUEST:
+                    await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                    return
                 line = buffer[start:end]
                 start = end + 1
                 if await self._request(stream, line, actor, pid):
@@ -983,21 +997,6 @@ def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
         rows.append(row)
         kept[pid] = proc
     return rows, kept
-
-
-def _clipped(data: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
-    """A record with long strings cut, for broadcasting."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, str) and len(value) > limit:
-            out[key] = value[:limit] + f"… [{len(value):,} characters]"
-        elif isinstance(value, (dict, list)):
-            text = orjson.dumps(value, default=str)
-            out[key] = value if len(text) <= limit else text[:limit].decode(errors="replace") + "…"
-        else:
-            out[key] = value
-    out["clipped"] = True
-    return out
 
 
 def _only_hangups(exc: BaseException) -> bool:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import orjson
 
 from . import events as ev
+from .bounds import MAX_DEPTH, TOO_DEEP, depth_exceeds, may_exceed_depth
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 120
@@ -85,7 +86,15 @@ def preview(raw: bytes | str, limit: int = PREVIEW_CHARS) -> str:
 
 
 def load_object(line: bytes | str) -> dict[str, Any]:
-    """Parse one line as a JSON object or raise LineRejected with a short reason."""
+    """Parse one line as a JSON object nested at most MAX_DEPTH deep, or raise LineRejected with a short reason."""
+    obj = _decode(line)
+    if may_exceed_depth(line) and depth_exceeds(obj):  # the count is cheap; the walk runs only past it
+        raise LineRejected(TOO_DEEP)
+    return obj
+
+
+def _decode(line: bytes | str) -> dict[str, Any]:
+    """One line as a JSON object (orjson reads up to 1024 levels), or LineRejected."""
     if line[:3] == b"\xef\xbb\xbf" or line[:1] == "\ufeff":
         line = line[3:] if isinstance(line, bytes) else line[1:]  # a byte-order mark is noise, not an error
     try:
@@ -95,7 +104,7 @@ def load_object(line: bytes | str) -> dict[str, Any]:
         if "UTF-8" in msg or "surrogate" in msg:
             raise LineRejected("not valid UTF-8") from None
         if "depth limit" in msg or "recursion" in msg:
-            raise LineRejected("JSON nested too deeply") from None
+            raise LineRejected(TOO_DEEP) from None
         raise LineRejected(f"not valid JSON ({msg.split(':', 1)[0]})") from None
     if not isinstance(obj, dict):
         raise LineRejected(f"not a JSON object (got {type(obj).__name__})")
@@ -156,7 +165,9 @@ def _fast_event(obj: dict[str, Any], seq: int, cls: type[ev.Event],
         if not check(value) or (allowed is not None and value not in allowed):
             return None
         values[name] = value
-    if cls is ev.ToolCall and not values["tool"]:
+    if cls is ev.ToolCall and (not values["tool"] or _too_deep(values["args"])):
+        return None
+    if cls is ev.ValidationError and _too_deep(values.get("raw")):
         return None
     if cls is ev.Hello and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         return None
@@ -193,15 +204,35 @@ def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
         values[name] = value
     if kind == "tool_call" and not values["tool"]:
         raise LineRejected("tool_call: 'tool' must not be empty")
+    if _too_deep(values.get("args")) or _too_deep(values.get("raw")):
+        raise LineRejected(TOO_DEEP)
     if kind == "hello" and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         raise LineRejected(f"hello: protocol {values['protocol']} is not supported (this loopwarden speaks {PROTOCOL_VERSION})")
     return ev.EVENT_TYPES[kind](**values)
 
 
+def _too_deep(value: Any) -> bool:
+    """Whether a kept field (`args`, `raw`, one level below the line) nests past MAX_DEPTH counting the line.
+
+    Only these fields can hold nested data the event keeps (unknown fields are dropped), so checking
+    them is the bound; a value with no container inside is shallow without a walk.
+    """
+    if type(value) is dict:
+        items: Any = value.values()
+    elif type(value) is list:
+        items = value
+    else:
+        return False
+    for item in items:
+        if type(item) is dict or type(item) is list:
+            return depth_exceeds(value, MAX_DEPTH - 1)
+    return False
+
+
 def parse_line(line: bytes | str, seq: int = 0) -> ev.Event:
     """One native-protocol line to an Event; a bad line becomes an InvalidLine."""
     try:
-        return event_from_object(load_object(line), seq)
+        return event_from_object(_decode(line), seq)
     except LineRejected as exc:
         return ev.InvalidLine(seq=seq, reason=str(exc), preview=preview(line))
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import orjson
 
-MAX_ARGS_DEPTH = 64
+from .bounds import MAX_DEPTH, TOO_DEEP
+
+MAX_ARGS_DEPTH = MAX_DEPTH - 1  # arguments sit one level inside the line (or hook event) that carried them
 _FINGERPRINT_LIMIT = 200
 
 
@@ -22,11 +24,11 @@ def _canon(value: Any, depth: int) -> Any:
         return value.strip()
     if t is dict:
         if depth >= MAX_ARGS_DEPTH:
-            raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
+            raise ArgsTooDeep(TOO_DEEP)
         return {k: _canon(v, depth + 1) for k, v in value.items()}
     if t is list:
         if depth >= MAX_ARGS_DEPTH:
-            raise ArgsTooDeep(f"arguments nested deeper than {MAX_ARGS_DEPTH} levels")
+            raise ArgsTooDeep(TOO_DEEP)
         return [_canon(v, depth + 1) for v in value]
     if t is float and value.is_integer() and -(2**63) <= value < 2**63:
         return int(value)  # 1.0 == 1; larger floats stay floats (JSON cannot hold such integers)

@@ -46,7 +46,9 @@ Decisions:
   the spill file holds the rest. A JSON document still longer than `json_cap`
   (default 4 x text_cap) is replaced by {"truncated", "chars", "preview"}. Lone
   surrogates become "?" (as in spill.py). JSON is encoded by orjson; values it
-  cannot hold are stored as str().
+  cannot hold are stored as str(). A value nested past MAX_RECORD_DEPTH
+  (bounds.py: 250, what a `logs` reply can still carry) is stored with its
+  deeper parts replaced by a marker.
 * `mark_lost` also fills an empty termination_text with LOST_TEXT.
 * Unknown columns refuse the batch rather than being dropped or added. gates rows
   accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
@@ -73,6 +75,7 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
+from .bounds import MAX_RECORD_DEPTH, REPLY_ENVELOPE, cut_marker
 from .verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
@@ -86,7 +89,6 @@ _JSON = {"sessions": ("command", "env_keys", "config", "snapshot"), "events": ("
          "verdicts": ("evidence",), "gates": ("evidence",)}
 _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
-_MAX_DEPTH = 100
 _BUSY_TIMEOUT = 5.0
 _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
 
@@ -408,8 +410,11 @@ class Store:
     def _json(self, value: Any) -> str:
         """`value` as JSON text, capped; never raises."""
         try:
-            text = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-        except Exception:  # lone surrogates, ints beyond 64 bits, nesting deeper than 254
+            # wrapped in the REPLY_ENVELOPE (4) levels a `logs` reply puts around a row, orjson refuses
+            # exactly the values deeper than MAX_RECORD_DEPTH: cheaper than counting every row's brackets
+            wrapped = orjson.dumps([[[[value]]]], default=str, option=orjson.OPT_NON_STR_KEYS)
+            text: str | None = wrapped[REPLY_ENVELOPE:-REPLY_ENVELOPE].decode()
+        except Exception:  # lone surrogates, ints beyond 64 bits, nesting too deep
             text = None
         if text is None or len(text) > self.text_cap:
             text = json.dumps(self._plain(value), ensure_ascii=False)
@@ -432,8 +437,10 @@ class Store:
                 return v
             if isinstance(v, float):
                 return v if math.isfinite(v) else None
-            if budget < 0 or depth > _MAX_DEPTH:
+            if budget < 0:
                 return "..."
+            if depth > MAX_RECORD_DEPTH:
+                return cut_marker(MAX_RECORD_DEPTH)
             if isinstance(v, enum.Enum):
                 return walk(v.value, depth + 1)
             if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -445,7 +452,7 @@ class Store:
                 return [walk(x, depth + 1) for x in v]
             return _clean(_str(v), cap)
 
-        return walk(value, 0)
+        return walk(value, 1)
 
     # ---- reading ------------------------------------------------------------
     def sessions(self) -> list[dict[str, Any]]:

@@ -18,6 +18,8 @@ import anyio
 import orjson
 from anyio.abc import SocketStream
 
+from .bounds import MAX_RECORD_DEPTH, cut_deep
+
 QUEUE_BYTES = 4 << 20  # one subscriber's queue
 TOTAL_BYTES = 64 << 20  # every subscriber's queue together
 CUTOFF_SECONDS = 30.0  # no message taken for this long while messages wait: cut off
@@ -109,10 +111,33 @@ class Subscriber:
         self.queued = 0
 
 
-def encode(kind: str, session_id: str, data: dict[str, Any]) -> bytes:
-    """One broadcast line; a record too long for a message is sent clipped (marked `clipped`)."""
+def encode(kind: str, session_id: str, data: dict[str, Any]) -> tuple[bytes, str | None]:
+    """One broadcast line, and why it had to be cut (None when it did not); never raises.
+
+    A record too long for a message is sent clipped (marked `clipped`). One orjson cannot write
+    (nested past its 254 levels, a lone surrogate) goes out cut to MAX_RECORD_DEPTH, or as a stub
+    naming it when even that fails; the store keeps what it can.
+    """
+    try:
+        return _line(kind, session_id, data), None
+    except Exception as exc:  # noqa: BLE001 - orjson's JSONEncodeError, or a value whose str() raises
+        trouble = f"{type(exc).__name__}: {exc}"
+    try:
+        return _line(kind, session_id, cut_deep(data, MAX_RECORD_DEPTH)), trouble
+    except Exception:  # noqa: BLE001 - down to a stub of plain values, which cannot fail
+        stub: dict[str, Any] = {"clipped": True}
+        for key in ("type", "seq", "ts", "action", "rule"):
+            value = data.get(key)
+            if isinstance(value, str) and value.isascii() and len(value) < 200:
+                stub[key] = value
+            elif isinstance(value, (int, float)) and abs(value) < 2**53:  # orjson refuses ints past 64 bits
+                stub[key] = value
+        return _dumps({"kind": kind, "session": session_id, "data": stub}), trouble
+
+
+def _line(kind: str, session_id: str, data: dict[str, Any]) -> bytes:
     message = _dumps({"kind": kind, "session": session_id, "data": data})
-    if len(message) > MESSAGE_LIMIT:
+    if len(message) > MESSAGE_LIMIT:  # subscribers get a preview; the store has the rest
         message = _dumps({"kind": kind, "session": session_id, "data": clipped(data)})
     return message
 

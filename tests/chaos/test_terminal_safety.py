@@ -16,6 +16,7 @@ import threading
 import tty
 import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +27,7 @@ from textual.widgets import DataTable, Log, RichLog
 
 from loopwarden.cli.common import DaemonFail
 from loopwarden.supervisor.daemon import Daemon
+from loopwarden.supervisor.paths import default_paths
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.proctree import ProcessTree
@@ -171,9 +173,11 @@ def test_errors_relayed_from_the_daemon_are_shown_escaped(capsys: pytest.Capture
     assert capsys.readouterr().err == f"loopwarden: error: gate s1:g1 was already approved by {SHOWN}\n"
 
 
-def test_daemon_log_lines_are_one_line_with_visible_escapes(capsys: pytest.CaptureFixture[str]) -> None:
-    Daemon._log(None, f"error in status: no session {TEXT}\nforged line")  # type: ignore[arg-type]
-    line = capsys.readouterr().err
+def test_daemon_log_lines_are_one_line_with_visible_escapes(tmp_path: Path,
+                                                            capfd: pytest.CaptureFixture[str]) -> None:
+    daemon = Daemon(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}))
+    daemon._log(f"error in status: no session {TEXT}\nforged line")
+    line = capfd.readouterr().err
     assert line.endswith(f"error in status: no session {SHOWN}\\nforged line\n")
     assert line.count("\n") == 1 and not raw_controls(line)
 

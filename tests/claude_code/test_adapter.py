@@ -241,3 +241,34 @@ def test_an_oversized_hook_request_is_still_answered_with_a_veto() -> None:
     other = dumps({"type": "control_request", "request_id": "req-x", "request": {"subtype": "mcp_message"}})
     assert response(adapter.oversized_reply(other, 5_000_000, 8, 1 << 20))["subtype"] == "error"  # type: ignore[arg-type]
     assert adapter.oversized_reply(b'{"type":"user","message":', 5_000_000, 9, 1 << 20) is None
+
+
+@pytest.mark.parametrize("depth", [64, 65, 250, 1024, 1025, 5000])
+def test_a_hook_request_nested_too_deeply_is_refused_never_left_waiting(depth: int) -> None:
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+
+    # the line > request > input > tool_input: tool_input nests depth - 3 levels
+    tool_input = b'{"a":' * (depth - 4) + b"{}" + b"}" * (depth - 4)
+    raw = hook("req-deep", "toolu_deep", args={"x": 0}).replace(b'{"x": 0}', tool_input)
+    adapter = ClaudeCodeAdapter()
+    events = adapter.parse_stdout(raw, 7)
+    if depth <= MAX_DEPTH:
+        assert [type(e) for e in events] == [ev.ToolCall]
+        assert response(adapter.verdict_line(events[0], None))["request_id"] == "req-deep"  # type: ignore[arg-type]
+        return
+    assert [(type(e), e.reason) for e in events] == [(ev.InvalidLine, TOO_DEEP)]  # type: ignore[attr-defined]
+    [reply] = adapter.replies(False)
+    answer = response(reply)
+    assert answer["request_id"] == "req-deep"
+    denied = answer["response"]["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny" and TOO_DEEP in denied["permissionDecisionReason"]
+
+
+def test_another_unreadable_control_request_gets_an_error_and_other_lines_nothing() -> None:
+    adapter = ClaudeCodeAdapter()
+    adapter.parse_stdout(b'{"type":"control_request","request_id":"req-x","request":{"subtype":"mcp_message",'
+                         b'"x":' + b"[" * 100 + b"]" * 100 + b"}}", 3)
+    [reply] = adapter.replies(False)
+    assert response(reply)["subtype"] == "error" and "nested too deeply" in response(reply)["error"]
+    adapter.parse_stdout(b'{"type":"user","x":' + b"[" * 100 + b"]" * 100 + b"}", 4)
+    assert adapter.replies(False) == []

@@ -49,3 +49,31 @@ def test_answers() -> None:
     assert ch.halt("Stop", "ended") == {"continue": False, "stopReason": "ended"}
     halted = ch.halt("PreToolUse", "ended")
     assert halted["continue"] is False and halted["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def _nest(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_a_tool_input_at_the_depth_bound_is_judged_whole_and_a_deeper_one_with_its_deep_part_cut() -> None:
+    from loopwarden.supervisor.bounds import CUT_MARKER, MAX_DEPTH, depth_exceeds
+
+    # the event (1) > tool_input (2...): tool_input nests MAX_DEPTH - 1 levels at the bound
+    [whole] = ch.hook_events(event("PreToolUse", tool_name="T", tool_input=_nest(MAX_DEPTH - 1)), 1)
+    assert whole.args == _nest(MAX_DEPTH - 1)
+    for levels in (MAX_DEPTH, 250, 1023):
+        [cut] = ch.hook_events(event("PreToolUse", tool_name="T", tool_input=_nest(levels)), 2)
+        assert isinstance(cut, ev.ToolCall) and cut.tool == "T"
+        assert not depth_exceeds(cut.args, MAX_DEPTH - 1)
+        inner = cut.args
+        while isinstance(inner, dict):
+            inner = inner["a"]
+        assert inner == CUT_MARKER
+
+
+def test_a_deep_tool_response_still_becomes_text() -> None:
+    [result] = ch.hook_events(event("PostToolUse", tool_name="T", tool_response={"x": _nest(1000)}), 3)
+    assert isinstance(result, ev.ToolResult) and "cut by loopwarden" in result.output

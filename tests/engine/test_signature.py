@@ -156,3 +156,22 @@ def test_call_ids_are_not_part_of_identity(id_a, id_b):
     events = [call("grep", {"pattern": "TODO"}, call_id=id_a), ok("grep", "a.py:1: TODO", call_id=id_a),
               call("grep", {"pattern": "TODO"}, call_id=id_b), ok("grep", "a.py:1: TODO", call_id=id_b)]
     assert summary(run(events)) == [("nudge", "repetition", 4)]
+
+
+def test_the_engine_judges_every_call_a_parser_accepts_and_refuses_deeper_arguments() -> None:
+    from loopwarden.supervisor import protocol
+    from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
+    from loopwarden.supervisor.health import SessionHealth
+    from loopwarden.supervisor.signature import MAX_ARGS_DEPTH
+    from tests.engine.helpers import config
+
+    def args(levels: int) -> str:
+        return '{"a":' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+    health = SessionHealth(config())
+    at_bound = protocol.parse_line('{"type":"tool_call","tool":"t","args":' + args(MAX_DEPTH - 1) + "}", 1)
+    health.observe(at_bound, 1.0)
+    assert health.by_type == {"tool_call": 1} and not health.validation_failures
+    deeper = call("t", json.loads(args(MAX_ARGS_DEPTH + 1)), seq=2)  # an event no parser would have built
+    health.observe(deeper, 2.0)
+    assert list(health.validation_failures) == [(2, f"tool_call: {TOO_DEEP}")]
