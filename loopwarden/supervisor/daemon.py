@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pwd
 import signal
 import socket
 import struct
@@ -24,9 +23,10 @@ from .config import ConfigError, load_config
 from .gates import GateError
 from .health import RESETTABLE
 from .paths import Paths, private_dir
+from .principal import Principal, agent_environment, ancestry, claimed_by, classify, descends_from, hook_agent
 from .reaper import become_subreaper, reap_orphans
 from .commands import default_name, missing_program
-from .session import LiveSession, SessionSpec, children_map, tree_pids
+from .session import LiveSession, SessionSpec, children_map, minimal_env, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .hooked import HookedSession
@@ -71,13 +71,6 @@ def peer_uid(stream: SocketStream) -> tuple[int, int]:
     creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", creds)
     return uid, pid
-
-
-def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 class Daemon:
@@ -408,7 +401,7 @@ class Daemon:
         if uid != os.getuid():
             await stream.send(_reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
             return
-        actor = f"uid {uid} ({user_name(uid)})"
+        peer = self._classify(pid, uid)
         buffer = b""
         while True:
             try:
@@ -420,14 +413,20 @@ class Daemon:
                 line, buffer = buffer.split(b"\n", 1)
                 if not line.strip():
                     continue
-                done = await self._request(stream, line, actor, pid)
+                done = await self._request(stream, line, peer)
                 if done:
                     return
             if len(buffer) > MAX_REQUEST:
                 await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
 
-    async def _request(self, stream: SocketStream, line: bytes, actor: str, peer_pid: int) -> bool:
+    def _classify(self, pid: int, uid: int) -> Principal:
+        """Who connected, and which live session (if any) it runs inside; see principal.py."""
+        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        helpers = {self.guardian.pid} if self.guardian else set()
+        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers)])
+
+    async def _request(self, stream: SocketStream, line: bytes, peer: Principal) -> bool:
         """Answer one request; True when the connection is now a subscription (or must close)."""
         try:
             request = orjson.loads(line)
@@ -439,7 +438,7 @@ class Daemon:
             return False
         rid = request.get("id")
         op = request["op"]
-        client = f"{str(request.get('client') or 'client')[:40]} pid {peer_pid}"
+        who = peer.acting_as(request.get("client"), request.get("agent_session"))
         if op == "subscribe":
             await self._subscribe(stream, request, rid)
             return True
@@ -447,8 +446,14 @@ class Daemon:
         if handler is None:
             await stream.send(_reply(rid, error=f"unknown op {op[:40]!r}"))
             return False
+        refusal = who.refusal(op)
+        if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
+            self._audit(who, self._target_session(request), "stop-daemon" if op == "shutdown" else op,
+                        _attempted_target(request), _note(request) or _note({"note": request.get("text")}), refusal)
+            await stream.send(_reply(rid, error=refusal))
+            return False
         try:
-            result = await handler(request, actor=actor, client=client)
+            result = await handler(request, who=who)
         except RequestError as exc:
             await stream.send(_reply(rid, error=str(exc)))
             return False
@@ -524,11 +529,20 @@ class Daemon:
         ids = list(self.history) + [sid for sid in self.sessions if sid not in self.history]
         return [sid for sid in ids if wanted is None or sid in wanted]
 
-    def _audit(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
+    def _audit(self, who: Principal, session_id: str | None, action: str, target: str | None,
                note: str | None, outcome: str) -> None:
-        self.sink("action", session_id or "", {"ts": self.clock(), "actor": actor, "client": client,
-                                                "action": action, "target": target, "note": note,
-                                                "outcome": outcome})
+        self.sink("action", session_id or "", {"ts": self.clock(), "actor": who.actor, "client": who.client,
+                                                **who.audit_facts(), "action": action, "target": target,
+                                                "note": note, "outcome": outcome})
+
+    def _target_session(self, req: dict[str, Any]) -> str | None:
+        """The session a request names (by `session`, or a gate's SESSION:GATE), if it exists."""
+        gate = req.get("gate")
+        ref = req.get("session") or (gate.split(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
+        try:
+            return self._resolve_id(ref) if ref else None
+        except RequestError:
+            return None
 
     def _new_id(self) -> str:
         sid = f"s{self.next_id}"
@@ -541,7 +555,7 @@ class Daemon:
                 "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
                 "database": str(self.paths.database)}
 
-    async def op_run(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         spec_in = req.get("spec")
         if not isinstance(spec_in, dict):
             raise RequestError("run needs a 'spec' object")
@@ -567,6 +581,7 @@ class Daemon:
         if missing:
             raise RequestError(missing)
         sid = self._new_id()
+        env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # the CLI refuses early
         name = str(spec_in.get("name") or default_name(command))[:80]
         spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
                            cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
@@ -578,7 +593,7 @@ class Daemon:
                               on_group=self._guard_group, clock=self.clock, throttle=self.backpressure)
         self.sessions[sid] = session
         self._mark(sid)
-        self._audit(actor, client, sid, "run", " ".join(command)[:200], None, "started")
+        self._audit(who, sid, "run", " ".join(command)[:200], None, "started")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
 
@@ -590,11 +605,11 @@ class Daemon:
             session.state = "exited"
         self._mark(session.spec.id)
 
-    async def op_adopt(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         pid = req.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
             raise RequestError("adopt needs a process id (a positive integer)")
-        refusal = adoption_refusal(pid, peer_pid=int(client.rsplit(" ", 1)[-1]))
+        refusal = adoption_refusal(pid, peer_pid=who.pid)
         if refusal:
             raise RequestError(refusal)
         try:
@@ -610,11 +625,11 @@ class Daemon:
         sid = session.spec.id = self._new_id()
         self.sessions[sid] = session
         self._mark(sid)
-        self._audit(actor, client, sid, "adopt", str(pid), None, "watching")
+        self._audit(who, sid, "adopt", str(pid), None, "watching")
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name}
 
-    async def op_hook(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_hook(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """A Claude Code hook event: judged in the attached session of its session_id (made on first sight)."""
         event = req.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
@@ -632,8 +647,10 @@ class Daemon:
                                                              clock=self.clock)
             self.sessions[session.spec.id] = session
             self._mark(session.spec.id)
-            self._audit(actor, client, session.spec.id, "attach", claude_id, None, "watching")
+            self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
             self._tg.start_soon(self._run_session, session)
+        stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
+        session.agent = hook_agent(who.chain, stop) or session.agent
         idle = req.get("idle")
         return session.answer(event, hold=_seconds(req.get("hold")),
                               idle=_seconds(idle) if idle is not None else None)
@@ -722,57 +739,57 @@ class Daemon:
             raise RequestError("adopted sessions have no gates")
         return session, gate_id
 
-    async def _decide(self, req: dict[str, Any], approve: bool, actor: str, client: str) -> dict[str, Any]:
+    async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
         note = _note(req)
         try:
             session, gate_id = self._gate_ref(req)
         except GateError as exc:
             sid = str(req.get("gate")).split(":", 1)[0]
-            self._audit(actor, client, sid, "approve" if approve else "deny", str(req.get("gate")), note,
+            self._audit(who, sid, "approve" if approve else "deny", str(req.get("gate")), note,
                         f"refused: {exc}")
             raise RequestError(str(exc)) from None
         try:
-            await session.decide(gate_id, approve, actor, note)
+            await session.decide(gate_id, approve, who.actor, note)
         except GateError as exc:
-            self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note,
+            self._audit(who, session.spec.id, "approve" if approve else "deny", gate_id, note,
                         f"refused: {exc}")
             raise RequestError(str(exc)) from None
-        self._audit(actor, client, session.spec.id, "approve" if approve else "deny", gate_id, note, "done")
+        self._audit(who, session.spec.id, "approve" if approve else "deny", gate_id, note, "done")
         return {"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"}
 
-    async def op_approve(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        return await self._decide(req, True, actor, client)
+    async def op_approve(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, True, who)
 
-    async def op_deny(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        return await self._decide(req, False, actor, client)
+    async def op_deny(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, False, who)
 
-    async def op_grant(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_grant(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live_native(req, "grant unblock authority")
         if not session.adapter.can_inject:
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text, "
                                "so it cannot be granted authority")
         note = _note(req)
         verdict = session.grant(note)
-        self._audit(actor, client, session.spec.id, "grant", None, note, "injected")
+        self._audit(who, session.spec.id, "grant", None, note, "injected")
         return {"session": session.spec.id, "message": verdict.message}
 
-    async def op_reset(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_reset(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live_native(req, "reset counters")
         counter = req.get("counter")
         if counter is not None and counter not in RESETTABLE:
             raise RequestError(f"unknown counter {counter!r}; use one of {', '.join(sorted(RESETTABLE))}")
         session.reset(counter)
-        self._audit(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
+        self._audit(who, session.spec.id, "reset", counter or "all", _note(req), "done")
         return {"session": session.spec.id, "reset": counter or "all"}
 
-    async def op_inject(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live_native(req, "inject text")
         text = req.get("text")
         if not isinstance(text, str) or not text.strip():
             raise RequestError("inject needs some text")
         if not session.inject(text):
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text")
-        self._audit(actor, client, session.spec.id, "inject", None, text[:500], "sent")
+        self._audit(who, session.spec.id, "inject", None, text[:500], "sent")
         return {"session": session.spec.id}
 
     def _live_native(self, req: dict[str, Any], what: str) -> LiveSession | HookedSession:
@@ -781,22 +798,22 @@ class Daemon:
             raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
         return session
 
-    async def op_pause(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_pause(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live(req.get("session"))
         session.pause()
-        self._audit(actor, client, session.spec.id, "pause", None, _note(req), "done")
+        self._audit(who, session.spec.id, "pause", None, _note(req), "done")
         return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
-    async def op_resume(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_resume(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live(req.get("session"))
         session.resume()
-        self._audit(actor, client, session.spec.id, "resume", None, _note(req), "done")
+        self._audit(who, session.spec.id, "resume", None, _note(req), "done")
         return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
-    async def op_kill(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_kill(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = self._live(req.get("session"))
         note = _note(req)
-        self._audit(actor, client, session.spec.id, "kill", None, note, "stopping")
+        self._audit(who, session.spec.id, "kill", None, note, "stopping")
         self._tg.start_soon(session.kill, note)
         return {"session": session.spec.id, "state": "stopping"}
 
@@ -811,8 +828,8 @@ class Daemon:
         snap = self._snapshot(self._resolve_id(req.get("session")))
         return {"final": snap.get("state") in FINAL_STATES, "exit_code": final_exit_code(snap)}
 
-    async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        self._audit(actor, client, None, "stop-daemon", None, _note(req), "stopping")
+    async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self._audit(who, None, "stop-daemon", None, _note(req), "stopping")
         self._tg.start_soon(self._stop_soon)
         return {"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])}
 
@@ -922,6 +939,16 @@ def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
 def _seconds(value: Any) -> float:
     """A non-negative number of seconds from a request (anything else: 0)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+def _attempted_target(req: dict[str, Any]) -> str | None:
+    """What a refused request aimed at, for the audit log: a gate, a counter, a pid or a command."""
+    for key in ("gate", "counter", "pid"):
+        if isinstance(req.get(key), (str, int)) and not isinstance(req.get(key), bool):
+            return str(req[key])[:200]
+    spec = req.get("spec")
+    command = spec.get("command") if isinstance(spec, dict) else None
+    return " ".join(map(str, command))[:200] if isinstance(command, list) else None
 
 
 def _note(req: dict[str, Any]) -> str | None:
