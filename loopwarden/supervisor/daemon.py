@@ -538,7 +538,7 @@ class Daemon:
     def _target_session(self, req: dict[str, Any]) -> str | None:
         """The session a request names (by `session`, or a gate's SESSION:GATE), if it exists."""
         gate = req.get("gate")
-        ref = req.get("session") or (gate.split(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
+        ref = req.get("session") or (gate.rsplit(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
         try:
             return self._resolve_id(ref) if ref else None
         except RequestError:

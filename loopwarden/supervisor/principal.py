@@ -73,6 +73,11 @@ class Claim:
     group: bool = False
 
 
+def operator_op(op: str) -> bool:
+    """Whether only a person may call `op`: every op that is neither read-only nor a hook's."""
+    return op not in READ_ONLY_OPS and op not in HOOK_OPS
+
+
 @dataclass(frozen=True, slots=True)
 class Inside:
     """Where a process runs: a session (None: some agent's, not known which) and how that was seen."""
@@ -118,7 +123,7 @@ class Principal:
 
     def refusal(self, op: str) -> str | None:
         """Why `op` is refused to this principal (one line), or None when it may call it."""
-        if op in READ_ONLY_OPS or op in HOOK_OPS:
+        if not operator_op(op):
             return None
         if self.inside:
             return self.inside.refusal(self.pid)
@@ -351,6 +356,13 @@ def _is_loopwarden(stat: ProcStat, argv: Sequence[str]) -> bool:
 def agent_environment(session: str, socket: str | os.PathLike[str]) -> dict[str, str]:
     """Variables that tell a launched agent's own loopwarden calls which session they run inside."""
     return {SESSION_ENV: session, DAEMON_ENV: os.path.realpath(socket)}
+
+
+def env_refusal(environ: Mapping[str, str], socket: str | os.PathLike[str], pid: int) -> str | None:
+    """The refusal a client gives itself when its environment says it runs inside a session of the
+    daemon at `socket` (the daemon's own words), or None."""
+    session = env_claim(environ, socket)
+    return Inside(session, f"{SESSION_ENV} says so").refusal(pid) if session else None
 
 
 def env_claim(environ: Mapping[str, str], socket: str | os.PathLike[str]) -> str | None:
