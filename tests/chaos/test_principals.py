@@ -7,6 +7,7 @@ operator is this test process (and, for hooks, a shell it starts), outside every
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -16,7 +17,21 @@ import psutil
 import pytest
 
 from loopwarden.supervisor.daemon import Daemon
-from loopwarden.supervisor.principal import EXPLANATION, HOOK_OPS, OPERATOR_OPS, READ_ONLY_OPS
+from loopwarden.supervisor.principal import (
+    EXPLANATION,
+    HOOK_OPS,
+    OPERATOR_OPS,
+    READ_ONLY_OPS,
+)
+from tests.claude_code.conftest import QUIET, claude_bin  # noqa: F401
+from tests.fakes.anthropic_server import (  # noqa: F401
+    FakeAnthropic,
+    call,
+    fake_api,
+    result_text,
+    say,
+    tool_results,
+)
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 READ_ONLY = [["ls"], ["gates"], ["audit"]]  # and status/logs of the gated session (added per test)
@@ -195,6 +210,40 @@ def test_a_hooked_claude_sessions_tools_are_refused_but_its_hooks_and_the_users_
         release.touch()
         user_shell.stdin.close()
         user_shell.wait(30)
+
+
+def test_the_real_claude_code_cannot_kill_its_own_session_through_its_bash_tool(
+        lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> None:  # noqa: F811
+    home, project = tmp_path / "claude-home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    installed = subprocess.run([PY, "-m", "loopwarden", "hook", "install", "--project"], cwd=project,
+                               env={**lw.env, "HOME": str(home)}, capture_output=True, text=True, timeout=60,
+                               check=False)
+    assert installed.returncode == 0, installed.stderr
+    attached: list[str] = []
+
+    def model(body: dict[str, Any]) -> Any:
+        if not tool_results(body):  # the prompt's hook has attached the session by now
+            [snap] = [s for s in lw.request("list") if s["adapter"] == "claude-code-hook"]
+            attached.append(snap["id"])
+            return call("Bash", {"command": f"{PY} -m loopwarden kill {snap['id']} --note 'I am done'"})
+        return say("The supervisor refused.")
+
+    fake_api.play(model, max_turns=4)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "LOOPWARDEN_HOME": str(lw.home), **QUIET,
+           **fake_api.env()}
+    done = subprocess.run([claude_bin, "-p", "stop yourself", "--max-turns", "4", "--allowedTools", "Bash",
+                           "--output-format", "json"], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert done.stdout.strip(), done.stderr
+    [sid] = attached
+    [result] = tool_results(fake_api.messages[-1])
+    assert re.search(rf"refused: pid \d+ runs inside session {sid} \(it descends from the Claude Code process "
+                     r"that ran its hook, pid \d+\)", result_text(result)), result_text(result)
+    assert lw.status(sid)["termination"] is None  # the kill did not happen
+    [refused] = [a for a in lw.request("actions", session=sid) if a["action"] == "kill"]
+    assert refused["inside_session"] == sid and str(refused["outcome"]).startswith("refused: ")
 
 
 def test_every_op_of_the_daemon_is_classified_once() -> None:
