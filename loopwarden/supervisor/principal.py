@@ -301,16 +301,17 @@ def hook_agent(chain: Sequence[ProcStat], stop: Collection[int]) -> ProcessRef |
     shell (the hook was run by hand, and that shell is where a person types `loopwarden approve`), at
     init and at `stop` (the daemon and its ancestors), so none of those is ever marked.
     """
-    ancestors: list[tuple[ProcStat, list[str]]] = []
+    ancestors: list[ProcStat] = []
     for stat in chain[1:]:
         if stat.pid <= 1 or stat.pid in stop:
             break
-        ancestors.append((stat, command_line(stat.pid)))
+        ancestors.append(stat)
     said = environment_value(chain[0].pid, "CLAUDE_PID") if chain else None
-    for stat, argv in ancestors:
-        if str(stat.pid) == said and not _is_shell(stat, argv):
-            return ProcessRef(stat.pid, stat.start)
-    for stat, argv in ancestors:
+    named = next((stat for stat in ancestors if str(stat.pid) == said), None)
+    if named and not _is_shell(named, command_line(named.pid)):
+        return ProcessRef(named.pid, named.start)
+    for stat in ancestors:
+        argv = command_line(stat.pid)
         if _is_shell(stat, argv):
             if not _runs_command(argv):
                 return None

@@ -212,6 +212,28 @@ def test_a_hooked_claude_sessions_tools_are_refused_but_its_hooks_and_the_users_
         user_shell.wait(30)
 
 
+def test_a_hook_run_by_hand_in_a_terminal_does_not_lock_the_operator_out_of_it(lw: Harness, tmp_path: Path) -> None:
+    # a stand-in terminal (as tmux or sshd would be) with a shell in it; the person types into the shell
+    terminal = subprocess.Popen([PY, "-c", "import subprocess, sys; sys.exit(subprocess.run(['bash']).returncode)"],
+                                stdin=subprocess.PIPE, text=True, env=lw.env)
+    assert terminal.stdin is not None
+    event = json.dumps({"session_id": "c-by-hand", "cwd": "/tmp/by-hand", "hook_event_name": "SessionStart",
+                        "source": "startup"})
+    hooked, typed = tmp_path / "hook.code", tmp_path / "inject.code"
+    try:
+        terminal.stdin.write(f"echo '{event}' | {PY} -m loopwarden hook claude-code; echo $? > {hooked}\n")
+        terminal.stdin.flush()
+        wait_for(lambda: hooked.exists() and hooked.read_text().strip(), what="the hook run by hand")
+        [snap] = [s for s in lw.request("list") if s.get("claude_session") == "c-by-hand"]
+        terminal.stdin.write(f"{PY} -m loopwarden inject {snap['id']} 'typed by a person'; echo $? > {typed}\n")
+        terminal.stdin.flush()
+        wait_for(lambda: typed.exists() and typed.read_text().strip(), what="the operator's command")
+        assert typed.read_text().strip() == "0"  # neither the shell nor the terminal was taken for Claude
+    finally:
+        terminal.stdin.close()
+        terminal.wait(30)
+
+
 def test_the_real_claude_code_cannot_kill_its_own_session_through_its_bash_tool(
         lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> None:  # noqa: F811
     home, project = tmp_path / "claude-home", tmp_path / "project"
