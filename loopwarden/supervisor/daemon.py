@@ -581,7 +581,7 @@ class Daemon:
         if missing:
             raise RequestError(missing)
         sid = self._new_id()
-        env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # the CLI refuses early
+        env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # its own CLI calls refuse early
         name = str(spec_in.get("name") or default_name(command))[:80]
         spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
                            cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
