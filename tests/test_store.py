@@ -145,46 +145,69 @@ def test_a_version_0_file_made_by_hand_is_migrated_and_keeps_its_other_tables(tm
     conn.close()
 
 
-def test_a_version_1_file_is_migrated_to_a_newer_schema_with_its_data(tmp_path, monkeypatch):
-    path = tmp_path / "v1.db"
+def test_a_file_is_migrated_to_a_newer_schema_with_its_data(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    known = len(store_mod.MIGRATIONS)
     with Store.open(path) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == known
         s.write(full_batch())
 
-    def v2_add_column(db: Database) -> None:
+    def next_add_column(db: Database) -> None:
         db["sessions"].add_column("budget_usd", float)
         db["spills"].create_index(["path"], index_name="spills_by_path")
 
-    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, v2_add_column])
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, next_add_column])
     with Store.open(path) as s:
-        assert s.schema_version == 2
+        assert s.schema_version == known + 1
         assert s.session("s1")["name"] == "agent s1"
         assert s.session("s1")["budget_usd"] is None
         assert counts(s) == {"sessions": 1, "events": 2, "verdicts": 1, "gates": 1, "actions": 1, "spills": 1}
         s.write(Batch(sessions_upsert=[{"id": "s1", "budget_usd": 2.5}]))  # the new column is writable
         assert s.session("s1")["budget_usd"] == 2.5
+    assert raw_version(path) == str(known + 1)
+
+
+def test_a_version_1_file_gets_the_principal_columns_and_keeps_its_audit_rows(tmp_path, monkeypatch):
+    path = tmp_path / "v1.db"
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
+    with Store.open(path) as s:
+        s.write(full_batch())
+    assert raw_version(path) == "1"
+    monkeypatch.undo()
+    with Store.open(path) as s:
+        assert s.schema_version == 2
+        [old] = s.actions()
+        assert old["actor"] and old["pid"] is None and old["inside_session"] is None
+        s.write(Batch(actions=[{"ts": NOW, "actor": "uid 1000 (alice)", "client": "cli pid 42", "action": "kill",
+                                "client_kind": "cli", "pid": 42, "uid": 1000, "user": "alice", "tty": "pts/3",
+                                "inside_session": "s3", "outcome": "refused: pid 42 runs inside session s3"}]))
+        new = s.actions()[-1]
+        assert (new["client_kind"], new["pid"], new["uid"], new["user"], new["tty"], new["inside_session"]) == (
+            "cli", 42, 1000, "alice", "pts/3", "s3")
     assert raw_version(path) == "2"
 
 
 def test_a_failing_migration_changes_nothing(tmp_path, monkeypatch):
-    path = tmp_path / "v1.db"
+    path = tmp_path / "old.db"
+    known = len(store_mod.MIGRATIONS)
     with Store.open(path) as s:
         s.write(full_batch())
 
-    def v2_half_done(db: Database) -> None:
+    def next_half_done(db: Database) -> None:
         db.create_table("extra", {"x": int})
         db["sessions"].add_column("budget_usd", float)
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, v2_half_done])
-    with pytest.raises(StoreError, match=r"migration 2 \(v2_half_done\) failed, nothing changed: disk on fire"):
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, next_half_done])
+    with pytest.raises(StoreError, match=rf"migration {known + 1} \(next_half_done\) failed, nothing changed: "
+                                         "disk on fire"):
         Store.open(path)
     db = Database(path)
     assert "extra" not in db.table_names()
     assert "budget_usd" not in db["sessions"].columns_dict
-    assert raw_version(path) == "1"
+    assert raw_version(path) == str(known)
     monkeypatch.undo()
-    with Store.open(path) as s:  # the code that knows version 1 still opens it
+    with Store.open(path) as s:  # the code that knows the older version still opens it
         assert counts(s)["events"] == 2
 
 

@@ -10,6 +10,7 @@ import click
 from ..supervisor.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..supervisor.paths import default_paths
+from ..supervisor.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 
 EXIT_USAGE = 2
@@ -65,9 +66,22 @@ def connect(autostart: bool = True, name: str = "cli") -> Client:
                          + (f" ({exc.filename})" if getattr(exc, "filename", None) else "")) from None
 
 
+def operator_connection() -> Client:
+    """A connection for an operator action. Inside a supervised session (the environment of launched
+    agents says so) no daemon is started, and with none running the action is refused here, in the
+    daemon's words; with one running, the daemon refuses it and records the attempt."""
+    refusal = env_refusal(os.environ, default_paths().socket, os.getpid())
+    if refusal is None:
+        return connect()
+    try:
+        return connect(autostart=False)
+    except DaemonFail:
+        raise DaemonFail(refusal) from None
+
+
 def call(op: str, **fields: Any) -> Any:
     """One request to the daemon (started if needed); errors become one line, a warning one more."""
-    with connect() as client:
+    with operator_connection() if operator_op(op) else connect() as client:
         try:
             result = client.request(op, **fields)
         except DaemonError as exc:
@@ -82,6 +96,9 @@ def shutdown_daemon(note: str | None = None) -> int | None:
     try:
         client = connect(autostart=False)
     except DaemonFail:
+        refusal = env_refusal(os.environ, default_paths().socket, os.getpid())
+        if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
+            raise DaemonFail(refusal) from None
         return None
     with client:
         try:

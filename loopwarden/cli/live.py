@@ -16,9 +16,11 @@ from ..supervisor.client import DaemonError
 from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
 from ..supervisor.paths import default_paths
+from ..supervisor.principal import EXPLANATION
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from ..supervisor.visible import visible, visible_tree
-from .common import DaemonFail, Fail, build_config, call, config_env, config_options, connect, shutdown_daemon
+from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
+                     shutdown_daemon)
 
 FINAL = FINAL_STATES
 
@@ -106,7 +108,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": dict(os.environ),
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
             "config_file": str(Path(config_file).resolve()) if config_file else None}
-    with connect() as client:
+    with operator_connection() as client:
         try:
             started = client.request("run", spec=spec)
         except DaemonError as exc:
@@ -414,6 +416,9 @@ def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool) -> No
 def audit(session: str | None, limit: int, as_json: bool) -> None:
     """The audit log: who did what, when, why, from which client (of one session, or all).
 
+    Each entry names the user, the client's kind, pid and terminal, and for an
+    attempt refused to a supervised agent, the session it ran inside.
+
     \b
     Examples:
       loopwarden audit
@@ -430,8 +435,19 @@ def audit(session: str | None, limit: int, as_json: bool) -> None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["ts"]))
         target = f" {a['target']}" if a.get("target") else ""
         note = f"  why: {a['note']}" if a.get("note") else ""
-        click.echo(f"{when}  {a.get('session_id') or '-':<5} {a['action']}{target}  by {a['actor']} "
-                   f"[{a['client']}]  {a['outcome']}{note}")
+        outcome = str(a["outcome"]).replace(f"; {EXPLANATION}", "")  # the same sentence on every refusal
+        click.echo(f"{when}  {a.get('session_id') or '-':<5} {a['action']}{target}  by {_principal(a)}  "
+                   f"{outcome}{note}")
+
+
+def _principal(a: dict[str, Any]) -> str:
+    """Who acted, in a few words: the user, then the client's kind, pid, terminal and any session it ran inside."""
+    if a.get("pid") is None:  # an entry from before loopwarden recorded more than these two strings
+        return f"{a['actor']} [{a['client']}]"
+    facts = [f"{a.get('client_kind') or 'client'} pid {a['pid']}"]
+    facts += [a["tty"]] if a.get("tty") else []
+    facts += [f"inside {a['inside_session']}"] if a.get("inside_session") else []
+    return f"{a.get('user') or a['actor']} [{', '.join(facts)}]"
 
 
 @click.command()

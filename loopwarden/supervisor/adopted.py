@@ -12,6 +12,7 @@ import psutil
 
 from .config import Config
 from .health import TERMINATED, SessionHealth
+from .principal import Claim, ProcessRef
 from .session import FINAL_STATES, Resources, SessionSpec, Sink, tree_pids
 from .verdicts import Action, Termination
 
@@ -121,6 +122,11 @@ class AdoptedSession:
 
     def _publish(self) -> None:
         self.sink("session", self.spec.id, {})
+
+    def claims(self) -> list[Claim]:
+        """While it is watched, the adopted process and its descendants are this session's (not its group:
+        it was started elsewhere, and its group may be the user's shell job)."""
+        return [] if self.final else [Claim(self.spec.id, ProcessRef(self.pid), "the adopted process")]
 
     def snapshot(self) -> dict[str, Any]:
         h = self.health

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import orjson
 
 from .paths import Paths, private_dir
+from .principal import env_claim
 
 CONNECT_TIMEOUT = 10.0
 START_TIMEOUT = 10.0
@@ -24,17 +25,19 @@ class DaemonError(Exception):
 class Client:
     """A blocking, line-oriented client; one request at a time."""
 
-    def __init__(self, sock: socket.socket, name: str = "cli") -> None:
+    def __init__(self, sock: socket.socket, name: str = "cli", claim: str | None = None) -> None:
         self.sock = sock
         self.name = name
+        self.claim = claim  # the session our environment says we run inside: the daemon then refuses operator ops
         self.file = sock.makefile("rb")
         self._id = 0
 
     @classmethod
     def connect(cls, paths: Paths, *, autostart: bool = True, name: str = "cli") -> "Client":
         """Connect, starting a daemon in the background when none answers (as tmux does)."""
+        claim = env_claim(os.environ, paths.socket)
         try:
-            return cls(_connect(paths), name)
+            return cls(_connect(paths), name, claim)
         except OSError:
             if not autostart:
                 raise DaemonError(f"no daemon is running (socket {paths.socket}); start one with 'loopwarden serve'") from None
@@ -43,7 +46,7 @@ class Client:
         last: OSError | None = None
         while time.monotonic() < deadline:
             try:
-                return cls(_connect(paths), name)
+                return cls(_connect(paths), name, claim)
             except OSError as exc:
                 last = exc
                 time.sleep(0.05)
@@ -52,6 +55,8 @@ class Client:
     def request(self, op: str, **fields: Any) -> Any:
         self._id += 1
         message = {"id": self._id, "op": op, "client": self.name, **fields}
+        if self.claim:
+            message["agent_session"] = self.claim
         try:
             self.sock.sendall(orjson.dumps(message) + b"\n")
             line = self.file.readline()

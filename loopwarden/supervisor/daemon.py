@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pwd
 import re
 import signal
 import socket
@@ -23,9 +22,10 @@ from .config import ConfigError, load_config
 from .gates import GateError
 from .health import RESETTABLE
 from .paths import Paths, private_dir
+from .principal import Principal, agent_environment, ancestry, claimed_by, classify, descends_from, hook_agent
 from .reaper import become_subreaper, reap_orphans
 from .commands import default_name, missing_program
-from .session import LiveSession, SessionSpec, children_map, tree_pids
+from .session import LiveSession, SessionSpec, children_map, minimal_env, tree_pids
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .bounds import MAX_REQUEST_BYTES
@@ -65,13 +65,6 @@ def peer_uid(stream: SocketStream) -> tuple[int, int]:
     creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", creds)
     return uid, pid
-
-
-def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 class Daemon:
@@ -410,7 +403,7 @@ class Daemon:
         if uid != os.getuid():
             await stream.send(_reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
             return
-        actor = f"uid {uid} ({user_name(uid)})"
+        peer = self._classify(pid, uid)
         buffer = b""
         while True:
             try:
@@ -429,14 +422,20 @@ class Daemon:
                     return
                 line = buffer[start:end]
                 start = end + 1
-                if await self._request(stream, line, actor, pid):
+                if await self._request(stream, line, peer):
                     return
             buffer = buffer[start:]
             if len(buffer) > MAX_REQUEST:
                 await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
 
-    async def _request(self, stream: SocketStream, line: bytes, actor: str, peer_pid: int) -> bool:
+    def _classify(self, pid: int, uid: int) -> Principal:
+        """Who connected, and which live session (if any) it runs inside; see principal.py."""
+        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        helpers = {self.guardian.pid} if self.guardian else set()
+        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers)])
+
+    async def _request(self, stream: SocketStream, line: bytes, peer: Principal) -> bool:
         """Answer one request; True when the connection is now a subscription (or must close)."""
         try:
             request = orjson.loads(line)
@@ -448,7 +447,7 @@ class Daemon:
             return False
         rid = request.get("id")
         op = request["op"]
-        client = f"{str(request.get('client') or 'client')[:40]} pid {peer_pid}"
+        who = peer.acting_as(request.get("client"), request.get("agent_session"))
         if op == "subscribe":
             await self._subscribe(stream, request, rid)
             return True
@@ -456,8 +455,14 @@ class Daemon:
         if handler is None:
             await stream.send(_reply(rid, error=f"unknown op {op[:40]!r}"))
             return False
+        refusal = who.refusal(op)
+        if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
+            self._audit(who, await self._target_session(request), "stop-daemon" if op == "shutdown" else op,
+                        _attempted_target(request), _note(request) or _note({"note": request.get("text")}), refusal)
+            await stream.send(_reply(rid, error=refusal))
+            return False
         try:
-            result = await handler(request, actor=actor, client=client)
+            result = await handler(request, who=who)
         except RequestError as exc:
             await stream.send(_reply(rid, error=str(exc)))
             return False
@@ -534,20 +539,29 @@ class Daemon:
         ids = [sid for sid in self.recent if sid not in self.sessions] + list(self.sessions)
         return [sid for sid in ids if wanted is None or sid in wanted]
 
-    def _audit(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
+    def _audit(self, who: Principal, session_id: str | None, action: str, target: str | None,
                note: str | None, outcome: str) -> int:
         """Queue an audit row; the mark to wait on (`_durably`) before saying it was done."""
-        self.sink("action", session_id or "", {"ts": self.clock(), "actor": actor, "client": client,
-                                                "action": action, "target": target, "note": note,
-                                                "outcome": outcome})
+        self.sink("action", session_id or "", {"ts": self.clock(), "actor": who.actor, "client": who.client,
+                                                **who.audit_facts(), "action": action, "target": target,
+                                                "note": note, "outcome": outcome})
         return self.recorder.mark(AUDIT)
 
-    async def _audited(self, actor: str, client: str, session_id: str | None, action: str, target: str | None,
+    async def _target_session(self, req: dict[str, Any]) -> str | None:
+        """The session a request names (by `session`, or a gate's SESSION:GATE), if it exists."""
+        gate = req.get("gate")
+        ref = req.get("session") or (gate.rsplit(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
+        try:
+            return await self._resolve(ref) if ref else None
+        except RequestError:
+            return None
+
+    async def _audited(self, who: Principal, session_id: str | None, action: str, target: str | None,
                        note: str | None, outcome: str, *, stops: bool = False) -> str | None:
         """Record an operator action durably before it is carried out, or refuse it. An action that
         stops an agent (`stops`) is carried out anyway, since refusing it would leave a runaway agent
         running on a full disk: it returns the warning for the reply instead (the loss is counted)."""
-        if await self._durably(self._audit(actor, client, session_id, action, target, note, outcome)):
+        if await self._durably(self._audit(who, session_id, action, target, note, outcome)):
             return None
         error = (self.recorder.health.last_error or "unknown error")[:200]
         if stops:
@@ -570,7 +584,7 @@ class Daemon:
                 "dropped_events": sum(self.recorder.dropped.values()), "log_errors": self.log_errors,
                 "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used}
 
-    async def op_run(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         spec_in = req.get("spec")
         if not isinstance(spec_in, dict):
             raise RequestError("run needs a 'spec' object")
@@ -596,6 +610,7 @@ class Daemon:
         if missing:
             raise RequestError(missing)
         sid = self._new_id()
+        env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # its own CLI calls refuse early
         name = str(spec_in.get("name") or default_name(command))[:80]
         spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
                            cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
@@ -605,7 +620,7 @@ class Daemon:
                           session=sid)
         session = LiveSession(spec, config, ADAPTERS[adapter_name](), sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder)
-        await self._audited(actor, client, sid, "run", " ".join(command)[:200], None, "started")
+        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
         self.sessions[sid] = session
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
@@ -619,11 +634,11 @@ class Daemon:
             session.state = "exited"
         self._mark(session.spec.id)
 
-    async def op_adopt(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         pid = req.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
             raise RequestError("adopt needs a process id (a positive integer)")
-        refusal = adoption_refusal(pid, peer_pid=int(client.rsplit(" ", 1)[-1]))
+        refusal = adoption_refusal(pid, peer_pid=who.pid)
         if refusal:
             raise RequestError(refusal)
         try:
@@ -637,13 +652,13 @@ class Daemon:
         except (PermissionError, psutil.AccessDenied):
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
-        await self._audited(actor, client, sid, "adopt", str(pid), None, "watching")
+        await self._audited(who, sid, "adopt", str(pid), None, "watching")
         self.sessions[sid] = session
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name}
 
-    async def op_hook(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_hook(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """A Claude Code hook event: judged in the attached session of its session_id (made on first sight)."""
         event = req.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
@@ -662,8 +677,10 @@ class Daemon:
                                                              clock=self.clock)
             self.sessions[session.spec.id] = session
             self._mark(session.spec.id)
-            self._audit(actor, client, session.spec.id, "attach", claude_id, None, "watching")
+            self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
             self._tg.start_soon(self._run_session, session)
+        stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
+        session.agent = hook_agent(who.chain, stop) or session.agent
         idle = req.get("idle")
         return session.answer(event, hold=_seconds(req.get("hold")),
                               idle=_seconds(idle) if idle is not None else None)
@@ -778,49 +795,49 @@ class Daemon:
         session.health.gates.check(gate_id)
         return session, gate_id
 
-    async def _decide(self, req: dict[str, Any], approve: bool, actor: str, client: str) -> dict[str, Any]:
+    async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
         note, verb = _note(req), "approve" if approve else "deny"
         try:
             session, gate_id = await self._gate_ref(req)
         except GateError as exc:
             sid = str(req.get("gate")).split(":", 1)[0]
-            self._audit(actor, client, sid, verb, str(req.get("gate")), note, f"refused: {exc}")
+            self._audit(who, sid, verb, str(req.get("gate")), note, f"refused: {exc}")
             raise RequestError(str(exc)) from None
-        warning = await self._audited(actor, client, session.spec.id, verb, gate_id, note, "done", stops=not approve)
+        warning = await self._audited(who, session.spec.id, verb, gate_id, note, "done", stops=not approve)
         try:
-            await session.decide(gate_id, approve, actor, note)
+            await session.decide(gate_id, approve, who.actor, note)
         except GateError as exc:  # decided meanwhile (an expiry, another console): say so in the audit too
-            self._audit(actor, client, session.spec.id, verb, gate_id, note, f"failed: {exc}")
+            self._audit(who, session.spec.id, verb, gate_id, note, f"failed: {exc}")
             raise RequestError(str(exc)) from None
         return _warned({"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"},
                        warning)
 
-    async def op_approve(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        return await self._decide(req, True, actor, client)
+    async def op_approve(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, True, who)
 
-    async def op_deny(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        return await self._decide(req, False, actor, client)
+    async def op_deny(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, False, who)
 
-    async def op_grant(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_grant(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live_native(req, "grant unblock authority")
         if not session.adapter.can_inject:
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text, "
                                "so it cannot be granted authority")
         note = _note(req)
-        await self._audited(actor, client, session.spec.id, "grant", None, note, "injected")
+        await self._audited(who, session.spec.id, "grant", None, note, "injected")
         verdict = session.grant(note)
         return {"session": session.spec.id, "message": verdict.message}
 
-    async def op_reset(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_reset(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live_native(req, "reset counters")
         counter = req.get("counter")
         if counter is not None and counter not in RESETTABLE:
             raise RequestError(f"unknown counter {str(counter)[:40]!r}; use one of {', '.join(sorted(RESETTABLE))}")
-        await self._audited(actor, client, session.spec.id, "reset", counter or "all", _note(req), "done")
+        await self._audited(who, session.spec.id, "reset", counter or "all", _note(req), "done")
         session.reset(counter)
         return {"session": session.spec.id, "reset": counter or "all"}
 
-    async def op_inject(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live_native(req, "inject text")
         text = req.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -829,7 +846,7 @@ class Daemon:
             raise RequestError(f"inject text is {len(text):,} characters; the limit is {INJECT_CHARS:,}")
         if not session.adapter.can_inject:
             raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text")
-        await self._audited(actor, client, session.spec.id, "inject", None, text[:500], "sent")
+        await self._audited(who, session.spec.id, "inject", None, text[:500], "sent")
         session.inject(text)
         return {"session": session.spec.id}
 
@@ -839,22 +856,22 @@ class Daemon:
             raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
         return session
 
-    async def op_pause(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_pause(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))
-        warning = await self._audited(actor, client, session.spec.id, "pause", None, _note(req), "done", stops=True)
+        warning = await self._audited(who, session.spec.id, "pause", None, _note(req), "done", stops=True)
         session.pause()
         return _warned({"session": session.spec.id, "state": session.snapshot()["state"]}, warning)
 
-    async def op_resume(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_resume(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))
-        await self._audited(actor, client, session.spec.id, "resume", None, _note(req), "done")
+        await self._audited(who, session.spec.id, "resume", None, _note(req), "done")
         session.resume()
         return {"session": session.spec.id, "state": session.snapshot()["state"]}
 
-    async def op_kill(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_kill(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))
         note = _note(req)
-        warning = await self._audited(actor, client, session.spec.id, "kill", None, note, "stopping", stops=True)
+        warning = await self._audited(who, session.spec.id, "kill", None, note, "stopping", stops=True)
         self._tg.start_soon(session.kill, note)
         return _warned({"session": session.spec.id, "state": "stopping"}, warning)
 
@@ -871,7 +888,7 @@ class Daemon:
         snap = self._snapshot(await self._resolve(req.get("session")))
         return {"final": snap.get("state") in FINAL_STATES, "exit_code": final_exit_code(snap)}
 
-    async def op_prune(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
+    async def op_prune(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """Delete the history of sessions that ended more than `older_than` seconds ago (and, with
         `audit_older_than`, audit rows that old); `dry_run` only counts."""
         older = req.get("older_than")
@@ -887,7 +904,7 @@ class Daemon:
         if req.get("dry_run"):
             counts = await anyio.to_thread.run_sync(lambda: store.prunable(now - older, _before(now, audit)))
             return {"dry_run": True, "deleted": counts}
-        await self._audited(actor, client, None, "prune", f"ended before {_ago(older)}", _note(req), "pruning")
+        await self._audited(who, None, "prune", f"ended before {_ago(older)}", _note(req), "pruning")
         return {"dry_run": False, "deleted": await self._prune(now - older, _before(now, audit))}
 
     async def _prune(self, ended_before: float, audit_before: float | None) -> dict[str, int]:
@@ -922,8 +939,8 @@ class Daemon:
                         self._log("pruned history: " + ", ".join(f"{n} {t}" for t, n in deleted.items() if n))
             await anyio.sleep(3600)
 
-    async def op_shutdown(self, req: dict[str, Any], *, actor: str, client: str) -> dict[str, Any]:
-        warning = await self._audited(actor, client, None, "stop-daemon", None, _note(req), "stopping", stops=True)
+    async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        warning = await self._audited(who, None, "stop-daemon", None, _note(req), "stopping", stops=True)
         self._tg.start_soon(self._stop_soon)
         return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])},
                        warning)
@@ -1050,6 +1067,16 @@ def _ago(seconds: float) -> str:
 def _text_size(data: dict[str, Any]) -> int:
     """Bytes of a record's top-level text: what it costs in memory, roughly, when no line length is known."""
     return sum(len(v) for v in data.values() if isinstance(v, str))
+
+
+def _attempted_target(req: dict[str, Any]) -> str | None:
+    """What a refused request aimed at, for the audit log: a gate, a counter, a pid or a command."""
+    for key in ("gate", "counter", "pid"):
+        if isinstance(req.get(key), (str, int)) and not isinstance(req.get(key), bool):
+            return str(req[key])[:200]
+    spec = req.get("spec")
+    command = spec.get("command") if isinstance(spec, dict) else None
+    return " ".join(map(str, command))[:200] if isinstance(command, list) else None
 
 
 def _note(req: dict[str, Any]) -> str | None:

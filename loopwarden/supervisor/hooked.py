@@ -20,6 +20,7 @@ from ..sessions import claude_hooks as ch
 from .config import Config
 from .events import Event, ToolCall
 from .health import GATED, TERMINATED, SessionHealth
+from .principal import Claim, ProcessRef
 from .session import FINAL_STATES, Resources, SessionSpec, Sink
 from .verdicts import Action, Verdict
 
@@ -62,6 +63,7 @@ class HookedSession:
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None  # Claude's process is the user's: never signalled
+        self.agent: ProcessRef | None = None  # the Claude Code process that ran the latest hook (principal.py)
         self.stopping = False
         self.paused = self.operator_paused = False
         self.resources = Resources()
@@ -268,6 +270,13 @@ class HookedSession:
 
     def _publish(self) -> None:
         self.sink("session", self.spec.id, {})
+
+    def claims(self) -> list[Claim]:
+        """While it is live, the Claude Code process that ran its hook, and what descends from it (its tools),
+        are this session's; the shell Claude was started from is not, since the operator types there."""
+        if self.agent is None or self.final:
+            return []
+        return [Claim(self.spec.id, self.agent, "the Claude Code process that ran its hook")]
 
     def snapshot(self) -> dict[str, Any]:
         h = self.health

@@ -20,6 +20,7 @@ from .config import Config
 from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized, line_limit, oversized_line
+from .principal import Claim, ProcessRef
 from .spill import Spiller, spill_event
 from .verdicts import FINAL_STATES, Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
 
@@ -677,6 +678,10 @@ class LiveSession:
     def _publish(self) -> None:
         """Tell the daemon this session changed; it builds the snapshot when it publishes."""
         self.sink("session", self.spec.id, {})
+
+    def claims(self) -> list[Claim]:
+        """While it runs, the agent's process group and session (it leads both) and its descendants are its."""
+        return [Claim(self.spec.id, ProcessRef(self.pid), "the agent", group=True)] if self.pid and not self.final else []
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""

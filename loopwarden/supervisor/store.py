@@ -4,7 +4,7 @@ Written by the daemon only, from one writer thread, one transaction per batch
 (`Store.write(Batch)`). SQLite in WAL mode with synchronous=NORMAL; the file,
 its -wal and -shm are 0600 and a directory the store creates is 0700.
 
-Schema version 1 (`meta` holds `schema_version`; rows are dicts keyed by column):
+Schema version 2 (`meta` holds `schema_version`; rows are dicts keyed by column):
 
     sessions  id TEXT PK, name, adapter, command JSON, cwd, env_keys JSON (names
               only: an `env` or `env_keys` mapping is reduced to its sorted keys,
@@ -17,7 +17,10 @@ Schema version 1 (`meta` holds `schema_version`; rows are dicts keyed by column)
     gates     PK (session_id, gate_id), rule, reason, opened_at, seq, evidence JSON,
               status (default 'pending'), decided_at, decided_by, note
     actions   id INTEGER PK, ts, actor, client, session_id, action, target, note,
-              outcome: the audit log (who, when, what, why, from which client)
+              outcome: the audit log (who, when, what, why, from which client); since
+              version 2 also who exactly: client_kind (cli, console, hook, ... as the
+              client says), pid, uid, user, tty, inside_session (the session a refused
+              principal ran inside; "?" for an agent's orphan of unknown session)
     spills    id INTEGER PK, session_id, seq, ts, tool, path, size
 
 NOT NULL: the keys, events.kind, verdicts.action, gates.status, actions.ts/actor/
@@ -150,7 +153,15 @@ def _v1_initial(db: Database) -> None:
     db.table("gates").create_index(["status"], index_name="gates_by_status")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial]
+def _v2_principals(db: Database) -> None:
+    """The audit log records its principal precisely (supervisor/principal.py); older rows read None."""
+    actions = db.table("actions")
+    for column, kind in (("client_kind", str), ("pid", int), ("uid", int), ("user", str), ("tty", str),
+                         ("inside_session", str)):
+        actions.add_column(column, kind)
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
