@@ -33,6 +33,7 @@ class Client:
     @classmethod
     def connect(cls, paths: Paths, *, autostart: bool = True, name: str = "cli") -> "Client":
         """Connect, starting a daemon in the background when none answers (as tmux does)."""
+        paths.socket  # noqa: B018 - raises SocketPathTooLong (one line) before anything starts
         try:
             return cls(_connect(paths), name)
         except OSError:
