@@ -28,6 +28,7 @@ from .procfs import MARK_ENV, ProcId, ProcTable, proc_id, signal_exact, signal_g
 
 POLL_SECONDS = 0.05  # while waiting for processes to go after SIGTERM (a bounded wait, never idle)
 KILL_WAIT = 1.0  # after SIGKILL, how long to wait for the kernel to finish them
+SHARED_SCAN_AGE = 0.03  # sessions ending together share /proc scans this fresh
 
 
 class Guard(Protocol):
@@ -114,7 +115,7 @@ class Containment:
     async def end(self, grace: float) -> set[ProcId]:
         """SIGTERM to every process, up to `grace` seconds for them to go, then SIGKILL until none is left
         (at most KILL_WAIT more); returns the survivors, normally none."""
-        left = self.members()
+        left = self.members(await fresh_table())
         if not left:
             return left
         if grace > 0:
@@ -127,14 +128,14 @@ class Containment:
                     self.signal(signal.SIGTERM, new)
                     warned |= new
                 await anyio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-                left = self.members()
+                left = self.members(await fresh_table())
         deadline = time.monotonic() + KILL_WAIT
         while left:
             self.kill_now(left)
             if time.monotonic() >= deadline:
                 break
             await anyio.sleep(0.01)
-            left = self.members()
+            left = self.members(await fresh_table())
         return left
 
     def kill_now(self, members: set[ProcId] | None = None) -> None:
@@ -160,6 +161,20 @@ class Containment:
             self.guard.protect(kind, value)
         else:
             self.guard.forget(kind, value)
+
+
+_last_scan: tuple[float, ProcTable] = (0.0, ProcTable())
+
+
+async def fresh_table(max_age: float = SHARED_SCAN_AGE) -> ProcTable:
+    """A /proc table at most `max_age` old, scanned in a worker thread (a scan of a few thousand
+    processes takes tens of milliseconds, which the event loop must not wait for)."""
+    global _last_scan
+    at, table = _last_scan
+    if time.monotonic() - at > max_age:
+        table = await anyio.to_thread.run_sync(ProcTable.scan)
+        _last_scan = (time.monotonic(), table)
+    return table
 
 
 def daemon_instance(pid: int | None = None) -> str:

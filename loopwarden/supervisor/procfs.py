@@ -73,6 +73,7 @@ class ProcTable:
 
     procs: dict[int, ProcInfo] = field(default_factory=dict)
     children: dict[int, list[int]] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)  # pgid -> member pids
     _marks: dict[int, str | None] = field(default_factory=dict)
 
     @classmethod
@@ -90,6 +91,7 @@ class ProcTable:
                 continue
             table.procs[info.pid] = info
             table.children.setdefault(info.ppid, []).append(info.pid)
+            table.groups.setdefault(info.pgid, []).append(info.pid)
         return table
 
     def live(self, pid: int) -> ProcInfo | None:
@@ -121,7 +123,8 @@ class ProcTable:
 
     def group(self, pgid: int, born_after: int = 0) -> set[int]:
         """Live members of process group `pgid` started at or after `born_after` (a reused pgid is not ours)."""
-        return {p.pid for p in self.procs.values() if p.pgid == pgid and not p.zombie and p.start >= born_after}
+        members = (self.procs[pid] for pid in self.groups.get(pgid, ()))
+        return {p.pid for p in members if not p.zombie and p.start >= born_after}
 
 
 def environ_mark(pid: int) -> str | None:
