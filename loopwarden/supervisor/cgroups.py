@@ -123,7 +123,7 @@ class CgroupTree:
         self.root = SessionCgroup(path)
 
     @classmethod
-    def create(cls, env: dict[str, str] | None = None) -> tuple["CgroupTree | None", str]:
+    def create(cls, env: dict[str, str] | None = None) -> tuple[CgroupTree | None, str]:
         """The container for this daemon when cgroup v2 is there, writable and joinable, and why (not)."""
         env = dict(os.environ) if env is None else env
         if env.get(DISABLE_ENV, "").lower() in ("0", "off", "no", "false"):

@@ -1036,7 +1036,8 @@ def run_daemon(paths: Paths) -> int:
         sys.stderr.write(f"loopwarden: error: {exc}\n")
         return 1
     except (OSError, StoreError) as exc:  # a bad runtime directory, a socket path too long, a bad database
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        filename = getattr(exc, "filename", None)
+        where = f" ({filename})" if filename else ""
         sys.stderr.write(f"loopwarden: error: {getattr(exc, 'strerror', None) or exc}{where}\n")
         return 1
     return 0

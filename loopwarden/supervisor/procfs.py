@@ -77,7 +77,7 @@ class ProcTable:
     _marks: dict[int, str | None] = field(default_factory=dict)
 
     @classmethod
-    def scan(cls) -> "ProcTable":
+    def scan(cls) -> ProcTable:
         table = cls()
         try:
             names = os.listdir("/proc")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any
 
 NAME_CHARS = 80
 TASK_CHARS = 200

@@ -8,8 +8,8 @@ Files of sessions nobody remembers follow the daemon's retention.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .spill import Spiller, slug
 
