@@ -381,15 +381,18 @@ class Daemon:
 
     async def _spill_cleaner(self) -> None:
         """Remove spill files past their retention in every spill directory in use, each session's with
-        the session's own retention: at start, then every quarter of the shortest retention (1 s to 1 h)."""
+        the session's own retention: at start, then when the next file expires (see spill_cleaner.interval)."""
         while True:
             config = load_config(env={}).spill
             plans = spill_cleaner.plan(config.dir or str(self.paths.spill), config.retention, self._spill_uses())
             removed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
             if removed:
                 self._log(f"removed {removed} spill files past their retention from {len(plans)} directories")
+            live = [s.spiller.retention for s in self.sessions.values()
+                    if isinstance(s, LiveSession) and s.spiller is not None and not s.final]
+            wait = await anyio.to_thread.run_sync(spill_cleaner.interval, plans, live, self.clock())
             self._cleaner_wake = anyio.Event()
-            with anyio.move_on_after(spill_cleaner.interval(plans)):
+            with anyio.move_on_after(wait):
                 await self._cleaner_wake.wait()  # a new session may bring a shorter retention
 
     def _spill_uses(self) -> list[spill_cleaner.SessionSpill]:

@@ -66,18 +66,19 @@ def _toggle(items: set, item: object, add: bool) -> None:  # type: ignore[type-a
         items.discard(item)
 
 
-def remaining(what: Protected) -> tuple[set[ProcId], set[int]]:
-    """The live processes of `what` now (the marked ones found by a /proc pass), and the protected
-    process groups that still have a live member born after their leader (else the id was reused)."""
+def remaining(what: Protected, *, marks: bool) -> tuple[set[ProcId], set[int]]:
+    """The live processes of `what` now, and the protected process groups that still have a live member
+    born after their leader (else the id was reused). With `marks`, every process's environment is read
+    for the marks too (one pass; those found are protected from then on)."""
     table = ProcTable.scan()
-    found = {p for p in what.procs if table.is_current(p)}
-    for cgroup in what.cgroups:
-        found |= {table.procs[pid].id for pid in SessionCgroup(Path(cgroup)).pids() if table.live(pid)}
-    if what.marks:
+    if marks and what.marks:
         for info in table.procs.values():
             mark = table.mark(info.pid) if not info.zombie else None
             if mark and any(mark.endswith(suffix) for suffix in what.marks):
-                found.add(info.id)
+                what.procs.add(info.id)
+    found = {p for p in what.procs if table.is_current(p)}
+    for cgroup in what.cgroups:
+        found |= {table.procs[pid].id for pid in SessionCgroup(Path(cgroup)).pids() if table.live(pid)}
     born = {g.pid: g.start for g in what.groups}
     groups = {info.pgid for info in table.procs.values()
               if not info.zombie and info.pgid in born and info.start >= born[info.pgid]}
@@ -86,7 +87,7 @@ def remaining(what: Protected) -> tuple[set[ProcId], set[int]]:
 
 def stop_everything(what: Protected, grace: float) -> None:
     """SIGTERM, up to `grace` seconds, then SIGKILL until nothing protected is left."""
-    procs, groups = remaining(what)
+    procs, groups = remaining(what, marks=True)
     if not procs and not groups:
         _remove_cgroups(what)
         return
@@ -101,7 +102,8 @@ def stop_everything(what: Protected, grace: float) -> None:
             signal_exact(proc, signal.SIGTERM)
         warned |= procs
         time.sleep(POLL_SECONDS)
-        procs, groups = remaining(what)
+        procs, groups = remaining(what, marks=False)
+    procs, groups = remaining(what, marks=True)  # anything marked that started during the grace
     deadline = time.monotonic() + KILL_WAIT
     while procs or groups:
         for cgroup in what.cgroups:
@@ -113,7 +115,7 @@ def stop_everything(what: Protected, grace: float) -> None:
         if time.monotonic() >= deadline:
             break
         time.sleep(0.01)
-        procs, groups = remaining(what)
+        procs, groups = remaining(what, marks=False)
     _remove_cgroups(what)
 
 

@@ -85,9 +85,13 @@ class GuardianLink:
                      f"(restart {self.restarts}), told {len(self.protected)} things to protect")
             if time.monotonic() - self._started_at < RESTART_PAUSE:
                 await anyio.sleep(RESTART_PAUSE)
-            if self._closing:
-                return
-            self.start()
+            while not self._closing:
+                try:
+                    self.start()
+                    break
+                except OSError as exc:  # e.g. out of file descriptors: try again, the agents need it
+                    self.log(f"cannot start a guardian ({exc.strerror or exc}); retrying in {RESTART_PAUSE:g}s")
+                    await anyio.sleep(RESTART_PAUSE)
 
     def close(self) -> None:
         """The daemon is stopping: close the pipe, so the guardian ends whatever is left and exits."""

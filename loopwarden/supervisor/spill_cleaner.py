@@ -7,11 +7,12 @@ Files of sessions nobody remembers follow the daemon's retention.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .spill import Spiller, slug
+from .spill import Spiller, is_spill_name, slug
 
 _SESSION = re.compile(r"(.+?)-[0-9]{7,}-")
 MIN_INTERVAL = 1.0
@@ -60,7 +61,32 @@ def clean(plans: dict[str, DirectoryPlan], now: float) -> int:
     return removed
 
 
-def interval(plans: dict[str, DirectoryPlan]) -> float:
-    """How long to sleep between cleanings: a quarter of the shortest retention, within 1 s and 1 h."""
-    shortest = min((r for p in plans.values() for r in (p.default, *p.sessions.values())), default=MAX_INTERVAL)
-    return min(MAX_INTERVAL, max(MIN_INTERVAL, shortest / 4))
+def next_expiry(plans: dict[str, DirectoryPlan]) -> float | None:
+    """When the next spill file left in these directories reaches its retention (wall clock), or None."""
+    soonest: float | None = None
+    for directory, p in plans.items():
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if not is_spill_name(entry.name):
+                        continue
+                    try:
+                        expiry = entry.stat(follow_symlinks=False).st_mtime + p.retention_of(entry.name)
+                    except OSError:
+                        continue
+                    soonest = expiry if soonest is None else min(soonest, expiry)
+        except OSError:
+            continue
+    return soonest
+
+
+def interval(plans: dict[str, DirectoryPlan], live: Iterable[float], now: float) -> float:
+    """How long to sleep until the next cleaning (1 s to 1 h): until the next file left expires, and at
+    most a quarter of the shortest retention of a live session, whose new files expire that soon."""
+    wait = MAX_INTERVAL
+    expiry = next_expiry(plans)
+    if expiry is not None:
+        wait = min(wait, expiry - now)
+    for retention in live:
+        wait = min(wait, retention / 4)
+    return min(MAX_INTERVAL, max(MIN_INTERVAL, wait))

@@ -172,18 +172,23 @@ def test_setsid_and_double_forked_children_end_with_their_session(contained: Har
 
 # ---- 4. per-session spill settings ---------------------------------------------------------------------
 
-def test_a_sessions_own_spill_dir_and_retention_are_honoured(lw: Harness, tmp_path: Path) -> None:
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_sessions_own_spill_dir_and_retention_are_honoured(lw: Harness, tmp_path: Path, restart: bool) -> None:
     custom = tmp_path / "my-spills"
     custom.mkdir(mode=0o700)
     stranger = custom / "s99-0000001-read.txt"  # a file of a session nobody remembers: the daemon's 24 h apply
     stranger.write_text("x")
     os.utime(stranger, (time.time() - 60, time.time() - 60))
-    sid = lw.scenario("huge_output", f"spill.dir={custom}", "spill.retention=2s")
+    sid = lw.scenario("huge_output", f"spill.dir={custom}", "spill.retention=5s")
     lw.wait_state(sid, "exited")
     [spill] = [v for v in lw.verdicts(sid) if v["action"] == "spill"]
     path = Path(spill["evidence"]["path"])
     assert path.parent == custom
-    wait_for(lambda: not path.exists(), timeout=10, what="the spill file to go after its session's 2 s")
+    if restart:  # a new daemon knows the session's spill settings from the store
+        assert lw.cli("stop-daemon").returncode == 0
+        assert path.exists()
+        lw.start()
+    wait_for(lambda: not path.exists(), timeout=15, what="the spill file to go after its session's 5 s")
     assert stranger.exists()
 
 
