@@ -158,6 +158,7 @@ class Daemon:
                     ready()
                 await self._stop.wait()
                 await self._shutdown_sessions()
+                await self._last_records()
                 tg.cancel_scope.cancel()
         finally:
             await listener.aclose()
@@ -246,8 +247,14 @@ class Daemon:
             self._log(f"shutdown: {len(stragglers)} sessions had not ended {SHUTDOWN_FORCE_AT:g}s after the stop "
                       "request; SIGKILL for all their processes"
                       + "".join(f"; {s.spec.id} never recorded its end" for s in live if not s.final))
+
+    async def _last_records(self) -> None:
+        """Publish the final snapshots and write every pending record before the tasks are cancelled: a
+        flush cancelled between taking its batch and writing it loses the batch (a session stopped by
+        stop-daemon came back as lost)."""
         self._publish_dirty()
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
+        await self._flush()  # waits for a flush under way, then writes the rest; no await follows it
 
     def _log(self, text: str) -> None:
         sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")

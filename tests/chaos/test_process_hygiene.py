@@ -93,6 +93,8 @@ def test_shutdown_ends_within_its_cap_and_a_run_after_stop_daemon_goes_to_a_new_
         assert lw.request("ping")["pid"] != lw.daemon.pid
         snap = lw.wait_state(new, "running")
         assert psutil.pid_exists(snap["pid"])
+        old = lw.status(sid)  # from the store, as the old daemon left it
+        assert (old["state"], old["termination"]) == ("terminated", "operator")
     finally:
         assert lw.cli("stop-daemon").returncode == 0
 
