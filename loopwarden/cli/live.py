@@ -468,7 +468,8 @@ def _signal_command(op: str, help_text: str) -> Any:
 
 pause = _signal_command("pause", "Pause a session (SIGSTOP to its process group).")
 resume = _signal_command("resume", "Resume a paused session (SIGCONT).")
-kill = _signal_command("kill", "Stop a session: a stop line, SIGTERM to its group, SIGKILL after the grace period.")
+kill = _signal_command("kill", "Stop a session: a stop line, SIGTERM to every process it started (its group, its "
+                              "cgroup, children that left them), SIGKILL after limits.kill_grace.")
 
 
 @click.command()
