@@ -543,6 +543,7 @@ class LiveSession:
         self.containment.release()
 
     async def _end_all(self, when: str) -> None:
+        """SIGTERM, the grace, SIGKILL for every process of the session; survivors are reported."""
         survivors = await self.containment.end(self._grace(self.config.limits.kill_grace))
         if survivors:
             pids = ", ".join(str(p.pid) for p in sorted(survivors, key=lambda p: p.pid)[:10])
