@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwarden.supervisor.paths import UnsafeDirectory, default_paths, private_dir
+from loopwarden.supervisor.paths import SocketPathTooLong, UnsafeDirectory, default_paths, private_dir
 
 
 def test_created_private_and_tightened(tmp_path: Path) -> None:
@@ -37,8 +37,11 @@ def test_someone_elses_directory_is_refused(tmp_path: Path) -> None:
         private_dir(other)
 
 
-def test_loopwarden_home_holds_one_profile_and_long_socket_paths_move(tmp_path: Path) -> None:
+def test_loopwarden_home_holds_one_profile_and_a_socket_path_too_long_is_refused(tmp_path: Path) -> None:
     paths = default_paths({"LOOPWARDEN_HOME": str(tmp_path / ("x" * 120))})
     assert paths.database.parent == (tmp_path / ("x" * 120) / "data").resolve()
-    assert len(os.fsencode(paths.socket)) <= 100
-    assert paths.socket.name == "daemon.sock"
+    with pytest.raises(SocketPathTooLong, match="set a shorter LOOPWARDEN_HOME") as refused:
+        paths.socket  # noqa: B018 - never a shared directory such as /tmp instead
+    assert "\n" not in str(refused.value)
+    short = default_paths({"LOOPWARDEN_HOME": str(tmp_path / "lw")})
+    assert short.socket == (tmp_path / "lw" / "run" / "daemon.sock").resolve()

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import click
+import psutil
 
 from ..supervisor.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
-from ..supervisor.paths import default_paths
+from ..supervisor.paths import Paths, SocketPathTooLong, default_paths
 from ..supervisor.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 
 EXIT_USAGE = 2
 EXIT_DAEMON = 3
+STOP_WAIT = 15.0  # stop-daemon waits this long for the daemon to exit (its own cap is 10 s)
 
 
 class Fail(click.ClickException):
@@ -54,9 +57,20 @@ def config_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("LOOPWARDEN_")}
 
 
-def connect(autostart: bool = True, name: str = "cli") -> Client:
+def profile_paths() -> Paths:
+    """This shell's profile; refused in one line when its socket path is too long to be made."""
+    paths = default_paths()
     try:
-        return Client.connect(default_paths(), autostart=autostart, name=name)
+        paths.socket  # noqa: B018 - the property checks the length
+    except SocketPathTooLong as exc:
+        raise DaemonFail(str(exc)) from None
+    return paths
+
+
+def connect(autostart: bool = True, name: str = "cli") -> Client:
+    paths = profile_paths()
+    try:
+        return Client.connect(paths, autostart=autostart, name=name)
     except DaemonError as exc:
         raise DaemonFail(str(exc)) from None
     except OSError as exc:  # e.g. LOOPWARDEN_HOME is a file, or not writable
@@ -70,7 +84,7 @@ def operator_connection() -> Client:
     """A connection for an operator action. Inside a supervised session (the environment of launched
     agents says so) no daemon is started, and with none running the action is refused here, in the
     daemon's words; with one running, the daemon refuses it and records the attempt."""
-    refusal = env_refusal(os.environ, default_paths().socket, os.getpid())
+    refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
     if refusal is None:
         return connect()
     try:
@@ -92,16 +106,42 @@ def call(op: str, **fields: Any) -> Any:
 
 
 def shutdown_daemon(note: str | None = None) -> int | None:
-    """Stop the running daemon: how many live sessions stopped with it, or None when none runs."""
+    """Stop the running daemon and return once it has exited (so its socket and lock are free): how many
+    live sessions stopped with it, or None when none runs."""
+    paths = profile_paths()
     try:
         client = connect(autostart=False)
     except DaemonFail:
-        refusal = env_refusal(os.environ, default_paths().socket, os.getpid())
+        refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
             raise DaemonFail(refusal) from None
         return None
     with client:
         try:
-            return int(client.request("shutdown", note=note)["sessions"])
+            result = client.request("shutdown", note=note)
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None
+    _wait_gone(result.get("pid"), paths)
+    return int(result["sessions"])
+
+
+def _wait_gone(pid: Any, paths: Paths) -> None:
+    """Wait until the daemon `pid` has exited (its lock and socket go with it), at most STOP_WAIT seconds."""
+    if not isinstance(pid, int):
+        return
+    try:
+        daemon = psutil.Process(pid)
+    except psutil.Error:
+        return
+    deadline = time.monotonic() + STOP_WAIT
+    while time.monotonic() < deadline:
+        try:
+            if daemon.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:  # also when the pid now names another process: is_running() checks
+            return
+        if not daemon.is_running():
+            return
+        time.sleep(0.05)
+    raise DaemonFail(f"the daemon (pid {pid}) is still running {STOP_WAIT:g}s after it was asked to stop; "
+                     f"see {paths.daemon_log}, or end it with: kill -9 {pid}")

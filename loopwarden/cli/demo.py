@@ -52,7 +52,7 @@ def demo(again: bool, stop: bool, no_console: bool, read_only: bool, replay: boo
         if stopped is None:
             click.echo("the demo daemon is not running")
         else:
-            click.echo(f"demo daemon stopping; {stopped} live session(s) stopped with it")
+            click.echo(f"demo daemon stopped; {stopped} live session(s) stopped with it")
         return
     try:
         with Client.connect(paths, autostart=True, name="cli") as client:

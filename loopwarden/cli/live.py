@@ -15,12 +15,11 @@ from ..sessions.claude_launch import launch_command
 from ..supervisor.client import DaemonError
 from ..supervisor.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
-from ..supervisor.paths import default_paths
 from ..supervisor.principal import EXPLANATION
-from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
-                     shutdown_daemon)
+                     profile_paths, shutdown_daemon)
 
 FINAL = FINAL_STATES
 
@@ -80,7 +79,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     session's: the agent's own when it exits, or the termination reason's
     (max_runtime 10, repetition_loop 11, validation_failure 12,
     consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
-    operator 17).
+    operator 17, lost 19: the daemon died while following). A command that
+    cannot start exits 127; loopwarden's own errors exit 2 (usage) or 3 (the daemon).
 
     \b
     Examples:
@@ -124,9 +124,13 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
 
 
 def _follow(client: Any, sid: str, as_json: bool) -> int:
-    """Print a session's events and verdicts until it ends; return its exit code."""
+    """Print a session's events and verdicts until it ends; return its exit code (19, lost, when the
+    daemon dies first)."""
     try:
         first, updates = client.subscribe([sid], events=True)
+    except DaemonError as exc:
+        raise DaemonFail(str(exc)) from None
+    try:
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
                 return _final(snap)
@@ -143,9 +147,11 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
         return 0
-    except DaemonError as exc:
-        raise DaemonFail(str(exc)) from None
-    raise DaemonFail("the daemon went away while following the session")
+    except (OSError, ValueError):  # the connection reset, or a line cut short by the daemon's death
+        pass
+    click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
+               "(a guardian stops what the daemon started)", err=True)
+    return Termination.LOST.exit_code
 
 
 def _final(snap: dict[str, Any]) -> int:
@@ -589,7 +595,8 @@ def _signal_command(op: str, help_text: str) -> Any:
 
 pause = _signal_command("pause", "Pause a session (SIGSTOP to its process group).")
 resume = _signal_command("resume", "Resume a paused session (SIGCONT).")
-kill = _signal_command("kill", "Stop a session: a stop line, SIGTERM to its group, SIGKILL after the grace period.")
+kill = _signal_command("kill", "Stop a session: a stop line, SIGTERM to every process it started (its group, its "
+                              "cgroup, children that left them), SIGKILL after limits.kill_grace.")
 
 
 @click.command()
@@ -626,12 +633,17 @@ def serve() -> None:
     """
     from ..supervisor.daemon import run_daemon
 
-    sys.exit(run_daemon(default_paths()))
+    sys.exit(run_daemon(profile_paths()))
 
 
 @click.command("stop-daemon")
 def stop_daemon() -> None:
     """Stop the daemon; the sessions it runs are stopped with it.
+
+    Returns once the daemon has exited (at most 10 s: SIGTERM to every agent,
+    SIGKILL for those left after 7 s, whatever limits.kill_grace says), so a
+    command right after it starts a new daemon. Exit code 3 if it is still
+    running 15 s later.
 
     \b
     Example:
@@ -641,7 +653,7 @@ def stop_daemon() -> None:
     if stopped is None:
         click.echo("no daemon is running")
         return
-    click.echo(f"daemon stopping; {_plural(stopped, 'live session')} stopped with it")
+    click.echo(f"daemon stopped; {_plural(stopped, 'live session')} stopped with it")
 
 
 @click.command()
@@ -662,4 +674,4 @@ def console(read_only: bool) -> None:
     """
     from ..widgets.app import ConsoleApp
 
-    ConsoleApp(default_paths(), read_only=read_only).run()
+    ConsoleApp(profile_paths(), read_only=read_only).run()

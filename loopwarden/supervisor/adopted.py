@@ -47,6 +47,7 @@ class AdoptedSession:
         self.operator_paused = False
         self.resources = Resources()
         self.stopping = False
+        self.deadline: float | None = None  # monotonic; set when the daemon stops: the grace ends there
         self._procs: dict[int, psutil.Process] = {}
 
     @property
@@ -112,8 +113,19 @@ class AdoptedSession:
         for p in procs:
             _send(p, signal.SIGTERM)
         deadline = time.monotonic() + self.config.limits.kill_grace
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
         while time.monotonic() < deadline and any(_alive(p) for p in procs):
             await anyio.sleep(0.02)
+        for p in procs:
+            _send(p, signal.SIGKILL)
+
+    def kill_now(self) -> None:
+        """SIGKILL the process and its descendants at once (the daemon's grace is over)."""
+        try:
+            procs = [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:
+            return
         for p in procs:
             _send(p, signal.SIGKILL)
 

@@ -35,6 +35,7 @@ class Client:
     @classmethod
     def connect(cls, paths: Paths, *, autostart: bool = True, name: str = "cli") -> "Client":
         """Connect, starting a daemon in the background when none answers (as tmux does)."""
+        paths.socket  # noqa: B018 - raises SocketPathTooLong (one line) before anything starts
         claim = env_claim(os.environ, paths.socket)
         try:
             return cls(_connect(paths), name, claim)

@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from typing import Any, Callable
@@ -21,11 +20,17 @@ from anyio.abc import SocketAttribute, SocketStream
 from .config import ConfigError, load_config
 from .gates import GateError
 from .health import RESETTABLE
+from .cgroups import CgroupTree
+from .containment import Containment, daemon_instance
+from .guardian_link import GuardianLink
 from .paths import Paths, private_dir
 from .principal import Principal, agent_environment, ancestry, claimed_by, classify, descends_from, hook_agent
+from .procfs import ProcTable
 from .reaper import become_subreaper, reap_orphans
+from .requests import BadRequest, adopt_request, run_request
 from .commands import default_name, missing_program
-from .session import LiveSession, SessionSpec, children_map, minimal_env, tree_pids
+from .session import LiveSession, SessionSpec, minimal_env, tree_pids
+from . import spill_cleaner
 from .verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .bounds import MAX_REQUEST_BYTES
@@ -53,6 +58,10 @@ LOGS_BYTES = 4 << 20  # text in one `logs` page: a reply (and the daemon) never 
 SPILLS_SHOWN = 200  # the newest spill files listed with a `logs` page
 INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
 CURSOR = {"events": "after", "verdicts": "verdicts_after", "actions": "actions_after"}
+SHUTDOWN_CAP = 10.0  # seconds from a stop request to the daemon's exit, whatever limits.kill_grace says
+SHUTDOWN_KILL_AT = 7.0  # ... SIGTERM's grace ends here at the latest: sessions SIGKILL what is left
+SHUTDOWN_FORCE_AT = 8.5  # ... the daemon SIGKILLs what sessions have not ended by now (a stuck session)
+SHUTDOWN_CLOSE = 1.0  # ... and keeps this long for the last records, the store and the cgroups
 
 
 class RequestError(Exception):
@@ -78,8 +87,14 @@ class Daemon:
         self.subscribers: list[Subscriber] = []
         self.queue_budget = QueueBudget()
         self.dirty: set[str] = set()
-        self.releasing: dict[str, int] = {}  # ended session -> the batch holding its final snapshot
-        self.guardian: subprocess.Popen[bytes] | None = None
+        self.releasing: dict[str, int] = {}  # ended session -> the mark of its final snapshot in its lane
+        self.guardian = GuardianLink(self._log)
+        self.cgroups: CgroupTree | None = None
+        self.containment = "tracking"  # how sessions' processes are found: "cgroup" or "tracking"
+        self.instance = ""  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
+        self.shutting_down = False
+        self._stop_deadline = 0.0  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
+        self._cleaner_wake = anyio.Event()
         self.next_id = 1
         self.started_at = clock()
         self.log_errors = 0
@@ -97,10 +112,10 @@ class Daemon:
 
     # ---- lifecycle ------------------------------------------------------
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
+        sock_path = self.paths.socket  # a path too long for a socket is refused before anything is made
         private_dir(self.paths.runtime)
         private_dir(self.paths.data)
         lock = self._lock()
-        sock_path = self.paths.socket
         private_dir(sock_path.parent)
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
@@ -121,6 +136,7 @@ class Daemon:
                 tg.start_soon(self.recorder.run, self._before_flush)
                 tg.start_soon(self.recorder.checkpoints)
                 tg.start_soon(self._sampler)
+                tg.start_soon(self.guardian.watch)
                 if self.subreaper:
                     tg.start_soon(self._reaper)
                 tg.start_soon(self._spill_cleaner)
@@ -131,6 +147,7 @@ class Daemon:
                     ready()
                 await self._stop.wait()
                 await self._shutdown_sessions()
+                await self._last_records()
                 tg.cancel_scope.cancel()
         finally:
             await listener.aclose()
@@ -141,8 +158,9 @@ class Daemon:
             self._publish_dirty()
             self.recorder.flush_now()
             self.recorder.close()
-            if self.guardian and self.guardian.stdin:
-                self.guardian.stdin.close()
+            if self.cgroups is not None and not self.cgroups.close():
+                self._log(f"cgroup {self.cgroups.path} still holds processes; the guardian ends them")
+            self.guardian.close()
             os.close(lock)
 
     def _open_store(self) -> list[str]:
@@ -178,42 +196,75 @@ class Daemon:
         return fd
 
     def _start_guardian(self) -> None:
-        self.guardian = subprocess.Popen(
-            [sys.executable, "-m", "loopwarden.supervisor.guardian", "5"], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-        )
+        """Find how sessions' processes will be contained, start the guardian and tell it so."""
+        self.instance = daemon_instance()
+        self.cgroups, how = CgroupTree.create()
+        self.containment = "cgroup" if self.cgroups else "tracking"
+        self._log(f"process containment: {how}" if self.cgroups else
+                  f"process containment: process groups, /proc tracking and marks ({how})")
+        self.guardian.start()
+        self.guardian.protect("m", f"@{self.instance}")  # every agent's LOOPWARDEN_SESSION ends with it
+        if self.cgroups is not None:
+            self.guardian.protect("c", str(self.cgroups.path))
 
-    def _tell_guardian(self, pgid: int, alive: bool) -> None:
-        if self.guardian and self.guardian.stdin:
-            try:
-                self.guardian.stdin.write(f"{'+' if alive else '-'}{pgid}\n".encode())
-                self.guardian.stdin.flush()
-            except OSError:
-                pass
+    def _containment(self, sid: str) -> Containment:
+        cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
+        return Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for _ in signals:
+                self._begin_shutdown()
                 self._stop.set()
                 return
+
+    def _begin_shutdown(self) -> None:
+        """From now on no session starts, and the daemon must be gone within SHUTDOWN_CAP."""
+        if not self.shutting_down:
+            self.shutting_down = True
+            self._stop_deadline = time.monotonic() + SHUTDOWN_CAP
 
     async def _stop_soon(self) -> None:
         await anyio.sleep(0.05)  # let the reply to stop-daemon reach its client first
         self._stop.set()
 
     async def _shutdown_sessions(self) -> None:
-        """Stop every live session and wait until each has recorded how it ended."""
+        """Stop every live session within the cap: SIGTERM, at most SHUTDOWN_KILL_AT seconds (less when
+        kill_grace is shorter), SIGKILL for everything left, and each records how it ended."""
+        self._begin_shutdown()
         live = [s for s in self.sessions.values() if not s.final]
         if not live:
             return
-        with anyio.move_on_after(15):
+        start = self._stop_deadline - SHUTDOWN_CAP
+        kill_at = start + SHUTDOWN_KILL_AT
+        for session in live:
+            if isinstance(session, (LiveSession, AdoptedSession)):
+                session.deadline = kill_at  # their own waits (stop_grace, kill_grace) end there
+        with anyio.move_on_after(max(0.0, start + SHUTDOWN_FORCE_AT - time.monotonic())):
             async with anyio.create_task_group() as tg:
                 for session in live:
                     tg.start_soon(session.kill, "the daemon is stopping")
             while any(not s.final for s in live):
                 await anyio.sleep(0.02)
+        stragglers = [s for s in live if not s.final]
+        for session in stragglers:  # a session stuck past its own SIGKILL: no more waiting for anything
+            if isinstance(session, (LiveSession, AdoptedSession)):
+                session.kill_now()
+        with anyio.move_on_after(max(0.0, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic())):
+            while any(not s.final for s in live):
+                await anyio.sleep(0.02)
+        if stragglers:
+            self._log(f"shutdown: {len(stragglers)} sessions had not ended {SHUTDOWN_FORCE_AT:g}s after the stop "
+                      "request; SIGKILL for all their processes"
+                      + "".join(f"; {s.spec.id} never recorded its end" for s in live if not s.final))
+
+    async def _last_records(self) -> None:
+        """Publish the final snapshots and write every pending record before the tasks are cancelled: a
+        flush cancelled between taking its batch and writing it loses the batch (a session stopped by
+        stop-daemon came back as lost)."""
         self._publish_dirty()
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
+        await self._flush()  # waits for a flush under way, then writes the rest; no await follows it
 
     def _log(self, text: str) -> None:
         """One line in the daemon's log, agent text in it made visible (it cannot forge lines or drive a
@@ -331,14 +382,38 @@ class Daemon:
         return await self.recorder.durable(AUDIT, mark)
 
     async def _spill_cleaner(self) -> None:
-        """Remove spill files past their retention, at start and then hourly."""
+        """Remove spill files past their retention in every spill directory in use, each session's with
+        the session's own retention: at start, then when the next file expires (see spill_cleaner.interval)."""
         while True:
-            retention = load_config(env={}).spill.retention
-            cleaner = Spiller(self.paths.spill, retention=retention)
-            removed = await anyio.to_thread.run_sync(cleaner.cleanup, self.clock())
+            config = load_config(env={}).spill
+            default_dir = config.dir or str(self.paths.spill)
+            uses = await anyio.to_thread.run_sync(self._spill_uses, default_dir, config.retention)
+            plans = spill_cleaner.plan(default_dir, config.retention, uses)
+            removed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
             if removed:
-                self._log(f"removed {removed} spill files older than {retention:.0f}s")
-            await anyio.sleep(3600)
+                self._log(f"removed {removed} spill files past their retention from {len(plans)} directories")
+            live = [s.spiller.retention for s in self.sessions.values()
+                    if isinstance(s, LiveSession) and s.spiller is not None and not s.final]
+            wait = await anyio.to_thread.run_sync(spill_cleaner.interval, plans, live, self.clock())
+            self._cleaner_wake = anyio.Event()
+            with anyio.move_on_after(wait):
+                await self._cleaner_wake.wait()  # a new session may bring a shorter retention
+
+    def _spill_uses(self, default_dir: str, default_retention: float) -> list[spill_cleaner.SessionSpill]:
+        """Where each session, of this daemon or an earlier one, spills, and its retention (a worker thread)."""
+        uses: dict[str, spill_cleaner.SessionSpill] = {}
+        store = self.store
+        if store is not None:
+            try:
+                for sid, directory, retention in store.spill_settings(default_dir, default_retention):
+                    uses[sid] = spill_cleaner.SessionSpill(sid, directory, retention)
+            except StoreError as exc:
+                self._log(f"spill cleaner: cannot read the sessions' spill settings ({exc})")
+        for sid, session in list(self.sessions.items()):
+            spiller = getattr(session, "spiller", None)
+            if isinstance(spiller, Spiller):
+                uses[sid] = spill_cleaner.SessionSpill(sid, spiller.directory, spiller.retention)
+        return list(uses.values())
 
     async def _reaper(self) -> None:
         """Reap agents' orphans that came back to us (see reaper.py)."""
@@ -347,35 +422,40 @@ class Daemon:
             self._orphans = anyio.Event()
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline:
-                reap_orphans(self._own_children())
+                reap_orphans(*self._own_children())
                 await anyio.sleep(0.01)
                 if not any(s.stopping and not s.final for s in self.sessions.values()):
-                    reap_orphans(self._own_children())
+                    reap_orphans(*self._own_children())
                     break
 
-    def _own_children(self) -> set[int]:
-        """Children whose exit codes someone waits for (reap_orphans also skips every session leader)."""
+    def _own_children(self) -> tuple[set[int], bool]:
+        """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session
+        leader may be reaped: not while an agent is being started, as it may be that agent, still unnamed."""
         keep = {s.pid for s in self.sessions.values() if isinstance(s, LiveSession) and s.pid}
-        if self.guardian:
+        if self.guardian.pid:
             keep.add(self.guardian.pid)
-        return keep
+        starting = any(isinstance(s, LiveSession) and s.pid is None and not s.final for s in self.sessions.values())
+        return keep, not starting
 
     def _guard_group(self, pgid: int, alive: bool) -> None:
-        self._tell_guardian(pgid, alive)
+        """A session's process group started or ended (its containment tells the guardian)."""
         if not alive:
             self._orphans.set()
 
     async def _sampler(self) -> None:
-        """CPU, memory and process trees of live sessions; slower as sessions multiply."""
+        """CPU, memory and process trees of live sessions; slower as sessions multiply. Each round also
+        remembers the processes that left a session's group (see containment.py)."""
         while True:
             live = [s for s in self.sessions.values() if not s.final]
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
             if not live:
                 continue
-            children = await anyio.to_thread.run_sync(children_map)
+            table = await anyio.to_thread.run_sync(ProcTable.scan)
             for session in live:
                 if not session.final:
-                    await session.sample(children)  # marks the session dirty only when numbers moved
+                    if isinstance(session, LiveSession):
+                        session.containment.observe(table)
+                    await session.sample(table.children)  # marks the session dirty only when numbers moved
 
     # ---- the socket -------------------------------------------------------
     async def _accept(self, listener: Any) -> None:
@@ -582,47 +662,47 @@ class Daemon:
                 "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
                 "database": str(self.paths.database), "store": self.recorder.health.to_dict(),
                 "dropped_events": sum(self.recorder.dropped.values()), "log_errors": self.log_errors,
-                "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used}
+                "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used,
+                "stopping": self.shutting_down, "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
+                "containment": self.containment}
+
+    def _refuse_while_stopping(self, op: str) -> None:
+        if self.shutting_down:
+            raise RequestError(f"the daemon is shutting down and starts no more sessions; {op} again once it "
+                               "has stopped (a new one starts then)")
 
     async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        spec_in = req.get("spec")
-        if not isinstance(spec_in, dict):
-            raise RequestError("run needs a 'spec' object")
-        command = spec_in.get("command")
-        if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
-            raise RequestError("run needs a non-empty command (a list of strings)")
-        adapter_name = str(spec_in.get("adapter") or "native")
+        self._refuse_while_stopping("run")
         from ..sessions import ADAPTERS
 
-        if adapter_name not in ADAPTERS:
-            raise RequestError(f"unknown adapter {adapter_name!r}; use one of {', '.join(ADAPTERS)}")
-        env = spec_in.get("env") or {}
-        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            raise RequestError("env must map names to strings")
-        sets = [str(s) for s in spec_in.get("sets") or []]
         try:
-            config = load_config(preset=spec_in.get("preset"), file=spec_in.get("config_file"),
-                                 env=spec_in.get("config_env") or {}, sets=sets)
+            spec_in = run_request(req.get("spec"), ADAPTERS)
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        command, env = spec_in.command, spec_in.env
+        try:
+            config = load_config(preset=spec_in.preset, file=spec_in.config_file, env=spec_in.config_env,
+                                 sets=spec_in.sets)
         except ConfigError as exc:
             raise RequestError(str(exc)) from None
-        cwd = spec_in.get("cwd")
-        missing = missing_program(command[0], env.get("PATH"), cwd)
+        missing = missing_program(command[0], env.get("PATH"), spec_in.cwd)
         if missing:
             raise RequestError(missing)
         sid = self._new_id()
         env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # its own CLI calls refuse early
-        name = str(spec_in.get("name") or default_name(command))[:80]
-        spec = SessionSpec(id=sid, name=name, command=command, adapter=adapter_name,
-                           cwd=spec_in.get("cwd"), env=env, preset=config.preset, sets=sets,
-                           task=spec_in.get("task"))
+        name = spec_in.name or default_name(command)[:80]
+        spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
+                           preset=config.preset, sets=spec_in.sets, task=spec_in.task)
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
-        session = LiveSession(spec, config, ADAPTERS[adapter_name](), sink=self.sink, spiller=spiller,
-                              on_group=self._guard_group, clock=self.clock, records=self.recorder)
+        session = LiveSession(spec, config, ADAPTERS[spec_in.adapter](), sink=self.sink, spiller=spiller,
+                              on_group=self._guard_group, clock=self.clock, records=self.recorder,
+                              containment=self._containment(sid))
         await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
         self.sessions[sid] = session
         self._mark(sid)
+        self._cleaner_wake.set()  # its spill retention may be the shortest yet
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
 
@@ -632,21 +712,25 @@ class Daemon:
         except Exception as exc:  # a session's failure is recorded, never the daemon's end
             self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
             session.state = "exited"
+            session.ended_at = session.ended_at or self.clock()  # else its runtime would grow forever
         self._mark(session.spec.id)
 
     async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        pid = req.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-            raise RequestError("adopt needs a process id (a positive integer)")
+        self._refuse_while_stopping("adopt")
+        try:
+            checked = adopt_request(req)
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        pid = checked.pid
         refusal = adoption_refusal(pid, peer_pid=who.pid)
         if refusal:
             raise RequestError(refusal)
         try:
-            config = load_config(preset=req.get("preset"), env={}, sets=[str(s) for s in req.get("sets") or []])
+            config = load_config(preset=checked.preset, env={}, sets=checked.sets)
         except ConfigError as exc:
             raise RequestError(str(exc)) from None
         try:
-            session = AdoptedSession("pending", pid, config, name=req.get("name"), sink=self.sink, clock=self.clock)
+            session = AdoptedSession("pending", pid, config, name=checked.name, sink=self.sink, clock=self.clock)
         except (ProcessLookupError, psutil.NoSuchProcess):
             raise RequestError(f"no process {pid}") from None
         except (PermissionError, psutil.AccessDenied):
@@ -940,10 +1024,12 @@ class Daemon:
             await anyio.sleep(3600)
 
     async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on."""
+        self._begin_shutdown()
         warning = await self._audited(who, None, "stop-daemon", None, _note(req), "stopping", stops=True)
         self._tg.start_soon(self._stop_soon)
-        return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final])},
-                       warning)
+        return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final]),
+                        "pid": os.getpid(), "within": SHUTDOWN_CAP}, warning)
 
 
 async def _drain_client(stream: SocketStream, scope: Any) -> None:
@@ -1117,5 +1203,10 @@ def run_daemon(paths: Paths) -> int:
         anyio.run(Daemon(paths).serve)
     except RuntimeError as exc:
         sys.stderr.write(f"loopwarden: error: {exc}\n")
+        return 1
+    except (OSError, StoreError) as exc:  # a bad runtime directory, a socket path too long, a bad database
+        filename = getattr(exc, "filename", None)
+        where = f" ({filename})" if filename else ""
+        sys.stderr.write(f"loopwarden: error: {getattr(exc, 'strerror', None) or exc}{where}\n")
         return 1
     return 0

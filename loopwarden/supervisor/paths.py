@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import warnings
@@ -20,6 +19,10 @@ class UnsafeDirectory(OSError):
     """A directory loopwarden must own alone is a symlink, someone else's, or open to others."""
 
 
+class SocketPathTooLong(OSError):
+    """The runtime directory is too deep for a unix socket; the message says what to do."""
+
+
 @dataclass(frozen=True)
 class Paths:
     """The directories of one profile; LOOPWARDEN_HOME puts them all under one folder."""
@@ -30,11 +33,18 @@ class Paths:
 
     @property
     def socket(self) -> Path:
+        """The control socket, in the private runtime directory; SocketPathTooLong when it cannot be there.
+
+        A shorter path in a shared directory (/tmp) could be created first by another user, so
+        there is none: the person is told to choose a shorter directory instead.
+        """
         path = self.runtime / "daemon.sock"
-        if len(os.fsencode(path)) <= _SOCKET_PATH_LIMIT:
-            return path
-        digest = hashlib.sha256(os.fsencode(self.runtime)).hexdigest()[:12]
-        return Path("/tmp") / f"{APP}-{os.getuid()}-{digest}" / "daemon.sock"
+        size = len(os.fsencode(path))
+        if size > _SOCKET_PATH_LIMIT:
+            raise SocketPathTooLong(
+                f"the socket path {path} is {size} bytes, longer than a unix socket allows "
+                f"({_SOCKET_PATH_LIMIT}); set a shorter {HOME_ENV} (or XDG_RUNTIME_DIR when {HOME_ENV} is unset)")
+        return path
 
     @property
     def lock(self) -> Path:

@@ -372,4 +372,4 @@ def env_claim(environ: Mapping[str, str], socket: str | os.PathLike[str]) -> str
     session = environ.get(SESSION_ENV)
     if not session or environ.get(DAEMON_ENV) != os.path.realpath(socket):
         return None
-    return session
+    return session.split("@", 1)[0]  # containment's mark, "s3@DAEMONPID.START", names the session first

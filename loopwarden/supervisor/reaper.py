@@ -1,7 +1,8 @@
 """Orphans of agents come back to the daemon (a child subreaper), which reaps them at once.
 
 Without this, a grandchild killed with its group is reparented to pid 1 and stays a
-zombie until pid 1 gets round to it (seconds, on some machines). Only zombies that
+zombie until pid 1 gets round to it (seconds, on some machines). Coming back to the
+daemon also keeps a double-forked process findable (containment.py). Only zombies that
 are not the daemon's own direct children (whose exit codes asyncio collects) are reaped.
 """
 
@@ -56,12 +57,13 @@ def _session_leader(pid: int) -> bool:
         return True  # unknown: leave it alone
 
 
-def reap_orphans(keep: set[int]) -> int:
-    """Reap zombie children that are not in `keep` (processes someone else waits for)."""
+def reap_orphans(keep: set[int], leaders: bool = False) -> int:
+    """Reap zombie children that are not in `keep` (processes someone else waits for). A session leader
+    is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects."""
     reaped = 0
     for pid in _children() - keep:
-        if not _zombie(pid) or _session_leader(pid):
-            continue  # a session leader is an agent (or the guardian): asyncio collects its exit code
+        if not _zombie(pid) or (not leaders and _session_leader(pid)):
+            continue  # an orphan that called setsid() is reaped on a round with `leaders`
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

@@ -17,6 +17,8 @@ from anyio.abc import Process
 
 from . import messages
 from .config import Config
+from .containment import Containment
+from .procfs import ProcTable
 from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized, line_limit, oversized_line
@@ -100,13 +102,16 @@ class LiveSession:
 
     def __init__(self, spec: SessionSpec, config: Config, adapter: AdapterLike, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
-                 clock: Callable[[], float] = time.time, records: Records | None = None) -> None:
+                 clock: Callable[[], float] = time.time, records: Records | None = None,
+                 containment: Containment | None = None) -> None:
         self.spec = spec
         self.config = config
         self.adapter = adapter
         self.sink = sink
         self.spiller = spiller
         self.on_group = on_group or (lambda pgid, alive: None)
+        self.containment = containment or Containment(spec.id)
+        self.deadline: float | None = None  # monotonic; set when the daemon stops: every wait ends there
         self.clock = clock
         self.records = records
         self.health = SessionHealth(config, started_at=clock())
@@ -150,17 +155,20 @@ class LiveSession:
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
             self.process = await anyio.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self.spec.cwd or None, env=env, start_new_session=True,
+                self.containment.command(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=self.spec.cwd or None, env=self.containment.environment(env),
+                start_new_session=True,
             )
         except (OSError, ValueError) as exc:
             self.state, self.ended_at = "exited", self.clock()
             self.exit_code = 127
             self.health.termination = None
             self._report_error(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}")
+            self.containment.release()
             self._publish()
             return
         self.pid = self.process.pid
+        self.containment.started(self.pid)
         self.on_group(self.pid, True)
         try:
             self._psutil = psutil.Process(self.pid)
@@ -548,8 +556,10 @@ class LiveSession:
 
     # ---- stopping ---------------------------------------------------------
     async def stop(self, reason: Termination, message: str) -> None:
-        """A `stop` line, SIGTERM to the whole group, SIGKILL after the grace period. An adapter with
-        a `stop_grace` also gets its stdin closed and that long to exit by itself before the SIGTERM."""
+        """A `stop` line, then SIGTERM to every process of the session (its group, its cgroup, whatever
+        left them: see containment.py) and SIGKILL for those still there after `limits.kill_grace`. An
+        adapter with a `stop_grace` also gets its stdin closed and that long to exit before the SIGTERM.
+        When the daemon is stopping, every wait ends at its deadline."""
         if self.stopping or self.process is None:
             return
         self.stopping = True
@@ -558,45 +568,42 @@ class LiveSession:
         line = self.adapter.stop_line(str(reason), message)
         if line:
             self._send(line)
-        descendants = self._descendants()
         if self.paused:
             self._signal_group(signal.SIGCONT)
             self.paused = False
         if line and self.adapter.stop_grace:  # the agent may wind down by itself (Claude Code: interrupt)
             self._send(b"")
-            with anyio.move_on_after(self.adapter.stop_grace):
+            with anyio.move_on_after(self._grace(self.adapter.stop_grace)):
                 await self.process.wait()
-        self._signal_group(signal.SIGTERM)
-        with anyio.move_on_after(self.config.limits.kill_grace):
-            await self.process.wait()
-        self._signal_group(signal.SIGKILL)
-        for p in descendants:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        await self._end_all("after the stop")
         if self.pid is not None:
             self.on_group(self.pid, False)  # the daemon reaps what it can of the group now
 
-    def _descendants(self) -> list[psutil.Process]:
-        if self._psutil is None:
-            return []
-        try:
-            return self._psutil.children(recursive=True)
-        except psutil.Error:
-            return []
-
     async def _kill_leftovers(self) -> None:
-        """After the agent exits, nothing it started may linger in its group."""
-        if self.pid is None or not group_alive(self.pid):
-            return
-        self._signal_group(signal.SIGTERM)
-        deadline = time.monotonic() + self.config.limits.kill_grace
-        while time.monotonic() < deadline:
-            if not group_alive(self.pid):
-                return
-            await anyio.sleep(0.02)
-        self._signal_group(signal.SIGKILL)
+        """After the agent exits, end every process it started, wherever it went: its group, its cgroup,
+        processes that left them (setsid, double fork). SIGTERM, up to `limits.kill_grace` (less when the
+        daemon is stopping), then SIGKILL until none is left; then the session's cgroup is removed and the
+        guardian forgets it. Returns once nothing of the session runs (or after SIGKILL + 1 s, with the
+        survivors reported: a process in uninterruptible sleep)."""
+        await self._end_all("after the agent exited")
+        self.containment.release()
+
+    async def _end_all(self, when: str) -> None:
+        """SIGTERM, the grace, SIGKILL for every process of the session; survivors are reported."""
+        survivors = await self.containment.end(self._grace(self.config.limits.kill_grace))
+        if survivors:
+            pids = ", ".join(str(p.pid) for p in sorted(survivors, key=lambda p: p.pid)[:10])
+            self._report_error(f"{len(survivors)} processes of the session survived SIGKILL {when}: {pids}")
+
+    def kill_now(self) -> None:
+        """SIGKILL every process of the session at once (the daemon's grace is over)."""
+        self.containment.kill_now()
+
+    def _grace(self, seconds: float) -> float:
+        """`seconds`, or what remains until the daemon's deadline when that is sooner."""
+        if self.deadline is None:
+            return seconds
+        return max(0.0, min(seconds, self.deadline - time.monotonic()))
 
     def _signal_group(self, sig: int) -> None:
         if self.pid is None:
@@ -713,6 +720,7 @@ class LiveSession:
             "stdin_dropped": self.stdin_dropped, "spill_failures": self.spill_failures,
             "rate": self._rate_view(now),
             "validation_failures": h.validation_total,
+            "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention} if self.spiller else None,
         }
 
     def _rate_view(self, now: float) -> list[int]:
@@ -738,13 +746,7 @@ def group_alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
-                return True
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return False
+    return bool(ProcTable.scan().group(pgid))
 
 
 def tree_pids(root: int, children: dict[int, list[int]]) -> list[int]:

@@ -15,7 +15,7 @@ Safety rules (fixing the weaknesses of the seed 003 design):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import os
 import re
@@ -132,8 +132,9 @@ class Spiller:
             return self._fallback(text, preview, tool, exc)
         return SpillResult(path, len(text), preview, self._message(path, len(text), preview), None)
 
-    def cleanup(self, now: float) -> int:
-        """Remove our regular spill files with mtime before now - retention; return how many."""
+    def cleanup(self, now: float, only: Callable[[str], bool] | None = None) -> int:
+        """Remove our regular spill files with mtime before now - retention (those `only` accepts, if
+        given); return how many."""
         try:
             dir_fd = self._open_dir(create=False)
         except OSError:
@@ -141,7 +142,8 @@ class Spiller:
         removed = 0
         try:
             with os.scandir(dir_fd) as entries:
-                names = [entry.name for entry in entries if is_spill_name(entry.name)]
+                names = [entry.name for entry in entries if is_spill_name(entry.name)
+                         and (only is None or only(entry.name))]
             cutoff = now - self.retention
             for name in names:
                 removed += self._remove_if_old(name, dir_fd, cutoff)

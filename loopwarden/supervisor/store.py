@@ -539,6 +539,18 @@ class Store:
         rows.reverse()
         return rows
 
+    def spill_settings(self, default_dir: str, default_retention: float, limit: int = 10_000
+                       ) -> list[tuple[str, str, float]]:
+        """(session, spill dir, retention) of sessions whose spill settings were not the defaults, from
+        their stored snapshots, read inside SQLite (history is never loaded whole for this)."""
+        with self._lock, _store_errors(self.path):
+            rows = self.db.execute(
+                "SELECT id, json_extract(snapshot, '$.spill.dir'), json_extract(snapshot, '$.spill.retention')"
+                " FROM sessions WHERE json_extract(snapshot, '$.spill.dir') IS NOT NULL AND"
+                " (json_extract(snapshot, '$.spill.dir') != ? OR json_extract(snapshot, '$.spill.retention') != ?)"
+                " ORDER BY rowid DESC LIMIT ?", [default_dir, default_retention, limit]).fetchall()
+        return [(sid, str(d), float(r or 0)) for sid, d, r in rows]
+
     def max_session_number(self) -> int:
         """The largest N of the session ids sN (0 when there are none)."""
         with self._lock:
@@ -749,3 +761,12 @@ def max_session_number_readonly(path: str | os.PathLike[str]) -> int:
     except sqlite3.Error:
         return 0
     return int(row[0] or 0)
+
+
+@contextmanager
+def _store_errors(where: Path) -> Iterator[None]:
+    """SQLite's errors as StoreError, naming the file."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"{where}: {exc}") from exc

@@ -45,9 +45,18 @@ SHOWN = ("\\x1b]0;PWNED\\x07" "\\x1b]52;c;cm0gLXJmIH4=\\x07" "\\x1b]8;;https://e
          "\\x1b[2J\\x07\\x9b31m" "\\u202eRTL\\u2066\\rCR[/][bold]x")  # written out: independent of the sanitiser
 UP_TO_CR = SHOWN[:SHOWN.index("\\r")]  # the engine's reasons and psutil's command lines change \r
 ASKS = f"agent asks: asks{UP_TO_CR}"
-NAME = "[/]\x1b]0;\x07\x9b\u202e"  # markup too, and short enough for the console's NAME column
-NAME_SHOWN = "[/]\\x1b]0;\\x07\\x9b\\u202e"
+NAME = "[b]\x1b]0;\x07\x9b\u202e"  # markup too (shown as written, never bold), short enough for the NAME column
+NAME_SHOWN = "[b]\\x1b]0;\\x07\\x9b\\u202e"
 AGENT = str(AGENTS / "hostile_text.py")
+
+
+def hostile_agent(where: Path) -> str:
+    """The hostile agent under a file named NAME: a session's default name is its script's name, which
+    an agent can choose (an operator's --name with control characters is refused outright)."""
+    link = where / NAME
+    if not link.exists():
+        link.symlink_to(AGENT)
+    return str(link)
 CLICK_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # click's own colours (TEXT carries none)
 BIDI = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
 
@@ -98,7 +107,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     lw = Harness(tmp_path_factory.mktemp("lw"))
     lw.start()
     try:
-        run = Terminal([PY, "-m", "loopwarden", "run", "--name", NAME, "--", PY, AGENT, TEXT], lw.env)
+        run = Terminal([PY, "-m", "loopwarden", "run", "--", PY, hostile_agent(lw.home), TEXT], lw.env)
         snap = wait_for(lambda: next((s for s in lw.request("list") if s["state"] == "gated"), None),
                         what="the hostile session's gate")
         sid = snap["id"]
@@ -204,7 +213,7 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
     async with app.run_test(size=(200, 50), notifications=True) as pilot:
         await until(pilot, lambda: app.feed.ready, what="the console's feed")
         sid = await anyio.to_thread.run_sync(lambda: lw.run_detached(  # the gate opens under the console's eyes
-            PY, AGENT, TEXT, sets=("spill.threshold_chars=10",), name=NAME))
+            PY, hostile_agent(lw.home), TEXT, sets=("spill.threshold_chars=10",)))
         await until(pilot, lambda: cell(app, sid, "gates") == "1", what="the gate in the table")
         await until(pilot, lambda: "opened" in screen_text(app), what="the gate's toast")
         assert_safe(app, "sessions table and toast", NAME_SHOWN, f"asks{SHOWN}"[:40])

@@ -150,7 +150,7 @@ def test_stop_daemon_stops_sessions_as_terminated_not_lost_and_is_idempotent(lw:
     sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
     lw.wait_state(sid, "running")
     proc = lw.cli("stop-daemon")
-    assert proc.returncode == 0 and proc.stdout == "daemon stopping; 1 live session stopped with it\n"
+    assert proc.returncode == 0 and proc.stdout == "daemon stopped; 1 live session stopped with it\n"
     assert lw.daemon is not None
     lw.daemon.wait(20)
     again = lw.cli("stop-daemon")

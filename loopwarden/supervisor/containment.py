@@ -1,0 +1,184 @@
+"""Every process a session started, wherever it went, and ending all of them.
+
+A session's processes are the union of four things, so that leaving one of them is not
+enough to survive the session:
+
+* its cgroup (when the daemon has cgroup v2; see cgroups.py), which nothing leaves
+  without write access to a `cgroup.procs` above it;
+* its process group, started after the agent (a reused group id is not ours);
+* processes seen in its tree by an earlier sample that have since left the group
+  (`setsid`) or the tree (a double fork): remembered by pid and start time;
+* orphans that came back to the daemon (it is a child subreaper) carrying the
+  session's `LOOPWARDEN_SESSION` mark in their environment;
+
+and everything below any of them. Every signal goes to a `ProcId`, never to a bare pid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Protocol
+
+import anyio
+
+from .cgroups import SessionCgroup
+from .procfs import MARK_ENV, ProcId, ProcTable, proc_id, signal_exact, signal_group
+
+POLL_SECONDS = 0.05  # while waiting for processes to go after SIGTERM (a bounded wait, never idle)
+KILL_WAIT = 1.0  # after SIGKILL, how long to wait for the kernel to finish them
+SHARED_SCAN_AGE = 0.03  # sessions ending together share /proc scans this fresh
+
+
+class Guard(Protocol):
+    """Where a session reports what the guardian must kill if the daemon dies (see guardian.py)."""
+
+    def protect(self, kind: str, value: str) -> None: ...
+    def forget(self, kind: str, value: str) -> None: ...
+
+
+class Containment:
+    """The processes of one session: found by cgroup, group, remembered identity and mark; ended together."""
+
+    def __init__(self, sid: str, *, mark: str | None = None, cgroup: SessionCgroup | None = None,
+                 guard: Guard | None = None, daemon_pid: int | None = None) -> None:
+        self.sid = sid
+        self.daemon_pid = os.getpid() if daemon_pid is None else daemon_pid
+        self.mark = mark or f"{sid}@{daemon_instance()}"
+        self.cgroup = cgroup
+        self.guard = guard
+        self.root: ProcId | None = None
+        self.tracked: set[ProcId] = set()  # seen outside the group and the cgroup; the guardian knows them too
+
+    # ---- starting -----------------------------------------------------------
+    def command(self, argv: list[str]) -> list[str]:
+        """The command to start: `argv`, entering the session's cgroup first when there is one."""
+        return self.cgroup.wrap(argv) if self.cgroup is not None else argv
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The agent's environment with the session's mark, by which its orphans are recognised."""
+        return {**env, MARK_ENV: self.mark}
+
+    def started(self, pid: int) -> None:
+        """The agent runs as `pid`, leader of its own process group."""
+        self.root = proc_id(pid) or ProcId(pid, 0)
+        self._tell("+", "g", f"{self.root.pid} {self.root.start}")
+
+    # ---- finding ------------------------------------------------------------
+    def members(self, table: ProcTable | None = None) -> set[ProcId]:
+        """Every live process of the session now."""
+        table = table or ProcTable.scan()
+        seeds: set[int] = set()
+        if self.root is not None:
+            if table.is_current(self.root):
+                seeds.add(self.root.pid)
+            seeds |= table.group(self.root.pid, born_after=self.root.start)
+        if self.cgroup is not None:
+            seeds |= {pid for pid in self.cgroup.pids() if table.live(pid)}
+        seeds |= {p.pid for p in self.tracked if table.is_current(p)}
+        for pid in table.children.get(self.daemon_pid, ()):
+            if pid not in seeds and table.live(pid) and table.mark(pid) == self.mark:
+                seeds.add(pid)  # an orphan that came back to the daemon, unseen until now
+        return {table.procs[pid].id for pid in table.descendants(seeds) if table.live(pid)}
+
+    def observe(self, table: ProcTable) -> None:
+        """Remember the processes that left the group and the cgroup (so a later double fork cannot hide
+        them), and tell the guardian; forget those that are gone."""
+        in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
+        group = self.root.pid if self.root is not None else None
+        for proc in self.members(table):
+            info = table.procs[proc.pid]
+            if info.pgid != group and proc.pid not in in_cgroup and proc not in self.tracked:
+                self.tracked.add(proc)
+                self._tell("+", "p", f"{proc.pid} {proc.start}")
+        for proc in [p for p in self.tracked if not table.is_current(p)]:
+            self.tracked.discard(proc)
+            self._tell("-", "p", f"{proc.pid} {proc.start}")
+
+    # ---- ending -------------------------------------------------------------
+    def signal(self, sig: int, members: set[ProcId] | None = None) -> int:
+        """Send `sig` to every process of the session; how many there were."""
+        members = self.members() if members is None else members
+        if self.root is not None and any(self._in_group(p) for p in members):
+            signal_group(self.root.pid, sig)  # at once for the group, so a fork in between is not missed
+        for proc in members:
+            signal_exact(proc, sig)
+        return len(members)
+
+    def _in_group(self, proc: ProcId) -> bool:
+        try:
+            return self.root is not None and os.getpgid(proc.pid) == self.root.pid
+        except OSError:
+            return False
+
+    async def end(self, grace: float) -> set[ProcId]:
+        """SIGTERM to every process, up to `grace` seconds for them to go, then SIGKILL until none is left
+        (at most KILL_WAIT more); returns the survivors, normally none."""
+        left = self.members(await fresh_table())
+        if not left:
+            return left
+        if grace > 0:
+            warned: set[ProcId] = set()
+            deadline = time.monotonic() + grace
+            while left and time.monotonic() < deadline:
+                new = left - warned
+                if new:
+                    self.signal(signal.SIGCONT, new)  # a stopped process cannot act on SIGTERM
+                    self.signal(signal.SIGTERM, new)
+                    warned |= new
+                await anyio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                left = self.members(await fresh_table())
+        deadline = time.monotonic() + KILL_WAIT
+        while left:
+            self.kill_now(left)
+            if time.monotonic() >= deadline:
+                break
+            await anyio.sleep(0.01)
+            left = self.members(await fresh_table())
+        return left
+
+    def kill_now(self, members: set[ProcId] | None = None) -> None:
+        """SIGKILL every process of the session at once, without waiting."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        self.signal(signal.SIGKILL, members)
+
+    def release(self) -> None:
+        """The session has ended: remove its cgroup and let the guardian forget it."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.root is not None:
+            self._tell("-", "g", f"{self.root.pid} {self.root.start}")
+        for proc in self.tracked:
+            self._tell("-", "p", f"{proc.pid} {proc.start}")
+        self.tracked.clear()
+
+    def _tell(self, sign: str, kind: str, value: str) -> None:
+        if self.guard is None:
+            return
+        if sign == "+":
+            self.guard.protect(kind, value)
+        else:
+            self.guard.forget(kind, value)
+
+
+_last_scan: tuple[float, ProcTable] = (0.0, ProcTable())
+
+
+async def fresh_table(max_age: float = SHARED_SCAN_AGE) -> ProcTable:
+    """A /proc table at most `max_age` old, scanned in a worker thread (a scan of a few thousand
+    processes takes tens of milliseconds, which the event loop must not wait for)."""
+    global _last_scan
+    at, table = _last_scan
+    if time.monotonic() - at > max_age:
+        table = await anyio.to_thread.run_sync(ProcTable.scan)
+        _last_scan = (time.monotonic(), table)
+    return table
+
+
+def daemon_instance(pid: int | None = None) -> str:
+    """`PID.START` of a daemon: the part of the mark shared by all its sessions."""
+    pid = os.getpid() if pid is None else pid
+    me = proc_id(pid)
+    return f"{pid}.{me.start if me else 0}"

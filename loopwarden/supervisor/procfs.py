@@ -1,0 +1,174 @@
+"""Processes as /proc shows them: one-pass tables, identities that survive pid reuse, exact signals.
+
+A pid alone can name a different process tomorrow; a `ProcId` is a pid plus its start
+time (clock ticks after boot), so nothing here ever signals a process that merely
+reuses the number. Standard library only: the guardian imports it too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+
+MARK_ENV = "LOOPWARDEN_SESSION"  # set in every agent's environment: "SID@DAEMON_PID.DAEMON_START"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcId:
+    """One process for good: its pid and its start time in clock ticks after boot."""
+
+    pid: int
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    """The fields of /proc/PID/stat that tracking needs."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    start: int
+    zombie: bool
+
+    @property
+    def id(self) -> ProcId:
+        return ProcId(self.pid, self.start)
+
+
+def read_stat(pid: int) -> ProcInfo | None:
+    """`pid`'s stat line, or None when there is no such process (or it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return _parse_stat(pid, raw)
+
+
+def _parse_stat(pid: int, raw: bytes) -> ProcInfo | None:
+    rest = raw[raw.rfind(b")") + 2:].split()  # the name may hold spaces and ')'; it ends at the last ')'
+    try:
+        return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0] in (b"Z", b"X"))
+    except (IndexError, ValueError):
+        return None
+
+
+def proc_id(pid: int) -> ProcId | None:
+    """The identity of a live (not zombie) process, or None."""
+    info = read_stat(pid)
+    return None if info is None or info.zombie else info.id
+
+
+def alive(proc: ProcId) -> bool:
+    """Whether this very process still runs (a zombie or a reused pid does not)."""
+    return proc_id(proc.pid) == proc
+
+
+@dataclass
+class ProcTable:
+    """Every process at one instant (one pass over /proc), with a pid -> children map."""
+
+    procs: dict[int, ProcInfo] = field(default_factory=dict)
+    children: dict[int, list[int]] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)  # pgid -> member pids
+    _marks: dict[int, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def scan(cls) -> ProcTable:
+        table = cls()
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return table
+        for name in names:
+            if not name.isdigit():
+                continue
+            info = read_stat(int(name))
+            if info is None:
+                continue
+            table.procs[info.pid] = info
+            table.children.setdefault(info.ppid, []).append(info.pid)
+            table.groups.setdefault(info.pgid, []).append(info.pid)
+        return table
+
+    def live(self, pid: int) -> ProcInfo | None:
+        info = self.procs.get(pid)
+        return None if info is None or info.zombie else info
+
+    def is_current(self, proc: ProcId) -> bool:
+        """Whether `proc` is in this table as itself (same start time), and not a zombie."""
+        info = self.live(proc.pid)
+        return info is not None and info.start == proc.start
+
+    def descendants(self, roots: set[int]) -> set[int]:
+        """`roots` and everything below them."""
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            pid = stack.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            stack.extend(self.children.get(pid, ()))
+        return seen
+
+    def mark(self, pid: int) -> str | None:
+        """`pid`'s MARK_ENV (see environ_mark), read once per table however many sessions ask."""
+        if pid not in self._marks:
+            self._marks[pid] = environ_mark(pid)
+        return self._marks[pid]
+
+    def group(self, pgid: int, born_after: int = 0) -> set[int]:
+        """Live members of process group `pgid` started at or after `born_after` (a reused pgid is not ours)."""
+        members = (self.procs[pid] for pid in self.groups.get(pgid, ()))
+        return {p.pid for p in members if not p.zombie and p.start >= born_after}
+
+
+def environ_mark(pid: int) -> str | None:
+    """The value of MARK_ENV in `pid`'s environment as it started, or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read(1 << 20)
+    except OSError:
+        return None
+    prefix = MARK_ENV.encode() + b"="
+    for entry in raw.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
+
+
+def signal_exact(proc: ProcId, sig: int) -> bool:
+    """Send `sig` to this very process (through a pidfd where the kernel has them); False when it is gone."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):  # no pidfd here: check, then kill (a reuse in between is all but impossible)
+        if not alive(proc):
+            return False
+        try:
+            os.kill(proc.pid, sig)
+        except OSError:
+            return False
+        return True
+    try:
+        if proc_id(proc.pid) != proc:
+            return False  # the fd may name a newer process with the same pid
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a whole process group; a group that is gone is no error."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
