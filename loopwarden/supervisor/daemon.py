@@ -101,6 +101,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._orphans = anyio.Event()
         self._last_publish = 0.0
+        self._last_health: dict[str, Any] = {}
         self.subreaper = False
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
@@ -341,6 +342,17 @@ class Daemon:
         elif self.dirty:
             self.recorder.poke()  # publish on a later round, at most PUBLISH_SECONDS apart
         self._release_ended()
+        health = self._health()
+        if health != self._last_health:  # what could not be written changed: every console says so
+            self._last_health = health
+            message, _ = encode("daemon", "", health)
+            for sub in self.subscribers:
+                sub.offer(message)
+
+    def _health(self) -> dict[str, Any]:
+        """What the daemon could not write or keep since it started (all zero on a good day)."""
+        return {"store": self.recorder.health.to_dict(), "dropped_events": sum(self.recorder.dropped.values()),
+                "log_errors": self.log_errors}
 
     def _publish_dirty(self) -> None:
         for session_id in list(self.dirty):
@@ -564,7 +576,7 @@ class Daemon:
         self.subscribers.append(sub)
         try:
             snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
-            await stream.send(_reply(rid, result={"sessions": snapshot}))
+            await stream.send(_reply(rid, result={"sessions": snapshot, "daemon": self._health()}))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_drain_client, stream, tg.cancel_scope)
                 await sub.pump(stream)
@@ -660,9 +672,7 @@ class Daemon:
         return {"protocol": PROTOCOL, "pid": os.getpid(), "sessions": len(self.sessions),
                 "live": sum(1 for s in self.sessions.values() if not s.final),
                 "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
-                "database": str(self.paths.database), "store": self.recorder.health.to_dict(),
-                "dropped_events": sum(self.recorder.dropped.values()), "log_errors": self.log_errors,
-                "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used,
+                "database": str(self.paths.database), **self._health(), "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used,
                 "stopping": self.shutting_down, "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
                 "containment": self.containment}
 

@@ -191,6 +191,9 @@ class ConsoleApp(App[None]):
         parts.append(Content(f"sort: {table.sort_by}"))
         if self.read_only:
             parts.append(Content.styled("read-only", "yellow"))
+        trouble = daemon_trouble(self.feed.daemon)
+        if trouble:
+            parts.append(Content.styled(trouble, "bold red"))
         status.update(Content("  ·  ").join(parts))
 
     @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
@@ -393,3 +396,14 @@ class ConsoleApp(App[None]):
         if sid in self.table.rows:
             self.table.move_cursor(row=self.table.get_row_index(sid))
             self.action_open_detail()
+
+
+def daemon_trouble(health: dict[str, Any]) -> str | None:
+    """What the daemon could not write or keep, in a few words for the status line (None on a good day)."""
+    store = health.get("store") or {}
+    if store and not store.get("open"):
+        return "store NOT OPEN: nothing is kept (loopwarden status)"
+    lost = sum((store.get("unwritten") or {}).values()) + int(health.get("dropped_events") or 0)
+    if lost:
+        return f"{lost:,} records not stored (loopwarden status)"
+    return None

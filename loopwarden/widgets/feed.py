@@ -30,6 +30,7 @@ class Feed:
         self.multiline = multiline
         self.buffer: deque[dict[str, Any]] = deque(maxlen=BUFFER)
         self.sessions: list[dict[str, Any]] = []
+        self.daemon: dict[str, Any] = {}  # what the daemon could not write or keep (a full disk), kept current
         self.error: str | None = None
         self._client: Client | None = None
         self._thread: threading.Thread | None = None
@@ -56,9 +57,17 @@ class Feed:
                 return
             first, updates = self._client.subscribe(self.only, events=self.events)
             self.sessions = visible_tree(list(first.get("sessions") or []), multiline=self.multiline)
+            self.daemon = visible_tree(first.get("daemon") or {})
             self._ready.set()
             for message in updates:
-                self.buffer.append(visible_tree(message, multiline=self.multiline))
+                kind = message.get("kind")
+                if kind == "daemon":
+                    self.daemon = visible_tree(message.get("data") or {})
+                elif kind == "cut":  # the daemon ended the subscription: say why
+                    self.error = visible(str(message.get("reason")))
+                    return
+                else:
+                    self.buffer.append(visible_tree(message, multiline=self.multiline))
             self.error = "the daemon closed the connection"
         except (DaemonError, OSError, ValueError) as exc:
             self.error = visible(str(exc))

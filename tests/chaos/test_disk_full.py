@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from textual.widgets import Static
 
+from tests.console.helpers import RecordingConsole, until
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 VOLUME = "2m"
@@ -144,3 +146,29 @@ def test_a_daemon_whose_own_log_cannot_be_written_runs_and_counts_it(tmp_path: P
     finally:
         lw.stop()
     assert lw.daemon.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_the_consoles_status_line_says_when_records_are_not_stored(volume: Path) -> None:
+    lw = Harness(volume)
+    lw.start()
+    try:
+        sid = lw.run_detached(PY, str(AGENTS / "paced_flood.py"), "--rate", "200", name="steady")
+        lw.wait_state(sid, "running")
+        app = RecordingConsole(lw.paths, autostart=False)
+        async with app.run_test(size=(160, 40)) as pilot:
+            status = app.main.query_one("#status", Static)
+            await until(pilot, lambda: app.feed.ready and "sessions" in str(status.render()), what="the status line")
+            assert "not stored" not in str(status.render())
+            filler = fill(volume)
+            await until(pilot, lambda: "records not stored" in str(status.render()), timeout=30,
+                        what="the status line to say records are lost")
+            filler.unlink()
+        lw.request("kill", session=sid)
+    finally:
+        lw.stop()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
