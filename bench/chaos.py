@@ -18,6 +18,15 @@ Each part runs its own `loopwarden serve` in a temporary LOOPWARDEN_HOME:
   sigkill     verdict_recorder agents (each records the seq of every verdict it receives)
               and plain floods; SIGKILL the daemon after 3 s: acknowledged events missing
               from the store
+  flood       100 sessions of tests/agents/flood.py 1,500 at once: events stored against
+              lines written, dropped_events, the daemon's peak RSS
+  shutdown    an agent (and its children) ignoring SIGTERM, limits.kill_grace=60s: how long
+              `loopwarden stop-daemon` takes to return, and processes left behind
+  escapes     tests/agents/escaper.py (a setsid child and a double-forked grandchild), killed:
+              processes left behind
+  agents      an agent runs approve, kill (of another session), reset, inject, pause and
+              stop-daemon from inside its session, directly and from a double-forked orphan:
+              how many were carried out
 
 Figures are printed as one report; the script always exits 0. Before/after numbers for
 issue 10 are in bench/README.md.
@@ -306,7 +315,90 @@ def part_sigkill(seconds: float) -> None:
         d.close()
 
 
-PARTS = ("deaf", "subscriber", "logs", "history", "newlines", "sigkill")
+def part_flood(sessions: int, events: int) -> None:
+    with BenchDaemon("chaos-flood") as d:
+        sampler = RssPeak(d.ps, 0.2)  # type: ignore[arg-type]
+        sampler.start()
+        sids = [d.run([PY, str(AGENTS / "flood.py"), str(events)], name=f"flood{i}") for i in range(sessions)]
+        snaps = d.wait_final(sids, 900, interval=0.5)
+        sampler.stop()
+        d.request("logs", session=sids[0], limit=1)  # writes what is still queued
+        with d.db() as db:
+            stored = db.execute("SELECT count(*) FROM events").fetchone()[0]
+        written = sessions * (events + 2)
+        dropped = sum(s.get("dropped_events") or 0 for s in snaps.values())
+        print(f"flood x{sessions:<12} {stored:,} of {written:,} lines stored ({100 * stored / written:.1f} %), "
+              f"dropped_events {dropped}, daemon RSS peak {mib(sampler.peak)}")
+
+
+def part_shutdown() -> None:
+    d = BenchDaemon("chaos-shutdown")
+    try:
+        d.start()
+        sid = d.run([PY, str(AGENTS / "ignore_sigterm.py")], adapter="plain", sets=["limits.kill_grace=60s"],
+                    name="stubborn")
+        wait_for(lambda: d.status(sid).get("processes", 0) >= 3, 30, "the agent's three processes")
+        tree = [p.pid for p in psutil.Process(d.status(sid)["pid"]).children(recursive=True)]
+        start = time.perf_counter()
+        done = subprocess.run([PY, "-m", "loopwarden", "stop-daemon"], env=d.env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        returned = time.perf_counter() - start
+        assert d.proc is not None
+        d.proc.wait(120)
+        gone = time.perf_counter() - start
+        left = [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        print(f"shutdown            kill_grace=60s, SIGTERM ignored: stop-daemon returned after {returned:.1f} s "
+              f"(exit {done.returncode}), daemon gone after {gone:.1f} s, {len(left)} processes left")
+    finally:
+        d.close()
+
+
+def part_escapes() -> None:
+    with BenchDaemon("chaos-escapes") as d:
+        sid = d.run([PY, str(AGENTS / "escaper.py")], adapter="plain", name="escaper")
+        lines = wait_for(lambda: [e for e in d.logs(sid) if "double" in str(e.get("data"))], 30, "the escapees")
+        pids = [int(x.split()[1]) for e in d.logs(sid) for x in [str((e.get("data") or {}).get("text", ""))]
+                if x.split()[:1] in (["setsid"], ["double"])]
+        d.request("kill", session=sid)
+        d.wait_final([sid], 60)
+        left = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        print(f"escapes             setsid child and double-forked grandchild ({len(lines) and len(pids)} seen): "
+              f"{len(left)} left after kill (containment: {d.request('ping').get('containment')})")
+
+
+def part_agents() -> None:
+    with BenchDaemon("chaos-agents") as d:
+        other = d.run(["sleep", "600"], adapter="plain", name="other")
+        report = d.home / "report.jsonl"
+        commands = [["approve", f"{other}:g1"], ["kill", other], ["reset", other], ["inject", other, "hi"],
+                    ["pause", other], ["stop-daemon"]]
+        done = 0
+        for mode in ("direct", "daemonised"):
+            plan = d.home / f"plan-{mode}.json"
+            plan.write_text(orjson.dumps({"mode": mode, "commands": commands}).decode())
+            spec = {"command": [PY, str(AGENTS / "impostor.py"), str(plan), str(report)], "adapter": "plain",
+                    "name": f"impostor-{mode}", "env": d.env}  # its own CLI finds this daemon, as a user's would
+            try:
+                d.request("run", spec=spec)
+                wait_for(lambda: report.exists() and report.read_text().count('"done"') >= (1 if mode == "direct" else 2),
+                         120, f"the {mode} impostor's report")
+            except Exception:  # noqa: BLE001 - the daemon may be gone: an impostor's stop-daemon was carried out
+                break
+        rows = [orjson.loads(line) for line in report.read_text().splitlines()]
+        tried = [r for r in rows if "args" in r]
+        for r in tried:
+            if r["code"] == 0:
+                print(f"  carried out: {r['args']}: {r['stdout'][:100]!r} {r['stderr'][:200]!r}")
+        done = sum(1 for r in tried if r["code"] == 0)
+        try:
+            alive = d.status(other)["state"]
+        except Exception:  # noqa: BLE001
+            alive = "unknown (the daemon is gone)"
+        print(f"agents as operator  {len(tried)} operator commands from inside sessions, {done} carried out; "
+              f"the other session is {alive}, the daemon {'up' if d.proc and d.proc.poll() is None else 'DOWN'}")
+
+
+PARTS = ("deaf", "subscriber", "logs", "history", "newlines", "sigkill", "flood", "shutdown", "escapes", "agents")
 
 
 def main() -> int:
@@ -330,6 +422,14 @@ def main() -> int:
                 part_newlines((4 if quick else 32) * MiB)
             elif part == "sigkill":
                 part_sigkill(3.0)
+            elif part == "flood":
+                part_flood(40 if quick else 100, 1500)
+            elif part == "shutdown":
+                part_shutdown()
+            elif part == "escapes":
+                part_escapes()
+            elif part == "agents":
+                part_agents()
             else:
                 print(f"unknown part {part!r}; parts: {', '.join(PARTS)}")
         except Exception as exc:  # noqa: BLE001 - one part's failure is a figure too

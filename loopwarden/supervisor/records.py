@@ -34,8 +34,8 @@ from .store import Batch, Store, StoreError
 
 FLUSH_SECONDS = 0.1
 CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
-TXN_ROWS = 2000  # rows in one transaction, so a waiter never waits long behind a backlog
-TXN_BYTES = 2 << 20  # ... and bytes
+TXN_ROWS = 500  # rows in one transaction, so a waiter never waits long behind a backlog
+TXN_BYTES = 1 << 20  # ... and bytes
 REOPEN_SECONDS = 5.0  # how often a daemon without a store tries to open it again
 ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts, measured (bench/live_scale.py)
 BACKLOG_HIGH = 16 << 20  # bytes waiting for the store before session pumps wait
