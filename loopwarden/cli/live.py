@@ -216,7 +216,7 @@ def ls(as_json: bool, show_all: bool) -> None:
     """
     sessions = call("list")
     if show_all:
-        sessions = _older(sessions) + sessions
+        sessions = _every(sessions)
     else:
         live = [s for s in sessions if s.get("state") not in FINAL]
         ended = [s for s in sessions if s.get("state") in FINAL][-20:]
@@ -237,23 +237,24 @@ def ls(as_json: bool, show_all: bool) -> None:
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% {_mem(s.get('rss')):>6}")
 
 
-def _older(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Sessions older than those `list` returns (it keeps the newest in memory), from the store, oldest first."""
+def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every session the store has, a page at a time, oldest first; the daemon's own snapshots (live
+    sessions, and those not stored yet) win over the store's."""
+    current = {s.get("id"): s for s in sessions}
     pages: list[list[dict[str, Any]]] = []
-    if not sessions:
-        return []
-    before = sessions[0].get("id")
+    before: str | None = None
     with connect() as client:
-        while before:
+        while True:
             try:
-                page = client.request("list", before=before)
+                page = client.request("list", stored=True, before=before)
             except DaemonError as exc:
                 raise DaemonFail(str(exc)) from None
             if not page:
                 break
             pages.append(page)
-            before = page[0].get("id")
-    return [s for page in reversed(pages) for s in page]
+            before = page[-1].get("id")
+    stored = [current.pop(s.get("id"), s) for page in reversed(pages) for s in reversed(page)]
+    return stored + list(current.values())
 
 
 @click.command()

@@ -790,18 +790,18 @@ class Daemon:
         return await session.wait(ticket, _seconds(req.get("hold")))
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
-        """Every live session and the newest ended ones, oldest first; `before` (a session id) pages
-        back through older history from the store, `limit` sessions at a time."""
-        before, limit = req.get("before"), _count(req.get("limit"), LIST_PAGE, LIST_PAGE)
-        if before is None:
+        """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
+        store instead, newest first: `limit` sessions created before session `before` (or the newest)."""
+        if not req.get("stored"):
             return [self._snapshot(sid) for sid in self._all_sessions()]
-        if not isinstance(before, str):
+        before, limit = req.get("before"), _count(req.get("limit"), LIST_PAGE, LIST_PAGE)
+        if before is not None and not isinstance(before, str):
             raise RequestError("'before' must be a session id")
         store = self.store
         if store is None:
             raise RequestError("the store is not open (see 'loopwarden status'); only recent sessions are shown")
         rows = await anyio.to_thread.run_sync(lambda: store.recent_sessions(LIST_BYTES, before=before, limit=limit))
-        return [_row_snapshot(row) for row in rows]
+        return [_row_snapshot(row) for row in reversed(rows)]
 
     async def op_status(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         return self._snapshot(await self._resolve(req.get("session")))

@@ -532,9 +532,10 @@ class Store:
         """The newest sessions (older than session `before`, if given) whose stored snapshots fit in
         `max_bytes`, at most `limit` of them, oldest first: what a bounded view of history reads."""
         where, params = "", []
-        if before is not None:
-            where, params = " WHERE rowid < coalesce((SELECT rowid FROM sessions WHERE id = ?), 0)", [before]
-        sql = f"SELECT * FROM sessions{where} ORDER BY rowid DESC LIMIT ?"
+        if before is not None:  # created_at orders sessions; rowid only breaks ties (rows are upserted in batches)
+            where, params = (" WHERE (coalesce(created_at, 0), rowid) <"
+                             " (SELECT coalesce(created_at, 0), rowid FROM sessions WHERE id = ?)"), [before]
+        sql = f"SELECT * FROM sessions{where} ORDER BY coalesce(created_at, 0) DESC, rowid DESC LIMIT ?"
         rows = self._bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
         rows.reverse()
         return rows

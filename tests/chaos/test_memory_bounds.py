@@ -140,3 +140,27 @@ def test_ended_sessions_leave_the_daemons_memory_and_stay_in_its_history(lw: Har
     listed = {s["id"] for s in lw.request("list")}
     assert set(sids) <= listed
     assert lw.status("short3")["state"] == "exited"
+
+
+def test_a_long_history_is_not_loaded_at_start_and_is_still_listed_whole(lw: Harness) -> None:
+    from loopwarden.supervisor.store import Batch, Store
+
+    template = lw.wait_state(lw.run_detached("true", adapter="plain", name="template"), "exited")
+    lw.stop()
+    now = time.time() - 6000  # within store.retention, or the daemon's pruner deletes them at start
+    with Store.open(lw.paths.database) as store:  # 5,000 ended sessions, shaped like the real one
+        for start in range(0, 5000, 1000):
+            rows = []
+            for i in range(start, start + 1000):
+                sid = f"s{i + 2}"
+                snap = {**template, "id": sid, "name": f"old{i}", "created_at": now + i, "ended_at": now + i + 1}
+                rows.append({"id": sid, "name": snap["name"], "adapter": "plain", "state": "exited",
+                             "created_at": snap["created_at"], "ended_at": snap["ended_at"], "snapshot": snap})
+            store.write(Batch(sessions_upsert=rows))
+    lw.start()
+    listed = lw.request("list")
+    assert len(listed) < 5000  # the newest, bounded by bytes: the rest stay in the store
+    assert lw.status("old7")["id"] == "s9"  # an old one is found by name through the store
+    shown = lw.cli("ls", "--all")
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1 + 5001  # the header and every session
+    assert lw.run_detached("true", adapter="plain") == "s5002"  # ids go on from the history
