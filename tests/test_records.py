@@ -130,9 +130,9 @@ async def test_the_backlog_is_bounded_by_bytes(tmp_path: Path) -> None:
 
 
 async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records, "PENDING_CAP", 10_000)
+    monkeypatch.setattr(records, "PENDING_CAP", 3 * (2000 + records.ROW_OVERHEAD) + 1)
     recorder = make(tmp_path)
-    kept = [recorder.add("events", "s1", event("s1", seq), size=3000) for seq in range(1, 6)]
+    kept = [recorder.add("events", "s1", event("s1", seq), size=2000) for seq in range(1, 6)]
     assert kept == [True, True, True, False, False]
     assert recorder.dropped == {"s1": 2}
 
@@ -142,3 +142,20 @@ def test_the_store_keeps_checkpoints_off_the_writers_path(tmp_path: Path) -> Non
         store.defer_checkpoints()
         assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         store.checkpoint()  # on a connection of its own
+
+
+def test_a_store_that_opens_but_cannot_be_used_is_closed_and_not_used(tmp_path: Path) -> None:
+    from loopwarden.supervisor.store import StoreError
+
+    opened: list[Store] = []
+
+    def unusable(store: Store) -> None:
+        opened.append(store)
+        raise StoreError("database or disk is full")
+
+    recorder = Recorder(tmp_path / "lw.db", log=[].append)
+    recorder.on_open = unusable
+    assert recorder.open() is False and recorder.store is None and recorder.health.open is False
+    assert "disk is full" in str(recorder.health.last_error)
+    with pytest.raises(sqlite3.ProgrammingError):  # closed: its file descriptors are not leaked
+        opened[0].db.execute("SELECT 1")

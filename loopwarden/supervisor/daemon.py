@@ -168,21 +168,28 @@ class Daemon:
         """Open the store, mark the sessions of earlier daemons that were still running as lost, and
         load the newest ended sessions (bounded by bytes, so start-up does not grow with history).
         Without a store (a full disk) the daemon still starts: ids continue from a read-only look."""
-        if not self.recorder.open():
-            self.next_id = 1 + max_session_number_readonly(self.paths.database)
-            self.recorder.on_open = self._store_reopened
+        self.recorder.on_open, self.recorder.after_open = self._read_history, self._took_history
+        if not self.recorder.open():  # no store, or it cannot even be read and marked (a full disk)
+            self.next_id = max(self.next_id, 1 + max_session_number_readonly(self.paths.database))
             return []
-        return self._store_reopened(self.recorder.store)
+        lost: list[str] = self.recorder.found[0]
+        self._took_history(self.recorder.found)
+        return lost
 
-    def _store_reopened(self, store: Store | None) -> list[str]:
-        """Called (maybe from the flusher's thread) whenever the store has just been opened."""
-        assert store is not None
-        lost = store.mark_lost(self.clock(), keep=set(self.sessions))
-        for row in store.recent_sessions(RECENT_BYTES):
+    def _read_history(self, store: Store) -> tuple[list[str], list[dict[str, Any]], int]:
+        """When the store has just been opened (in the opening thread): mark the sessions earlier daemons
+        left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
+        live = set(self.sessions)  # a copy taken at once: the event loop may add to it meanwhile
+        lost = store.mark_lost(self.clock(), keep=live)
+        return lost, store.recent_sessions(RECENT_BYTES), store.max_session_number()
+
+    def _took_history(self, found: tuple[list[str], list[dict[str, Any]], int]) -> None:
+        """What `_read_history` found, taken in on the event loop."""
+        _lost, rows, highest = found
+        for row in rows:
             if row["id"] not in self.sessions:
                 self.recent.add(row["id"], _row_snapshot(row))
-        self.next_id = max(self.next_id, 1 + store.max_session_number())
-        return lost
+        self.next_id = max(self.next_id, 1 + highest)
 
     def _lock(self) -> int:
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)

@@ -78,7 +78,11 @@ class Recorder:
         self.clock = clock
         self.on_requeue_sessions = on_requeue_sessions
         self.store: Store | None = None
-        self.on_open: Callable[[Store], object] | None = None  # run (in the opening thread) when it reopens
+        # when the store opens: on_open reads what the daemon needs (in the opening thread, may raise
+        # StoreError: the store is not used), after_open hands it over (on the event loop)
+        self.on_open: Callable[[Store], Any] | None = None
+        self.after_open: Callable[[Any], None] = lambda found: None
+        self.found: Any = None
         self.health = StoreHealth()
         self.dropped: dict[str, int] = {}  # session -> events not stored (dropped or failed)
         self.lanes: dict[str, deque[Entry]] = {}  # lane -> entries, oldest first; lanes rotate
@@ -109,16 +113,10 @@ class Recorder:
         except (StoreError, OSError) as exc:
             self._note_error(f"cannot open the store: {exc}")
             return False
-        if self.on_open is not None:
-            try:
-                self.on_open(store)
-            except (StoreError, OSError) as exc:
-                store.close()
-                self._note_error(f"cannot use the store: {exc}")
-                return False
         try:
+            self.found = self.on_open(store) if self.on_open is not None else None
             store.defer_checkpoints()
-        except sqlite3.Error as exc:
+        except (StoreError, OSError, sqlite3.Error) as exc:
             store.close()
             self._note_error(f"cannot use the store: {exc}")
             return False
@@ -242,6 +240,7 @@ class Recorder:
         async with self._write_lock:
             if self.store is None and time.monotonic() - self._last_open_attempt >= REOPEN_SECONDS:
                 if await anyio.to_thread.run_sync(self.open):
+                    self.after_open(self.found)
                     self.log(f"store open again: {self.path}")
             while self.lanes:
                 wanted = [lane for lane in self._wanted if self.lanes.get(lane)]

@@ -308,7 +308,7 @@ class Store:
         """Write every row of `batch` in one transaction, or none of them (StoreError)."""
         if not batch:
             return
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             try:
                 with _transaction(self.db.conn):
                     for row in batch.sessions_upsert:
@@ -325,7 +325,7 @@ class Store:
     def defer_checkpoints(self) -> None:
         """Stop this connection from checkpointing the write-ahead log inside a commit (a checkpoint
         syncs the disk: a commit that runs one takes milliseconds); call `checkpoint` regularly instead."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             self.db.execute("PRAGMA wal_autocheckpoint=0")
             self.db.execute(f"PRAGMA journal_size_limit={_WAL_KEPT}")
 
@@ -353,7 +353,7 @@ class Store:
     def mark_lost(self, now: float, keep: Iterable[str] = ()) -> list[str]:
         """Mark every session not in a final state (other than `keep`) as lost, ended now; their ids."""
         spare = set(keep)
-        with self._lock, _transaction(self.db.conn):
+        with self._lock, _store_errors(self.path), _transaction(self.db.conn):
             marks = ", ".join("?" * len(FINAL_STATES))
             ids = [row[0] for row in self.db.execute(
                 f"SELECT id FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
@@ -507,7 +507,7 @@ class Store:
             raise ValueError(f"no table {table!r}")
         column = "id" if table == "sessions" else "session_id"
         where, params = self._where(**{column: session_id})
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             return next(iter(self.db.query(f"SELECT count(*) AS n FROM {table}{where}", params)))["n"]
 
     def last(self, table: str, session_id: str, limit: int) -> list[dict[str, Any]]:
@@ -554,7 +554,7 @@ class Store:
 
     def max_session_number(self) -> int:
         """The largest N of the session ids sN (0 when there are none)."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             row = self.db.execute("SELECT max(CAST(substr(id, 2) AS INTEGER)) FROM sessions"
                                   " WHERE id GLOB 's[0-9]*'").fetchone()
         return int(row[0] or 0)
@@ -567,7 +567,7 @@ class Store:
         wanted = [t for t in HISTORY_TABLES if t in set(tables)]
         cursor = {t: int(after.get(t, 0) or 0) for t in HISTORY_TABLES}
         out: dict[str, list[dict[str, Any]]] = {t: [] for t in HISTORY_TABLES}
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             streams = [self._stream(t, session_id, cursor[t]) for t in wanted]
             used, more = 0, False
             for _, _, _, table, row, size in heapq.merge(*streams):
@@ -588,7 +588,7 @@ class Store:
         """The id to read after to get the newest `n` rows of a session in `table`."""
         if table not in HISTORY_TABLES:
             raise StoreError(f"no history table {table!r}")
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             row = self.db.execute(f"SELECT id FROM {table} WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
                                   [session_id, max(0, int(n))]).fetchone()
         return int(row[0]) if row else 0
@@ -599,7 +599,7 @@ class Store:
         oldest first; and whether older ones were left out."""
         per: dict[str, list[tuple[float, int, dict[str, Any], int]]] = {}
         more = False
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             for table in [t for t in HISTORY_TABLES if t in set(tables)]:
                 rows, cut = self._bounded(table, f"SELECT * FROM {table} WHERE session_id = ? ORDER BY id DESC"
                                                  " LIMIT ?", [session_id, max(0, int(limit))], max_bytes)
@@ -661,7 +661,7 @@ class Store:
         deleted = {t: 0 for t in TABLES}
         marks = ", ".join("?" * len(FINAL_STATES))
         while True:
-            with self._lock, _transaction(self.db.conn):
+            with self._lock, _store_errors(self.path), _transaction(self.db.conn):
                 ids = [r[0] for r in self.db.execute(
                     f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?"
                     " LIMIT ?", [*FINAL_STATES, ended_before, chunk])]
@@ -674,7 +674,7 @@ class Store:
                 break
         if audit_before is not None:
             while True:
-                with self._lock, _transaction(self.db.conn):
+                with self._lock, _store_errors(self.path), _transaction(self.db.conn):
                     n = self.db.execute("DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE ts < ?"
                                         " LIMIT ?)", [audit_before, chunk * 100]).rowcount
                 deleted["actions"] += n
@@ -688,7 +688,7 @@ class Store:
         old = (f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?")
         params = [*FINAL_STATES, ended_before]
         counts = {t: 0 for t in TABLES}
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             counts["sessions"] = self.db.execute(f"SELECT count(*) FROM ({old})", params).fetchone()[0]
             for table in ("events", "verdicts", "gates", "spills"):
                 counts[table] = self.db.execute(f"SELECT count(*) FROM {table} WHERE session_id IN ({old})",
@@ -711,7 +711,7 @@ class Store:
         return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in pairs), [v for _, v in pairs]
 
     def _select(self, table: str, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             rows = list(self.db.query(sql, list(params)))
         return self._decode(table, rows)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,32 @@ def test_the_daemon_starts_on_a_full_disk_and_opens_its_store_when_space_returns
         lw.wait_state(later, "exited", timeout=60)
         assert any(e["kind"] == "done" for e in lw.events(later))
         assert lw.status(first)["state"] == "exited"  # the history from before is still there
+    finally:
+        lw.stop()
+
+
+def test_after_a_sigkill_the_daemon_starts_on_a_full_disk_and_marks_the_lost_session(volume: Path) -> None:
+    lw = Harness(volume)
+    lw.start()
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphaned")
+    lw.wait_state(sid, "running")
+
+    def stored_state() -> str | None:
+        with sqlite3.connect(f"file:{lw.paths.database}?mode=ro", uri=True) as db:
+            row = db.execute("SELECT state FROM sessions WHERE id = ?", [sid]).fetchone()
+        return row[0] if row else None
+
+    wait_for(lambda: stored_state() == "running", what="its 'running' snapshot in the store")
+    assert lw.daemon is not None
+    lw.daemon.kill()  # its session stays 'running' in the store: the next daemon must mark it lost
+    lw.daemon.wait(10)
+    filler = fill(volume)
+    lw.start()  # whether the store opens (its write-ahead log may still have room) or not, the daemon runs
+    try:
+        assert lw.request("ping")["pid"] == lw.daemon.pid
+        filler.unlink()
+        wait_for(lambda: lw.request("ping")["store"]["open"], timeout=30, what="the store to open again")
+        assert lw.status(sid)["state"] == "lost"
     finally:
         lw.stop()
 
