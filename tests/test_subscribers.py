@@ -10,6 +10,7 @@ import orjson
 import pytest
 from anyio.abc import UNIXSocketStream
 
+from loopwarden.supervisor import subscribers
 from loopwarden.supervisor.subscribers import MESSAGE_LIMIT, QueueBudget, Subscriber, encode
 
 pytestmark = pytest.mark.anyio
@@ -39,14 +40,19 @@ def test_a_full_queue_skips_and_counts_and_never_grows() -> None:
     assert sub.queued <= 10_000 and len(sub.queue) == 9 and sub.skipped == 91
 
 
-def test_all_queues_together_stay_under_the_budget() -> None:
+def test_all_queues_together_stay_under_the_budget_yet_a_reader_that_keeps_up_is_served(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subscribers, "FAIR_SHARE", 3_000)
     budget = QueueBudget(limit=25_000)
     subs = [Subscriber(None, True, budget, limit=20_000, clock=Clock()) for _ in range(3)]
     for n in range(30):
         for sub in subs:
             sub.offer(message(n))
-    assert budget.used <= 25_000 and budget.used == sum(s.queued for s in subs)
-    for sub in subs:
+    assert budget.used <= 25_000 + 3 * 3_000 and budget.used == sum(s.queued for s in subs)
+    keeping_up = Subscriber(None, True, budget, limit=20_000, clock=Clock())
+    keeping_up.offer(message(99))  # the budget is spent by the stuck ones, yet this one gets its message
+    assert len(keeping_up.queue) == 1 and keeping_up.skipped == 0
+    for sub in [*subs, keeping_up]:
         sub.release()
     assert budget.used == 0
 
@@ -109,3 +115,22 @@ async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() 
     right.close()
     assert [g.get("n") for g in got] == [None, 0, 1, 2] and got[0] == {"kind": "skipped", "count": 2}
     assert tail == [{"kind": "cut", "reason": "cut off: a test"}]
+
+
+async def test_a_reader_that_never_takes_even_the_first_reply_is_cut_off() -> None:
+    left, right = socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    clock = Clock()
+    sub = Subscriber(None, True, QueueBudget(), limit=5_000, cutoff=30.0, clock=clock)
+    sub.first(message(0, size=1 << 20))  # far more than the socket takes: the pump blocks sending it
+    async with await UNIXSocketStream.from_socket(left) as stream:
+        with anyio.fail_after(5):  # the blocked send is cancelled and the pump returns
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sub.pump, stream)
+                await anyio.sleep(0.1)  # lets the pump start and block on the full socket (what is asserted
+                for n in range(10):     # below is that it returns, not when)
+                    sub.offer(message(n))
+                clock.now += 31.0
+                sub.offer(message(11))
+    right.close()
+    assert sub.cut_reason is not None and "took no message" in sub.cut_reason

@@ -136,6 +136,12 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                 return _final(snap)
         for message in updates:
             kind, data = message.get("kind"), message.get("data") or {}
+            if kind == "cut":  # this terminal fell too far behind: the session goes on, unwatched here
+                raise DaemonFail(f"{message.get('reason')}; session {sid} keeps running (loopwarden logs -f {sid})")
+            if kind == "skipped" and not as_json:
+                click.echo(f"loopwarden: {message.get('count'):,} records not shown (this terminal fell behind; "
+                           f"loopwarden logs {sid} has them)", err=True)
+                continue
             if as_json:
                 click.echo(orjson.dumps(message, default=str).decode())
             else:

@@ -10,6 +10,7 @@ import socket
 import struct
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
@@ -57,11 +58,24 @@ LOGS_LIMIT = 10_000  # rows of each table in one `logs` page
 LOGS_BYTES = 4 << 20  # text in one `logs` page: a reply (and the daemon) never holds more per request
 SPILLS_SHOWN = 200  # the newest spill files listed with a `logs` page
 INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
+MAX_CONNECTIONS = 256  # open at once; each holds at most MAX_REQUEST of unread request
+REPLY_SECONDS = 30.0  # a client that does not take its reply within this long is disconnected
+LARGE_REPLIES = frozenset({"logs", "list", "actions", "gates"})  # replies of up to a few MiB...
+LARGE_AT_ONCE = 4  # ... of which this many are built at a time
+REFUSALS_AUDITED = 10  # refused operator actions audited on one connection, which is then closed
 CURSOR = {"events": "after", "verdicts": "verdicts_after", "actions": "actions_after"}
 SHUTDOWN_CAP = 10.0  # seconds from a stop request to the daemon's exit, whatever limits.kill_grace says
 SHUTDOWN_KILL_AT = 7.0  # ... SIGTERM's grace ends here at the latest: sessions SIGKILL what is left
 SHUTDOWN_FORCE_AT = 8.5  # ... the daemon SIGKILLs what sessions have not ended by now (a stuck session)
 SHUTDOWN_CLOSE = 1.0  # ... and keeps this long for the last records, the store and the cgroups
+
+
+@dataclass
+class Peer:
+    """One connection's client: who it is, and how many operator actions it was refused."""
+
+    principal: Principal
+    refused: int = 0
 
 
 class RequestError(Exception):
@@ -102,6 +116,8 @@ class Daemon:
         self._orphans = anyio.Event()
         self._last_publish = 0.0
         self._last_health: dict[str, Any] = {}
+        self.connections = 0
+        self._large_replies = anyio.CapacityLimiter(LARGE_AT_ONCE)
         self.subreaper = False
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
@@ -479,14 +495,20 @@ class Daemon:
     # ---- the socket -------------------------------------------------------
     async def _accept(self, listener: Any) -> None:
         async def handle(stream: SocketStream) -> None:
+            self.connections += 1
             try:
+                if self.connections > MAX_CONNECTIONS:
+                    await _send(stream, _reply(None, error=f"refused: {MAX_CONNECTIONS} connections are open "
+                                                           "already; close some and try again"))
+                    return
                 await self._connection(stream)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, TimeoutError):
                 pass
             except Exception as exc:  # noqa: BLE001 - one client's trouble must never end the daemon
                 if not _only_hangups(exc):
                     self._log(f"connection failed: {type(exc).__name__}: {exc}")
             finally:
+                self.connections -= 1
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
 
@@ -500,9 +522,9 @@ class Daemon:
     async def _connection(self, stream: SocketStream) -> None:
         uid, pid = peer_uid(stream)
         if uid != os.getuid():
-            await stream.send(_reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
+            await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
             return
-        peer = self._classify(pid, uid)
+        peer = Peer(self._classify(pid, uid))
         buffer = b""
         while True:
             try:
@@ -517,7 +539,7 @@ class Daemon:
                     start = buffer.rfind(b"\n", start, blank.end()) + 1
                     continue
                 if end - start > MAX_REQUEST:
-                    await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                    await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                     return
                 line = buffer[start:end]
                 start = end + 1
@@ -525,7 +547,7 @@ class Daemon:
                     return
             buffer = buffer[start:]
             if len(buffer) > MAX_REQUEST:
-                await stream.send(_reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
 
     def _classify(self, pid: int, uid: int) -> Principal:
@@ -534,42 +556,52 @@ class Daemon:
         helpers = {self.guardian.pid} if self.guardian else set()
         return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers)])
 
-    async def _request(self, stream: SocketStream, line: bytes, peer: Principal) -> bool:
+    async def _request(self, stream: SocketStream, line: bytes, peer: Peer) -> bool:
         """Answer one request; True when the connection is now a subscription (or must close)."""
         try:
             request = orjson.loads(line)
         except orjson.JSONDecodeError:
-            await stream.send(_reply(None, error="request is not valid JSON"))
+            await _send(stream, _reply(None, error="request is not valid JSON"))
             return False
         if not isinstance(request, dict) or not isinstance(request.get("op"), str):
-            await stream.send(_reply(None, error="request must be an object with an 'op'"))
+            await _send(stream, _reply(None, error="request must be an object with an 'op'"))
             return False
         rid = request.get("id")
         op = request["op"]
-        who = peer.acting_as(request.get("client"), request.get("agent_session"))
+        who = peer.principal.acting_as(request.get("client"), request.get("agent_session"))
         if op == "subscribe":
             await self._subscribe(stream, request, rid)
             return True
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
-            await stream.send(_reply(rid, error=f"unknown op {op[:40]!r}"))
+            await _send(stream, _reply(rid, error=f"unknown op {op[:40]!r}"))
             return False
         refusal = who.refusal(op)
         if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
-            self._audit(who, await self._target_session(request), "stop-daemon" if op == "shutdown" else op,
-                        _attempted_target(request), _note(request) or _note({"note": request.get("text")}), refusal)
-            await stream.send(_reply(rid, error=refusal))
-            return False
+            peer.refused += 1
+            if peer.refused <= REFUSALS_AUDITED:  # a flood of attempts on one connection fills no audit log
+                self._audit(who, await self._target_session(request), "stop-daemon" if op == "shutdown" else op,
+                            _attempted_target(request), _note(request) or _note({"note": request.get("text")}),
+                            refusal)
+            await _send(stream, _reply(rid, error=refusal))
+            return peer.refused >= REFUSALS_AUDITED  # ... and the connection is closed after them
         try:
+            if op in LARGE_REPLIES:  # a few at a time: what one such reply holds is bounded, so is their sum
+                async with self._large_replies:
+                    await _send(stream, _reply(rid, result=await handler(request, who=who)))
+                return False
             result = await handler(request, who=who)
         except RequestError as exc:
-            await stream.send(_reply(rid, error=str(exc)))
+            await _send(stream, _reply(rid, error=str(exc)))
+            return False
+        except StoreError as exc:
+            await _send(stream, _reply(rid, error=f"the store could not be read: {exc}"))
             return False
         except Exception as exc:  # a bug must not take the daemon down
             self._log(f"error in {op}: {type(exc).__name__}: {exc}")
-            await stream.send(_reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
             return False
-        await stream.send(_reply(rid, result=result))
+        await _send(stream, _reply(rid, result=result))
         return op == "shutdown"
 
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
@@ -577,13 +609,13 @@ class Daemon:
         try:
             wanted = {await self._resolve(s) for s in sessions} if isinstance(sessions, list) else None
         except RequestError as exc:
-            await stream.send(_reply(rid, error=str(exc)))
+            await _send(stream, _reply(rid, error=str(exc)))
             return
         sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
-        self.subscribers.append(sub)
+        snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
+        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self._health()}))  # sent by the pump, so a
+        self.subscribers.append(sub)  # reader that never reads it is cut off too; nothing falls in between
         try:
-            snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
-            await stream.send(_reply(rid, result={"sessions": snapshot, "daemon": self._health()}))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_drain_client, stream, tg.cancel_scope)
                 await sub.pump(stream)
@@ -1047,6 +1079,12 @@ class Daemon:
         self._tg.start_soon(self._stop_soon)
         return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final]),
                         "pid": os.getpid(), "within": SHUTDOWN_CAP}, warning)
+
+
+async def _send(stream: SocketStream, data: bytes) -> None:
+    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError)."""
+    with anyio.fail_after(REPLY_SECONDS):
+        await stream.send(data)
 
 
 async def _drain_client(stream: SocketStream, scope: Any) -> None:

@@ -4,7 +4,8 @@ A record is encoded once and offered to every subscriber that wants it. A subscr
 whose queue is full skips it (counted, and told how many it skipped before its next
 message), so a slow reader never blocks a session and never grows the daemon. One
 that has not taken a single message for CUTOFF_SECONDS while messages wait is cut
-off with a reason. All queues together stay under TOTAL_BYTES.
+off with a reason. All queues together stay under TOTAL_BYTES, but for what readers
+that keep up hold (FAIR_SHARE each at most): stuck readers never starve the others.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from anyio.abc import SocketStream
 from .bounds import MAX_RECORD_DEPTH, cut_deep
 
 QUEUE_BYTES = 4 << 20  # one subscriber's queue
-TOTAL_BYTES = 64 << 20  # every subscriber's queue together
+TOTAL_BYTES = 64 << 20  # every subscriber's queue together...
+FAIR_SHARE = 256 << 10  # ... except that a subscriber that keeps up (less than this queued) always gets its message
 CUTOFF_SECONDS = 30.0  # no message taken for this long while messages wait: cut off
 MESSAGE_LIMIT = 16 << 10  # bytes of one broadcast message; longer records are clipped (the store has them whole)
 
@@ -48,11 +50,17 @@ class Subscriber:
         self.clock = clock
         self.queue: deque[bytes] = deque()
         self.queued = 0
+        self.head: bytes | None = None  # the reply to `subscribe`, sent before any update
         self.skipped = 0
         self.cut_reason: str | None = None
         self.last_progress = clock()
         self._ready = anyio.Event()
         self._scope: anyio.CancelScope | None = None
+
+    def first(self, reply: bytes) -> None:
+        """The reply to `subscribe` (the sessions as they are), sent first; not held to the queue's limit."""
+        self.head = reply
+        self.budget.used += len(reply)
 
     def wants(self, session_id: str, is_event: bool) -> bool:
         return (self.events or not is_event) and (self.sessions is None or session_id in self.sessions)
@@ -62,10 +70,11 @@ class Subscriber:
         if self.cut_reason is not None:
             return
         size = len(message)
-        if self.queued + size > self.limit or self.budget.used + size > self.budget.limit:
+        full = self.queued + size > self.limit
+        if full or (self.queued >= FAIR_SHARE and self.budget.used + size > self.budget.limit):
             self.skipped += 1
             stalled = self.clock() - self.last_progress
-            if self.queue and stalled >= self.cutoff:
+            if (self.queue or self.head is not None) and stalled >= self.cutoff:
                 self.cut(f"cut off: took no message for {stalled:.0f} s while {self.queued:,} bytes waited "
                          f"({self.skipped:,} skipped); subscribe again to resume")
             return
@@ -88,6 +97,12 @@ class Subscriber:
         """Send queued messages until cut off (the caller closes the stream)."""
         with anyio.CancelScope() as scope:
             self._scope = scope
+            if self.head is not None:
+                head, self.head = self.head, None
+                self.budget.used -= len(head)
+                self.last_progress = self.clock()
+                await stream.send(head)
+                self.last_progress = self.clock()
             while self.cut_reason is None:
                 await self._ready.wait()
                 self._ready = anyio.Event()
@@ -106,7 +121,8 @@ class Subscriber:
 
     def release(self) -> None:
         """Give the queue's bytes back to the budget (the subscription has ended)."""
-        self.budget.used -= self.queued
+        self.budget.used -= self.queued + (len(self.head) if self.head is not None else 0)
+        self.head = None
         self.queue.clear()
         self.queued = 0
 

@@ -4,11 +4,13 @@ blank lines costs linear time. Each bound is measured on the real daemon's RSS."
 
 from __future__ import annotations
 
+import os
 import socket
 import sqlite3
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import orjson
 import psutil
@@ -164,3 +166,46 @@ def test_a_long_history_is_not_loaded_at_start_and_is_still_listed_whole(lw: Har
     shown = lw.cli("ls", "--all")
     assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1 + 5001  # the header and every session
     assert lw.run_detached("true", adapter="plain") == "s5002"  # ids go on from the history
+
+
+def test_an_attached_run_that_is_cut_off_says_why_and_does_not_call_its_session_lost(tmp_path: Path) -> None:
+    """A daemon on a real socket that answers `run` and `subscribe`, then cuts the subscriber off, as the
+    real one does after CUTOFF_SECONDS of a reader that takes nothing (too slow to wait for in a test)."""
+    from loopwarden.supervisor.paths import default_paths
+
+    env = {**os.environ, "LOOPWARDEN_HOME": str(tmp_path)}
+    path = default_paths(env).socket
+    path.parent.mkdir(parents=True, mode=0o700)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rwb") as f:
+                for line in f:
+                    req = orjson.loads(line)
+                    if req["op"] == "run":
+                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"id": "s1", "name": "x"}}) + b"\n")
+                    elif req["op"] == "subscribe":
+                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"sessions": [
+                            {"id": "s1", "state": "running"}]}}) + b"\n")
+                        f.write(b'{"kind":"skipped","count":1200}\n')
+                        f.write(b'{"kind":"cut","reason":"cut off: took no message for 31 s"}\n')
+                    else:
+                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {}}) + b"\n")
+                    f.flush()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        done = subprocess.run([PY, "-m", "loopwarden", "run", "--", PY, "-c", "pass"], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+    finally:
+        server.close()
+    assert done.returncode == 3, done.stderr
+    assert "1,200 records not shown" in done.stderr and "cut off: took no message" in done.stderr
+    assert "keeps running" in done.stderr and "lost" not in done.stderr
