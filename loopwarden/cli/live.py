@@ -382,17 +382,20 @@ _ORDER = ("event", "verdict", "action")
 
 def _history(session: str, limit: int) -> Any:
     """(session id, kind, data, row) for the newest `limit` stored events, verdicts and actions, oldest
-    first, read a page at a time: memory stays at one page (the daemon bounds a page by bytes)."""
+    first, read a page at a time: memory stays at one page (the daemon bounds a page by bytes). It
+    ends at what was stored when it began, however fast the session writes (-f follows the rest)."""
     with connect() as client:
         try:
             start = client.request("logs", session=session, newest=limit)
-            cursors = dict(start["start"])
+            cursors, end = dict(start["start"]), dict(start["end"])  # what was stored when the command began
             sid = start["session"]
             while True:
                 page = client.request("logs", session=sid, limit=min(limit, 10_000), **cursors)
-                records = ([("event", e.get("ts"), e["id"], e) for e in page["events"]]
-                           + [("verdict", v.get("ts"), v["id"], v) for v in page["verdicts"]]
-                           + [("action", a.get("ts"), a["id"], a) for a in page["actions"]])
+                records = ([("event", e.get("ts"), e["id"], e) for e in page["events"] if e["id"] <= end["after"]]
+                           + [("verdict", v.get("ts"), v["id"], v) for v in page["verdicts"]
+                              if v["id"] <= end["verdicts_after"]]
+                           + [("action", a.get("ts"), a["id"], a) for a in page["actions"]
+                              if a["id"] <= end["actions_after"]])
                 records.sort(key=lambda r: (r[1] or 0, _ORDER.index(r[0]), r[2]))
                 for kind, _, _, row in records:
                     if kind == "event":
@@ -404,7 +407,7 @@ def _history(session: str, limit: int) -> Any:
                     else:
                         yield sid, kind, ({**row, "seq": row.get("seq")} if kind == "verdict" else row), row
                 cursors = page["next"]
-                if not page.get("more"):
+                if not page.get("more") or all(cursors[c] >= end[c] for c in end):  # a busy session: no chase
                     return
         except DaemonError as exc:
             raise DaemonFail(str(exc)) from None

@@ -173,7 +173,7 @@ class Daemon:
             except OSError:
                 pass
             self._publish_dirty()
-            self.recorder.flush_now()
+            self.recorder.flush_now(deadline=self._stop_deadline or time.monotonic() + SHUTDOWN_CLOSE)
             self.recorder.close()
             if self.cgroups is not None and not self.cgroups.close():
                 self._log(f"cgroup {self.cgroups.path} still holds processes; the guardian ends them")
@@ -288,7 +288,8 @@ class Daemon:
         stop-daemon came back as lost)."""
         self._publish_dirty()
         await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
-        await self._flush()  # waits for a flush under way, then writes the rest; no await follows it
+        with anyio.move_on_after(max(0.0, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic())):
+            await self._flush()  # waits for a flush under way, then writes the rest; no await follows it
 
     def _log(self, text: str) -> None:
         """One line in the daemon's log, agent text in it made visible (it cannot forge lines or drive a
@@ -715,6 +716,12 @@ class Daemon:
                 "stopping": self.shutting_down, "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
                 "containment": self.containment}
 
+    def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
+        """A shutdown that began while the audit row was written: the session never starts, and says so."""
+        if self.shutting_down:
+            self._audit(who, sid, op, None, None, "failed: the daemon began shutting down")
+            self._refuse_while_stopping(op)
+
     def _refuse_while_stopping(self, op: str) -> None:
         if self.shutting_down:
             raise RequestError(f"the daemon is shutting down and starts no more sessions; {op} again once it "
@@ -745,10 +752,11 @@ class Daemon:
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
+        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
+        self._refuse_after_audit(who, sid, "run")
         session = LiveSession(spec, config, ADAPTERS[spec_in.adapter](), sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
-                              containment=self._containment(sid))
-        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
+                              containment=self._containment(sid))  # its cgroup, once it is sure to start
         self.sessions[sid] = session
         self._mark(sid)
         self._cleaner_wake.set()  # its spill retention may be the shortest yet
@@ -786,6 +794,7 @@ class Daemon:
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
         await self._audited(who, sid, "adopt", str(pid), None, "watching")
+        self._refuse_after_audit(who, sid, "adopt")
         self.sessions[sid] = session
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
@@ -815,8 +824,10 @@ class Daemon:
         stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
         session.agent = hook_agent(who.chain, stop) or session.agent
         idle = req.get("idle")
-        return session.answer(event, hold=_seconds(req.get("hold")),
-                              idle=_seconds(idle) if idle is not None else None)
+        answer = session.answer(event, hold=_seconds(req.get("hold")),
+                                idle=_seconds(idle) if idle is not None else None)
+        await self.recorder.durable(session.spec.id, self.recorder.mark(session.spec.id))  # write ahead of it
+        return answer
 
     async def op_hook_wait(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
@@ -850,7 +861,7 @@ class Daemon:
 
         tail: the newest records. Otherwise the records after the cursors (`after`, `verdicts_after`,
         `actions_after`), merged by time. `newest: N` returns only the cursors from which the newest N
-        of each table follow. Replies carry `next` (the cursors to continue from) and `more`."""
+        of each table follow (`start`) and the newest ids now (`end`). Replies carry `next` (the cursors to continue from) and `more`."""
         sid = await self._resolve(req.get("session"))
         await self._flush()
         store = self.store
@@ -866,7 +877,8 @@ class Daemon:
         def read() -> dict[str, Any]:  # in a worker thread, so a long read never stalls the sessions
             if newest is not None:
                 n = _count(newest, 1000, 1 << 31)
-                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n) for t in tables}}
+                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n) for t in tables},
+                        "end": {CURSOR[t]: store.newest_start(sid, t, 0) for t in tables}}
             if req.get("tail"):
                 rows, more = store.newest(sid, limit=limit, max_bytes=max_bytes, tables=tables)
                 after = {t: (rows[t][-1]["id"] if rows[t] else cursors[t]) for t in HISTORY_TABLES}

@@ -281,7 +281,8 @@ class Recorder:
         try:
             error = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
             if error is False:
-                error = await anyio.to_thread.run_sync(self._write, entries)
+                with anyio.CancelScope(shield=True):  # taken from the lanes: written, or counted, never lost
+                    error = await anyio.to_thread.run_sync(self._write, entries)
         finally:
             self.writing_bytes = 0
         for lane, got in taken.items():
@@ -295,12 +296,16 @@ class Recorder:
         self._written.set()
         self._written = anyio.Event()
 
-    def flush_now(self) -> None:
-        """The last write, at shutdown, outside the event loop."""
+    def flush_now(self, deadline: float | None = None) -> None:
+        """The last write, at shutdown, outside the event loop; what is left at `deadline` (monotonic) is
+        counted as unwritten (a store locked by another program must not hold the daemon up)."""
         while self.lanes:
             taken = self._take(list(self.lanes), self.added)
             entries = [e for got in taken.values() for e in got]
-            if self._write(entries) is not None:
+            if deadline is not None and time.monotonic() > deadline:
+                self._count_lost(entries)
+                self._note_error("the daemon stopped before everything was written")
+            elif self._write(entries) is not None:
                 self._count_lost(entries)
 
     def _write_inline(self, entries: list[Entry]) -> str | None | bool:

@@ -144,6 +144,7 @@ class LiveSession:
         self._out_ready: anyio.Event | None = None
         self._stdin_closed = False
         self._deaf: str | None = None  # why the agent is being stopped for not reading its input
+        self._sampled: list[Verdict] = []  # verdicts on resources, for the ticker to carry out
         self._bytes_read = 0
         self._waiting_for_store = False
         self.drain_abandoned = False
@@ -331,6 +332,9 @@ class LiveSession:
                 self._wake = anyio.Event()
             if self._deaf is not None and not self.stopping:
                 await self._stop_deaf(self._deaf)
+            if self._sampled:
+                sampled, self._sampled = self._sampled, []
+                await self._carry_out(sampled, None)
             had_gates = self.health.state == GATED
             verdicts = self.health.tick(self.clock())
             if verdicts:
@@ -551,8 +555,9 @@ class LiveSession:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
             verdicts = self.health.observe(sample, self.clock())
             self._record(verdicts)
-            if verdicts:
-                await self._carry_out(verdicts, None)
+            if verdicts:  # carried out by the ticker: a stop's grace must not hold up the daemon's sampler
+                self._sampled.extend(verdicts)
+                self._wake.set()
 
     # ---- stopping ---------------------------------------------------------
     async def stop(self, reason: Termination, message: str) -> None:

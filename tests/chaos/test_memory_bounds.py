@@ -209,3 +209,20 @@ def test_an_attached_run_that_is_cut_off_says_why_and_does_not_call_its_session_
     assert done.returncode == 3, done.stderr
     assert "1,200 records not shown" in done.stderr and "cut off: took no message" in done.stderr
     assert "keeps running" in done.stderr and "lost" not in done.stderr
+
+
+def test_a_process_limit_found_by_the_sampler_terminates_the_session(lw: Harness) -> None:
+    forks = "import subprocess, sys, time\n[subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) " \
+            "for _ in range(5)]\ntime.sleep(60)"
+    sid = lw.run_detached(PY, "-c", forks, adapter="plain", sets=("limits.max_processes=3",))
+    snap = lw.wait_state(sid, "terminated", timeout=60)
+    assert snap["termination"] == "budget" and "process" in snap["termination_text"]
+
+
+def test_logs_of_a_session_writing_as_fast_as_it_can_ends_at_what_was_stored_when_it_began(lw: Harness) -> None:
+    sid = lw.run_detached(PY, str(AGENTS / "flood.py"), "100000000", name="busy")
+    wait_for(lambda: lw.status(sid)["events"] > 20_000, timeout=60, what="a busy session")
+    shown = lw.cli("logs", "--json", "--limit", "20000", sid, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert 20_000 <= len(shown.stdout.splitlines()) <= 2 * 20_000 + 100  # the newest of each table, no more
+    lw.request("kill", session=sid)
