@@ -25,7 +25,8 @@ from .cgroups import CgroupTree
 from .containment import Containment, daemon_instance
 from .guardian_link import GuardianLink
 from .paths import Paths, private_dir
-from .principal import Principal, agent_environment, ancestry, claimed_by, classify, descends_from, hook_agent
+from .principal import (Principal, agent_environment, ancestry, claimed_by, classify, claude_code_tool, descends_from,
+                        hook_agent)
 from .procfs import ProcTable
 from .reaper import become_subreaper, reap_orphans
 from .requests import BadRequest, adopt_request, run_request
@@ -555,7 +556,8 @@ class Daemon:
         """Who connected, and which live session (if any) it runs inside; see principal.py."""
         claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
         helpers = {self.guardian.pid} if self.guardian else set()
-        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers)])
+        attached = [s.spec.id for s in self.hooked.values() if not s.final]
+        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers), claude_code_tool(attached)])
 
     async def _request(self, stream: SocketStream, line: bytes, peer: Peer) -> bool:
         """Answer one request; True when the connection is now a subscription (or must close)."""
@@ -822,14 +824,16 @@ class Daemon:
             self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
             self._tg.start_soon(self._run_session, session)
         stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
-        session.agent = hook_agent(who.chain, stop) or session.agent
+        agent = hook_agent(who.chain, stop)
+        if agent is not None:
+            session.add_agent(agent)
         idle = req.get("idle")
         answer = session.answer(event, hold=_seconds(req.get("hold")),
-                                idle=_seconds(idle) if idle is not None else None)
+                                idle=_seconds(idle) if idle is not None else None, holder=who.pid)
         await self.recorder.durable(session.spec.id, self.recorder.mark(session.spec.id))  # write ahead of it
         return answer
 
-    async def op_hook_wait(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+    async def op_hook_wait(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
         session = self.sessions.get(await self._resolve(req.get("session")))
         if not isinstance(session, HookedSession):
@@ -837,7 +841,10 @@ class Daemon:
         ticket = req.get("ticket")
         if not isinstance(ticket, int) or isinstance(ticket, bool):
             raise RequestError("hook_wait needs the 'ticket' that hook answered")
-        return await session.wait(ticket, _seconds(req.get("hold")))
+        try:
+            return await session.wait(ticket, _seconds(req.get("hold")), holder=who.pid)
+        except PermissionError as exc:
+            raise RequestError(f"refused: {exc}") from None
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the

@@ -29,6 +29,7 @@ IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this lo
 HOLD_MAX = 3600.0
 IDLE_TICK = 60.0
 HELD_KEPT = 1000  # held PreToolUse answers remembered (a hook that never asks again is forgotten)
+AGENTS_KEPT = 16  # processes claimed as the ones that run its hooks (Claude Code, and any forger)
 TEXT_KEPT = 20  # queued texts for the model; older ones are dropped first
 _TEXT_ACTIONS = (Action.NUDGE, Action.ESCALATE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT)
 
@@ -63,14 +64,15 @@ class HookedSession:
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None  # Claude's process is the user's: never signalled
-        self.agent: ProcessRef | None = None  # the Claude Code process that ran the latest hook (principal.py)
+        self.agents: dict[int, ProcessRef] = {}  # every Claude Code process that ran one of its hooks (principal.py)
         self.stopping = False
         self.paused = self.operator_paused = False
         self.resources = Resources()
         self.tool_calls = 0
         self.idle = IDLE_DEFAULT
         self.turn_over = False  # a Stop came and nothing since: the idle clock runs
-        self.held: dict[int, Verdict | None] = {}  # ticket (the call's seq) -> its block verdict
+        self.held: dict[int, tuple[Verdict | None, int | None]] = {}  # ticket (the call's seq) -> its block
+        # verdict and the pid of the hook that holds it (no other process may take its answer)
         self.texts: list[tuple[str, bool]] = []  # (text, essential): essential texts also block a Stop
         self._seq = 0
         self._changed = anyio.Event()
@@ -86,8 +88,10 @@ class HookedSession:
         return self.health.state == GATED or self.operator_paused
 
     # ---- the hook path ------------------------------------------------------
-    def answer(self, event: dict[str, Any], hold: float, idle: float | None = None) -> dict[str, Any]:
-        """Judge one hook event; the result is `{session, output}` or, while blocked, `{session, wait, ticket}`."""
+    def answer(self, event: dict[str, Any], hold: float, idle: float | None = None,
+               holder: int | None = None) -> dict[str, Any]:
+        """Judge one hook event (sent by pid `holder`); the result is `{session, output}` or, while
+        blocked, `{session, wait, ticket}`."""
         name = str(event.get("hook_event_name") or "")
         now = self.clock()
         self.last_event_at = now
@@ -105,26 +109,30 @@ class HookedSession:
         if self.state == "terminated":
             return self._reply(ch.halt(name, self._end_text()))
         if name == "SessionEnd":
-            self._end("exited", 0)
+            if not self.blocked:  # paused or gated, it ends only by an operator's hand (deny, kill)
+                self._end("exited", 0)
             return self._reply(None)
         if name == "PreToolUse" and self.blocked:
             if hold <= 0:
                 return self._reply(self._released(block))
-            self._remember(self._seq, block)
+            self._remember(self._seq, block, holder)
             return {"session": self.spec.id, "wait": min(hold, HOLD_MAX), "ticket": self._seq,
                     "gates": [g.id for g in self.health.pending_gates()]}
         self._changed_now()
         return self._reply(self._output(name, block))
 
-    async def wait(self, ticket: int, hold: float) -> dict[str, Any]:
+    async def wait(self, ticket: int, hold: float, holder: int | None = None) -> dict[str, Any]:
         """The answer to a held PreToolUse, once the gate is decided or the session resumed, or after
-        `hold` seconds: then a paused session denies the call and a gate answers by `gates.on_timeout`."""
-        if ticket not in self.held and not self.final:
-            return self._reply(None)
+        `hold` seconds: then a paused session denies the call and a gate answers by `gates.on_timeout`.
+        Only the hook that was given the ticket may wait on it (PermissionError); an unknown ticket is
+        answered as a call with no verdict of its own, never simply allowed while the session is held."""
+        owner = self.held.get(ticket, (None, None))[1]
+        if owner is not None and holder is not None and owner != holder:
+            raise PermissionError(f"ticket {ticket} belongs to another hook process (pid {owner})")
         with anyio.move_on_after(max(0.0, min(hold, HOLD_MAX))):
             while self.blocked and not self.final:
                 await self._changed.wait()
-        return self._reply(self._released(self.held.pop(ticket, None)))
+        return self._reply(self._released(self.held.pop(ticket, (None, None))[0]))
 
     def _released(self, block: Verdict | None) -> dict[str, Any] | None:
         """A held PreToolUse's answer: the normal one once unblocked, else the timeout's."""
@@ -182,8 +190,8 @@ class HookedSession:
         texts, self.texts = [text for text, _ in self.texts], []
         return "\n\n".join(texts) or None
 
-    def _remember(self, ticket: int, block: Verdict | None) -> None:
-        self.held[ticket] = block
+    def _remember(self, ticket: int, block: Verdict | None, holder: int | None) -> None:
+        self.held[ticket] = (block, holder)
         for old in list(self.held)[:-HELD_KEPT]:
             del self.held[old]
 
@@ -274,9 +282,17 @@ class HookedSession:
     def claims(self) -> list[Claim]:
         """While it is live, the Claude Code process that ran its hook, and what descends from it (its tools),
         are this session's; the shell Claude was started from is not, since the operator types there."""
-        if self.agent is None or self.final:
+        if self.final:
             return []
-        return [Claim(self.spec.id, self.agent, "the Claude Code process that ran its hook")]
+        return [Claim(self.spec.id, agent, "the Claude Code process that ran its hook") for agent in self.agents.values()]
+
+    def add_agent(self, agent: ProcessRef) -> None:
+        """Another process that ran one of its hooks: claimed too, never instead of the ones before (a
+        hook forged by a tool would otherwise move the claim off Claude Code)."""
+        self.agents.pop(agent.pid, None)
+        self.agents[agent.pid] = agent
+        for pid in list(self.agents)[:-AGENTS_KEPT]:
+            del self.agents[pid]
 
     def snapshot(self) -> dict[str, Any]:
         h = self.health

@@ -257,6 +257,21 @@ def claimed_by(claims: Iterable[Claim]) -> Locator:
     return locate
 
 
+def claude_code_tool(attached: Sequence[str]) -> Locator:
+    """A locator for Claude Code's tools that left its process tree (setsid, a double fork: re-parented to
+    init, not to the daemon): while Claude Code sessions are attached by hooks, a process whose environment
+    says it runs under Claude Code (CLAUDECODE=1, which Claude Code gives every tool) is inside one. An
+    agent can clear the variable first; the README's security model says so."""
+
+    def locate(chain: Sequence[ProcStat]) -> Inside | None:
+        if not attached or not chain or environment_value(chain[0].pid, "CLAUDECODE") != "1":
+            return None
+        return Inside(attached[0] if len(attached) == 1 else None,
+                      "CLAUDECODE=1 in its environment: a tool of Claude Code, which is attached")
+
+    return locate
+
+
 def descends_from(daemon_pid: int, exempt: Collection[int]) -> Locator:
     """A locator for the daemon's descendants: its agents and their orphans, which it reaps as a
     subreaper; its own helpers (`exempt`, the guardian) are not agents."""

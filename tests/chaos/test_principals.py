@@ -273,3 +273,73 @@ def test_every_op_of_the_daemon_is_classified_once() -> None:
     ops = {name[3:] for name in dir(Daemon) if name.startswith("op_")} | {"subscribe"}
     assert ops == READ_ONLY_OPS | HOOK_OPS | OPERATOR_OPS
     assert not (READ_ONLY_OPS & HOOK_OPS or READ_ONLY_OPS & OPERATOR_OPS or HOOK_OPS & OPERATOR_OPS)
+
+
+def test_a_hook_forged_by_a_tool_does_not_move_the_claim_off_claude(lw: Harness, tmp_path: Path) -> None:
+    """A tool strips CLAUDE_PID and sends a hook event from a process of its own, then acts as the operator:
+    the claim must stay on the Claude Code process (before, it moved to the forger, which then exited)."""
+    forger = tmp_path / "forge.py"
+    forger.write_text(
+        "import json, os, subprocess, sys\n"
+        "env = {k: v for k, v in os.environ.items() if k != 'CLAUDE_PID'}\n"
+        "event = {'session_id': 'c-forge', 'cwd': '/tmp/forge', 'hook_event_name': 'UserPromptSubmit', 'prompt': 'x'}\n"
+        "subprocess.run([sys.executable, '-m', 'loopwarden', 'hook', 'claude-code'], input=json.dumps(event),\n"
+        "               text=True, env=env, check=False)\n")
+    plan, report, release = tmp_path / "plan.json", tmp_path / "report.jsonl", tmp_path / "release"
+    plan.write_text(json.dumps({"hook": f"{PY} -m loopwarden hook claude-code", "session_id": "c-forge",
+                                "cwd": "/tmp/forge", "commands": [f"{PY} {forger}",
+                                                                  f"{PY} -m loopwarden reset claude:forge"],
+                                "release": str(release)}))
+    agent = subprocess.Popen([PY, str(AGENTS / "fake_claude.py"), str(plan), str(report)], env=lw.env)
+    try:
+        rows = report_done(report, "ready")
+        forged, reset = rows[2], rows[3]
+        assert forged["code"] == 0
+        assert reset["code"] == 3 and "Claude Code process that ran its hook" in reset["stderr"], reset
+    finally:
+        release.touch()
+        agent.wait(30)
+
+
+def test_a_paused_hook_session_is_not_ended_by_a_session_end_event(lw: Harness) -> None:
+    def hook(name: str, **fields: Any) -> dict[str, Any]:
+        event = {"session_id": "c-paused", "cwd": "/tmp/paused", "hook_event_name": name, **fields}
+        return lw.request("hook", event=event, hold=0)
+
+    sid = hook("SessionStart", source="startup")["session"]
+    assert lw.cli("pause", sid).returncode == 0
+    assert hook("SessionEnd", reason="other")["session"] == sid  # forged, or not: an operator's pause holds
+    answer = hook("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_use_id="t1")
+    assert answer["session"] == sid and lw.status(sid)["state"] == "paused"
+    assert answer["output"]["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_only_the_hook_given_a_ticket_may_take_its_answer(lw: Harness) -> None:
+    def event(name: str, **fields: Any) -> dict[str, Any]:
+        return {"session_id": "c-ticket", "cwd": "/tmp/ticket", "hook_event_name": name, **fields}
+
+    sid = lw.request("hook", event=event("SessionStart", source="startup"))["session"]
+    assert lw.cli("pause", sid).returncode == 0
+    held = lw.request("hook", event=event("PreToolUse", tool_name="Bash", tool_input={"command": "ls"},
+                                          tool_use_id="t1"), hold=60)
+    assert held["ticket"]
+    thief = subprocess.run([PY, "-c", (
+        "import sys; from loopwarden.supervisor.client import Client; from loopwarden.supervisor.paths import "
+        "default_paths\ntry:\n    Client.connect(default_paths(), autostart=False, name='hook').request("
+        f"'hook_wait', session='{sid}', ticket={held['ticket']}, hold=1)\nexcept Exception as e:\n    print(e)")],
+        env=lw.env, capture_output=True, text=True, timeout=60, check=False)
+    assert "belongs to another hook process" in thief.stdout, thief
+
+
+def test_a_claude_code_tool_that_left_claudes_process_tree_is_still_refused(lw: Harness) -> None:
+    """A double-forked tool is re-parented to init, out of Claude's tree; CLAUDECODE=1 still gives it away."""
+    lw.request("hook", event={"session_id": "c-escape", "cwd": "/tmp/escape", "hook_event_name": "SessionStart"})
+    orphan = subprocess.run(["setsid", "-f", "sh", "-c", f"{PY} -m loopwarden kill claude:escape > /dev/null 2>&1; "
+                             f"echo $? > {lw.home}/orphan.code"], env={**lw.env, "CLAUDECODE": "1"}, timeout=30,
+                            check=False)
+    assert orphan.returncode == 0
+    code = wait_for(lambda: (lw.home / "orphan.code").exists() and (lw.home / "orphan.code").read_text().strip(),
+                    what="the orphan's command")
+    assert code == "3"
+    assert lw.status("claude:escape")["state"] == "running"
+    assert lw.cli("kill", "claude:escape").returncode == 0  # the operator, without CLAUDECODE, is not refused

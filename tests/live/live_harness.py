@@ -36,7 +36,8 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
 class Harness:
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.env = {**os.environ, "LOOPWARDEN_HOME": str(home)}
+        # the tests act as the operator: not as a Claude Code tool, even when they run under one
+        self.env = {**{k: v for k, v in os.environ.items() if k != "CLAUDECODE"}, "LOOPWARDEN_HOME": str(home)}
         self.paths: Paths = default_paths(self.env)
         self.daemon: subprocess.Popen[bytes] | None = None
 
