@@ -164,17 +164,28 @@ class Containment:
 
 
 _last_scan: tuple[float, ProcTable] = (0.0, ProcTable())
+_scanning: anyio.Event | None = None  # set when the scan under way is done
 
 
 async def fresh_table(max_age: float = SHARED_SCAN_AGE) -> ProcTable:
     """A /proc table at most `max_age` old, scanned in a worker thread (a scan of a few thousand
-    processes takes tens of milliseconds, which the event loop must not wait for)."""
-    global _last_scan
-    at, table = _last_scan
-    if time.monotonic() - at > max_age:
-        table = await anyio.to_thread.run_sync(ProcTable.scan)
-        _last_scan = (time.monotonic(), table)
-    return table
+    processes takes tens of milliseconds, which the event loop must not wait for). Callers that
+    arrive while a scan is under way wait for it and share it: a hundred sessions stopped at
+    once cost one scan, not a hundred."""
+    global _last_scan, _scanning
+    while time.monotonic() - _last_scan[0] > max_age:
+        if _scanning is not None:
+            await _scanning.wait()
+            continue
+        _scanning = done = anyio.Event()
+        try:
+            with anyio.CancelScope(shield=True):  # others wait on it: it must finish
+                table = await anyio.to_thread.run_sync(ProcTable.scan)
+            _last_scan = (time.monotonic(), table)
+        finally:
+            _scanning = None
+            done.set()
+    return _last_scan[1]
 
 
 def daemon_instance(pid: int | None = None) -> str:
