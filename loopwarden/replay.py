@@ -46,7 +46,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
             if type(line) is Oversized:
                 yield oversized_line(seq, line, limit)
             else:
-                yield parse_native(line, seq)  # type: ignore[arg-type]
+                yield parse_native(line, seq)
         return
     if fmt == "claude-code" and _starts_with_array(stream):
         from .sessions.claude_code import parse_array
@@ -62,7 +62,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
         if type(line) is Oversized:
             yield oversized_line(seq, line, limit)
         else:
-            yield from parse(line, seq)  # type: ignore[arg-type]
+            yield from parse(line, seq)
 
 
 def _starts_with_array(stream: BinaryIO) -> bool:

@@ -13,8 +13,8 @@ import psutil
 from .config import Config
 from .health import TERMINATED, SessionHealth
 from .principal import Claim, ProcessRef
-from .session import FINAL_STATES, Resources, SessionSpec, Sink, tree_pids
-from .verdicts import Action, Termination
+from .session import Resources, SessionSpec, Sink, tree_pids
+from .verdicts import FINAL_STATES, Action, Termination
 
 POLL_SECONDS = 0.25
 

@@ -555,7 +555,8 @@ class Daemon:
     def _classify(self, pid: int, uid: int) -> Principal:
         """Who connected, and which live session (if any) it runs inside; see principal.py."""
         claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
-        helpers = {self.guardian.pid} if self.guardian else set()
+        guardian_pid = self.guardian.pid
+        helpers = {guardian_pid} if guardian_pid is not None else set()
         attached = [s.spec.id for s in self.hooked.values() if not s.final]
         return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers), claude_code_tool(attached)])
 
@@ -570,7 +571,7 @@ class Daemon:
             await _send(stream, _reply(None, error="request must be an object with an 'op'"))
             return False
         rid = request.get("id")
-        op = request["op"]
+        op: str = request["op"]
         who = peer.principal.acting_as(request.get("client"), request.get("agent_session"))
         if op == "subscribe":
             await self._subscribe(stream, request, rid)
@@ -1159,9 +1160,8 @@ def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
     rows, kept = [], {}
     for pid in pids[:PROCESS_ROWS]:
         try:
-            proc = cache.get(pid)
-            if proc is None or not proc.is_running():
-                proc = psutil.Process(pid)
+            cached = cache.get(pid)
+            proc = cached if cached is not None and cached.is_running() else psutil.Process(pid)
             with proc.oneshot():
                 row = {"pid": pid, "ppid": proc.ppid(), "name": proc.name(), "cpu_percent": proc.cpu_percent(None),
                        "rss": proc.memory_info().rss, "status": proc.status()}

@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from .cgroups import SessionCgroup
 from .procfs import ProcId, ProcTable, signal_exact, signal_group
@@ -59,7 +60,10 @@ class Protected:
         return bool(self.groups or self.cgroups or self.procs or self.marks)
 
 
-def _toggle(items: set, item: object, add: bool) -> None:  # type: ignore[type-arg]
+T = TypeVar("T")
+
+
+def _toggle(items: set[T], item: T, add: bool) -> None:
     if add:
         items.add(item)
     else:

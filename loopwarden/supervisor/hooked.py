@@ -21,8 +21,8 @@ from .config import Config
 from .events import Event, ToolCall
 from .health import GATED, TERMINATED, SessionHealth
 from .principal import Claim, ProcessRef
-from .session import FINAL_STATES, Resources, SessionSpec, Sink
-from .verdicts import Action, Verdict
+from .session import Resources, SessionSpec, Sink
+from .verdicts import FINAL_STATES, Action, Verdict
 
 ADAPTER = "claude-code-hook"
 IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator, final
 
 if TYPE_CHECKING:
     from .events import InvalidLine
@@ -13,6 +14,7 @@ RECORDED_MAX_LINE_BYTES = 64 << 20  # Claude Code and Codex streams carry base64
 _SKIP_CHUNK = 1 << 16
 
 
+@final  # no subclasses: `type(line) is Oversized` tells mypy the other branch has bytes
 @dataclass(slots=True, frozen=True)
 class Oversized:
     """A line longer than the limit; only its length and first bytes were kept."""
@@ -45,7 +47,7 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Ite
         yield seq, line
 
 
-def _skip_rest(readline, head: bytes) -> Oversized:  # type: ignore[no-untyped-def]
+def _skip_rest(readline: Callable[[int], bytes], head: bytes) -> Oversized:
     length = len(head)
     kept = head[:256]
     while not head.endswith(b"\n"):

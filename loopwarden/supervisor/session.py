@@ -24,7 +24,7 @@ from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized, line_limit, oversized_line
 from .principal import Claim, ProcessRef
 from .spill import Spiller, spill_event
-from .verdicts import FINAL_STATES, Action, Termination, Verdict, final_exit_code, terminate  # noqa: F401
+from .verdicts import FINAL_STATES, Action, Termination, Verdict, terminate
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -285,7 +285,7 @@ class LiveSession:
         elif not line:
             return
         else:
-            events = self.adapter.parse_stdout(line, seq)  # type: ignore[arg-type]
+            events = self.adapter.parse_stdout(line, seq)
         for event in events:
             await self.handle(event, size)
             size = 0  # the line's bytes are counted once
@@ -312,12 +312,12 @@ class LiveSession:
         elif not line:
             return
         else:
-            events = self.adapter.parse_stderr(line, self._stderr_seq)  # type: ignore[arg-type]
+            events = self.adapter.parse_stderr(line, self._stderr_seq)
             if events:
                 for event in events:
                     await self.handle(event)
                 return
-            text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
+            text = line.decode("utf-8", "replace")
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
 
     async def _ticker(self) -> None:
@@ -365,7 +365,7 @@ class LiveSession:
         if type(event) is ToolResult:
             for verdict in verdicts:
                 if verdict.action == Action.SPILL:
-                    self._spill(verdict, event, now)  # type: ignore[arg-type]
+                    self._spill(verdict, event, now)
         if type(event) is ToolCall:
             self.tool_calls += 1
         record = event.to_dict()
@@ -398,7 +398,7 @@ class LiveSession:
     async def _carry_out(self, verdicts: list[Verdict], event: Event | None) -> None:
         adapter = self.adapter
         if type(event) is Hello:
-            reply = adapter.hello_reply(event, self.spec.id, self.config.spill.threshold_chars)  # type: ignore[arg-type]
+            reply = adapter.hello_reply(event, self.spec.id, self.config.spill.threshold_chars)
             if reply:
                 self._send(reply)
         block: Verdict | None = None
@@ -414,7 +414,7 @@ class LiveSession:
                     self._inject(verdict.message or verdict.reason, "nudge", verdict.rule)
             elif action == Action.SPILL and type(event) is ToolResult:
                 result = getattr(self, "_spill_result", None)
-                line = adapter.spill_line(event, result) if result is not None else None  # type: ignore[arg-type]
+                line = adapter.spill_line(event, result) if result is not None else None
                 if line:
                     self._send(line)
             elif action in (Action.NUDGE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT) and verdict.message:
@@ -423,9 +423,9 @@ class LiveSession:
                 self._inject(verdict.message, "escalate", verdict.rule, verdict.target)
         if type(event) is ToolCall:
             if self.health.state == GATED and adapter.can_veto:
-                self.held.append((event, block))  # type: ignore[arg-type]
+                self.held.append((event, block))
             else:
-                line = adapter.verdict_line(event, block)  # type: ignore[arg-type]
+                line = adapter.verdict_line(event, block)
                 if line:
                     self._send(line)
         if self.health.state == GATED and not adapter.can_veto and not self.paused:

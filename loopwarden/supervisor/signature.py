@@ -50,7 +50,7 @@ def call_signature(tool: str, args: dict[str, Any]) -> bytes:
 
 def result_digest(result: Any) -> bytes:
     """A tool result's digest, computed once per result and cached on it."""
-    digest = result.digest
+    digest: bytes | None = result.digest
     if digest is None:
         digest = result.digest = output_digest(result.output, result.failed)
     return digest

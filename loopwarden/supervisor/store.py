@@ -508,7 +508,8 @@ class Store:
         column = "id" if table == "sessions" else "session_id"
         where, params = self._where(**{column: session_id})
         with self._lock, _store_errors(self.path):
-            return next(iter(self.db.query(f"SELECT count(*) AS n FROM {table}{where}", params)))["n"]
+            n: int = next(iter(self.db.query(f"SELECT count(*) AS n FROM {table}{where}", params)))["n"]
+            return n
 
     def last(self, table: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` events or verdicts of a session, oldest first."""

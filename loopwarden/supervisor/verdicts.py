@@ -101,7 +101,7 @@ def final_exit_code(snapshot: dict[str, Any]) -> int:
     """The exit code `run` returns: the termination reason's, or the agent's own."""
     if snapshot.get("termination"):
         return Termination(snapshot["termination"]).exit_code
-    code = snapshot.get("exit_code")
+    code: int | None = snapshot.get("exit_code")
     if code is None:
         return 0
     return code if code >= 0 else 128 + -code

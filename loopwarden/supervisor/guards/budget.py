@@ -28,7 +28,7 @@ class BudgetGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is Output:
-            self.output_bytes += event.size or len(event.text)  # type: ignore[attr-defined]
+            self.output_bytes += event.size or len(event.text)
             cap = self.cfg.max_output_bytes
             if cap and self.output_bytes > cap:
                 text = messages.budget_terminate("output", f"{self.output_bytes:,} bytes", f"{cap:,} bytes")
@@ -36,7 +36,7 @@ class BudgetGuard(Guard):
                                   limit=cap),)
             return NO_VERDICTS
         if type(event) is ResourceSample:
-            return self._resources(event)  # type: ignore[arg-type]
+            return self._resources(event)
         assert isinstance(event, Usage)
         self.tokens += event.input_tokens + event.output_tokens
         self.cost += event.cost_usd or 0.0

@@ -28,7 +28,7 @@ class MonologueGuard(Guard):
         self.count += 1
         if not self.limit or (self.count != self.limit and self.count != 2 * self.limit):
             return NO_VERDICTS
-        evidence = {"count": self.count, "last": messages.clip(event.text, 160)}  # type: ignore[attr-defined]
+        evidence = {"count": self.count, "last": messages.clip(event.text, 160)}
         if self.count == self.limit:
             return (Verdict(Action.NUDGE, self.name, f"{self.count} assistant messages with no tool call",
                             message=messages.monologue_nudge(self.count), evidence=evidence),)

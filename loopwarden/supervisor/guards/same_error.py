@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 from .. import messages
 from ..config import Repetition
@@ -89,7 +89,10 @@ class SameErrorGuard(Guard):
         return [Counter("same_error", worst, self.cfg.max_same_error)]
 
 
-def _remember(table: OrderedDict, key: str, value: object) -> None:  # type: ignore[type-arg]
+V = TypeVar("V")
+
+
+def _remember(table: OrderedDict[str, V], key: str, value: V) -> None:
     """Insert as most recent, dropping the oldest entry past the bound."""
     table[key] = value
     table.move_to_end(key)

@@ -42,7 +42,7 @@ class ValidationGuard(Guard):
 
     def _failure(self, event: Event) -> Sequence[Verdict]:
         if type(event) is InvalidLine:
-            description = f"line {event.seq}: {event.reason}"  # type: ignore[attr-defined]
+            description = f"line {event.seq}: {event.reason}"
         else:
             description = messages.clip(event.message, 200)  # type: ignore[attr-defined]
         evidence = {"count": self.count, "description": description}
