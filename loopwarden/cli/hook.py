@@ -26,9 +26,9 @@ def hook_command() -> str:
     script = Path(sys.executable).parent / "loopwarden"
     if not (script.is_file() and os.access(script, os.X_OK)):
         found = shutil.which("loopwarden")
-        script = Path(found).resolve() if found else None  # type: ignore[assignment]
-    if script is None:
-        return f"{shlex.quote(sys.executable)} -m loopwarden hook claude-code"
+        if not found:
+            return f"{shlex.quote(sys.executable)} -m loopwarden hook claude-code"
+        script = Path(found).resolve()
     return f"{shlex.quote(str(script.absolute()))} hook claude-code"
 
 

@@ -426,7 +426,7 @@ def _block(block: Any) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if block.type == "tool_use":
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return block.model_dump(mode="json", exclude_none=True)  # type: ignore[no-any-return]
+    return block.model_dump(mode="json", exclude_none=True)
 
 
 # ---- command line ------------------------------------------------------------------

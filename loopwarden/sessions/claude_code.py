@@ -67,7 +67,8 @@ def block_text(content: Any) -> str:
         elif block.get("type") == "text":
             parts.append(str(block.get("text") or ""))
         elif block.get("type") == "image":
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            source = block.get("source")
+            source = source if isinstance(source, dict) else {}
             data = source.get("data")
             size = f", {len(data)} bytes {source.get('type') or 'base64'}" if isinstance(data, str) else ""
             parts.append(f"[image: {source.get('media_type') or 'unknown'}{size}]")
@@ -162,7 +163,8 @@ class ClaudeCodeParser(RecordParser):
 
     def _result(self, obj: dict[str, Any], seq: int, ts: float | None) -> list[ev.Event]:
         self._results += 1
-        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+        usage = obj.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         total = _num(obj.get("total_cost_usd"))
         if total is None:
             total = _num(obj.get("cost_usd"))  # legacy field name

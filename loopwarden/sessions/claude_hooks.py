@@ -34,8 +34,9 @@ def response_text(response: Any) -> str:
             parts = [str(response.get(k) or "") for k in ("stdout", "stderr")]
             return "\n".join(p for p in parts if p)
         file = response.get("file")
-        if isinstance(file, dict) and isinstance(file.get("content"), str):
-            return file["content"]
+        content = file.get("content") if isinstance(file, dict) else None
+        if isinstance(content, str):
+            return content
     if isinstance(response, list):
         return block_text(response)
     return orjson.dumps(response, option=orjson.OPT_SORT_KEYS, default=str).decode()

@@ -196,7 +196,8 @@ class ClaudeCodeAdapter(Adapter):
         if not isinstance(request_id, str) or not isinstance(request, dict):
             return []
         subtype = request.get("subtype")
-        hook = request.get("input") if isinstance(request.get("input"), dict) else {}
+        hook = request.get("input")
+        hook = hook if isinstance(hook, dict) else {}
         if subtype == "hook_callback" and hook.get("hook_event_name") == "PreToolUse":
             return self._pre_tool_use(request_id, request, hook, seq)
         if subtype == "hook_callback":
@@ -224,7 +225,8 @@ class ClaudeCodeAdapter(Adapter):
                             args=args if isinstance(args, dict) else {"input": args})]
 
     def _response(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
-        body = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        body = obj.get("response")
+        body = body if isinstance(body, dict) else {}
         request_id = body.get("request_id")
         if body.get("subtype") == "error" and isinstance(request_id, str) and request_id.startswith("loopwarden_init"):
             self.handshake = False  # no hook: calls are only observed, and blocks become nudges

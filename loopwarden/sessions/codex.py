@@ -51,7 +51,8 @@ class CodexParser(RecordParser):
         if kind == "turn.completed":
             # OpenAI's input_tokens already include cached_input_tokens (a subset), so
             # input_tokens alone is the whole prompt; adding the cached count would double it.
-            usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+            usage = obj.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
             self._turns += 1
             return [
                 ev.Usage(
@@ -129,7 +130,8 @@ class CodexParser(RecordParser):
             output, failed = _mcp_output(item)
             return ev.ToolResult(seq=seq, tool=tool, call_id=item_id, output=output, is_error=failed)
         if itype == "file_change":
-            changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+            changes = item.get("changes")
+            changes = changes if isinstance(changes, list) else []
             lines = [f"{c.get('kind')} {c.get('path')}" for c in changes if isinstance(c, dict)]
             output = "\n".join(lines)
             return ev.ToolResult(seq=seq, tool=tool, call_id=item_id, output=output, is_error=status == "failed")

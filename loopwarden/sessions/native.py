@@ -29,7 +29,7 @@ class NativeAdapter(Adapter):
     def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
         event = protocol.parse_line(raw, seq)
         if type(event) is Hello:
-            self.handshake = bool(event.handshake)  # type: ignore[attr-defined]
+            self.handshake = bool(event.handshake)
         elif type(event) is InvalidLine and self.handshake:
             self._refuse_call(raw, seq, event.reason)
         return [event]
