@@ -6,12 +6,12 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
@@ -62,7 +62,7 @@ GENERAL_KEYS = [
 class FilterBox(Input):
     """The filter line: typing filters live, enter keeps the filter, escape clears it."""
 
-    BINDINGS = [Binding("escape", "clear", "Clear filter")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "Clear filter")]
 
     def action_clear(self) -> None:
         self.value = ""
@@ -86,7 +86,7 @@ class ConsoleApp(App[None]):
 
     TITLE = "loopwarden"
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # absolute: subclasses live elsewhere
-    BINDINGS = SESSION_KEYS + ACTION_KEYS + GENERAL_KEYS
+    BINDINGS: ClassVar[list[BindingType]] = [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS]
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
                  title: str | None = None, feed: Feed | None = None,
@@ -123,7 +123,8 @@ class ConsoleApp(App[None]):
         """
         StylesCache.get_inner_outer.cache_clear()
         screens = set(self.screen_stack)
-        if gates := self._installed_screens.get("gates"):  # gone once the app starts closing
+        gates = self._installed_screens.get("gates")  # gone once the app starts closing
+        if isinstance(gates, Screen):
             screens.add(gates)
         for screen in screens:
             for holder in screen.query("ToastRack > ToastHolder"):
@@ -262,8 +263,12 @@ class ConsoleApp(App[None]):
             self.notify("no gate is waiting here", severity="warning")
         return ref
 
-    def _confirm(self, question: str, then: Callable[[], None]) -> None:
-        self.push_screen(Confirm(question), lambda yes: then() if yes else None)
+    def _confirm(self, question: str, then: Callable[[], object]) -> None:
+        def answer(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.push_screen(Confirm(question), answer)
 
     # ---- views ----------------------------------------------------------------
     @on(SessionTable.RowSelected, "#sessions")
@@ -317,8 +322,12 @@ class ConsoleApp(App[None]):
     def action_approve_with_guidance(self) -> None:
         ref = self._gate("approving")
         if ref:
+            def approve(text: str | None) -> None:
+                if text:
+                    self.act("approve", gate=ref, note=text)
+
             self.push_screen(AskText(f"Approve {ref} with guidance for the agent:", "what the agent should do next"),
-                             lambda text: self.act("approve", gate=ref, note=text) if text else None)
+                             approve)
 
     def action_deny(self) -> None:
         ref = self._gate("denying")
@@ -341,8 +350,11 @@ class ConsoleApp(App[None]):
     def action_inject(self) -> None:
         snap = self._session("injecting")
         if snap:
-            self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"),
-                             lambda text: self.act("inject", session=snap["id"], text=text) if text else None)
+            def inject(text: str | None) -> None:
+                if text:
+                    self.act("inject", session=snap["id"], text=text)
+
+            self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"), inject)
 
     def action_pause(self) -> None:
         snap = self._session("pausing")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
@@ -21,7 +21,8 @@ ADAPTERS = ("native", "plain", "claude-code")
 class Confirm(ModalScreen[bool]):
     """A yes/no question for destructive keys; `y` or Yes confirms, `n`, escape or No declines."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "Yes"),
+                                             Binding("n,escape", "answer(False)", "No")]
 
     def __init__(self, question: str) -> None:
         super().__init__()
@@ -45,7 +46,7 @@ class Confirm(ModalScreen[bool]):
 class AskText(ModalScreen[str | None]):
     """One line of text for the agent (guidance, an injected message); empty or escape cancels."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False) -> None:
         super().__init__()
@@ -72,7 +73,7 @@ class AskText(ModalScreen[str | None]):
 class Launch(ModalScreen[dict[str, Any] | None]):
     """A new session: command, adapter, preset and an optional name; the result is a `run` spec."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog launch"):

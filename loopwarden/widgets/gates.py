@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
@@ -56,7 +56,7 @@ class GatesQueue(Screen[None]):
 
     HELP_TITLE = "Gates queue"
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,g", "app.pop_screen", "Sessions", id="back"),
         Binding("a", "app.approve", "Approve"),
         Binding("w", "app.approve_with_guidance", "Guidance"),

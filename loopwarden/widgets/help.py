@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from typing import ClassVar
+
 from rich.table import Table
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -35,7 +37,7 @@ def key_table(sections: Iterable[tuple[str, Iterable[Binding]]]) -> Table:
 class Help(ModalScreen[None]):
     """Every key, grouped by where it works."""
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, sections: list[tuple[str, list[Binding]]], read_only: bool) -> None:
         super().__init__()

@@ -11,7 +11,7 @@ help lists them all). A click on a key presses it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import events
 from textual.content import Content
@@ -23,7 +23,7 @@ class KeyBar(Widget, can_focus=False):
     """`key description` for every shown binding of the screen; the command palette's key at the right."""
 
     ALLOW_SELECT = False
-    COMPONENT_CLASSES = {"keybar--key", "keybar--description"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keybar--key", "keybar--description"}
     DEFAULT_CSS = """
     KeyBar {
         dock: bottom;
