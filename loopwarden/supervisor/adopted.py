@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import psutil
@@ -115,7 +116,7 @@ class AdoptedSession:
         deadline = time.monotonic() + self.config.limits.kill_grace
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
-        while time.monotonic() < deadline and any(_alive(p) for p in procs):
+        while time.monotonic() < deadline and any(_alive(p) for p in procs):  # noqa: ASYNC110 - not our children: no exit to wait on
             await anyio.sleep(0.02)
         for p in procs:
             _send(p, signal.SIGKILL)

@@ -7,7 +7,8 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -33,7 +34,7 @@ class Client:
         self._id = 0
 
     @classmethod
-    def connect(cls, paths: Paths, *, autostart: bool = True, name: str = "cli") -> "Client":
+    def connect(cls, paths: Paths, *, autostart: bool = True, name: str = "cli") -> Client:
         """Connect, starting a daemon in the background when none answers (as tmux does)."""
         paths.socket  # noqa: B018 - raises SocketPathTooLong (one line) before anything starts
         claim = env_claim(os.environ, paths.socket)
@@ -41,7 +42,8 @@ class Client:
             return cls(_connect(paths), name, claim)
         except OSError:
             if not autostart:
-                raise DaemonError(f"no daemon is running (socket {paths.socket}); start one with 'loopwarden serve'") from None
+                raise DaemonError(f"no daemon is running (socket {paths.socket}); "
+                                  "start one with 'loopwarden serve'") from None
         start_daemon(paths)
         deadline = time.monotonic() + START_TIMEOUT
         last: OSError | None = None
@@ -70,7 +72,8 @@ class Client:
             raise DaemonError(str(reply.get("error")))
         return reply.get("result")
 
-    def subscribe(self, sessions: list[str] | None = None, events: bool = False) -> tuple[Any, Iterator[dict[str, Any]]]:
+    def subscribe(self, sessions: list[str] | None = None,
+                  events: bool = False) -> tuple[Any, Iterator[dict[str, Any]]]:
         """Switch this connection to a subscription: (initial snapshot, iterator of updates)."""
         first = self.request("subscribe", sessions=sessions, events=events)
 
@@ -92,7 +95,7 @@ class Client:
         except OSError:
             pass
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -6,9 +6,10 @@ import difflib
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 ENV_PREFIX = "LOOPWARDEN_"
 
@@ -83,7 +84,7 @@ class Attempts:
 class Escalation:
     failures_per_model: int = _key("int", "consecutive failed iterations before the next model", 2)
     failures_at_top: int = _key("int", "failed iterations on the last model before a human is called", 3)
-    models: list[str] = _list_key("model ladder, cheapest first", ["haiku", "sonnet", "opus"])
+    models: list[str] = _list_key("model ladder, cheapest first", ["haiku", "sonnet", "opus"])  # noqa: RUF009 - a default_factory
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def format_duration(seconds: float) -> str:
     """Seconds as a short human duration: 4h, 5m30s, 31.2s."""
     if seconds < 60:
         return f"{seconds:.1f}s".replace(".0s", "s")
-    s = int(round(seconds))
+    s = round(seconds)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"

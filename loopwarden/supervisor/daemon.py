@@ -10,8 +10,9 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import orjson
@@ -146,7 +147,8 @@ class Daemon:
         finally:
             os.umask(old_umask)
         os.chmod(sock_path, 0o600)
-        self._log(f"daemon {os.getpid()} listening on {sock_path}" + (f"; marked lost: {', '.join(lost)}" if lost else "")
+        self._log(f"daemon {os.getpid()} listening on {sock_path}"
+                  + (f"; marked lost: {', '.join(lost)}" if lost else "")
                   + ("" if self.store else "; running WITHOUT the store (see the error above), retrying"))
         try:
             async with anyio.create_task_group() as tg:
@@ -269,14 +271,14 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 for session in live:
                     tg.start_soon(session.kill, "the daemon is stopping")
-            while any(not s.final for s in live):
+            while any(not s.final for s in live):  # noqa: ASYNC110 - a session has no event for its end
                 await anyio.sleep(0.02)
         stragglers = [s for s in live if not s.final]
         for session in stragglers:  # a session stuck past its own SIGKILL: no more waiting for anything
             if isinstance(session, (LiveSession, AdoptedSession)):
                 session.kill_now()
         with anyio.move_on_after(max(0.0, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic())):
-            while any(not s.final for s in live):
+            while any(not s.final for s in live):  # noqa: ASYNC110 - a session has no event for its end
                 await anyio.sleep(0.02)
         if stragglers:
             self._log(f"shutdown: {len(stragglers)} sessions had not ended {SHUTDOWN_FORCE_AT:g}s after the stop "
@@ -524,7 +526,8 @@ class Daemon:
     async def _connection(self, stream: SocketStream) -> None:
         uid, pid = peer_uid(stream)
         if uid != os.getuid():
-            await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon (uid {os.getuid()})"))
+            await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon "
+                                                  f"(uid {os.getuid()})"))
             return
         peer = Peer(self._classify(pid, uid))
         buffer = b""
@@ -601,7 +604,7 @@ class Daemon:
         except StoreError as exc:
             await _send(stream, _reply(rid, error=f"the store could not be read: {exc}"))
             return False
-        except Exception as exc:  # a bug must not take the daemon down
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down
             self._log(f"error in {op}: {type(exc).__name__}: {exc}")
             await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
             return False
@@ -715,8 +718,9 @@ class Daemon:
         return {"protocol": PROTOCOL, "pid": os.getpid(), "sessions": len(self.sessions),
                 "live": sum(1 for s in self.sessions.values() if not s.final),
                 "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
-                "database": str(self.paths.database), **self._health(), "subscribers": len(self.subscribers), "queued_for_subscribers": self.queue_budget.used,
-                "stopping": self.shutting_down, "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
+                "database": str(self.paths.database), **self._health(), "subscribers": len(self.subscribers),
+                "queued_for_subscribers": self.queue_budget.used, "stopping": self.shutting_down,
+                "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
                 "containment": self.containment}
 
     def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
@@ -769,7 +773,7 @@ class Daemon:
     async def _run_session(self, session: LiveSession | AdoptedSession | HookedSession) -> None:
         try:
             await session.run()
-        except Exception as exc:  # a session's failure is recorded, never the daemon's end
+        except Exception as exc:  # noqa: BLE001 - a session's failure is recorded, never the daemon's end
             self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
             session.state = "exited"
             session.ended_at = session.ended_at or self.clock()  # else its runtime would grow forever
@@ -869,7 +873,8 @@ class Daemon:
 
         tail: the newest records. Otherwise the records after the cursors (`after`, `verdicts_after`,
         `actions_after`), merged by time. `newest: N` returns only the cursors from which the newest N
-        of each table follow (`start`) and the newest ids now (`end`). Replies carry `next` (the cursors to continue from) and `more`."""
+        of each table follow (`start`) and the newest ids now (`end`). Replies carry `next` (the cursors to
+        continue from) and `more`."""
         sid = await self._resolve(req.get("session"))
         await self._flush()
         store = self.store

@@ -118,7 +118,7 @@ async def _exited(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         return
     except (AttributeError, OSError):
-        while process.poll() is None:
+        while process.poll() is None:  # noqa: ASYNC110 - without a pidfd, polling is all there is
             await anyio.sleep(POLL_SECONDS)
         return
     try:

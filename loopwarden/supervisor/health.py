@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import messages
 from .config import Config

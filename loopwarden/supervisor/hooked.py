@@ -200,7 +200,9 @@ class HookedSession:
 
     def _end_text(self) -> str:
         termination = self.health.termination
-        return f"loopwarden: {termination.message or termination.reason}" if termination else "loopwarden: session ended"
+        if not termination:
+            return "loopwarden: session ended"
+        return f"loopwarden: {termination.message or termination.reason}"
 
     # ---- time: max_runtime, gate expiry, idle end ------------------------------
     async def run(self) -> None:
@@ -284,7 +286,8 @@ class HookedSession:
         are this session's; the shell Claude was started from is not, since the operator types there."""
         if self.final:
             return []
-        return [Claim(self.spec.id, agent, "the Claude Code process that ran its hook") for agent in self.agents.values()]
+        return [Claim(self.spec.id, agent, "the Claude Code process that ran its hook")
+                for agent in self.agents.values()]
 
     def add_agent(self, agent: ProcessRef) -> None:
         """Another process that ran one of its hooks: claimed too, never instead of the ones before (a

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterator, final
+from typing import TYPE_CHECKING, BinaryIO, final
 
 if TYPE_CHECKING:
     from .events import InvalidLine
@@ -130,7 +130,7 @@ def line_limit(configured: int, fmt: str) -> int:
     return DEFAULT_MAX_LINE_BYTES if fmt == "native" else RECORDED_MAX_LINE_BYTES
 
 
-def oversized_line(seq: int, line: Oversized, limit: int) -> "InvalidLine":
+def oversized_line(seq: int, line: Oversized, limit: int) -> InvalidLine:
     """The validation failure an over-long line becomes."""
     from .events import InvalidLine
     from .protocol import preview

@@ -336,7 +336,7 @@ def hook_agent(chain: Sequence[ProcStat], stop: Collection[int]) -> ProcessRef |
 
 
 def _is_shell(stat: ProcStat, argv: Sequence[str]) -> bool:
-    return stat.comm in SHELLS or bool(argv) and Path(argv[0].lstrip("-")).name in SHELLS
+    return stat.comm in SHELLS or (bool(argv) and Path(argv[0].lstrip("-")).name in SHELLS)
 
 
 def _runs_command(argv: Sequence[str]) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -207,7 +208,8 @@ def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
     if _too_deep(values.get("args")) or _too_deep(values.get("raw")):
         raise LineRejected(TOO_DEEP)
     if kind == "hello" and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
-        raise LineRejected(f"hello: protocol {values['protocol']} is not supported (this loopwarden speaks {PROTOCOL_VERSION})")
+        raise LineRejected(f"hello: protocol {values['protocol']} is not supported "
+                           f"(this loopwarden speaks {PROTOCOL_VERSION})")
     return ev.EVENT_TYPES[kind](**values)
 
 

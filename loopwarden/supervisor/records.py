@@ -308,7 +308,7 @@ class Recorder:
             elif self._write(entries) is not None:
                 self._count_lost(entries)
 
-    def _write_inline(self, entries: list[Entry]) -> str | None | bool:
+    def _write_inline(self, entries: list[Entry]) -> str | bool | None:
         """A few rows someone waits on, written on the event loop when the store is free (a thread hop
         costs more than the write): None when written, the error, or False when the store was busy."""
         store = self.store

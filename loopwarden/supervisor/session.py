@@ -7,8 +7,9 @@ import signal
 import subprocess
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -660,7 +661,8 @@ class LiveSession:
             while self._out:
                 mark, data = self._out[0]
                 if records is not None:
-                    await records.durable(self.spec.id, mark)  # sent even if the write failed: a full disk never stops an agent
+                    # sent even if the write failed: a full disk never stops an agent
+                    await records.durable(self.spec.id, mark)
                 self._out.popleft()
                 self._out_bytes -= len(data)
                 if not data:
@@ -693,7 +695,9 @@ class LiveSession:
 
     def claims(self) -> list[Claim]:
         """While it runs, the agent's process group and session (it leads both) and its descendants are its."""
-        return [Claim(self.spec.id, ProcessRef(self.pid), "the agent", group=True)] if self.pid and not self.final else []
+        if not self.pid or self.final:
+            return []
+        return [Claim(self.spec.id, ProcessRef(self.pid), "the agent", group=True)]
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""

@@ -15,7 +15,8 @@ Safety rules (fixing the weaknesses of the seed 003 design):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import os
 import re
@@ -30,7 +31,7 @@ SLUG_MAX = 48
 _ENCODING_ERRORS = "replace"
 
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
-_SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (SLUG_MAX - 1)
+_SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (SLUG_MAX - 1)  # noqa: UP031 - clearer than {{0,{...}}} in an f-string
 _NAME = re.compile(rf"{_SLUG}-[0-9]{{7,}}-{_SLUG}(?:-[0-9]+)?\.txt")
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -264,7 +265,7 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
         pass
 
 
-def spill_event(event: Any, verdict: Any, spiller: "Spiller | None", *, threshold: int, preview_chars: int,
+def spill_event(event: Any, verdict: Any, spiller: Spiller | None, *, threshold: int, preview_chars: int,
                 now: float) -> SpillResult:
     """Carry out a spill verdict on its tool_result: write the file (or truncate when there is no
     spiller), give the verdict the agent's text and the evidence, and keep only that text in the event."""

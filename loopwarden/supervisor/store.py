@@ -223,7 +223,7 @@ def _clean(text: str, cap: int) -> str:
 def _str(value: Any) -> str:
     try:
         return str(value)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a value's __str__ may raise anything
         return f"<unprintable {type(value).__name__}>"
 
 
@@ -425,7 +425,7 @@ class Store:
             # exactly the values deeper than MAX_RECORD_DEPTH: cheaper than counting every row's brackets
             wrapped = orjson.dumps([[[[value]]]], default=str, option=orjson.OPT_NON_STR_KEYS)
             text: str | None = wrapped[REPLY_ENVELOPE:-REPLY_ENVELOPE].decode()
-        except Exception:  # lone surrogates, ints beyond 64 bits, nesting too deep
+        except Exception:  # noqa: BLE001 - lone surrogates, ints beyond 64 bits, nesting too deep, a raising __str__
             text = None
         if text is None or len(text) > self.text_cap:
             text = json.dumps(self._plain(value), ensure_ascii=False)
@@ -633,7 +633,7 @@ class Store:
             if not chunk:
                 return
             for values in chunk:
-                row = dict(zip(names, values))
+                row = dict(zip(names, values, strict=True))
                 yield row.get("ts") or 0.0, order, row["id"], table, row, _size(row)
 
     def _bounded(self, table: str, sql: str, params: list[Any], max_bytes: int
@@ -648,7 +648,7 @@ class Store:
             if not chunk:
                 return rows, False
             for values in chunk:
-                row = dict(zip(names, values))
+                row = dict(zip(names, values, strict=True))
                 used += _size(row)
                 if rows and used > max_bytes:
                     cur.close()

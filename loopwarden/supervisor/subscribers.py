@@ -144,9 +144,8 @@ def encode(kind: str, session_id: str, data: dict[str, Any]) -> tuple[bytes, str
         stub: dict[str, Any] = {"clipped": True}
         for key in ("type", "seq", "ts", "action", "rule"):
             value = data.get(key)
-            if isinstance(value, str) and value.isascii() and len(value) < 200:
-                stub[key] = value
-            elif isinstance(value, (int, float)) and abs(value) < 2**53:  # orjson refuses ints past 64 bits
+            if ((isinstance(value, str) and value.isascii() and len(value) < 200)
+                    or (isinstance(value, (int, float)) and abs(value) < 2**53)):
                 stub[key] = value
         return _dumps({"kind": kind, "session": session_id, "data": stub}), trouble
 

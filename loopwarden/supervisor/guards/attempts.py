@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .. import messages
 from ..config import Attempts

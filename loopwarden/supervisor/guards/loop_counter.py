@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import sqrt
-from typing import Callable, Sequence
 
 from .. import messages
 from ..config import Loop
@@ -36,7 +36,8 @@ def lexical_similarity(a: str, b: str) -> float:
 
 _ERROR_TYPES = (
     ("syntax", re.compile(r"syntax|parse error|unexpected token|indentation", re.I)),
-    ("dependency", re.compile(r"modulenotfound|importerror|cannot find module|no module named|dependency|unresolved import", re.I)),
+    ("dependency", re.compile(r"modulenotfound|importerror|cannot find module|no module named|dependency"
+                              r"|unresolved import", re.I)),
     ("network", re.compile(r"timeout|timed out|connection|econn|dns|unreachable|\b50[234]\b|rate limit|\b429\b", re.I)),
     ("permission", re.compile(r"permission denied|unauthori[sz]ed|forbidden|\b40[13]\b|auth", re.I)),
     ("test", re.compile(r"assert|test.*fail|failing test|expected .* got", re.I)),

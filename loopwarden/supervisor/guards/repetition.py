@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import messages
 from ..config import Repetition
@@ -72,7 +73,8 @@ class RepetitionGuard(Guard):
             else:
                 self.ledger.add(call.seq)
                 text = messages.repetition_block(call.tool, call.args, self.streak, self.last_outcome)
-                reason = f"{call.tool} called {self.streak}x with identical arguments (block {self.ledger.count}/{self.ledger.max_blocks})"
+                reason = (f"{call.tool} called {self.streak}x with identical arguments "
+                          f"(block {self.ledger.count}/{self.ledger.max_blocks})")
                 out.append(Verdict(Action.BLOCK, self.name, reason, message=text, evidence=evidence))
         elif self.cfg.nudge_after and self.streak >= self.cfg.nudge_after and not self.nudged:
             self.nudge_due = self.nudged = True
