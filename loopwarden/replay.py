@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 from .supervisor import protocol
 from .supervisor.config import Config

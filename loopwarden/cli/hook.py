@@ -144,8 +144,10 @@ def _change(path: Path, install: bool) -> None:
 
 
 def _where(func: Any) -> Any:
-    func = click.option("--file", "file", metavar="PATH", help="Another settings file, e.g. .claude/settings.local.json.")(func)
-    func = click.option("--user", "scope", flag_value="user", help="~/.claude/settings.json: every Claude Code session.")(func)
+    func = click.option("--file", "file", metavar="PATH",
+                        help="Another settings file, e.g. .claude/settings.local.json.")(func)
+    func = click.option("--user", "scope", flag_value="user",
+                        help="~/.claude/settings.json: every Claude Code session.")(func)
     func = click.option("--project", "scope", flag_value="project", default=True,
                         help="./.claude/settings.json: sessions in this directory (the default).")(func)
     return func

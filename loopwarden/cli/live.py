@@ -238,9 +238,10 @@ def ls(as_json: bool, show_all: bool) -> None:
     click.echo(f"{'ID':<6} {'NAME':<18} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} "
                f"{'CPU':>6} {'MEM':>6}")
     for s in sessions:
-        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {str(s.get('adapter', '')):<{width}} "
+        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('adapter', '')!s:<{width}} "
                    f"{_state(s)[:34]:<34} {_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
-                   f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% {_mem(s.get('rss')):>6}")
+                   f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
+                   f"{_mem(s.get('rss')):>6}")
 
 
 def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -520,7 +521,8 @@ def gates(as_json: bool) -> None:
         return
     now = time.time()
     for g in visible_tree(pending):
-        click.echo(f"{g['ref']:<10} {g.get('name', ''):<16} {_age(now - g['opened_at']):>7} ago  [{g['rule']}] {g['reason']}")
+        click.echo(f"{g['ref']:<10} {g.get('name', ''):<16} {_age(now - g['opened_at']):>7} ago  "
+                   f"[{g['rule']}] {g['reason']}")
 
 
 def _decision(approve: bool) -> Any:

@@ -125,5 +125,6 @@ def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[
             raise ValueError(f"cannot find Claude Code: no `claude` on PATH; install it or set {ENV_BINARY}")
         binary, args = found, words
     if split_args(args).prompt is None:
-        raise ValueError('no prompt for Claude Code: give it as the last argument, e.g. -- --max-turns 20 "fix the tests"')
+        raise ValueError("no prompt for Claude Code: give it as the last argument, "
+                         'e.g. -- --max-turns 20 "fix the tests"')
     return [binary, *args]

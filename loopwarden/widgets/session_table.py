@@ -121,7 +121,8 @@ def same_cell(a: Text, b: Text) -> bool:
 
 
 class Column:
-    """One column: its key (`.key.value`), label and the width of its widest cell (grows, never shrinks, until a rebuild)."""
+    """One column: its key (`.key.value`), label and the width of its widest cell (grows, never shrinks, until a
+    rebuild)."""
 
     __slots__ = ("content_width", "key", "label", "name")
 
@@ -167,8 +168,8 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("end,ctrl+end", "last", "Last", show=False),
     ]
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row", "session-table--odd-row",
-                         "session-table--cursor"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row",
+                                             "session-table--odd-row", "session-table--cursor"}
 
     DEFAULT_CSS = """
     SessionTable {
