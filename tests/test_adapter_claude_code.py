@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from datetime import datetime, timezone
-from functools import lru_cache
+from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import orjson
@@ -88,7 +88,7 @@ def _shared(name: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parse(name: str) -> tuple[int, tuple[ev.Event, ...]]:
     """(records read, events) for one shared recording, parsed once per session."""
     parser = ClaudeCodeParser()
@@ -267,7 +267,7 @@ def test_sub_agent_and_timestamp() -> None:
         "message": {"id": "m", "content": [{"type": "tool_use", "id": "c", "name": "Grep", "input": {}}]},
     }, 4)
     assert call.agent == "toolu_task"
-    assert call.ts == datetime(2026, 11, 22, 2, 7, 55, 77000, tzinfo=timezone.utc).timestamp()
+    assert call.ts == datetime(2026, 11, 22, 2, 7, 55, 77000, tzinfo=UTC).timestamp()
     (result,) = parser.feed({
         "type": "user", "parent_tool_use_id": "toolu_task", "timestamp": "yesterday",
         "message": {"content": [{"type": "tool_result", "tool_use_id": "c", "content": [

@@ -41,7 +41,7 @@ EXPECTED: dict[str, tuple] = {
     ),
     "codex_exec_json__openai-codex-docs__exec-md-sample.jsonl": (
         8, "shell", "item_1", {"command": "bash -lc ls"}, 5,
-        None, 0, 7, "Yep — there’s a `README.md`", 24763, 122,
+        None, 0, 7, "Yep — there’s a `README.md`", 24763, 122,  # noqa: RUF001 - the recorded text's own apostrophe
     ),
 }
 

@@ -75,15 +75,20 @@ def test_env_preset_and_lists() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"sets": ["limits.max_runtim=5m"]}, "--set: unknown key 'limits.max_runtim' (did you mean limits.max_runtime?)"),
-        ({"sets": ["limits.max_runtime=soon"]}, "limits.max_runtime: 'soon' is not valid; it accepts a duration such as 30s, 5m or 4h"),
-        ({"sets": ["repetition.max_blocks=-1"]}, "repetition.max_blocks: '-1' is not valid; it accepts a whole number >= 0"),
+        ({"sets": ["limits.max_runtim=5m"]},
+         "--set: unknown key 'limits.max_runtim' (did you mean limits.max_runtime?)"),
+        ({"sets": ["limits.max_runtime=soon"]},
+         "limits.max_runtime: 'soon' is not valid; it accepts a duration such as 30s, 5m or 4h"),
+        ({"sets": ["repetition.max_blocks=-1"]},
+         "repetition.max_blocks: '-1' is not valid; it accepts a whole number >= 0"),
         ({"sets": ["repetition.reset_on_user_message=maybe"]}, "it accepts true or false"),
         ({"sets": ["gates.on_timeout=explode"]}, "it accepts one of deny, approve"),
         ({"sets": ["nokey"]}, "expected section.key=value"),
         ({"env": {"LOOPWARDEN_LIMITS_MAX_RUNTIME": "x"}}, "limits.max_runtime: 'x' is not valid"),
-        ({"env": {"LOOPWARDEN_LIMITS_NOPE": "1"}}, "environment variable LOOPWARDEN_LIMITS_NOPE: unknown key 'limits.nope'"),
-        ({"preset": "reckless"}, "preset 'reckless' is unknown; it accepts one of recommended, conservative, aggressive"),
+        ({"env": {"LOOPWARDEN_LIMITS_NOPE": "1"}},
+         "environment variable LOOPWARDEN_LIMITS_NOPE: unknown key 'limits.nope'"),
+        ({"preset": "reckless"},
+         "preset 'reckless' is unknown; it accepts one of recommended, conservative, aggressive"),
     ],
 )
 def test_errors_are_one_line_and_name_the_key(kwargs: dict, expected: str) -> None:

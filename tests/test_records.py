@@ -129,7 +129,8 @@ async def test_the_backlog_is_bounded_by_bytes(tmp_path: Path) -> None:
     assert not recorder.over_backlog and stored(tmp_path / "lw.db", "s1") == list(range(1, n + 1))
 
 
-async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "PENDING_CAP", 3 * (2000 + records.ROW_OVERHEAD) + 1)
     recorder = make(tmp_path)
     kept = [recorder.add("events", "s1", event("s1", seq), size=2000) for seq in range(1, 6)]

@@ -106,9 +106,11 @@ def test_three_bad_lines_in_a_row_terminate_with_validation_failure() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("replay", "/nonexistent/file.jsonl"), "loopwarden: error: cannot read /nonexistent/file.jsonl: No such file or directory"),
+        (("replay", "/nonexistent/file.jsonl"),
+         "loopwarden: error: cannot read /nonexistent/file.jsonl: No such file or directory"),
         (("replay", "--format", "gemini", "x"), "loopwarden: error: Invalid value for '--format'"),
-        (("replay", "--set", "limits.max_runtime=soon", "-"), "loopwarden: error: limits.max_runtime: 'soon' is not valid"),
+        (("replay", "--set", "limits.max_runtime=soon", "-"),
+         "loopwarden: error: limits.max_runtime: 'soon' is not valid"),
         (("replay",), "loopwarden: error: Missing argument 'FILE|-'"),
         (("nosuch",), "loopwarden: error: No such command 'nosuch'"),
     ],

@@ -105,12 +105,11 @@ async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() 
     sub = Subscriber(None, True, QueueBudget(), limit=3_500, clock=clock)
     for n in range(5):
         sub.offer(message(n))  # three fit, two are skipped
-    async with await UNIXSocketStream.from_socket(left) as stream:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sub.pump, stream)
-            reader = right.makefile("rb")
-            got = [orjson.loads(await anyio.to_thread.run_sync(reader.readline)) for _ in range(4)]
-            sub.cut("cut off: a test")
+    async with await UNIXSocketStream.from_socket(left) as stream, anyio.create_task_group() as tg:
+        tg.start_soon(sub.pump, stream)
+        reader = right.makefile("rb")
+        got = [orjson.loads(await anyio.to_thread.run_sync(reader.readline)) for _ in range(4)]
+        sub.cut("cut off: a test")
     tail = [orjson.loads(line) for line in reader.readlines()]
     right.close()
     assert [g.get("n") for g in got] == [None, 0, 1, 2] and got[0] == {"kind": "skipped", "count": 2}

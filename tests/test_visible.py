@@ -98,7 +98,7 @@ def test_a_tree_keeps_its_shape_and_every_string_is_made_visible(tree: object) -
             pending += [(v, seen[k]) for k, v in expected.items()]
         elif isinstance(raw, list):
             assert isinstance(seen, list) and len(seen) == len(raw)
-            pending += list(zip(raw, seen))
+            pending += list(zip(raw, seen, strict=True))
         elif isinstance(raw, str):
             assert seen == visible(raw) and not any(dangerous(char) for char in seen)
         else:

@@ -73,7 +73,8 @@ def main() -> int:
     for i in range(1, n + 1):
         call_id = f"e{i}"
         sent = time.perf_counter()
-        emit({"type": "tool_call", "tool": "echo", "args": {"i": 0 if same else i}, "call_id": call_id, "ts": time.time()})
+        emit({"type": "tool_call", "tool": "echo", "args": {"i": 0 if same else i}, "call_id": call_id,
+              "ts": time.time()})
         verdict = wait(lines, "verdict", call_id)
         latencies.append(time.perf_counter() - sent)
         action = str(verdict.get("action"))

@@ -37,7 +37,7 @@ class PeakRss(threading.Thread):
             except psutil.Error:
                 return
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self.start()
         return self
 
@@ -96,7 +96,7 @@ def test_history_is_read_a_bounded_page_at_a_time_even_five_readers_at_once(lw: 
         readers = [subprocess.Popen([PY, "-m", "loopwarden", "logs", "--json", "--limit", "10000", sid], env=lw.env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(5)]
         outputs = [reader.communicate(timeout=120) for reader in readers]
-    for reader, (out, err) in zip(readers, outputs):
+    for reader, (out, err) in zip(readers, outputs, strict=True):
         assert reader.returncode == 0, err
         records = [orjson.loads(line) for line in out.splitlines()]
         assert sum(r["kind"] == "event" for r in records) == stored == 602  # hello, 300 calls and results, done
@@ -190,7 +190,8 @@ def test_an_attached_run_that_is_cut_off_says_why_and_does_not_call_its_session_
                 for line in f:
                     req = orjson.loads(line)
                     if req["op"] == "run":
-                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"id": "s1", "name": "x"}}) + b"\n")
+                        f.write(orjson.dumps({"id": req["id"], "ok": True,
+                                              "result": {"id": "s1", "name": "x"}}) + b"\n")
                     elif req["op"] == "subscribe":
                         f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"sessions": [
                             {"id": "s1", "state": "running"}]}}) + b"\n")

@@ -44,7 +44,7 @@ def test_an_event_whose_verdict_reached_the_agent_survives_a_sigkill_of_the_daem
     lw.daemon.wait(10)
     answered = missing = 0
     with db(lw) as conn:
-        for sid, record in zip(sids, records):
+        for sid, record in zip(sids, records, strict=True):
             seqs = acked(record)  # read after the kill: nothing more can arrive
             stored = {row[0] for row in conn.execute("SELECT seq FROM events WHERE session_id = ?", [sid])}
             answered += len(seqs)

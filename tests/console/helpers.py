@@ -11,7 +11,8 @@ from loopwarden.widgets.session_table import SessionTable
 from tests.live.live_harness import PY, Harness
 
 
-async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,  # noqa: ASYNC109 - a poll's deadline
+                what: str = "condition") -> Any:
     """Let the app run until `condition()` holds (never a fixed sleep standing in for it)."""
     deadline = time.monotonic() + timeout
     while True:

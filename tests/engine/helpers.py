@@ -6,7 +6,8 @@ Every builder leaves `seq` at 0 unless given; the driver numbers such events by 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.config import Config, load_config

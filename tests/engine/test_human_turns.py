@@ -26,7 +26,8 @@ def failures(n, start=0):
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     out = []
     for i in range(start, start + n):
-        out += [call("bash", {"command": f"make {words[i]}"}), fail("bash", f"make: *** No rule to make target '{words[i]}'")]
+        out += [call("bash", {"command": f"make {words[i]}"}),
+                fail("bash", f"make: *** No rule to make target '{words[i]}'")]
     return out
 
 

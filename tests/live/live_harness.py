@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -51,7 +52,7 @@ class Harness:
         try:
             Client.connect(self.paths, autostart=False).close()
             return True
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the reason, not connectable yet
             return False
 
     def client(self) -> Client:

@@ -107,7 +107,8 @@ def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) 
         assert proc.stderr.count("\n") == 1
     for command, expected in ((["/nonexistent/agent"], "cannot start '/nonexistent/agent': no such file"),
                               (["nosuchcmd-xyz"], "cannot start 'nosuchcmd-xyz': command not found"),
-                              (["--sett", "x"], "cannot start '--sett': command not found (an option for loopwarden? put it before --)")):
+                              (["--sett", "x"], "cannot start '--sett': command not found "
+                                                "(an option for loopwarden? put it before --)")):
         proc = lw.cli("run", "--", *command)
         assert proc.returncode == 127 and proc.stderr == f"loopwarden: error: {expected}\n"
     with lw.client() as client:  # other clients get the same refusal from the daemon

@@ -9,8 +9,8 @@ import socket
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
