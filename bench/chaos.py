@@ -43,16 +43,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, BenchDaemon, wait_for  # noqa: E402
+from live_common import AGENTS, FINAL, PY, BenchDaemon, wait_for
 
-from loopwarden.supervisor.client import Client  # noqa: E402
+from loopwarden.supervisor.client import Client
 
 MiB = 1 << 20
 
@@ -117,7 +118,7 @@ class Pinger(threading.Thread):
         while not self.halt.is_set():
             try:
                 took, _ = timed(lambda: self.client.request("ping"))
-            except Exception:
+            except Exception:  # noqa: BLE001 - the daemon went away: the pinger stops
                 return
             self.times.append(took)
             self.halt.wait(0.01)
@@ -298,7 +299,7 @@ def part_sigkill(seconds: float) -> None:
                 pass
         db = sqlite3.connect(f"file:{d.paths.database}?mode=ro", uri=True)
         acked = missing = 0
-        for sid, record in zip(sids, records):
+        for sid, record in zip(sids, records, strict=True):
             seqs = {int(x) for x in record.read_text().split()} if record.exists() else set()
             stored = {row[0] for row in db.execute("SELECT seq FROM events WHERE session_id = ?", (sid,))}
             acked += len(seqs)
@@ -380,7 +381,8 @@ def part_agents() -> None:
                     "name": f"impostor-{mode}", "env": d.env}  # its own CLI finds this daemon, as a user's would
             try:
                 d.request("run", spec=spec)
-                wait_for(lambda: report.exists() and report.read_text().count('"done"') >= (1 if mode == "direct" else 2),
+                wait_for(lambda: report.exists()
+                         and report.read_text().count('"done"') >= (1 if mode == "direct" else 2),  # noqa: B023 - called in this iteration
                          120, f"the {mode} impostor's report")
             except Exception:  # noqa: BLE001 - the daemon may be gone: an impostor's stop-daemon was carried out
                 break

@@ -138,7 +138,8 @@ def loop(daemon: BenchDaemon, binary: str, label: str, script: Callable[[dict[st
 
     verdicts = records["verdicts"]
     first = {a: next((v for v in verdicts if v["action"] == a), None) for a in ("nudge", "block", "gate")}
-    gate = first["gate"] or next((v for v in verdicts if v["action"] == "escalate" and v.get("target") == "human"), None)
+    gate = first["gate"] or next((v for v in verdicts if v["action"] == "escalate" and v.get("target") == "human"),
+                                 None)
     parts = [f"{label}: {len(calls)} calls"]
     if first["nudge"]:
         parts.append(f"nudge after call {calls_at(first['nudge']['seq'])}")

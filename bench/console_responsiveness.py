@@ -86,16 +86,16 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, ROOT, BenchDaemon, leftovers, pct, verdict_line, wait_for  # noqa: E402
+from live_common import AGENTS, FINAL, PY, ROOT, BenchDaemon, leftovers, pct, verdict_line, wait_for
 
-from textual import events  # noqa: E402
-from textual._compositor import Compositor, CompositorUpdate  # noqa: E402
-from textual.keys import _get_unicode_name_from_key  # noqa: E402
+from textual import events
+from textual._compositor import Compositor, CompositorUpdate
+from textual.keys import _get_unicode_name_from_key
 
-from loopwarden.supervisor.client import Client  # noqa: E402
-from loopwarden.widgets.app import ConsoleApp, Sessions  # noqa: E402
-from loopwarden.widgets.gates import GatesQueue  # noqa: E402
-from loopwarden.widgets.session_table import SORTS  # noqa: E402
+from loopwarden.supervisor.client import Client
+from loopwarden.widgets.app import ConsoleApp, Sessions
+from loopwarden.widgets.gates import GatesQueue
+from loopwarden.widgets.session_table import SORTS
 
 MiB = 1 << 20
 TARGET_P95_MS = 100.0
@@ -151,7 +151,7 @@ def key_event(app: ConsoleApp, key: str) -> None:
 def rows_shown(app: ConsoleApp) -> int:
     try:
         return app.table.row_count
-    except Exception:  # the sessions screen is not composed yet
+    except Exception:  # noqa: BLE001 - the sessions screen is not composed yet
         return 0
 
 
@@ -205,7 +205,7 @@ class Sampler(threading.Thread):
                     "load": os.getloadavg()[0],
                 })
                 self.halt.wait(max(0.0, self.every - (time.monotonic() - t)))
-        except Exception as exc:  # the daemon went away: the summary says so
+        except Exception as exc:  # noqa: BLE001 - the daemon went away: the summary says so
             self.samples.append({"t": time.monotonic(), "error": repr(exc)})
         finally:
             self.client.close()

@@ -56,7 +56,7 @@ STEMS = ["user", "order", "invoice", "session", "parser", "formatter", "cache", 
          "payment", "account", "export", "import", "notify", "token", "upload", "audit", "pricing", "tenant"]
 SUFFIXES = ["", "_utils", "_service", "_models", "_handler", "_views", "_helpers", "_client", "_test", "_api"]
 EXTS = [".py", ".py", ".py", ".ts", ".tsx", ".js", ".rs", ".go", ".md", ".toml", ".json", ".yaml"]
-WORDS = ("add remove update fix refactor parse validate serialize render compute fetch store load save "
+WORDS = ("add remove update fix refactor parse validate serialize render compute fetch store load save "  # noqa: SIM905 - reads better than 250 quoted words
          "retry timeout handler request response payload header token session cache index query filter "
          "sort page limit offset cursor batch stream buffer chunk encode decode migrate schema column table "
          "field record model view controller service client server router middleware logger metric trace "
@@ -230,7 +230,8 @@ class Gen:
             return self._fill(lines, size)
         if tool == "list_dir" or (tool == "bash" and args["command"].startswith("ls")):
             lines = [f"-rw-r--r--  1 dev staff {r.randint(80, 90000):6d} Mar {r.randint(1, 28):2d} "
-                     f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d} {r.choice(STEMS)}{r.choice(SUFFIXES)}{r.choice(EXTS)}"
+                     f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d} "
+                     f"{r.choice(STEMS)}{r.choice(SUFFIXES)}{r.choice(EXTS)}"
                      for _ in range(30)]
             return self._fill(lines, size)
         if tool == "run_tests" or (tool == "bash" and ("pytest" in args["command"] or "test" in args["command"])):

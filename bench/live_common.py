@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import psutil
 
@@ -65,7 +66,7 @@ class BenchDaemon:
         self._client: Client | None = None
 
     # ---- lifecycle ---------------------------------------------------------
-    def __enter__(self) -> "BenchDaemon":
+    def __enter__(self) -> BenchDaemon:
         self.start()
         return self
 
@@ -88,7 +89,7 @@ class BenchDaemon:
         try:
             Client.connect(self.paths, autostart=False, name="bench").close()
             return True
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the reason, not connectable yet
             return False
 
     @property
@@ -121,9 +122,9 @@ class BenchDaemon:
                         if snap.get("state") not in FINAL:
                             try:
                                 self.request("kill", session=snap["id"], note="benchmark cleanup")
-                            except Exception:
+                            except Exception:  # noqa: BLE001 - cleanup is best effort
                                 pass
-                except Exception:
+                except Exception:  # noqa: BLE001 - cleanup is best effort
                     pass
         finally:
             if self._client is not None:

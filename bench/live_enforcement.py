@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, PY, BenchDaemon, dead, group_alive, leftovers, verdict_line, wait_for  # noqa: E402
+from live_common import AGENTS, PY, BenchDaemon, dead, group_alive, leftovers, verdict_line, wait_for
 
 MAX_RUNTIME = 1.0
 GRACE = 0.2
@@ -128,7 +128,8 @@ def main() -> int:
     print(f"{'run':>3} {'session':>8} {'pgid':>8} {'killed':>10} {'gone':>10} {'ended':>10} {'procs':>6}  "
           f"state / termination")
     for i, r in enumerate(results, 1):
-        print(f"{i:>3} {r['session']:>8} {r['pgid']:>8} {r['killed'] * 1000:>7.1f} ms {r['after_deadline'] * 1000:>7.1f} ms "
+        print(f"{i:>3} {r['session']:>8} {r['pgid']:>8} {r['killed'] * 1000:>7.1f} ms "
+              f"{r['after_deadline'] * 1000:>7.1f} ms "
               f"{r['ended_after_deadline'] * 1000:>7.1f} ms {r['members']:>6}  "
               f"{r['state']} / {r['termination']} (exit {r['exit_code']}; {', '.join(r['rules'])})")
     worst = max(r["after_deadline"] for r in results)

@@ -35,7 +35,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, PY, BenchDaemon, leftovers, verdict_line  # noqa: E402
+from live_common import AGENTS, PY, BenchDaemon, leftovers, verdict_line
 
 ECHO = str(AGENTS / "echo_handshake.py")
 FLOOD = str(AGENTS / "flood.py")
@@ -108,7 +108,7 @@ def engine(n: int, background: int, keep: bool, serve: list[str] | None = None,
             for fid in flood_ids:
                 try:
                     d.request("kill", session=fid, note="benchmark done")
-                except Exception:
+                except Exception:  # noqa: BLE001 - cleanup is best effort
                     pass
             verdicts = d.request("logs", session=sid, limit=10_000)["verdicts"]
             rules: dict[str, int] = {}

@@ -48,9 +48,9 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, pct, verdict_line, wait_for  # noqa: E402
+from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, pct, verdict_line, wait_for
 
-from loopwarden.supervisor.client import Client  # noqa: E402
+from loopwarden.supervisor.client import Client
 
 MiB = 1 << 20
 IDLE_TARGET = 2.0  # % of one core
@@ -105,7 +105,7 @@ class PingSampler(threading.Thread):
                 self.client.request("ping")
                 self.rtts.append(time.perf_counter() - t)
                 self.halt.wait(self.every)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the daemon went away: the pinger stops
             pass
         finally:
             self.client.close()
@@ -244,7 +244,8 @@ def idle(args: argparse.Namespace) -> dict[str, Any]:
             t1_, w1 = d.ps.cpu_times(), time.monotonic()
             cpu1 = t1_.user + t1_.system
             rss1 = d.ps.memory_info().rss
-            out.update(sessions=m, start_s=t_running, empty_pct=empty_pct, empty_window=args.empty_window, settle_s=args.settle, window_s=w1 - w0,
+            out.update(sessions=m, start_s=t_running, empty_pct=empty_pct, empty_window=args.empty_window,
+                       settle_s=args.settle, window_s=w1 - w0,
                        cpu_s=cpu1 - cpu0, cpu_pct=100 * (cpu1 - cpu0) / (w1 - w0),
                        user_pct=100 * (t1_.user - t0_.user) / (w1 - w0),
                        sys_pct=100 * (t1_.system - t0_.system) / (w1 - w0), rss0=rss0, rss1=rss1,

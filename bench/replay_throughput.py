@@ -236,9 +236,11 @@ def mb(n: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--stream", type=Path, default=DEFAULT_STREAM, help=f"native JSONL stream (default {DEFAULT_STREAM})")
+    p.add_argument("--stream", type=Path, default=DEFAULT_STREAM,
+                   help=f"native JSONL stream (default {DEFAULT_STREAM})")
     p.add_argument("--runs", type=int, default=3, help="timed runs per rate; the best is kept (default 3)")
-    p.add_argument("--small", type=int, default=100_000, help="memory checkpoint: events before the first mark (default 100,000)")
+    p.add_argument("--small", type=int, default=100_000,
+                   help="memory checkpoint: events before the first mark (default 100,000)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--profile", type=int, metavar="N", default=0, help="also cProfile the engine over N events")
     p.add_argument("--profile-only", action="store_true", help="only the --profile part (skip the benchmark)")

@@ -50,7 +50,8 @@ def main() -> None:
         call("git_diff", {}, f"d{i}", "- SESSION_TTL = 0\n+ SESSION_TTL = 3600")
         call("git_status", {}, f"s{i}", "modified: src/session.py")
     # 6. A slow tool: 45 s of silence earns a stall nudge.
-    emit({"type": "tool_call", "tool": "fetch_url", "args": {"url": "https://pypi.org/simple/bcrypt/"}, "call_id": "f1"})
+    emit({"type": "tool_call", "tool": "fetch_url", "args": {"url": "https://pypi.org/simple/bcrypt/"},
+          "call_id": "f1"})
     emit({"type": "tool_result", "tool": "fetch_url", "call_id": "f1", "output": "error: 503 Service Unavailable",
           "is_error": True}, 45.0)
     # 7. A huge output: spilled to a private file, the agent gets the path and a preview.
