@@ -6,17 +6,8 @@ import os
 
 import pytest
 
-from loopwarden.supervisor.principal import (
-    Claim,
-    ProcessRef,
-    ProcStat,
-    _runs_command,
-    ancestry,
-    claimed_by,
-    descends_from,
-    read_stat,
-    tty_name,
-)
+from loopwarden.supervisor.principal import Claim, _runs_command, claimed_by, descends_from, tty_name
+from loopwarden.supervisor.procfs import ProcId, ProcInfo, ancestry, read_stat
 
 
 @pytest.mark.parametrize(("argv", "runs"), [
@@ -45,20 +36,20 @@ def test_tty_names() -> None:
 
 def test_this_process_is_read_from_proc_and_its_chain_reaches_init() -> None:
     stat = read_stat(os.getpid())
-    assert stat and (stat.pid, stat.ppid, stat.pgrp, stat.sid) == (os.getpid(), os.getppid(), os.getpgrp(),
+    assert stat and (stat.pid, stat.ppid, stat.pgid, stat.sid) == (os.getpid(), os.getppid(), os.getpgrp(),
                                                                     os.getsid(0))
     chain = ancestry(os.getpid())
     assert chain[0] == stat and chain[-1].ppid == 0
     assert read_stat(2 ** 22 + 1) is None  # above pid_max: never a process
 
 
-def stat(pid: int, ppid: int, pgrp: int | None = None, sid: int | None = None, start: int = 1) -> ProcStat:
-    return ProcStat(pid, "x", ppid, pgrp or pid, sid or pid, 0, start)
+def stat(pid: int, ppid: int, pgrp: int | None = None, sid: int | None = None, start: int = 1) -> ProcInfo:
+    return ProcInfo(pid, ppid, pgrp or pid, sid or pid, start, False, comm="x")
 
 
 def test_claims_see_the_group_the_session_and_descent_and_not_a_reused_pid() -> None:
-    locate = claimed_by([Claim("s1", ProcessRef(100), "the agent", group=True),
-                         Claim("s2", ProcessRef(200, start=7), "the adopted process")])
+    locate = claimed_by([Claim("s1", ProcId(100, 1), "the agent", group=True),
+                         Claim("s2", ProcId(200, start=7), "the adopted process")])
     assert locate([stat(150, 1, pgrp=100, sid=100)]).how == "its process group"  # type: ignore[union-attr]
     assert locate([stat(151, 1, sid=100)]).how == "its session"  # type: ignore[union-attr]
     inside = locate([stat(152, 151), stat(151, 100, sid=100), stat(100, 1)])

@@ -13,7 +13,8 @@ import psutil
 
 from .config import Config
 from .health import TERMINATED, SessionHealth
-from .principal import Claim, ProcessRef
+from .principal import Claim
+from .procfs import ProcId, proc_id
 from .session import Resources, SessionSpec, Sink, tree_pids
 from .verdicts import FINAL_STATES, Action, Termination
 
@@ -36,6 +37,7 @@ class AdoptedSession:
         self.sink = sink
         self.clock = clock
         self.pid = pid
+        self.root: ProcId | None = proc_id(pid)  # with its start time: a reused pid is never taken for it
         self.created_at = clock()
         self.process_started_at = self.process.create_time()
         self.started_at = self.created_at  # limits count from adoption, not from the process's birth
@@ -139,7 +141,7 @@ class AdoptedSession:
     def claims(self) -> list[Claim]:
         """While it is watched, the adopted process and its descendants are this session's (not its group:
         it was started elsewhere, and its group may be the user's shell job)."""
-        return [] if self.final else [Claim(self.spec.id, ProcessRef(self.pid), "the adopted process")]
+        return [] if self.final or self.root is None else [Claim(self.spec.id, self.root, "the adopted process")]
 
     def snapshot(self) -> dict[str, Any]:
         h = self.health

@@ -26,9 +26,9 @@ from .cgroups import CgroupTree
 from .containment import Containment, daemon_instance
 from .guardian_link import GuardianLink
 from .paths import Paths, private_dir
-from .principal import (Principal, agent_environment, ancestry, claimed_by, classify, claude_code_tool, descends_from,
+from .principal import (Principal, agent_environment, claimed_by, classify, claude_code_tool, descends_from,
                         hook_agent)
-from .procfs import ProcTable
+from .procfs import ProcTable, ancestry
 from .reaper import become_subreaper, reap_orphans
 from .requests import BadRequest, adopt_request, run_request
 from .commands import default_name, missing_program
@@ -752,7 +752,7 @@ class Daemon:
         if missing:
             raise RequestError(missing)
         sid = self._new_id()
-        env = {**(env or minimal_env()), **agent_environment(sid, self.paths.socket)}  # its own CLI calls refuse early
+        env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
         name = spec_in.name or default_name(command)[:80]
         spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
                            preset=config.preset, sets=spec_in.sets, task=spec_in.task)

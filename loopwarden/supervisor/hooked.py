@@ -20,7 +20,8 @@ from ..sessions import claude_hooks as ch
 from .config import Config
 from .events import Event, ToolCall
 from .health import GATED, TERMINATED, SessionHealth
-from .principal import Claim, ProcessRef
+from .principal import Claim
+from .procfs import ProcId
 from .session import Resources, SessionSpec, Sink
 from .verdicts import FINAL_STATES, Action, Verdict
 
@@ -64,7 +65,7 @@ class HookedSession:
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None  # Claude's process is the user's: never signalled
-        self.agents: dict[int, ProcessRef] = {}  # every Claude Code process that ran one of its hooks (principal.py)
+        self.agents: dict[int, ProcId] = {}  # every Claude Code process that ran one of its hooks (principal.py)
         self.stopping = False
         self.paused = self.operator_paused = False
         self.resources = Resources()
@@ -289,7 +290,7 @@ class HookedSession:
         return [Claim(self.spec.id, agent, "the Claude Code process that ran its hook")
                 for agent in self.agents.values()]
 
-    def add_agent(self, agent: ProcessRef) -> None:
+    def add_agent(self, agent: ProcId) -> None:
         """Another process that ran one of its hooks: claimed too, never instead of the ones before (a
         hook forged by a tool would otherwise move the claim off Claude Code)."""
         self.agents.pop(agent.pid, None)

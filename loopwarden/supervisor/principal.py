@@ -19,8 +19,10 @@ from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
 
+from .procfs import MARK_ENV, ProcId, ProcInfo, ancestry, command_line, environment_value
+
 EXPLANATION = "operator actions must come from a person's terminal, not from a supervised agent"
-SESSION_ENV = "LOOPWARDEN_SESSION"  # the session a launched agent runs in, for its own CLI calls
+SESSION_ENV = MARK_ENV  # "s3@DAEMONPID.START": the session a launched agent runs in (containment.py sets it)
 DAEMON_ENV = "LOOPWARDEN_SESSION_DAEMON"  # ... and the socket of the daemon that launched it
 
 # Every op of the daemon, by who may call it; an op in none of these sets counts as an operator's.
@@ -30,7 +32,6 @@ HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which 
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
                           "kill", "shutdown", "prune"})
 
-MAX_DEPTH = 256  # ancestors walked; real chains are a dozen deep
 TRACE_ATTEMPTS = 3  # an ancestor that exits mid-walk re-parents its children: walk again
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "yash", "busybox"})
 LAUNCHERS = frozenset({"env", "timeout", "nice", "nohup", "stdbuf", "setsid", "ionice", "flock", "uv", "uvx",
@@ -39,36 +40,12 @@ _SHELL_VALUE_OPTIONS = frozenset({"--rcfile", "--init-file"})
 
 
 @dataclass(frozen=True, slots=True)
-class ProcStat:
-    """One process as /proc/PID/stat shows it."""
-
-    pid: int
-    comm: str
-    ppid: int
-    pgrp: int
-    sid: int
-    tty_nr: int
-    start: int  # clock ticks after boot: with the pid, it names one process even once the pid is reused
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessRef:
-    """One process: its pid and, when known, its start time, so a reused pid is not mistaken for it."""
-
-    pid: int
-    start: int | None = None
-
-    def matches(self, stat: ProcStat) -> bool:
-        return stat.pid == self.pid and (self.start is None or stat.start == self.start)
-
-
-@dataclass(frozen=True, slots=True)
 class Claim:
     """A live session's claim on `root` and its descendants (with `group`, also on the process group and
     session that `root` leads, as a launched agent does)."""
 
     session: str
-    root: ProcessRef
+    root: ProcId
     what: str  # how a refusal names the root: "the agent", "the adopted process", ...
     group: bool = False
 
@@ -90,7 +67,7 @@ class Inside:
         return f"refused: pid {pid} runs inside {where} ({self.how}); {EXPLANATION}"
 
 
-Locator = Callable[[Sequence[ProcStat]], Inside | None]
+Locator = Callable[[Sequence[ProcInfo]], Inside | None]
 """A source of "this process belongs to session X": given the peer and its ancestors (nearest first)."""
 
 
@@ -105,7 +82,7 @@ class Principal:
     tty: str | None
     inside: Inside | None
     traced: bool  # its parent chain was read up to init
-    chain: tuple[ProcStat, ...] = ()
+    chain: tuple[ProcInfo, ...] = ()
     claimed: str | None = None  # the session its environment names; believed only against itself
 
     @property
@@ -143,70 +120,9 @@ class Principal:
 
 # ---- /proc ----------------------------------------------------------------------
 
-def read_stat(pid: int) -> ProcStat | None:
-    """/proc/PID/stat parsed, or None when the process is gone or unreadable."""
-    raw = _read(f"/proc/{pid}/stat")
-    if raw is None:
-        return None
-    close = raw.rfind(b")")  # the name may itself hold ") "; the last one ends it
-    fields = raw[close + 2:].split()
-    try:  # after the name: state ppid pgrp session tty_nr ... starttime (the 20th)
-        return ProcStat(pid, raw[raw.find(b"(") + 1:close].decode(errors="replace"), int(fields[1]),
-                        int(fields[2]), int(fields[3]), int(fields[4]), int(fields[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _read(path: str, limit: int = 4096) -> bytes | None:
-    """A small /proc file in one read (unbuffered: a third of open()'s cost, and this runs per connection)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def ancestry(pid: int) -> tuple[ProcStat, ...]:
-    """`pid` and its ancestors, nearest first; it ends early when a process cannot be read."""
-    chain: list[ProcStat] = []
-    seen: set[int] = set()
-    while pid > 0 and pid not in seen and len(chain) < MAX_DEPTH:
-        stat = read_stat(pid)
-        if stat is None:
-            break
-        chain.append(stat)
-        seen.add(pid)
-        pid = stat.ppid
-    return tuple(chain)
-
-
-def traced(chain: Sequence[ProcStat]) -> bool:
+def traced(chain: Sequence[ProcInfo]) -> bool:
     """Whether a chain reaches the top (a process whose parent is 0: init, or kthreadd)."""
     return bool(chain) and chain[-1].ppid == 0
-
-
-def command_line(pid: int) -> list[str]:
-    raw = _read(f"/proc/{pid}/cmdline", 1 << 16)
-    if raw is None:
-        return []
-    return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
-
-
-def environment_value(pid: int, name: str) -> str | None:
-    """One variable of a process's environment (as it was started), or None."""
-    raw = _read(f"/proc/{pid}/environ", 1 << 20)
-    if raw is None:
-        return None
-    key = name.encode() + b"="
-    for item in raw.split(b"\0"):
-        if item.startswith(key):
-            return item[len(key):].decode(errors="replace")
-    return None
 
 
 def tty_name(tty_nr: int) -> str | None:
@@ -241,13 +157,13 @@ def claimed_by(claims: Iterable[Claim]) -> Locator:
         if claim.group:
             groups[claim.root.pid] = claim
 
-    def locate(chain: Sequence[ProcStat]) -> Inside | None:
+    def locate(chain: Sequence[ProcInfo]) -> Inside | None:
         for depth, stat in enumerate(chain):
             claim = roots.get(stat.pid)
             if claim and claim.root.matches(stat):
                 how = f"it is {claim.what}" if depth == 0 else f"it descends from {claim.what}, pid {stat.pid}"
                 return Inside(claim.session, how)
-            for leader, name in ((stat.pgrp, "process group"), (stat.sid, "session")):
+            for leader, name in ((stat.pgid, "process group"), (stat.sid, "session")):
                 claim = groups.get(leader)
                 if claim:
                     how = f"its {name}" if depth == 0 else f"it descends from pid {stat.pid}, in the agent's {name}"
@@ -263,7 +179,7 @@ def claude_code_tool(attached: Sequence[str]) -> Locator:
     says it runs under Claude Code (CLAUDECODE=1, which Claude Code gives every tool) is inside one. An
     agent can clear the variable first; the README's security model says so."""
 
-    def locate(chain: Sequence[ProcStat]) -> Inside | None:
+    def locate(chain: Sequence[ProcInfo]) -> Inside | None:
         if not attached or not chain or environment_value(chain[0].pid, "CLAUDECODE") != "1":
             return None
         return Inside(attached[0] if len(attached) == 1 else None,
@@ -276,7 +192,7 @@ def descends_from(daemon_pid: int, exempt: Collection[int]) -> Locator:
     """A locator for the daemon's descendants: its agents and their orphans, which it reaps as a
     subreaper; its own helpers (`exempt`, the guardian) are not agents."""
 
-    def locate(chain: Sequence[ProcStat]) -> Inside | None:
+    def locate(chain: Sequence[ProcInfo]) -> Inside | None:
         for child, parent in pairwise(chain):
             if parent.pid == daemon_pid:
                 if child.pid in exempt:
@@ -308,7 +224,7 @@ def classify(pid: int, uid: int, locators: Sequence[Locator]) -> Principal:
 
 # ---- hooks: which process is Claude Code ------------------------------------------------
 
-def hook_agent(chain: Sequence[ProcStat], stop: Collection[int]) -> ProcessRef | None:
+def hook_agent(chain: Sequence[ProcInfo], stop: Collection[int]) -> ProcId | None:
     """The Claude Code process that ran a hook (chain[0]), or None when it cannot be told.
 
     CLAUDE_PID in the hook's environment when it names an ancestor; else the nearest ancestor that is
@@ -316,7 +232,7 @@ def hook_agent(chain: Sequence[ProcStat], stop: Collection[int]) -> ProcessRef |
     shell (the hook was run by hand, and that shell is where a person types `loopwarden approve`), at
     init and at `stop` (the daemon and its ancestors), so none of those is ever marked.
     """
-    ancestors: list[ProcStat] = []
+    ancestors: list[ProcInfo] = []
     for stat in chain[1:]:
         if stat.pid <= 1 or stat.pid in stop:
             break
@@ -324,18 +240,18 @@ def hook_agent(chain: Sequence[ProcStat], stop: Collection[int]) -> ProcessRef |
     said = environment_value(chain[0].pid, "CLAUDE_PID") if chain else None
     named = next((stat for stat in ancestors if str(stat.pid) == said), None)
     if named and not _is_shell(named, command_line(named.pid)):
-        return ProcessRef(named.pid, named.start)
+        return ProcId(named.pid, named.start)
     for stat in ancestors:
         argv = command_line(stat.pid)
         if _is_shell(stat, argv):
             if not _runs_command(argv):
                 return None
         elif stat.comm not in LAUNCHERS and not _is_loopwarden(stat, argv):
-            return ProcessRef(stat.pid, stat.start)
+            return ProcId(stat.pid, stat.start)
     return None
 
 
-def _is_shell(stat: ProcStat, argv: Sequence[str]) -> bool:
+def _is_shell(stat: ProcInfo, argv: Sequence[str]) -> bool:
     return stat.comm in SHELLS or (bool(argv) and Path(argv[0].lstrip("-")).name in SHELLS)
 
 
@@ -362,16 +278,17 @@ def _runs_command(argv: Sequence[str]) -> bool:
     return False
 
 
-def _is_loopwarden(stat: ProcStat, argv: Sequence[str]) -> bool:
+def _is_loopwarden(stat: ProcInfo, argv: Sequence[str]) -> bool:
     return stat.comm == "loopwarden" or any(Path(a).name == "loopwarden" or a.startswith("loopwarden.")
                                             for a in argv[:3])
 
 
 # ---- the environment of launched agents -------------------------------------------------
 
-def agent_environment(session: str, socket: str | os.PathLike[str]) -> dict[str, str]:
-    """Variables that tell a launched agent's own loopwarden calls which session they run inside."""
-    return {SESSION_ENV: session, DAEMON_ENV: os.path.realpath(socket)}
+def agent_environment(socket: str | os.PathLike[str]) -> dict[str, str]:
+    """What tells a launched agent's own loopwarden calls which daemon they run under (the session's mark,
+    SESSION_ENV, comes with its containment): a claim naming another daemon is not this one's business."""
+    return {DAEMON_ENV: os.path.realpath(socket)}
 
 
 def env_refusal(environ: Mapping[str, str], socket: str | os.PathLike[str], pid: int) -> str | None:

@@ -21,10 +21,14 @@ class ProcId:
     pid: int
     start: int
 
+    def matches(self, info: ProcInfo) -> bool:
+        """Whether `info` is this very process (not another that reuses the pid)."""
+        return info.pid == self.pid and info.start == self.start
+
 
 @dataclass(frozen=True, slots=True)
 class ProcInfo:
-    """The fields of /proc/PID/stat that tracking needs."""
+    """The fields of /proc/PID/stat that tracking and telling principals apart need."""
 
     pid: int
     ppid: int
@@ -32,6 +36,8 @@ class ProcInfo:
     sid: int
     start: int
     zombie: bool
+    comm: str = ""  # the command name (15 characters at most); the agent chooses it
+    tty_nr: int = 0  # the controlling terminal (0: none)
 
     @property
     def id(self) -> ProcId:
@@ -40,20 +46,65 @@ class ProcInfo:
 
 def read_stat(pid: int) -> ProcInfo | None:
     """`pid`'s stat line, or None when there is no such process (or it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return _parse_stat(pid, raw)
+    raw = read_small(f"/proc/{pid}/stat")
+    return None if raw is None else _parse_stat(pid, raw)
 
 
 def _parse_stat(pid: int, raw: bytes) -> ProcInfo | None:
-    rest = raw[raw.rfind(b")") + 2:].split()  # the name may hold spaces and ')'; it ends at the last ')'
+    close = raw.rfind(b")")  # the name may hold spaces and ')'; it ends at the last ')'
+    rest = raw[close + 2:].split()  # state ppid pgrp session tty_nr ... starttime (the 20th)
     try:
-        return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0] in (b"Z", b"X"))
+        return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0] in (b"Z", b"X"),
+                        raw[raw.find(b"(") + 1:close].decode(errors="replace"), int(rest[4]))
     except (IndexError, ValueError):
         return None
+
+
+def read_small(path: str, limit: int = 4096) -> bytes | None:
+    """A small /proc file in one read (unbuffered: a third of open()'s cost; this runs per connection)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def ancestry(pid: int, limit: int = 256) -> tuple[ProcInfo, ...]:
+    """`pid` and its ancestors, nearest first; it ends early when a process cannot be read."""
+    chain: list[ProcInfo] = []
+    seen: set[int] = set()
+    while pid > 0 and pid not in seen and len(chain) < limit:
+        info = read_stat(pid)
+        if info is None:
+            break
+        chain.append(info)
+        seen.add(pid)
+        pid = info.ppid
+    return tuple(chain)
+
+
+def command_line(pid: int) -> list[str]:
+    raw = read_small(f"/proc/{pid}/cmdline", 1 << 16)
+    if raw is None:
+        return []
+    return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
+
+
+def environment_value(pid: int, name: str) -> str | None:
+    """One variable of a process's environment (as it was started), or None."""
+    raw = read_small(f"/proc/{pid}/environ", 1 << 20)
+    if raw is None:
+        return None
+    key = name.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode(errors="replace")
+    return None
 
 
 def proc_id(pid: int) -> ProcId | None:
@@ -129,16 +180,7 @@ class ProcTable:
 
 def environ_mark(pid: int) -> str | None:
     """The value of MARK_ENV in `pid`'s environment as it started, or None."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            raw = f.read(1 << 20)
-    except OSError:
-        return None
-    prefix = MARK_ENV.encode() + b"="
-    for entry in raw.split(b"\0"):
-        if entry.startswith(prefix):
-            return entry[len(prefix):].decode(errors="replace")
-    return None
+    return environment_value(pid, MARK_ENV)
 
 
 def signal_exact(proc: ProcId, sig: int) -> bool:

@@ -23,7 +23,7 @@ from .procfs import ProcTable
 from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from .health import GATED, TERMINATED, SessionHealth
 from .lines import LineSplitter, Oversized, line_limit, oversized_line
-from .principal import Claim, ProcessRef
+from .principal import Claim
 from .spill import Spiller, spill_event
 from .verdicts import FINAL_STATES, Action, Termination, Verdict, terminate
 
@@ -695,9 +695,10 @@ class LiveSession:
 
     def claims(self) -> list[Claim]:
         """While it runs, the agent's process group and session (it leads both) and its descendants are its."""
-        if not self.pid or self.final:
+        root = self.containment.root
+        if root is None or self.final:
             return []
-        return [Claim(self.spec.id, ProcessRef(self.pid), "the agent", group=True)]
+        return [Claim(self.spec.id, root, "the agent", group=True)]
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""
