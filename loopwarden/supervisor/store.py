@@ -537,9 +537,10 @@ class Store:
             where, params = (" WHERE (coalesce(created_at, 0), rowid) <"
                              " (SELECT coalesce(created_at, 0), rowid FROM sessions WHERE id = ?)"), [before]
         sql = f"SELECT * FROM sessions{where} ORDER BY coalesce(created_at, 0) DESC, rowid DESC LIMIT ?"
-        rows = self._bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
+        with self._lock, _store_errors(self.path):
+            rows = self._bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
         rows.reverse()
-        return rows
+        return self._decode("sessions", rows)
 
     def spill_settings(self, default_dir: str, default_retention: float, limit: int = 10_000
                        ) -> list[tuple[str, str, float]]:

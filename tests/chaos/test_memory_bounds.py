@@ -162,6 +162,8 @@ def test_a_long_history_is_not_loaded_at_start_and_is_still_listed_whole(lw: Har
     lw.start()
     listed = lw.request("list")
     assert len(listed) < 5000  # the newest, bounded by bytes: the rest stay in the store
+    assert listed[0]["counters"] == template["counters"]  # whole snapshots, as they were stored
+    assert lw.request("list", stored=True)[0]["counters"] == template["counters"]
     assert lw.status("old7")["id"] == "s9"  # an old one is found by name through the store
     shown = lw.cli("ls", "--all")
     assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 1 + 5001  # the header and every session
