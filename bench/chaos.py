@@ -51,37 +51,11 @@ import orjson
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, BenchDaemon, wait_for
+from live_common import AGENTS, FINAL, PY, BenchDaemon, RssSampler, wait_for
 
 from loopwarden.supervisor.client import Client
 
 MiB = 1 << 20
-
-
-class RssPeak(threading.Thread):
-    """Samples a process's RSS every `every` seconds; `.peak` and `.samples`."""
-
-    def __init__(self, proc: psutil.Process, every: float = 0.05) -> None:
-        super().__init__(daemon=True)
-        self.proc, self.every = proc, every
-        self.samples: list[tuple[float, int]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                self.samples.append((time.monotonic(), self.proc.memory_info().rss))
-            except psutil.Error:
-                return
-            self.halt.wait(self.every)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(5)
-
-    @property
-    def peak(self) -> int:
-        return max((rss for _, rss in self.samples), default=0)
 
 
 def rss(daemon: BenchDaemon) -> int:
@@ -134,7 +108,7 @@ def part_deaf(window: float) -> None:
     with BenchDaemon("chaos-deaf") as d:
         before = rss(d)
         sid = d.run([PY, str(AGENTS / "deaf_handshake.py")], name="deaf")
-        sampler = RssPeak(d.ps, 0.5)  # type: ignore[arg-type]
+        sampler = RssSampler(d.ps, 0.5)  # type: ignore[arg-type]
         sampler.start()
         deadline = time.monotonic() + window
         snap = d.status(sid)
@@ -158,7 +132,7 @@ def part_subscriber(window: float) -> None:
         sock = raw_connect(d)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.sendall(orjson.dumps({"id": 1, "op": "subscribe", "sessions": [sid], "events": True}) + b"\n")
-        sampler = RssPeak(d.ps, 0.5)  # type: ignore[arg-type]
+        sampler = RssSampler(d.ps, 0.5)  # type: ignore[arg-type]
         sampler.start()
         time.sleep(window)
         sampler.stop()
@@ -191,7 +165,7 @@ def part_logs(pairs: int) -> None:
         time.sleep(1.0)  # let the store settle before measuring the baseline
         before = rss(d)
         for n in (1, 5):
-            sampler = RssPeak(d.ps)  # type: ignore[arg-type]
+            sampler = RssSampler(d.ps, 0.05)  # type: ignore[arg-type]
             sampler.start()
             start = time.perf_counter()
             procs = [subprocess.Popen([PY, "-m", "loopwarden", "logs", "--json", "--limit", "10000", sid],
@@ -318,7 +292,7 @@ def part_sigkill(seconds: float) -> None:
 
 def part_flood(sessions: int, events: int) -> None:
     with BenchDaemon("chaos-flood") as d:
-        sampler = RssPeak(d.ps, 0.2)  # type: ignore[arg-type]
+        sampler = RssSampler(d.ps, 0.2)  # type: ignore[arg-type]
         sampler.start()
         sids = [d.run([PY, str(AGENTS / "flood.py"), str(events)], name=f"flood{i}") for i in range(sessions)]
         snaps = d.wait_final(sids, 900, interval=0.5)

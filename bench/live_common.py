@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -39,6 +40,32 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+class RssSampler(threading.Thread):
+    """Samples a process's RSS every `every` seconds until stopped: `.samples` and `.peak`."""
+
+    def __init__(self, proc: psutil.Process, every: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.every = proc, every
+        self.samples: list[tuple[float, int]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.monotonic(), self.proc.memory_info().rss))
+            except psutil.Error:
+                return
+            self.halt.wait(self.every)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(5)
+
+    @property
+    def peak(self) -> int:
+        return max((rss for _, rss in self.samples), default=0)
 
 
 def pct(values: list[float], p: float) -> float:

@@ -48,29 +48,13 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, pct, verdict_line, wait_for
+from live_common import AGENTS, FINAL, PY, BenchDaemon, RssSampler, leftovers, pct, verdict_line, wait_for
 
 from loopwarden.supervisor.client import Client
 
 MiB = 1 << 20
 IDLE_TARGET = 2.0  # % of one core
 IDLE_CMD = ["python3", "-c", "import time; time.sleep(600)"]
-
-
-class RssSampler(threading.Thread):
-    def __init__(self, proc: psutil.Process, every: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.proc, self.every = proc, every
-        self.samples: list[tuple[float, int]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                self.samples.append((time.monotonic(), self.proc.memory_info().rss))
-            except psutil.Error:
-                return
-            self.halt.wait(self.every)
 
 
 # Start every flood at once: the interpreter starts, blocks opening a FIFO until the

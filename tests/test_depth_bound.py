@@ -12,28 +12,10 @@ from hypothesis import strategies as st
 
 from loopwarden.supervisor.bounds import (CUT_MARKER, MAX_DEPTH, MAX_RECORD_DEPTH, cut_deep, cut_deep_json,
                                           depth_exceeds, may_exceed_depth)
+from tests.nesting import depth_of, nest
 
 # the bound, one past it, past orjson's writer (254), at and past its reader (1024), and far beyond
 DEPTHS = [1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 250, 255, 1023, 1024, 1025, 5000]
-
-
-def nest(depth: int) -> list[Any]:
-    """Arrays nested `depth` levels deep, built without recursion."""
-    value: list[Any] = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
-def depth_of(value: Any) -> int:
-    """How deep a value nests (a scalar: 0), without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
 
 
 @pytest.mark.parametrize("depth", DEPTHS)

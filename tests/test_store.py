@@ -18,6 +18,7 @@ from loopwarden.supervisor import store as store_mod
 from loopwarden.supervisor.gates import GateBook
 from loopwarden.supervisor.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
 from loopwarden.supervisor.verdicts import Action, Termination, Verdict
+from tests.nesting import depth_of, nest
 
 NOW = 1_700_000_000.0
 
@@ -488,29 +489,12 @@ def test_any_data_can_be_written_and_read_back_as_json(tmp_path):
         check()
 
 
-def _nest(depth: int) -> list:
-    value: list = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
-def _depth(value) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((c, depth + 1) for c in (node.values() if isinstance(node, dict) else node))
-    return deepest
-
-
 @pytest.mark.parametrize("depth", [64, 249, 250, 251, 254, 255, 1023, 1024, 5000])
 def test_a_record_is_stored_whole_up_to_the_record_bound_and_cut_below_it(store, depth):
     from loopwarden.supervisor.bounds import MAX_RECORD_DEPTH, cut_marker
 
-    store.write(Batch(events=[event(deep=_nest(depth - 1))]))  # the data (1) > deep (2...)
+    store.write(Batch(events=[event(deep=nest(depth - 1))]))  # the data (1) > deep (2...)
     [row] = store.events("s1")
-    assert _depth(row["data"]) == min(depth, MAX_RECORD_DEPTH)
+    assert depth_of(row["data"]) == min(depth, MAX_RECORD_DEPTH)
     assert (cut_marker(MAX_RECORD_DEPTH) in json.dumps(row["data"])) is (depth > MAX_RECORD_DEPTH)
     assert row["data"]["output"] == "ok"

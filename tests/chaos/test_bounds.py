@@ -22,6 +22,7 @@ from loopwarden.supervisor.subscribers import encode
 from loopwarden.widgets.feed import Feed
 from loopwarden.widgets.stream import render
 from tests.claude_code_hook.helpers import denial, event, hooked, run_hook
+from tests.nesting import depth_of, nest
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 AGENT = str(AGENTS / "deep_call.py")
@@ -64,16 +65,6 @@ def release(go: Path, out: Lines) -> None:
 def session_named(lw: Harness, name: str) -> dict[str, Any]:
     [snap] = [s for s in lw.request("list") if s["name"] == name]
     return snap
-
-
-def depth_of(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((c, depth + 1) for c in (node.values() if isinstance(node, dict) else node))
-    return deepest
 
 
 def test_a_followed_session_ends_with_its_own_outcome_at_every_depth(lw: Harness, tmp_path: Path) -> None:
@@ -204,24 +195,18 @@ def test_a_request_at_the_daemons_limit_is_answered_and_a_larger_one_refused(lw:
     assert refused["ok"] is False and f"longer than {MAX_REQUEST_BYTES:,} bytes" in refused["error"]
 
 
-def nest(depth: int) -> dict[str, Any]:
-    value: dict[str, Any] = {}
-    for _ in range(depth - 1):
-        value = {"a": value}
-    return value
-
-
 class Unprintable:
     def __str__(self) -> str:
         raise RuntimeError("no text")
 
 
 def test_the_broadcast_never_raises_whatever_the_record() -> None:
-    for data, clipped in [({"type": "tool_call", "args": nest(MAX_DEPTH - 1)}, False),
-                          ({"type": "tool_call", "args": nest(252)}, False),  # 254 with the envelope
-                          ({"type": "tool_call", "args": nest(253)}, True), ({"args": nest(5000)}, True),
+    for data, clipped in [({"type": "tool_call", "args": nest(MAX_DEPTH - 1, key="a")}, False),
+                          ({"type": "tool_call", "args": nest(252, key="a")}, False),  # 254 with the envelope
+                          ({"type": "tool_call", "args": nest(253, key="a")}, True),
+                          ({"args": nest(5000, key="a")}, True),
                           ({"type": "x", "text": "\ud800"}, True), ({"type": "x", "v": Unprintable()}, True),
-                          ({"type": "x", "seq": 2**80, "v": nest(300)}, True)]:
+                          ({"type": "x", "seq": 2**80, "v": nest(300, key="a")}, True)]:
         message, trouble = encode("event", "s1", data)
         assert (trouble is not None) is clipped
         sent = orjson.loads(message)
