@@ -34,7 +34,7 @@ from .store import Batch, Store, StoreError
 
 FLUSH_SECONDS = 0.1
 CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
-TXN_ROWS = 500  # rows in one transaction, so a waiter never waits long behind a backlog
+TXN_ROWS = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
 TXN_BYTES = 1 << 20  # ... and bytes
 REOPEN_SECONDS = 5.0  # how often a daemon without a store tries to open it again
 ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts, measured (bench/live_scale.py)
@@ -248,6 +248,8 @@ class Recorder:
                 if not taken:
                     break
                 await self._write_taken(taken)
+                if self.pending_bytes < BACKLOG_LOW:  # pumps go on while the rest is written
+                    self._drained.set()
             if self.pending_bytes < BACKLOG_LOW:
                 self._drained.set()
 
@@ -256,10 +258,11 @@ class Recorder:
         every lane gets its turn)."""
         taken: dict[str, list[Entry]] = {}
         rows = size = 0
+        most_rows, most_bytes = TXN_ROWS, TXN_BYTES
         for lane in lanes:
             entries = self.lanes[lane]
             got: list[Entry] = []
-            while entries and entries[0][0] <= upto and rows < TXN_ROWS and size < TXN_BYTES:
+            while entries and entries[0][0] <= upto and rows < most_rows and size < most_bytes:
                 entry = entries.popleft()
                 got.append(entry)
                 rows += 1
@@ -270,7 +273,7 @@ class Recorder:
                 self.lanes[lane] = self.lanes.pop(lane)
             else:
                 del self.lanes[lane]
-            if rows >= TXN_ROWS or size >= TXN_BYTES:
+            if rows >= most_rows or size >= most_bytes:
                 break
         self.pending_bytes -= size
         self.writing_bytes = size
