@@ -53,7 +53,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_common import AGENTS, FINAL, PY, BenchDaemon, RssSampler, wait_for
 
-from loopwarden.supervisor.client import Client
+from loopwarden.runtime.client import Client
 
 MiB = 1 << 20
 
@@ -183,7 +183,7 @@ def part_logs(pairs: int) -> None:
 
 def _synthetic_history(d: BenchDaemon, count: int) -> None:
     """`count` ended sessions written straight into the store, shaped like a real one's row."""
-    from loopwarden.supervisor.store import Batch, Store
+    from loopwarden.runtime.store import Batch, Store
 
     sid = d.run([PY, "-c", "print('hi')"], adapter="plain", name="template")
     template = d.wait_final([sid], 60)[sid]

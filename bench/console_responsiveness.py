@@ -92,7 +92,7 @@ from textual import events
 from textual._compositor import Compositor, CompositorUpdate
 from textual.keys import _get_unicode_name_from_key
 
-from loopwarden.supervisor.client import Client
+from loopwarden.runtime.client import Client
 from loopwarden.widgets.app import ConsoleApp, Sessions
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.session_table import SORTS

@@ -22,8 +22,8 @@ from typing import Any
 
 import psutil
 
-from loopwarden.supervisor.client import Client
-from loopwarden.supervisor.paths import Paths, default_paths
+from loopwarden.runtime.client import Client
+from loopwarden.runtime.paths import Paths, default_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "tests" / "agents"

@@ -50,7 +50,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_common import AGENTS, FINAL, PY, BenchDaemon, RssSampler, leftovers, pct, verdict_line, wait_for
 
-from loopwarden.supervisor.client import Client
+from loopwarden.runtime.client import Client
 
 MiB = 1 << 20
 IDLE_TARGET = 2.0  # % of one core

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopwarden.supervisor.store import Batch, Store, _transaction
+from loopwarden.runtime.store import Batch, Store, _transaction
 
 
 class InsertAllStore(Store):

@@ -207,7 +207,7 @@ def main(stdin: Any = None, stdout: Any = None) -> int:
     stdout = stdout or sys.stdout
     try:
         event = read_event(stdin)
-        from .supervisor.paths import default_paths
+        from .runtime.paths import default_paths
 
         output = decide(event, str(default_paths().socket))
     except NoAnswer as exc:

@@ -13,7 +13,7 @@ from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
 from .supervisor.lines import Oversized, line_limit, oversized_line, read_lines
-from .supervisor.spill import Spiller, spill_event
+from .runtime.spill import Spiller, spill_event
 from .supervisor.verdicts import Action, Verdict
 
 FORMATS = ("native", "claude-code", "codex")

@@ -1,12 +1,12 @@
-"""Finding a session's processes (supervisor/containment.py): what many sessions ending at once cost."""
+"""Finding a session's processes (runtime/containment.py): what many sessions ending at once cost."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from loopwarden.supervisor import containment
-from loopwarden.supervisor.procfs import ProcTable
+from loopwarden.runtime import containment
+from loopwarden.runtime.procfs import ProcTable
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The pure pieces of supervisor/principal.py: /proc parsing and telling a person's shell from a hook's."""
+"""The pure pieces of runtime/principal.py: /proc parsing and telling a person's shell from a hook's."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from loopwarden.supervisor.principal import Claim, _runs_command, claimed_by, descends_from, tty_name
-from loopwarden.supervisor.procfs import ProcId, ProcInfo, ancestry, read_stat
+from loopwarden.runtime.principal import Claim, _runs_command, claimed_by, descends_from, tty_name
+from loopwarden.runtime.procfs import ProcId, ProcInfo, ancestry, read_stat
 
 
 @pytest.mark.parametrize(("argv", "runs"), [

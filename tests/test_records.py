@@ -1,4 +1,4 @@
-"""The record path (supervisor/records.py) on a real SQLite file: lanes, durability, bounded
+"""The record path (runtime/records.py) on a real SQLite file: lanes, durability, bounded
 transactions, failures counted, state queued again, no store at all."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from loopwarden.supervisor import records
-from loopwarden.supervisor.records import AUDIT, Recorder
-from loopwarden.supervisor.store import Store
+from loopwarden.runtime import records
+from loopwarden.runtime.records import AUDIT, Recorder
+from loopwarden.runtime.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -146,7 +146,7 @@ def test_the_store_keeps_checkpoints_off_the_writers_path(tmp_path: Path) -> Non
 
 
 def test_a_store_that_opens_but_cannot_be_used_is_closed_and_not_used(tmp_path: Path) -> None:
-    from loopwarden.supervisor.store import StoreError
+    from loopwarden.runtime.store import StoreError
 
     opened: list[Store] = []
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden.supervisor import spill as spill_mod
-from loopwarden.supervisor.spill import SpillResult, Spiller, is_spill_name, slug
+from loopwarden.runtime import spill as spill_mod
+from loopwarden.runtime.spill import SpillResult, Spiller, is_spill_name, slug
 
 NOW = 1_700_000_000.0
 DAY = 24 * 3600

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
 
-from loopwarden.supervisor import store as store_mod
+from loopwarden.runtime import store as store_mod
 from loopwarden.supervisor.gates import GateBook
-from loopwarden.supervisor.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
+from loopwarden.runtime.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
 from loopwarden.supervisor.verdicts import Action, Termination, Verdict
 from tests.nesting import depth_of, nest
 

@@ -1,4 +1,4 @@
-"""Subscribers (supervisor/subscribers.py): queues bounded by bytes, skips counted, a reader that
+"""Subscribers (runtime/subscribers.py): queues bounded by bytes, skips counted, a reader that
 takes nothing cut off with a reason; over a real unix socket pair."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import orjson
 import pytest
 from anyio.abc import UNIXSocketStream
 
-from loopwarden.supervisor import subscribers
-from loopwarden.supervisor.subscribers import MESSAGE_LIMIT, QueueBudget, Subscriber, encode
+from loopwarden.runtime import subscribers
+from loopwarden.runtime.subscribers import MESSAGE_LIMIT, QueueBudget, Subscriber, encode
 
 pytestmark = pytest.mark.anyio
 

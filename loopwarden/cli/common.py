@@ -9,10 +9,10 @@ from typing import Any
 import click
 import psutil
 
-from ..supervisor.client import Client, DaemonError
+from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
-from ..supervisor.paths import Paths, SocketPathTooLong, default_paths
-from ..supervisor.principal import env_refusal, operator_op
+from ..runtime.paths import Paths, SocketPathTooLong, default_paths
+from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 
 EXIT_USAGE = 2

@@ -7,8 +7,8 @@ import os
 import click
 
 from ..sessions.demo import DEMO_SESSIONS, demo_home, demo_paths, demo_specs
-from ..supervisor.client import Client, DaemonError
-from ..supervisor.paths import HOME_ENV
+from ..runtime.client import Client, DaemonError
+from ..runtime.paths import HOME_ENV
 from ..supervisor.verdicts import FINAL_STATES
 from .common import DaemonFail, shutdown_daemon
 from .offline import replay_demo

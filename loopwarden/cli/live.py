@@ -12,10 +12,10 @@ import click
 import orjson
 
 from ..sessions.claude_launch import launch_command
-from ..supervisor.client import DaemonError
-from ..supervisor.commands import missing_program
+from ..runtime.client import DaemonError
+from ..runtime.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
-from ..supervisor.principal import EXPLANATION
+from ..runtime.principal import EXPLANATION
 from ..supervisor.verdicts import FINAL_STATES, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
@@ -643,7 +643,7 @@ def serve() -> None:
       loopwarden serve
       LOOPWARDEN_HOME=/tmp/lw-test loopwarden serve     # a separate profile
     """
-    from ..supervisor.daemon import run_daemon
+    from ..runtime.daemon import run_daemon
 
     sys.exit(run_daemon(profile_paths()))
 

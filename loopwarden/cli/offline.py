@@ -13,10 +13,10 @@ import orjson
 
 from ..replay import FORMATS, Replayer, ReplaySummary
 from ..supervisor.config import Config, describe_keys, format_duration, load_config
-from ..supervisor.spill import Spiller
+from ..runtime.spill import Spiller
 from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
-from ..supervisor.paths import default_paths
+from ..runtime.paths import default_paths
 from .common import Fail, build_config, config_options
 
 @click.command()

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from ..supervisor.events import Event, Hello, ToolCall, ToolResult
-from ..supervisor.spill import SpillResult
+from ..runtime.spill import SpillResult
 from ..supervisor.verdicts import Verdict
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import platformdirs
 
-from ..supervisor.paths import APP, HOME_ENV, Paths, default_paths
+from ..runtime.paths import APP, HOME_ENV, Paths, default_paths
 from .scripted import load_scenario
 
 # (scenario, seconds before each line it writes, settings on top of its header's)

@@ -17,8 +17,8 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
-from ..supervisor.client import DaemonError
-from ..supervisor.paths import Paths
+from ..runtime.client import DaemonError
+from ..runtime.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .detail import SessionDetail

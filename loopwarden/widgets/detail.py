@@ -18,8 +18,8 @@ from textual.screen import Screen
 from textual.widgets import Header, OptionList, RichLog, Sparkline
 from textual.widgets.option_list import Option
 
-from ..supervisor.client import DaemonError
-from ..supervisor.paths import Paths
+from ..runtime.client import DaemonError
+from ..runtime.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible, visible_tree
 from .feed import Feed, request

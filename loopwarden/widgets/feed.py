@@ -11,8 +11,8 @@ import threading
 from collections import deque
 from typing import Any
 
-from ..supervisor.client import Client, DaemonError
-from ..supervisor.paths import Paths
+from ..runtime.client import Client, DaemonError
+from ..runtime.paths import Paths
 from ..supervisor.visible import visible, visible_tree
 
 BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the store has them all)

@@ -18,7 +18,7 @@ import orjson
 
 from loopwarden.supervisor.bounds import (CUT_MARKER, MAX_DEPTH, MAX_HOOK_INPUT_BYTES, MAX_RECORD_DEPTH,
                                           MAX_REQUEST_BYTES, TOO_DEEP, depth_exceeds)
-from loopwarden.supervisor.subscribers import encode
+from loopwarden.runtime.subscribers import encode
 from loopwarden.widgets.feed import Feed
 from loopwarden.widgets.stream import render
 from tests.claude_code_hook.helpers import denial, event, hooked, run_hook

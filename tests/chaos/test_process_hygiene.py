@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopwarden.supervisor.cgroups import DISABLE_ENV, own_cgroup
-from loopwarden.supervisor.client import DaemonError
-from loopwarden.supervisor.daemon import SHUTDOWN_CAP
+from loopwarden.runtime.cgroups import DISABLE_ENV, own_cgroup
+from loopwarden.runtime.client import DaemonError
+from loopwarden.runtime.daemon import SHUTDOWN_CAP
 from tests.live.live_harness import AGENTS, PY, Harness, gone, wait_for
 
 ESCAPER = str(AGENTS / "escaper.py")
@@ -59,7 +59,7 @@ def escapees(lw: Harness, sid: str) -> dict[str, int]:
 def guardian_of(daemon_pid: int) -> psutil.Process | None:
     for child in psutil.Process(daemon_pid).children():
         try:
-            if "loopwarden.supervisor.guardian" in " ".join(child.cmdline()) and child.status() != "zombie":
+            if "loopwarden.runtime.guardian" in " ".join(child.cmdline()) and child.status() != "zombie":
                 return child
         except psutil.Error:
             continue

@@ -26,8 +26,8 @@ from textual._compositor import LayoutUpdate
 from textual.widgets import DataTable, Log, RichLog
 
 from loopwarden.cli.common import DaemonFail
-from loopwarden.supervisor.daemon import Daemon
-from loopwarden.supervisor.paths import default_paths
+from loopwarden.runtime.daemon import Daemon
+from loopwarden.runtime.paths import default_paths
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.proctree import ProcessTree

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from loopwarden.supervisor.session import group_alive
+from loopwarden.runtime.session import group_alive
 from tests.fakes.anthropic_server import (
     FakeAnthropic,
     Turn,

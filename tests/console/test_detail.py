@@ -13,8 +13,8 @@ from rich.console import Console
 from textual.app import App
 from textual.widgets import Log, RichLog
 
-from loopwarden.supervisor.client import DaemonError
-from loopwarden.supervisor.paths import default_paths
+from loopwarden.runtime.client import DaemonError
+from loopwarden.runtime.paths import default_paths
 from loopwarden.widgets.detail import MAX_LINES, SessionDetail
 from loopwarden.widgets.health import HealthPanel
 from loopwarden.widgets.proctree import ProcessTree

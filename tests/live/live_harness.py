@@ -15,8 +15,8 @@ from typing import Any
 import psutil
 import pytest
 
-from loopwarden.supervisor.client import Client
-from loopwarden.supervisor.paths import Paths, default_paths
+from loopwarden.runtime.client import Client
+from loopwarden.runtime.paths import Paths, default_paths
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
 PY = sys.executable

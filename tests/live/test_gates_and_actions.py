@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from loopwarden.supervisor.client import DaemonError
+from loopwarden.runtime.client import DaemonError
 from tests.live.live_harness import Harness, rules
 
 

@@ -78,8 +78,8 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
-from .bounds import MAX_RECORD_DEPTH, REPLY_ENVELOPE, cut_marker
-from .verdicts import FINAL_STATES
+from ..supervisor.bounds import MAX_RECORD_DEPTH, REPLY_ENVELOPE, cut_marker
+from ..supervisor.verdicts import FINAL_STATES
 
 TEXT_CAP = 64 * 1024
 TABLES = ("sessions", "events", "verdicts", "gates", "actions", "spills")
@@ -154,7 +154,7 @@ def _v1_initial(db: Database) -> None:
 
 
 def _v2_principals(db: Database) -> None:
-    """The audit log records its principal precisely (supervisor/principal.py); older rows read None."""
+    """The audit log records its principal precisely (runtime/principal.py); older rows read None."""
     actions = db.table("actions")
     for column, kind in (("client_kind", str), ("pid", int), ("uid", int), ("user", str), ("tty", str),
                          ("inside_session", str)):

@@ -16,16 +16,16 @@ import anyio.lowlevel
 import psutil
 from anyio.abc import Process
 
-from . import messages
-from .config import Config
+from ..supervisor import messages
+from ..supervisor.config import Config
 from .containment import Containment
 from .procfs import ProcTable
-from .events import Event, Hello, ResourceSample, ToolCall, ToolResult
-from .health import GATED, TERMINATED, SessionHealth
-from .lines import LineSplitter, Oversized, line_limit, oversized_line
+from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
+from ..supervisor.health import GATED, TERMINATED, SessionHealth
+from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
 from .principal import Claim
 from .spill import Spiller, spill_event
-from .verdicts import FINAL_STATES, Action, Termination, Verdict, terminate
+from ..supervisor.verdicts import FINAL_STATES, Action, Termination, Verdict, terminate
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -80,7 +80,7 @@ class Sink(Protocol):
 
 
 class Records(Protocol):
-    """The daemon's record path as a session sees it (supervisor/records.py)."""
+    """The daemon's record path as a session sees it (runtime/records.py)."""
 
     @property
     def over_backlog(self) -> bool: ...

@@ -19,9 +19,9 @@ import orjson
 import psutil
 from anyio.abc import SocketAttribute, SocketStream
 
-from .config import ConfigError, load_config
-from .gates import GateError
-from .health import RESETTABLE
+from ..supervisor.config import ConfigError, load_config
+from ..supervisor.gates import GateError
+from ..supervisor.health import RESETTABLE
 from .cgroups import CgroupTree
 from .containment import Containment, daemon_instance
 from .guardian_link import GuardianLink
@@ -34,9 +34,9 @@ from .requests import BadRequest, adopt_request, run_request
 from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, minimal_env, tree_pids
 from . import spill_cleaner
-from .verdicts import FINAL_STATES, final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
-from .bounds import MAX_REQUEST_BYTES
+from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .hooked import HookedSession
 from ..sessions.claude_hooks import FRESH_START_EVENTS
 from .records import AUDIT, Recorder
@@ -44,7 +44,7 @@ from .spill import Spiller
 from .history import EndedSessions
 from .store import HISTORY_TABLES, Store, StoreError, max_session_number_readonly
 from .subscribers import QueueBudget, Subscriber, encode
-from .visible import visible
+from ..supervisor.visible import visible
 
 PROTOCOL = 1
 _BLANKS = re.compile(rb"[ \t\r\n]+")
@@ -1224,7 +1224,7 @@ def _before(now: float, seconds: float | None) -> float | None:
 
 
 def _ago(seconds: float) -> str:
-    from .config import format_duration
+    from ..supervisor.config import format_duration
 
     return f"{format_duration(seconds)} ago"
 

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from .visible import visible
+from ..supervisor.visible import visible
 
 NAME_CHARS = 80
 TASK_CHARS = 200

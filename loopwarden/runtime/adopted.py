@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import psutil
 
-from .config import Config
-from .health import TERMINATED, SessionHealth
+from ..supervisor.config import Config
+from ..supervisor.health import TERMINATED, SessionHealth
 from .principal import Claim
 from .procfs import ProcId, proc_id
 from .session import Resources, SessionSpec, Sink, tree_pids
-from .verdicts import FINAL_STATES, Action, Termination
+from ..supervisor.verdicts import FINAL_STATES, Action, Termination
 
 POLL_SECONDS = 0.25
 

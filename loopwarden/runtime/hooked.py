@@ -17,13 +17,13 @@ from typing import Any
 import anyio
 
 from ..sessions import claude_hooks as ch
-from .config import Config
-from .events import Event, ToolCall
-from .health import GATED, TERMINATED, SessionHealth
+from ..supervisor.config import Config
+from ..supervisor.events import Event, ToolCall
+from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from .principal import Claim
 from .procfs import ProcId
 from .session import Resources, SessionSpec, Sink
-from .verdicts import FINAL_STATES, Action, Verdict
+from ..supervisor.verdicts import FINAL_STATES, Action, Verdict
 
 ADAPTER = "claude-code-hook"
 IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session

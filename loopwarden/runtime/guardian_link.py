@@ -35,7 +35,7 @@ class GuardianLink:
     def start(self) -> None:
         """Start a guardian and tell it everything protected so far."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "loopwarden.supervisor.guardian", f"{self.grace:g}"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "loopwarden.runtime.guardian", f"{self.grace:g}"], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
         )
         self._started_at = time.monotonic()

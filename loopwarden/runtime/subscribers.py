@@ -19,7 +19,7 @@ import anyio
 import orjson
 from anyio.abc import SocketStream
 
-from .bounds import MAX_RECORD_DEPTH, cut_deep
+from ..supervisor.bounds import MAX_RECORD_DEPTH, cut_deep
 
 QUEUE_BYTES = 4 << 20  # one subscriber's queue
 TOTAL_BYTES = 64 << 20  # every subscriber's queue together...
