@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
+import platformdirs
 
-from ..sessions.demo import DEMO_SESSIONS, demo_home, demo_paths, demo_specs
+from ..sessions.demo import DEMO_SESSIONS, demo_specs
 from ..runtime.client import Client, DaemonError
-from ..runtime.paths import HOME_ENV
+from ..runtime.paths import APP, HOME_ENV, Paths, default_paths
 from ..supervisor.verdicts import FINAL_STATES
 from .common import DaemonFail, shutdown_daemon
 from .offline import replay_demo
+
+
+def demo_home() -> Path:
+    """The demo's own profile: its socket, database and spill files, apart from the user's real ones."""
+    return Path(platformdirs.user_data_dir(APP)) / "demo"
+
+
+def demo_paths(home: Path | None = None) -> Paths:
+    return default_paths({HOME_ENV: str(home or demo_home())})
 
 
 @click.command()

@@ -21,9 +21,9 @@ from typing import Any
 import os
 import re
 import stat
-from dataclasses import dataclass
 
 import platformdirs
+from ..supervisor.events import SpillResult
 
 CHUNK_CHARS = 1 << 20
 MAX_TRIES = 100
@@ -43,17 +43,6 @@ _DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 
 class UnsafeSpillDir(OSError):
     """The spill directory exists but is a symlink, not a directory, or not ours."""
-
-
-@dataclass(slots=True, frozen=True)
-class SpillResult:
-    """What became of one oversized output: the file (or None on fallback) and the agent's text."""
-
-    path: str | None
-    size: int
-    preview: str
-    message: str
-    warning: str | None
 
 
 def slug(name: str, fallback: str) -> str:

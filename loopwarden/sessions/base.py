@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from ..supervisor.events import Event, Hello, ToolCall, ToolResult
-from ..runtime.spill import SpillResult
+from ..supervisor.events import SpillResult
 from ..supervisor.verdicts import Verdict
 
 

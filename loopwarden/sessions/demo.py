@@ -7,9 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
-from ..runtime.paths import APP, HOME_ENV, Paths, default_paths
 from .scripted import load_scenario
 
 # (scenario, seconds before each line it writes, settings on top of its header's)
@@ -26,15 +23,6 @@ DEMO_SESSIONS: tuple[tuple[str, float, tuple[str, ...]], ...] = (
     ("blocked_spin", 1.2, ()),
     ("healthy", 1.0, ()),
 )
-
-
-def demo_home() -> Path:
-    """The demo's own profile: its socket, database and spill files, apart from the user's real ones."""
-    return Path(platformdirs.user_data_dir(APP)) / "demo"
-
-
-def demo_paths(home: Path | None = None) -> Paths:
-    return default_paths({HOME_ENV: str(home or demo_home())})
 
 
 def demo_specs(home: Path) -> list[dict[str, Any]]:

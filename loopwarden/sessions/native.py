@@ -6,7 +6,7 @@ import re
 
 from ..supervisor import protocol
 from ..supervisor.events import Event, Hello, InvalidLine, ToolCall, ToolResult
-from ..runtime.spill import SpillResult
+from ..supervisor.events import SpillResult
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, line
 

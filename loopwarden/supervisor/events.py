@@ -206,3 +206,14 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Collaboration, GateRequest, Done,
     )
 }
+
+
+@dataclass(slots=True, frozen=True)
+class SpillResult:
+    """What became of one oversized output: the file (or None on fallback) and the agent's text."""
+
+    path: str | None
+    size: int
+    preview: str
+    message: str
+    warning: str | None
