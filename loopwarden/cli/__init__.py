@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import demo, hook, live, offline
+from . import adapters, demo, hook, live, offline
 from .common import EXIT_USAGE, Fail
 
 
@@ -35,7 +35,8 @@ def main(ctx: click.Context) -> None:
 
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.inject, live.pause, live.resume,
-                live.kill, live.adopt, live.audit, live.prune, live.console, live.serve, live.stop_daemon, hook.hook):
+                live.kill, live.adopt, live.audit, live.prune, live.console, live.serve, live.stop_daemon, hook.hook,
+                adapters.adapters):
     main.add_command(command)
 
 

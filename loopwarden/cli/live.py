@@ -11,7 +11,7 @@ from typing import Any
 import click
 import orjson
 
-from ..sessions.claude_launch import launch_command
+from ..sessions import registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
@@ -64,9 +64,10 @@ def _mem(rss: int | None) -> str:
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_options
 @click.option("--name", help="A name to find the session by (default: the command's name).")
-@click.option("--adapter", type=click.Choice(["native", "plain", "claude-code"]), default="native", show_default=True,
+@click.option("--adapter", type=click.Choice(registry.names()), default="native", show_default=True,
               help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
-                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md).")
+                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md). "
+                   "`loopwarden adapters` lists them all with what each can do.")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
@@ -94,13 +95,10 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if not cmd and adapter != "claude-code":
-        raise Fail("no command given; put it after --, e.g. loopwarden run -- python agent.py")
-    if adapter == "claude-code":
-        try:
-            cmd = launch_command(cmd)
-        except ValueError as exc:
-            raise Fail(str(exc)) from None
+    try:
+        cmd = registry.adapters()[adapter].launch_command(cmd)
+    except ValueError as exc:
+        raise Fail(str(exc)) from None
     missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)

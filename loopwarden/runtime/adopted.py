@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import psutil
 
+from ..sessions.base import Capability
 from ..supervisor.config import Config
 from ..supervisor.health import TERMINATED, SessionHealth
 from .principal import Claim
@@ -25,6 +26,8 @@ class AdoptedSession:
     """No pipes: only time and resources are judged; pause, resume and kill use signals."""
 
     adapter_name = "adopted"
+    summary = "a process started elsewhere, watched by pid: time and resources judged; signals only"
+    declared = Capability.NONE
 
     def __init__(self, sid: str, pid: int, config: Config, *, name: str | None, sink: Sink,
                  clock: Callable[[], float] = time.time) -> None:

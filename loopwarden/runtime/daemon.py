@@ -736,10 +736,10 @@ class Daemon:
 
     async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         self._refuse_while_stopping("run")
-        from ..sessions import ADAPTERS
+        from ..sessions.registry import adapters
 
         try:
-            spec_in = run_request(req.get("spec"), ADAPTERS)
+            spec_in = run_request(req.get("spec"), adapters())
         except BadRequest as exc:
             raise RequestError(str(exc)) from None
         command, env = spec_in.command, spec_in.env
@@ -761,7 +761,7 @@ class Daemon:
                           session=sid)
         await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
         self._refuse_after_audit(who, sid, "run")
-        session = LiveSession(spec, config, ADAPTERS[spec_in.adapter](), sink=self.sink, spiller=spiller,
+        session = LiveSession(spec, config, adapters()[spec_in.adapter](), sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid))  # its cgroup, once it is sure to start
         self.sessions[sid] = session

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from ..sessions import claude_hooks as ch
+from ..sessions.base import Capability
 from ..supervisor.config import Config
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
@@ -39,6 +40,10 @@ class HookAdapter:
     """What the daemon's operator commands ask of an adapter."""
 
     name = ADAPTER
+    agent = "claude-code"
+    summary = "Claude Code in the user's own terminal, attached by its hooks (hook install)"
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # deny; hold the hook; Stop-hook block
+    capabilities = declared
     handshake = True
     can_veto = True
     can_inject = True

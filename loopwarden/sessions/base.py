@@ -1,8 +1,14 @@
-"""What a live adapter does: build the command, read its output, and speak back to it."""
+"""The session contract: what a session can do (Capability), and what a live adapter does to provide it.
+
+A live adapter builds the command, reads the agent's output as events, and speaks back to it. The
+runtime and the console ask a session's capabilities, never its type: a key the session cannot carry
+out is greyed out, and a request for it is refused in one line.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, ClassVar
 
 import orjson
 
@@ -11,10 +17,31 @@ from ..supervisor.events import SpillResult
 from ..supervisor.verdicts import Verdict
 
 
+class Capability(enum.Flag):
+    """What a supervised session can do beyond being watched and signalled."""
+
+    NONE = 0
+    VETO = enum.auto()  # refuse a tool call before it runs
+    HOLD = enum.auto()  # hold a call unanswered while a gate is open
+    INJECT = enum.auto()  # send text the model reads (a nudge, guidance, authority)
+    STEER = enum.auto()  # add text to the turn that is running, not only the next one
+    INTERRUPT = enum.auto()  # end the running turn and keep the session
+    REWIND = enum.auto()  # drop turns from the model's history
+    PROCESS_GROUP = enum.auto()  # owns the agent's process group: pause, resume and kill reach all of it
+
+
+def capability_names(caps: Capability) -> list[str]:
+    """Lower-case names in declaration order, for snapshots, `loopwarden adapters` and the console."""
+    return [c.name.lower() for c in Capability if c and c.name and c in caps]
+
+
 class Adapter:
     """Defaults: observe only, no way to talk back."""
 
     name = "adapter"
+    agent = "any"  # the kind of agent it speaks to, shown beside each session
+    summary = "observe only"  # one line for `loopwarden adapters`
+    declared: ClassVar[Capability] = Capability.NONE  # the most it can do (some need the agent's consent)
     stop_grace = 0.0  # seconds the agent gets to exit by itself after its stop line, before SIGTERM
 
     def __init__(self) -> None:
@@ -28,6 +55,23 @@ class Adapter:
     @property
     def can_inject(self) -> bool:
         return False
+
+    @property
+    def capabilities(self) -> Capability:
+        """What this adapter can do now (a native agent vetoes only once it announced the handshake)."""
+        caps = Capability.NONE
+        if self.can_veto:
+            caps |= Capability.VETO | Capability.HOLD
+        if self.can_inject:
+            caps |= Capability.INJECT
+        return caps & self.declared
+
+    @classmethod
+    def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
+        """The session command from what the user typed after `--`. Raises ValueError (one line) when unusable."""
+        if not words:
+            raise ValueError("no command given; put it after --, e.g. loopwarden run -- python agent.py")
+        return list(words)
 
     def command(self, argv: list[str]) -> list[str]:
         return list(argv)

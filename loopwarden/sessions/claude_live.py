@@ -25,9 +25,9 @@ from typing import Any
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, line
+from .base import Adapter, Capability, line
 from .claude_code import MAP_LIMIT, ClaudeCodeParser, _remember
-from .claude_launch import FIXED_ARGS, split_args
+from .claude_launch import FIXED_ARGS, launch_command, split_args
 
 HOOK_ID = "loopwarden_pre_tool_use"
 HOOK_TIMEOUT = 86_400  # seconds claude waits for a verdict (a gate may hold it); past it, it skips the call
@@ -77,6 +77,9 @@ class ClaudeCodeAdapter(Adapter):
     """A live Claude Code CLI: see the module docstring."""
 
     name = "claude-code"
+    agent = "claude-code"
+    summary = "Claude Code launched: stream-json, vetoes through a PreToolUse hook callback"
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
     stop_grace = 3.0  # after the interrupt, seconds for the CLI to end its turn and exit by itself
 
     def __init__(self) -> None:
@@ -101,6 +104,15 @@ class ClaudeCodeAdapter(Adapter):
     @property
     def can_inject(self) -> bool:
         return True
+
+    @property
+    def capabilities(self) -> Capability:
+        caps = super().capabilities | Capability.INTERRUPT  # a control_request interrupt ends the turn
+        return caps & self.declared
+
+    @classmethod
+    def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
+        return launch_command(words, env)
 
     def _next_id(self, kind: str) -> str:
         self._ids += 1

@@ -8,7 +8,7 @@ from ..supervisor import protocol
 from ..supervisor.events import Event, Hello, InvalidLine, ToolCall, ToolResult
 from ..supervisor.events import SpillResult
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, line
+from .base import Adapter, Capability, line
 
 _TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,40})"')
 _CALL_ID = re.compile(rb'"call_id"\s*:\s*"([^"\\]{0,200})"')
@@ -16,6 +16,9 @@ _CALL_ID = re.compile(rb'"call_id"\s*:\s*"([^"\\]{0,200})"')
 
 class NativeAdapter(Adapter):
     name = "native"
+    agent = "loopwarden protocol"
+    summary = "loopwarden's JSONL protocol: verdicts and injections on stdin (docs/protocol.md)"
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # veto and hold need the handshake
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from ..supervisor.events import Event, Output
-from .base import Adapter
+from .base import Adapter, Capability
 
 
 class PlainAdapter(Adapter):
     name = "plain"
+    agent = "any command"
+    summary = "any command: its output lines are shown and stored; signals only"
+    declared = Capability.NONE
 
     def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
         return [Output(seq=seq, text=raw.decode("utf-8", "replace"), stream="stdout", size=len(raw) + 1)]

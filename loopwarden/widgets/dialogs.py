@@ -12,10 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from ..sessions.claude_launch import launch_command
+from ..sessions import registry
 from ..supervisor.config import PRESETS
 
-ADAPTERS = ("native", "plain", "claude-code")
 
 
 class Confirm(ModalScreen[bool]):
@@ -80,7 +79,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                yield Select([(a, a) for a in ADAPTERS], value="native", allow_blank=False, id="adapter")
+                yield Select([(a, a) for a in registry.names()], value="native", allow_blank=False, id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")
             yield Label("", id="error", classes="error")
@@ -102,12 +101,11 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             self.query_one("#command", Input).focus()
             return
         adapter = self.query_one("#adapter", Select).value
-        if adapter == "claude-code":  # the words are claude's arguments and prompt
-            try:
-                command = launch_command(command)
-            except ValueError as exc:
-                self.query_one("#error", Label).update(str(exc))
-                return
+        try:  # for an agent CLI the words are its arguments and prompt
+            command = registry.adapters()[str(adapter)].launch_command(command)
+        except ValueError as exc:
+            self.query_one("#error", Label).update(str(exc))
+            return
         self.dismiss({"command": command, "adapter": adapter,
                       "preset": self.query_one("#preset", Select).value,
                       "name": self.query_one("#name", Input).value.strip() or None})

@@ -1,0 +1,67 @@
+"""Every adapter, registered in one place: the built-in ones here, others through an entry point.
+
+Another package adds one with, in its pyproject.toml::
+
+    [project.entry-points."loopwarden.adapters"]
+    my-agent = "my_package.adapter:MyAdapter"
+
+The class follows `sessions.base.Adapter`. A built-in name cannot be replaced, and an entry point that
+fails to load is reported by `loopwarden adapters`, never raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from .base import Adapter
+from .claude_live import ClaudeCodeAdapter
+from .native import NativeAdapter
+from .plain import PlainAdapter
+
+GROUP = "loopwarden.adapters"
+BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter)}
+
+
+@dataclass(frozen=True)
+class Broken:
+    """An entry point that did not load: its name, where it points and why."""
+
+    name: str
+    target: str
+    error: str
+
+
+def discover() -> tuple[dict[str, type[Adapter]], list[Broken]]:
+    """The built-in adapters, then every loadable one from the entry-point group."""
+    found = dict(BUILTIN)
+    broken: list[Broken] = []
+    for point in entry_points(group=GROUP):
+        if point.name in BUILTIN:
+            broken.append(Broken(point.name, point.value, "a built-in adapter has this name"))
+            continue
+        try:
+            cls = point.load()
+        except Exception as exc:  # noqa: BLE001 - a third party's import error is reported, not raised
+            broken.append(Broken(point.name, point.value, f"{type(exc).__name__}: {exc}"[:300]))
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+            broken.append(Broken(point.name, point.value, "not a subclass of loopwarden.sessions.base.Adapter"))
+            continue
+        found[point.name] = cls
+    return found, broken
+
+
+_CACHE: dict[str, type[Adapter]] | None = None
+
+
+def adapters() -> dict[str, type[Adapter]]:
+    """Name -> adapter class, discovered once per process."""
+    global _CACHE
+    if _CACHE is None:
+        _CACHE = discover()[0]
+    return _CACHE
+
+
+def names() -> list[str]:
+    return list(adapters())

@@ -1,0 +1,75 @@
+"""The adapter registry: built-ins, a third party's adapter through the entry-point group, and a broken one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from loopwarden.sessions import registry
+from loopwarden.sessions.base import Adapter, Capability, capability_names
+
+PLUGIN = '''
+from loopwarden.sessions.base import Capability
+from loopwarden.sessions.plain import PlainAdapter
+
+class EchoAdapter(PlainAdapter):
+    name = "echo-agent"
+    agent = "echo"
+    summary = "a test adapter from another package"
+    declared = Capability.INJECT
+'''
+
+
+def _plugin(root: Path, points: dict[str, str]) -> Path:
+    """A real installed distribution on a path: a module and its dist-info with entry_points.txt."""
+    (root / "lw_plugin.py").write_text(PLUGIN)
+    info = root / "lw_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lw-plugin\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in points.items())
+    (info / "entry_points.txt").write_text(f"[{registry.GROUP}]\n{lines}")
+    return root
+
+
+def _adapters_cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    return subprocess.run([sys.executable, "-m", "loopwarden", "adapters", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_builtins_declare_what_they_can_do() -> None:
+    found = registry.adapters()
+    assert {"native", "plain", "claude-code"} <= set(found)
+    assert all(issubclass(cls, Adapter) and cls.name == name for name, cls in found.items())
+    assert found["plain"].declared == Capability.NONE
+    native = found["native"]()
+    assert Capability.VETO not in native.capabilities  # until the agent announces the handshake
+    native.handshake = True
+    assert {"veto", "hold", "inject"} <= set(capability_names(native.capabilities))
+
+
+def test_another_package_adds_an_adapter_through_the_entry_point(tmp_path: Path) -> None:
+    path = _plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter", "native": "lw_plugin:EchoAdapter",
+                              "broken": "lw_plugin_missing:Nothing"})
+    out = _adapters_cli(path, "--json")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    by_name = {r["name"]: r for r in rows if "how" in r}
+    assert by_name["echo-agent"]["capabilities"] == ["inject", "process_group"]
+    assert by_name["native"]["summary"].startswith("loopwarden's JSONL")  # a built-in is never replaced
+    errors = {r["name"]: r["error"] for r in rows if "error" in r}
+    assert "built-in" in errors["native"] and "ModuleNotFoundError" in errors["broken"]
+    text = _adapters_cli(path)
+    assert text.returncode == 0 and "echo-agent" in text.stdout
+    assert "adapter 'broken'" in text.stderr and "Traceback" not in text.stderr
+
+
+def test_run_accepts_a_third_party_adapter(tmp_path: Path) -> None:
+    path = _plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter"})
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    out = subprocess.run([sys.executable, "-m", "loopwarden", "run", "--help"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert "echo-agent" in out.stdout
