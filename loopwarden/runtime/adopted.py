@@ -16,8 +16,9 @@ from ..supervisor.config import Config
 from ..supervisor.health import TERMINATED, SessionHealth
 from .principal import Claim
 from .procfs import ProcId, proc_id
+from .snapshot import build
 from .session import Resources, SessionSpec, Sink, tree_pids
-from ..supervisor.verdicts import FINAL_STATES, Action, Termination
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination
 
 POLL_SECONDS = 0.25
 
@@ -46,7 +47,7 @@ class AdoptedSession:
         self.started_at = self.created_at  # limits count from adoption, not from the process's birth
         self.health = SessionHealth(config, started_at=self.started_at)
         self.health.runtime.cfg = _no_stall(config)
-        self.state = "running"
+        self.state = SessionState.RUNNING
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.paused = False
@@ -70,7 +71,7 @@ class AdoptedSession:
                     await self.stop(verdict.termination or Termination.OPERATOR)
             await anyio.sleep(POLL_SECONDS)
         self.ended_at = self.clock()
-        self.state = "terminated" if self.health.state == TERMINATED else "exited"
+        self.state = SessionState.TERMINATED if self.health.state == TERMINATED else SessionState.EXITED
         self._publish()
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
@@ -146,23 +147,18 @@ class AdoptedSession:
         it was started elsewhere, and its group may be the user's shell job)."""
         return [] if self.final or self.root is None else [Claim(self.spec.id, self.root, "the adopted process")]
 
+    agent = "any process"
+    capabilities = declared
+
     def snapshot(self) -> dict[str, Any]:
-        h = self.health
-        state = "paused" if self.paused and self.state == "running" else self.state
-        end = self.ended_at or self.clock()
-        return {
-            "id": self.spec.id, "name": self.spec.name, "adapter": "adopted", "command": self.spec.command,
-            "cwd": None, "env_keys": [], "preset": self.config.preset, "state": state, "pid": self.pid,
-            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
-            "runtime": round(end - self.started_at, 3), "max_runtime": self.config.limits.max_runtime,
-            "exit_code": self.exit_code, "termination": str(h.termination_reason) if h.termination_reason else None,
-            "termination_text": h.termination.reason if h.termination else None, "handshake": False,
-            "tool_calls": 0, "events": 0, "counters": {c.name: [c.value, c.limit] for c in h.counters()},
-            "pending_gates": [], "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
-            "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
-            "processes": self.resources.processes, "open_files": 0, "stdin_dropped": 0, "rate": [],
-            "validation_failures": 0,
-        }
+        r = self.resources
+        return build(
+            sid=self.spec.id, name=self.spec.name, command=self.spec.command, cwd=None, env_keys=[],
+            config=self.config, health=self.health, state=self.state, paused=self.paused,
+            adapter=self.adapter_name, agent=self.agent, caps=self.capabilities, pid=self.pid,
+            created_at=self.created_at, started_at=self.started_at, ended_at=self.ended_at, now=self.clock(),
+            exit_code=self.exit_code, handshake=False, tool_calls=0, gates_open=False,
+            cpu_percent=round(r.cpu_percent, 1), rss=r.rss, processes=r.processes).to_dict()
 
 
 def _no_stall(config: Config) -> Any:

@@ -34,7 +34,7 @@ from .requests import BadRequest, adopt_request, run_request
 from .commands import default_name, missing_program
 from .session import LiveSession, SessionSpec, minimal_env, tree_pids
 from . import spill_cleaner
-from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
 from .adopted import AdoptedSession
 from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .hooked import HookedSession
@@ -775,7 +775,7 @@ class Daemon:
             await session.run()
         except Exception as exc:  # noqa: BLE001 - a session's failure is recorded, never the daemon's end
             self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
-            session.state = "exited"
+            session.state = SessionState.EXITED
             session.ended_at = session.ended_at or self.clock()  # else its runtime would grow forever
         self._mark(session.spec.id)
 

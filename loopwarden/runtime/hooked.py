@@ -24,7 +24,8 @@ from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from .principal import Claim
 from .procfs import ProcId
 from .session import Resources, SessionSpec, Sink
-from ..supervisor.verdicts import FINAL_STATES, Action, Verdict
+from .snapshot import build
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Verdict
 
 ADAPTER = "claude-code-hook"
 IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session
@@ -66,7 +67,7 @@ class HookedSession:
         self.clock = clock
         self.created_at = self.started_at = self.last_event_at = clock()
         self.health = SessionHealth(self.config, started_at=self.started_at)
-        self.state = "running"
+        self.state = SessionState.RUNNING
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None  # Claude's process is the user's: never signalled
@@ -89,6 +90,10 @@ class HookedSession:
         return self.state in FINAL_STATES
 
     @property
+    def terminated(self) -> bool:
+        return self.state == SessionState.TERMINATED
+
+    @property
     def blocked(self) -> bool:
         """PreToolUse answers wait: a gate is pending or an operator paused the session."""
         return self.health.state == GATED or self.operator_paused
@@ -103,7 +108,7 @@ class HookedSession:
         self.last_event_at = now
         if idle is not None:
             self.idle = idle
-        if self.state == "terminated":
+        if self.state == SessionState.TERMINATED:
             return self._reply(None if name == "SessionEnd" else ch.halt(name, self._end_text()))
         self._seq += 1
         block: Verdict | None = None
@@ -112,11 +117,11 @@ class HookedSession:
                 if verdict.action == Action.BLOCK and type(item) is ToolCall:
                     block = verdict
         self.turn_over = name in ("Stop", "SessionStart")
-        if self.state == "terminated":
+        if self.terminated:  # a verdict just now ended it
             return self._reply(ch.halt(name, self._end_text()))
         if name == "SessionEnd":
             if not self.blocked:  # paused or gated, it ends only by an operator's hand (deny, kill)
-                self._end("exited", 0)
+                self._end(SessionState.EXITED, 0)
             return self._reply(None)
         if name == "PreToolUse" and self.blocked:
             if hold <= 0:
@@ -143,7 +148,7 @@ class HookedSession:
     def _released(self, block: Verdict | None) -> dict[str, Any] | None:
         """A held PreToolUse's answer: the normal one once unblocked, else the timeout's."""
         if self.final:
-            return ch.halt("PreToolUse", self._end_text()) if self.state == "terminated" else None
+            return ch.halt("PreToolUse", self._end_text()) if self.state == SessionState.TERMINATED else None
         if self.operator_paused:
             return ch.pre_tool_use(deny="Paused by the operator supervising this session; wait for them, "
                                         "then try again.")
@@ -172,7 +177,7 @@ class HookedSession:
                 self._gates_stored[gate.id] = gate.status
                 self.sink("gate", self.spec.id, gate.to_dict())
         if self.health.state == TERMINATED and not self.final:
-            self._end("terminated")
+            self._end(SessionState.TERMINATED)
         self._changed_now()
 
     def _output(self, name: str, block: Verdict | None) -> dict[str, Any] | None:
@@ -229,10 +234,10 @@ class HookedSession:
                 self._record(verdicts)
                 self._publish()
             if not self.final and self.turn_over and self.idle and now - self.last_event_at >= self.idle:
-                self._end("exited", 0)
+                self._end(SessionState.EXITED, 0)
         self._publish()
 
-    def _end(self, state: str, exit_code: int | None = None) -> None:
+    def _end(self, state: SessionState, exit_code: int | None = None) -> None:
         self.state, self.exit_code, self.ended_at = state, exit_code, self.clock()
         self.held.clear()
         self._changed_now()
@@ -279,7 +284,7 @@ class HookedSession:
             return
         self._record(self.health.operator_terminate(self.clock(), note))
         if not self.final:
-            self._end("terminated")
+            self._end(SessionState.TERMINATED)
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
         """No process of ours to measure."""
@@ -303,23 +308,15 @@ class HookedSession:
         for pid in list(self.agents)[:-AGENTS_KEPT]:
             del self.agents[pid]
 
+    @property
+    def capabilities(self) -> Capability:
+        return self.adapter.capabilities
+
     def snapshot(self) -> dict[str, Any]:
-        h = self.health
-        state = self.state
-        if state == "running":
-            state = "paused" if self.operator_paused else "gated" if h.state == GATED else state
-        end = self.ended_at or self.clock()
-        return {
-            "id": self.spec.id, "name": self.spec.name, "adapter": ADAPTER, "command": self.spec.command,
-            "cwd": self.spec.cwd, "env_keys": [], "preset": self.config.preset, "state": state, "pid": None,
-            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
-            "runtime": round(end - self.started_at, 3), "max_runtime": self.config.limits.max_runtime,
-            "exit_code": self.exit_code, "termination": str(h.termination_reason) if h.termination_reason else None,
-            "termination_text": h.termination.reason if h.termination else None, "handshake": True,
-            "tool_calls": self.tool_calls, "events": h.events,
-            "counters": {c.name: [c.value, c.limit] for c in h.counters()},
-            "pending_gates": [] if self.final else [g.id for g in h.pending_gates()],
-            "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
-            "cpu_percent": 0.0, "rss": 0, "processes": 0, "open_files": 0, "stdin_dropped": 0, "rate": [],
-            "validation_failures": h.validation_total, "claude_session": self.claude_id,
-        }
+        return build(
+            sid=self.spec.id, name=self.spec.name, command=self.spec.command, cwd=self.spec.cwd, env_keys=[],
+            config=self.config, health=self.health, state=self.state, paused=self.operator_paused, adapter=ADAPTER,
+            agent=self.adapter.agent, caps=self.capabilities, pid=None, created_at=self.created_at,
+            started_at=self.started_at, ended_at=self.ended_at, now=self.clock(), exit_code=self.exit_code,
+            handshake=True, tool_calls=self.tool_calls, gates_open=not self.final,
+            validation_failures=self.health.validation_total, extra={"claude_session": self.claude_id}).to_dict()

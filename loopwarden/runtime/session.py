@@ -18,14 +18,16 @@ from anyio.abc import Process
 
 from ..supervisor import messages
 from ..supervisor.config import Config
+from ..sessions.base import Adapter, Capability
 from .containment import Containment
 from .procfs import ProcTable
 from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
 from .principal import Claim
+from .snapshot import build
 from .spill import Spiller, spill_event
-from ..supervisor.verdicts import FINAL_STATES, Action, Termination, Verdict, terminate
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination, Verdict, terminate
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -34,28 +36,6 @@ YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte bu
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 READ_CHUNK = 1 << 16
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
-
-
-class AdapterLike(Protocol):
-    name: str
-    handshake: bool
-
-    @property
-    def can_veto(self) -> bool: ...
-    @property
-    def can_inject(self) -> bool: ...
-    def command(self, argv: list[str]) -> list[str]: ...
-    def start_lines(self) -> list[bytes]: ...
-    def parse_stdout(self, line: bytes, seq: int) -> list[Event]: ...
-    def parse_stderr(self, line: bytes, seq: int) -> list[Event]: ...
-    def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None: ...
-    def verdict_line(self, call: ToolCall, verdict: Verdict | None) -> bytes | None: ...
-    def spill_line(self, result: ToolResult, spill: Any) -> bytes | None: ...
-    def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None: ...
-    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None: ...
-    def stop_line(self, reason: str, message: str) -> bytes | None: ...
-    def replies(self, gated: bool) -> list[bytes]: ...
-    stop_grace: float
 
 
 @dataclass
@@ -101,7 +81,7 @@ class Resources:
 class LiveSession:
     """Runs one agent process and drives a SessionHealth with its output, live."""
 
-    def __init__(self, spec: SessionSpec, config: Config, adapter: AdapterLike, *, sink: Sink,
+    def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
                  clock: Callable[[], float] = time.time, records: Records | None = None,
                  containment: Containment | None = None) -> None:
@@ -116,7 +96,7 @@ class LiveSession:
         self.clock = clock
         self.records = records
         self.health = SessionHealth(config, started_at=clock())
-        self.state = "starting"
+        self.state = SessionState.STARTING
         self.created_at = clock()
         self.started_at: float | None = None
         self.ended_at: float | None = None
@@ -162,7 +142,7 @@ class LiveSession:
                 start_new_session=True,
             )
         except (OSError, ValueError) as exc:
-            self.state, self.ended_at = "exited", self.clock()
+            self.state, self.ended_at = SessionState.EXITED, self.clock()
             self.exit_code = 127
             self.health.termination = None
             self._report_error(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}")
@@ -176,7 +156,7 @@ class LiveSession:
             self._psutil = psutil.Process(self.pid)
         except psutil.Error:
             self._psutil = None
-        self.state, self.started_at = "running", self.clock()
+        self.state, self.started_at = SessionState.RUNNING, self.clock()
         self.health.runtime.started_at = self.health.runtime.last_activity = self.started_at
         self._publish()
         try:
@@ -195,9 +175,9 @@ class LiveSession:
                 self.on_group(self.pid, False)
         self.ended_at = self.clock()
         if self.health.state != TERMINATED:
-            self.state = "exited"
+            self.state = SessionState.EXITED
         else:
-            self.state = "terminated"
+            self.state = SessionState.TERMINATED
         self._publish()
 
     async def _supervise(self) -> None:
@@ -486,7 +466,7 @@ class LiveSession:
         return True
 
     def pause(self) -> None:
-        if self.state == "running":
+        if self.state == SessionState.RUNNING:
             if not self.paused:
                 self._signal_group(signal.SIGSTOP)
             self.paused = self.operator_paused = True
@@ -569,7 +549,7 @@ class LiveSession:
         if self.stopping or self.process is None:
             return
         self.stopping = True
-        self.state = "stopping"
+        self.state = SessionState.STOPPING
         self._publish()
         line = self.adapter.stop_line(str(reason), message)
         if line:
@@ -700,38 +680,27 @@ class LiveSession:
             return []
         return [Claim(self.spec.id, root, "the agent", group=True)]
 
+    @property
+    def capabilities(self) -> Capability:
+        """The adapter's, and its process group: loopwarden started the agent and leads its group."""
+        return self.adapter.capabilities | Capability.PROCESS_GROUP
+
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""
-        h = self.health
-        termination = h.termination_reason
-        state = self.state
-        if state == "running":
-            if self.operator_paused:
-                state = "paused"
-            elif h.state == GATED:
-                state = "gated"
         now = self.clock()
-        end = self.ended_at or now
-        return {
-            "id": self.spec.id, "name": self.spec.name, "adapter": self.adapter.name,
-            "command": self.spec.command, "cwd": self.spec.cwd, "env_keys": sorted(self.spec.env),
-            "preset": self.config.preset, "state": state, "pid": self.pid,
-            "created_at": self.created_at, "started_at": self.started_at, "ended_at": self.ended_at,
-            "runtime": round(end - (self.started_at or self.created_at), 3),
-            "max_runtime": self.config.limits.max_runtime, "exit_code": self.exit_code,
-            "termination": str(termination) if termination else None,
-            "termination_text": h.termination.reason if h.termination else None,
-            "handshake": self.adapter.handshake, "tool_calls": self.tool_calls, "events": h.events,
-            "counters": {c.name: [c.value, c.limit] for c in h.counters()},
-            "pending_gates": [] if self.final or self.stopping else [g.id for g in h.pending_gates()],
-            "last_verdict": h.last_verdict.to_dict() if h.last_verdict else None,
-            "cpu_percent": round(self.resources.cpu_percent, 1), "rss": self.resources.rss,
-            "processes": self.resources.processes, "open_files": self.resources.open_files,
-            "stdin_dropped": self.stdin_dropped, "spill_failures": self.spill_failures,
-            "rate": self._rate_view(now),
-            "validation_failures": h.validation_total,
-            "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention} if self.spiller else None,
-        }
+        r = self.resources
+        return build(
+            sid=self.spec.id, name=self.spec.name, command=self.spec.command, cwd=self.spec.cwd,
+            env_keys=sorted(self.spec.env), config=self.config, health=self.health, state=self.state,
+            paused=self.operator_paused, adapter=self.adapter.name, agent=self.adapter.agent, caps=self.capabilities,
+            pid=self.pid, created_at=self.created_at, started_at=self.started_at, ended_at=self.ended_at, now=now,
+            exit_code=self.exit_code, handshake=self.adapter.handshake, tool_calls=self.tool_calls,
+            gates_open=not (self.final or self.stopping), cpu_percent=round(r.cpu_percent, 1), rss=r.rss,
+            processes=r.processes, open_files=r.open_files, stdin_dropped=self.stdin_dropped,
+            rate=self._rate_view(now), validation_failures=self.health.validation_total,
+            extra={"spill_failures": self.spill_failures,
+                   "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention}
+                   if self.spiller else None}).to_dict()
 
     def _rate_view(self, now: float) -> list[int]:
         self._count_rate(now, 0)

@@ -7,7 +7,20 @@ from enum import StrEnum
 from typing import Any
 
 
-FINAL_STATES = ("exited", "terminated", "lost")  # a session in one of these has ended
+class SessionState(StrEnum):
+    """Where a session is: the one set of states every session kind, the store and the console use."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"  # by the operator (a shown state; the session itself is still RUNNING)
+    GATED = "gated"  # waiting on a human (shown, as PAUSED)
+    STOPPING = "stopping"
+    EXITED = "exited"
+    TERMINATED = "terminated"
+    LOST = "lost"  # its daemon went away while it ran (marked by the next one)
+
+
+FINAL_STATES = (SessionState.EXITED, SessionState.TERMINATED, SessionState.LOST)  # a session here has ended
 
 
 class Action(StrEnum):

@@ -1,0 +1,83 @@
+"""One typed snapshot of a session, whatever its kind: what a console, `ls`, `status` and the store see."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..sessions.base import Capability, capability_names
+from ..supervisor.config import Config
+from ..supervisor.health import GATED, SessionHealth
+from ..supervisor.verdicts import SessionState
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The fields every session kind fills; `extra` holds what only one kind has (a Claude session id)."""
+
+    id: str
+    name: str
+    adapter: str
+    agent: str
+    capabilities: list[str]
+    command: list[str]
+    cwd: str | None
+    env_keys: list[str]
+    preset: str | None
+    state: SessionState
+    pid: int | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    runtime: float
+    max_runtime: float
+    exit_code: int | None
+    termination: str | None
+    termination_text: str | None
+    handshake: bool
+    tool_calls: int
+    events: int
+    counters: dict[str, list[Any]]
+    pending_gates: list[str]
+    last_verdict: dict[str, Any] | None
+    cpu_percent: float = 0.0
+    rss: int = 0
+    processes: int = 0
+    open_files: int = 0
+    stdin_dropped: int = 0
+    rate: list[int] = field(default_factory=list)
+    validation_failures: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+
+def shown_state(state: SessionState, health: SessionHealth, paused: bool) -> SessionState:
+    """A running session shows as paused (by the operator) or gated (waiting on a human)."""
+    if state != SessionState.RUNNING:
+        return state
+    if paused:
+        return SessionState.PAUSED
+    return SessionState.GATED if health.state == GATED else state
+
+
+def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys: list[str], config: Config,
+          health: SessionHealth, state: SessionState, paused: bool, adapter: str, agent: str, caps: Capability,
+          pid: int | None, created_at: float, started_at: float | None, ended_at: float | None, now: float,
+          exit_code: int | None, handshake: bool, tool_calls: int, gates_open: bool, **kinds: Any) -> Snapshot:
+    """The snapshot of one session; `kinds` are the optional fields (resources, rate, extra)."""
+    h = health
+    reason = h.termination_reason
+    return Snapshot(
+        id=sid, name=name, adapter=adapter, agent=agent, capabilities=capability_names(caps), command=command,
+        cwd=cwd, env_keys=env_keys, preset=config.preset, state=shown_state(state, h, paused), pid=pid,
+        created_at=created_at, started_at=started_at, ended_at=ended_at,
+        runtime=round((ended_at or now) - (started_at or created_at), 3), max_runtime=config.limits.max_runtime,
+        exit_code=exit_code, termination=str(reason) if reason else None,
+        termination_text=h.termination.reason if h.termination else None, handshake=handshake,
+        tool_calls=tool_calls, events=h.events, counters={c.name: [c.value, c.limit] for c in h.counters()},
+        pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
+        last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, **kinds)
