@@ -15,10 +15,12 @@ from ..sessions.base import Capability
 from ..supervisor.config import Config
 from ..supervisor.health import TERMINATED, SessionHealth
 from .principal import Claim
-from .procfs import ProcId, proc_id
+from .contract import NotCapable
+from .procfs import ProcId, ProcTable, proc_id
 from .snapshot import build
 from .session import Resources, SessionSpec, Sink, tree_pids
-from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination
+from ..supervisor.gates import GateError
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination, Verdict
 
 POLL_SECONDS = 0.25
 
@@ -149,6 +151,24 @@ class AdoptedSession:
 
     agent = "any process"
     capabilities = declared
+    spiller = None
+    hook_key = None
+
+    def observe(self, table: ProcTable) -> None:
+        """Its processes are found from its pid at each sample."""
+
+    def reset(self, counter: str | None) -> None:
+        self.health.reset_counters(counter)
+        self._publish()
+
+    async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
+        raise GateError("an adopted session has no gates")
+
+    def grant(self, note: str | None) -> Verdict:
+        raise NotCapable("an adopted session cannot receive text")
+
+    def inject(self, text: str) -> bool:
+        raise NotCapable("an adopted session cannot receive text")
 
     def snapshot(self) -> dict[str, Any]:
         r = self.resources

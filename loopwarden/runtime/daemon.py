@@ -36,6 +36,8 @@ from .session import LiveSession, SessionSpec, minimal_env, tree_pids
 from . import spill_cleaner
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
 from .adopted import AdoptedSession
+from .contract import Supervised, refusal
+from ..sessions.base import Capability
 from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .hooked import HookedSession
 from ..sessions.claude_hooks import FRESH_START_EVENTS
@@ -96,7 +98,7 @@ class Daemon:
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self.sessions: dict[str, LiveSession | AdoptedSession | HookedSession] = {}  # live, and ended until stored
+        self.sessions: dict[str, Supervised] = {}  # live, and ended until stored
         self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
         self.recent = EndedSessions(RECENT_BYTES)  # the newest ended sessions' snapshots; the store has them all
         self.recorder = Recorder(paths.database, log=self._log, clock=clock, on_requeue_sessions=self._requeue)
@@ -265,8 +267,7 @@ class Daemon:
         start = self._stop_deadline - SHUTDOWN_CAP
         kill_at = start + SHUTDOWN_KILL_AT
         for session in live:
-            if isinstance(session, (LiveSession, AdoptedSession)):
-                session.deadline = kill_at  # their own waits (stop_grace, kill_grace) end there
+            session.deadline = kill_at  # their own waits (stop_grace, kill_grace) end there
         with anyio.move_on_after(max(0.0, start + SHUTDOWN_FORCE_AT - time.monotonic())):
             async with anyio.create_task_group() as tg:
                 for session in live:
@@ -275,8 +276,7 @@ class Daemon:
                 await anyio.sleep(0.02)
         stragglers = [s for s in live if not s.final]
         for session in stragglers:  # a session stuck past its own SIGKILL: no more waiting for anything
-            if isinstance(session, (LiveSession, AdoptedSession)):
-                session.kill_now()
+            session.kill_now()
         with anyio.move_on_after(max(0.0, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic())):
             while any(not s.final for s in live):  # noqa: ASYNC110 - a session has no event for its end
                 await anyio.sleep(0.02)
@@ -409,9 +409,9 @@ class Daemon:
             self.recorder.forget(sid)
             if session is not None:
                 self.recent.add(sid, self._live_snapshot(session))
-                if (isinstance(session, HookedSession) and session.state != "terminated"
-                        and self.hooked.get(session.claude_id) is session):
-                    del self.hooked[session.claude_id]
+                key = session.hook_key
+                if key is not None and session.state != SessionState.TERMINATED and self.hooked.get(key) is session:
+                    del self.hooked[key]
 
     async def _flush(self) -> None:
         """Write what is pending, so a reader sees every record before it."""
@@ -431,8 +431,7 @@ class Daemon:
             removed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
             if removed:
                 self._log(f"removed {removed} spill files past their retention from {len(plans)} directories")
-            live = [s.spiller.retention for s in self.sessions.values()
-                    if isinstance(s, LiveSession) and s.spiller is not None and not s.final]
+            live = [s.spiller.retention for s in self.sessions.values() if s.spiller is not None and not s.final]
             wait = await anyio.to_thread.run_sync(spill_cleaner.interval, plans, live, self.clock())
             self._cleaner_wake = anyio.Event()
             with anyio.move_on_after(wait):
@@ -449,8 +448,8 @@ class Daemon:
             except StoreError as exc:
                 self._log(f"spill cleaner: cannot read the sessions' spill settings ({exc})")
         for sid, session in list(self.sessions.items()):
-            spiller = getattr(session, "spiller", None)
-            if isinstance(spiller, Spiller):
+            spiller = session.spiller
+            if spiller is not None:
                 uses[sid] = spill_cleaner.SessionSpill(sid, spiller.directory, spiller.retention)
         return list(uses.values())
 
@@ -470,10 +469,11 @@ class Daemon:
     def _own_children(self) -> tuple[set[int], bool]:
         """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session
         leader may be reaped: not while an agent is being started, as it may be that agent, still unnamed."""
-        keep = {s.pid for s in self.sessions.values() if isinstance(s, LiveSession) and s.pid}
+        ours = [s for s in self.sessions.values() if Capability.PROCESS_GROUP in s.capabilities]
+        keep = {s.pid for s in ours if s.pid}
         if self.guardian.pid:
             keep.add(self.guardian.pid)
-        starting = any(isinstance(s, LiveSession) and s.pid is None and not s.final for s in self.sessions.values())
+        starting = any(s.pid is None and not s.final for s in ours)
         return keep, not starting
 
     def _guard_group(self, pgid: int, alive: bool) -> None:
@@ -492,8 +492,7 @@ class Daemon:
             table = await anyio.to_thread.run_sync(ProcTable.scan)
             for session in live:
                 if not session.final:
-                    if isinstance(session, LiveSession):
-                        session.containment.observe(table)
+                    session.observe(table)
                     await session.sample(table.children)  # marks the session dirty only when numbers moved
 
     # ---- the socket -------------------------------------------------------
@@ -654,14 +653,14 @@ class Daemon:
             raise RequestError(f"no session {ref[:80]!r} (see 'loopwarden ls')")
         return found
 
-    async def _live(self, ref: Any) -> LiveSession | AdoptedSession | HookedSession:
+    async def _live(self, ref: Any) -> Supervised:
         sid = await self._resolve(ref)
         session = self.sessions.get(sid)
         if session is None or session.final:
             raise RequestError(f"session {sid} has ended; only its history remains")
         return session
 
-    def _live_snapshot(self, session: LiveSession | AdoptedSession | HookedSession) -> dict[str, Any]:
+    def _live_snapshot(self, session: Supervised) -> dict[str, Any]:
         snap = session.snapshot()
         snap["dropped_events"] = self.recorder.dropped.get(session.spec.id, 0)
         return snap
@@ -770,7 +769,7 @@ class Daemon:
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": name}
 
-    async def _run_session(self, session: LiveSession | AdoptedSession | HookedSession) -> None:
+    async def _run_session(self, session: Supervised) -> None:
         try:
             await session.run()
         except Exception as exc:  # noqa: BLE001 - a session's failure is recorded, never the daemon's end
@@ -840,8 +839,9 @@ class Daemon:
 
     async def op_hook_wait(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
-        session = self.sessions.get(await self._resolve(req.get("session")))
-        if not isinstance(session, HookedSession):
+        found = self.sessions.get(await self._resolve(req.get("session")))
+        session = self.hooked.get(found.hook_key) if found is not None and found.hook_key is not None else None
+        if session is None or session is not found:
             raise RequestError("hook_wait needs an attached hook session")
         ticket = req.get("ticket")
         if not isinstance(ticket, int) or isinstance(ticket, bool):
@@ -910,7 +910,8 @@ class Daemon:
         session = self.sessions.get(sid)
         if session is None or session.final or not session.pid:
             return []
-        root, group, cache = session.pid, isinstance(session, LiveSession), self._proc_cache.get(sid, {})
+        root, cache = session.pid, self._proc_cache.get(sid, {})
+        group = Capability.PROCESS_GROUP in session.capabilities
         rows, self._proc_cache[sid] = await anyio.to_thread.run_sync(lambda: process_rows(root, group, cache))
         return rows
 
@@ -923,7 +924,7 @@ class Daemon:
                 out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
         return sorted(out, key=lambda g: g["opened_at"])
 
-    async def _gate_ref(self, req: dict[str, Any]) -> tuple[LiveSession | HookedSession, str]:
+    async def _gate_ref(self, req: dict[str, Any]) -> tuple[Supervised, str]:
         """The session and id of the pending gate a request names (SESSION:GATE, or a unique GATE)."""
         ref = req.get("gate")
         if not isinstance(ref, str) or not ref:
@@ -948,8 +949,9 @@ class Daemon:
             if len(owners) != 1:
                 raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
             session = owners[0]
-        if isinstance(session, AdoptedSession):
-            raise RequestError("adopted sessions have no gates")
+        cannot = refusal(session, "approve")
+        if cannot:
+            raise RequestError(cannot)
         session.health.gates.check(gate_id)
         return session, gate_id
 
@@ -977,17 +979,14 @@ class Daemon:
         return await self._decide(req, False, who)
 
     async def op_grant(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        session = await self._live_native(req, "grant unblock authority")
-        if not session.adapter.can_inject:
-            raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text, "
-                               "so it cannot be granted authority")
+        session = await self._capable(req, "grant")
         note = _note(req)
         await self._audited(who, session.spec.id, "grant", None, note, "injected")
         verdict = session.grant(note)
         return {"session": session.spec.id, "message": verdict.message}
 
     async def op_reset(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        session = await self._live_native(req, "reset counters")
+        session = await self._live(req.get("session"))
         counter = req.get("counter")
         if counter is not None and counter not in RESETTABLE:
             raise RequestError(f"unknown counter {str(counter)[:40]!r}; use one of {', '.join(sorted(RESETTABLE))}")
@@ -996,22 +995,22 @@ class Daemon:
         return {"session": session.spec.id, "reset": counter or "all"}
 
     async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        session = await self._live_native(req, "inject text")
+        session = await self._capable(req, "inject")
         text = req.get("text")
         if not isinstance(text, str) or not text.strip():
             raise RequestError("inject needs some text")
         if len(text) > INJECT_CHARS:
             raise RequestError(f"inject text is {len(text):,} characters; the limit is {INJECT_CHARS:,}")
-        if not session.adapter.can_inject:
-            raise RequestError(f"session {session.spec.id} ({session.adapter.name}) cannot receive text")
         await self._audited(who, session.spec.id, "inject", None, text[:500], "sent")
         session.inject(text)
         return {"session": session.spec.id}
 
-    async def _live_native(self, req: dict[str, Any], what: str) -> LiveSession | HookedSession:
+    async def _capable(self, req: dict[str, Any], op: str) -> Supervised:
+        """The live session a request names, if it can carry out `op` (see contract.NEEDS)."""
         session = await self._live(req.get("session"))
-        if isinstance(session, AdoptedSession):
-            raise RequestError(f"cannot {what} in an adopted session; it can only be watched and killed")
+        cannot = refusal(session, op)
+        if cannot:
+            raise RequestError(cannot)
         return session
 
     async def op_pause(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ..supervisor.config import Config
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from .principal import Claim
-from .procfs import ProcId
+from .procfs import ProcId, ProcTable
 from .session import Resources, SessionSpec, Sink
 from .snapshot import build
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Verdict
@@ -308,9 +308,22 @@ class HookedSession:
         for pid in list(self.agents)[:-AGENTS_KEPT]:
             del self.agents[pid]
 
+    spiller = None  # the agent's tool output never passes through loopwarden
+    deadline: float | None = None
+
+    @property
+    def hook_key(self) -> str:
+        return self.claude_id
+
     @property
     def capabilities(self) -> Capability:
         return self.adapter.capabilities
+
+    def observe(self, table: ProcTable) -> None:
+        """The agent's processes are the user's: none to follow."""
+
+    def kill_now(self) -> None:
+        """Nothing to signal: the hook answers stop the agent."""
 
     def snapshot(self) -> dict[str, Any]:
         return build(

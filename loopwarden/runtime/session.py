@@ -680,10 +680,16 @@ class LiveSession:
             return []
         return [Claim(self.spec.id, root, "the agent", group=True)]
 
+    hook_key: str | None = None  # launched, not attached by hooks
+
+    def observe(self, table: ProcTable) -> None:
+        """Remember the processes that left the group (see containment.py)."""
+        self.containment.observe(table)
+
     @property
     def capabilities(self) -> Capability:
         """The adapter's, and its process group: loopwarden started the agent and leads its group."""
-        return self.adapter.capabilities | Capability.PROCESS_GROUP
+        return self.adapter.capabilities | Capability.PROCESS_GROUP | Capability.HOLD  # SIGSTOP holds any agent
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a console or `status` shows about this session."""

@@ -1,0 +1,70 @@
+"""What the daemon asks of every supervised session, whatever its kind (launched, attached, adopted).
+
+The daemon decides by `capabilities`, never by class: an operation the session cannot carry out is
+refused before it is audited as done, and the console greys out its key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..sessions.base import Capability
+from ..supervisor.health import SessionHealth
+from ..supervisor.verdicts import SessionState, Verdict
+from .principal import Claim
+from .procfs import ProcTable
+from .session import SessionSpec
+from .spill import Spiller
+
+# what each operation needs, for the refusal and the console (an operation not listed needs nothing)
+NEEDS = {"grant": Capability.INJECT, "inject": Capability.INJECT, "approve": Capability.HOLD,
+         "deny": Capability.HOLD}
+
+
+class NotCapable(Exception):
+    """An operation a session cannot carry out (the daemon asks `refusal` first; this is the backstop)."""
+
+
+class Supervised(Protocol):
+    spec: SessionSpec
+    state: SessionState
+    health: SessionHealth
+    stopping: bool
+    ended_at: float | None
+    deadline: float | None  # monotonic; set when the daemon stops: its waits end there
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def spiller(self) -> Spiller | None: ...
+    @property
+    def hook_key(self) -> str | None:
+        """The agent's own session id, for a session attached by hooks."""
+
+    @property
+    def final(self) -> bool: ...
+    @property
+    def capabilities(self) -> Capability: ...
+    async def run(self) -> None: ...
+    def snapshot(self) -> dict[str, Any]: ...
+    def claims(self) -> list[Claim]: ...
+    def observe(self, table: ProcTable) -> None: ...
+    async def sample(self, children: dict[int, list[int]] | None = None) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    async def kill(self, note: str | None = None) -> None: ...
+    def kill_now(self) -> None: ...
+    def reset(self, counter: str | None) -> None: ...
+    async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]: ...
+    def grant(self, note: str | None) -> Verdict: ...
+    def inject(self, text: str) -> bool: ...
+
+
+def refusal(session: Supervised, op: str) -> str | None:
+    """Why `session` cannot carry out `op` (one line), or None."""
+    need = NEEDS.get(op)
+    if need is None or need in session.capabilities:
+        return None
+    what = {"grant": "be granted authority", "inject": "receive text",
+            "approve": "hold a call for a gate", "deny": "hold a call for a gate"}[op]
+    return f"session {session.spec.id} ({session.spec.adapter}) cannot {what} (see 'loopwarden adapters')"
