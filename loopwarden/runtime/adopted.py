@@ -13,14 +13,14 @@ import psutil
 
 from ..sessions.base import Capability
 from ..supervisor.config import Config
-from ..supervisor.health import TERMINATED, SessionHealth
-from .principal import Claim
-from .contract import NotCapable
-from .procfs import ProcId, ProcTable, proc_id
-from .snapshot import build
-from .session import Resources, SessionSpec, Sink, tree_pids
 from ..supervisor.gates import GateError
-from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination, Verdict
+from ..supervisor.health import TERMINATED, SessionHealth
+from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict
+from .contract import NotCapable
+from .principal import Claim
+from .procfs import ProcId, ProcTable, proc_id
+from .session import Resources, SessionSpec, Sink, tree_pids
+from .snapshot import build
 
 POLL_SECONDS = 0.25
 

@@ -21,11 +21,11 @@ from ..sessions.base import Capability
 from ..supervisor.config import Config
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
+from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Verdict
 from .principal import Claim
 from .procfs import ProcId, ProcTable
 from .session import Resources, SessionSpec, Sink
 from .snapshot import build
-from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Verdict
 
 ADAPTER = "claude-code-hook"
 IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session

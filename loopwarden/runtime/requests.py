@@ -138,3 +138,18 @@ def _str_map(fields: dict[str, Any], key: str, *, variables: bool) -> dict[str, 
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def attempted_target(req: dict[str, Any]) -> str | None:
+    """What a refused request aimed at, for the audit log: a gate, a counter, a pid or a command."""
+    for key in ("gate", "counter", "pid"):
+        if isinstance(req.get(key), (str, int)) and not isinstance(req.get(key), bool):
+            return str(req[key])[:200]
+    spec = req.get("spec")
+    command = spec.get("command") if isinstance(spec, dict) else None
+    return " ".join(map(str, command))[:200] if isinstance(command, list) else None
+
+
+def request_note(req: dict[str, Any]) -> str | None:
+    note = req.get("note")
+    return note[:2000] if isinstance(note, str) and note.strip() else None

@@ -16,18 +16,18 @@ import anyio.lowlevel
 import psutil
 from anyio.abc import Process
 
+from ..sessions.base import Adapter, Capability
 from ..supervisor import messages
 from ..supervisor.config import Config
-from ..sessions.base import Adapter, Capability
-from .containment import Containment
-from .procfs import ProcTable
 from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
+from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
+from .containment import Containment
 from .principal import Claim
+from .procfs import ProcTable
 from .snapshot import build
 from .spill import Spiller, spill_event
-from ..supervisor.verdicts import FINAL_STATES, SessionState, Action, Termination, Verdict, terminate
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long

@@ -15,14 +15,14 @@ Safety rules (fixing the weaknesses of the seed 003 design):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import os
 import re
 import stat
+from collections.abc import Callable
+from typing import Any
 
 import platformdirs
+
 from ..supervisor.events import SpillResult
 
 CHUNK_CHARS = 1 << 20

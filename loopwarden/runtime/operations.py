@@ -1,0 +1,442 @@
+"""The daemon's control operations: what clients ask for (`op_<name>`), each checked, audited and carried out."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import psutil
+
+from ..sessions.base import Capability
+from ..sessions.claude_hooks import FRESH_START_EVENTS
+from ..supervisor.config import ConfigError, load_config
+from ..supervisor.gates import GateError
+from ..supervisor.health import RESETTABLE
+from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from .adopted import AdoptedSession
+from .commands import default_name, missing_program
+from .contract import Supervised, refusal
+from .hooked import HookedSession
+from .parts import PROTOCOL, SHUTDOWN_CAP, DaemonParts, RequestError
+from .principal import Principal, agent_environment, hook_agent
+from .processes import adoption_refusal, process_rows
+from .procfs import ancestry
+from .registry import HOOKED_ENDED_KEPT, _row_snapshot
+from .requests import BadRequest, adopt_request, request_note, run_request
+from .session import LiveSession, SessionSpec, minimal_env
+from .spill import Spiller
+from .store import HISTORY_TABLES
+from .upkeep import _before
+
+LIST_PAGE = 1000  # sessions in one page of older history (`list` with `before`)
+LIST_BYTES = 8 << 20  # ... and at most this many bytes of their snapshots
+LOGS_LIMIT = 10_000  # rows of each table in one `logs` page
+LOGS_BYTES = 4 << 20  # text in one `logs` page: a reply (and the daemon) never holds more per request
+SPILLS_SHOWN = 200  # the newest spill files listed with a `logs` page
+INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
+CURSOR = {"events": "after", "verdicts": "verdicts_after", "actions": "actions_after"}
+
+
+def _seconds(value: Any) -> float:
+    """A non-negative number of seconds from a request (anything else: 0)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+def _warned(result: dict[str, Any], warning: str | None) -> dict[str, Any]:
+    return {**result, "warning": warning} if warning else result
+
+
+def _count(value: Any, default: int, most: int) -> int:
+    """A whole number from a request, between 1 and `most` (`default` when absent or not a number)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return default
+    return max(1, min(value, most))
+
+
+def _cursor(value: Any) -> int:
+    """A row id to read after (0: from the start)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _ago(seconds: float) -> str:
+    from ..supervisor.config import format_duration
+
+    return f"{format_duration(seconds)} ago"
+
+
+class ControlOperations(DaemonParts):
+    """Every `op_<name>` a client may ask for: checked, audited, carried out."""
+
+    async def _target_session(self, req: dict[str, Any]) -> str | None:
+        """The session a request names (by `session`, or a gate's SESSION:GATE), if it exists."""
+        gate = req.get("gate")
+        ref = req.get("session") or (gate.rsplit(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
+        try:
+            return await self._resolve(ref) if ref else None
+        except RequestError:
+            return None
+
+    async def _audited(self, who: Principal, session_id: str | None, action: str, target: str | None,
+                       note: str | None, outcome: str, *, stops: bool = False) -> str | None:
+        """Record an operator action durably before it is carried out, or refuse it. An action that
+        stops an agent (`stops`) is carried out anyway, since refusing it would leave a runaway agent
+        running on a full disk: it returns the warning for the reply instead (the loss is counted)."""
+        if await self._durably(self._audit(who, session_id, action, target, note, outcome)):
+            return None
+        error = (self.recorder.health.last_error or "unknown error")[:200]
+        if stops:
+            return f"done, but the audit log could not be written ({error}); the row is counted as unwritten"
+        raise RequestError(f"refused: the audit log could not be written ({error}); nothing was done. Free "
+                           "some space (see 'loopwarden status'); kill, pause, deny and stop-daemon still work")
+
+    async def op_ping(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        """The daemon's own state, with what could not be written or delivered since it started."""
+        return {"protocol": PROTOCOL, "pid": os.getpid(), "sessions": len(self.sessions),
+                "live": sum(1 for s in self.sessions.values() if not s.final),
+                "uptime": round(self.clock() - self.started_at, 1), "socket": str(self.paths.socket),
+                "database": str(self.paths.database), **self._health(), "subscribers": len(self.subscribers),
+                "queued_for_subscribers": self.queue_budget.used, "stopping": self.shutting_down,
+                "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
+                "containment": self.containment}
+
+    def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
+        """A shutdown that began while the audit row was written: the session never starts, and says so."""
+        if self.shutting_down:
+            self._audit(who, sid, op, None, None, "failed: the daemon began shutting down")
+            self._refuse_while_stopping(op)
+
+    def _refuse_while_stopping(self, op: str) -> None:
+        if self.shutting_down:
+            raise RequestError(f"the daemon is shutting down and starts no more sessions; {op} again once it "
+                               "has stopped (a new one starts then)")
+
+    async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self._refuse_while_stopping("run")
+        from ..sessions.registry import adapters
+
+        try:
+            spec_in = run_request(req.get("spec"), adapters())
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        command, env = spec_in.command, spec_in.env
+        try:
+            config = load_config(preset=spec_in.preset, file=spec_in.config_file, env=spec_in.config_env,
+                                 sets=spec_in.sets)
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        missing = missing_program(command[0], env.get("PATH"), spec_in.cwd)
+        if missing:
+            raise RequestError(missing)
+        sid = self._new_id()
+        env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
+        name = spec_in.name or default_name(command)[:80]
+        spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
+                           preset=config.preset, sets=spec_in.sets, task=spec_in.task)
+        spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
+                          truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
+                          session=sid)
+        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
+        self._refuse_after_audit(who, sid, "run")
+        session = LiveSession(spec, config, adapters()[spec_in.adapter](), sink=self.sink, spiller=spiller,
+                              on_group=self._guard_group, clock=self.clock, records=self.recorder,
+                              containment=self._containment(sid))  # its cgroup, once it is sure to start
+        self.sessions[sid] = session
+        self._mark(sid)
+        self._cleaner_wake.set()  # its spill retention may be the shortest yet
+        self._tg.start_soon(self._run_session, session)
+        return {"id": sid, "name": name}
+
+    async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self._refuse_while_stopping("adopt")
+        try:
+            checked = adopt_request(req)
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        pid = checked.pid
+        refusal = adoption_refusal(pid, peer_pid=who.pid)
+        if refusal:
+            raise RequestError(refusal)
+        try:
+            config = load_config(preset=checked.preset, env={}, sets=checked.sets)
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        try:
+            session = AdoptedSession("pending", pid, config, name=checked.name, sink=self.sink, clock=self.clock)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            raise RequestError(f"no process {pid}") from None
+        except (PermissionError, psutil.AccessDenied):
+            raise RequestError(f"process {pid} belongs to another user") from None
+        sid = session.spec.id = self._new_id()
+        await self._audited(who, sid, "adopt", str(pid), None, "watching")
+        self._refuse_after_audit(who, sid, "adopt")
+        self.sessions[sid] = session
+        self._mark(sid)
+        self._tg.start_soon(self._run_session, session)
+        return {"id": sid, "name": session.spec.name}
+
+    async def op_hook(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """A Claude Code hook event: judged in the attached session of its session_id (made on first sight)."""
+        event = req.get("event")
+        if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
+            raise RequestError("hook needs an 'event' object with a 'session_id'")
+        claude_id, name = event["session_id"][:200], str(event.get("hook_event_name") or "")
+        session = self.hooked.get(claude_id)
+        if session is None or (session.final and (session.state != "terminated" or name in FRESH_START_EVENTS)):
+            try:
+                config = load_config(env=req.get("config_env") or {})
+            except ConfigError as exc:
+                raise RequestError(str(exc)) from None
+            ended = [k for k, s in self.hooked.items() if s.final]
+            for old in [k for k in ended if self.hooked[k].state != "terminated"] + ended[:-HOOKED_ENDED_KEPT]:
+                self.hooked.pop(old, None)
+            session = self.hooked[claude_id] = HookedSession(self._new_id(), event, config, sink=self.sink,
+                                                             clock=self.clock)
+            self.sessions[session.spec.id] = session
+            self._mark(session.spec.id)
+            self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
+            self._tg.start_soon(self._run_session, session)
+        stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
+        agent = hook_agent(who.chain, stop)
+        if agent is not None:
+            session.add_agent(agent)
+        idle = req.get("idle")
+        answer = session.answer(event, hold=_seconds(req.get("hold")),
+                                idle=_seconds(idle) if idle is not None else None, holder=who.pid)
+        await self.recorder.durable(session.spec.id, self.recorder.mark(session.spec.id))  # write ahead of it
+        return answer
+
+    async def op_hook_wait(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
+        found = self.sessions.get(await self._resolve(req.get("session")))
+        session = self.hooked.get(found.hook_key) if found is not None and found.hook_key is not None else None
+        if session is None or session is not found:
+            raise RequestError("hook_wait needs an attached hook session")
+        ticket = req.get("ticket")
+        if not isinstance(ticket, int) or isinstance(ticket, bool):
+            raise RequestError("hook_wait needs the 'ticket' that hook answered")
+        try:
+            return await session.wait(ticket, _seconds(req.get("hold")), holder=who.pid)
+        except PermissionError as exc:
+            raise RequestError(f"refused: {exc}") from None
+
+    async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
+        store instead, newest first: `limit` sessions created before session `before` (or the newest)."""
+        if not req.get("stored"):
+            return [self._snapshot(sid) for sid in self._all_sessions()]
+        before, limit = req.get("before"), _count(req.get("limit"), LIST_PAGE, LIST_PAGE)
+        if before is not None and not isinstance(before, str):
+            raise RequestError("'before' must be a session id")
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); only recent sessions are shown")
+        rows = await anyio.to_thread.run_sync(lambda: store.recent_sessions(LIST_BYTES, before=before, limit=limit))
+        return [_row_snapshot(row) for row in reversed(rows)]
+
+    async def op_status(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return self._snapshot(await self._resolve(req.get("session")))
+
+    async def op_logs(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        """A page of a session's stored history, bounded by `limit` rows a table and by bytes.
+
+        tail: the newest records. Otherwise the records after the cursors (`after`, `verdicts_after`,
+        `actions_after`), merged by time. `newest: N` returns only the cursors from which the newest N
+        of each table follow (`start`) and the newest ids now (`end`). Replies carry `next` (the cursors to
+        continue from) and `more`."""
+        sid = await self._resolve(req.get("session"))
+        await self._flush()
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); history cannot be read now")
+        limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
+        max_bytes = _count(req.get("max_bytes"), LOGS_BYTES, LOGS_BYTES)
+        tables = req.get("tables")
+        tables = [t for t in HISTORY_TABLES if t in tables] if isinstance(tables, list) else list(HISTORY_TABLES)
+        cursors = {t: _cursor(req.get(CURSOR[t])) for t in HISTORY_TABLES}
+        newest = req.get("newest")
+
+        def read() -> dict[str, Any]:  # in a worker thread, so a long read never stalls the sessions
+            if newest is not None:
+                n = _count(newest, 1000, 1 << 31)
+                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n) for t in tables},
+                        "end": {CURSOR[t]: store.newest_start(sid, t, 0) for t in tables}}
+            if req.get("tail"):
+                rows, more = store.newest(sid, limit=limit, max_bytes=max_bytes, tables=tables)
+                after = {t: (rows[t][-1]["id"] if rows[t] else cursors[t]) for t in HISTORY_TABLES}
+            else:
+                rows, after, more = store.history(sid, cursors, limit=limit, max_bytes=max_bytes, tables=tables)
+            return {"session": sid, **rows, "spills": store.spills(sid, limit=SPILLS_SHOWN), "more": more,
+                    "next": {CURSOR[t]: after[t] for t in HISTORY_TABLES}}
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def op_processes(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        """The agent's process tree (and, for a session we started, its whole process group)."""
+        sid = await self._resolve(req.get("session"))
+        for ended in [k for k, s in self.sessions.items() if s.final and k in self._proc_cache]:
+            del self._proc_cache[ended]
+        session = self.sessions.get(sid)
+        if session is None or session.final or not session.pid:
+            return []
+        root, cache = session.pid, self._proc_cache.get(sid, {})
+        group = Capability.PROCESS_GROUP in session.capabilities
+        rows, self._proc_cache[sid] = await anyio.to_thread.run_sync(lambda: process_rows(root, group, cache))
+        return rows
+
+    async def op_gates(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        out = []
+        for sid, session in self.sessions.items():
+            if session.final:
+                continue
+            for gate in session.health.pending_gates():
+                out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
+        return sorted(out, key=lambda g: g["opened_at"])
+
+    async def _gate_ref(self, req: dict[str, Any]) -> tuple[Supervised, str]:
+        """The session and id of the pending gate a request names (SESSION:GATE, or a unique GATE)."""
+        ref = req.get("gate")
+        if not isinstance(ref, str) or not ref:
+            raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
+        if ":" in ref:
+            sid, gate_id = ref.split(":", 1)
+            sid = await self._resolve(sid)
+            session = self.sessions.get(sid)
+            if session is None or session.final:
+                store = self.store
+                gates = await anyio.to_thread.run_sync(store.gates, sid) if store is not None else []
+                decided = [g for g in gates if g.get("gate_id") == gate_id]  # rare: an ended session
+                if decided and decided[0].get("status") != "pending":
+                    g = decided[0]
+                    raise GateError(f"gate {ref} was already {g['status']} by {g.get('decided_by')}")
+                raise RequestError(f"session {sid} has ended; only its history remains")
+        else:
+            gate_id = ref
+            owners = [s for s in self.sessions.values() if not s.final and gate_id in s.health.gates.gates]
+            if req.get("session"):
+                owners = [await self._live(req["session"])]
+            if len(owners) != 1:
+                raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
+            session = owners[0]
+        cannot = refusal(session, "approve")
+        if cannot:
+            raise RequestError(cannot)
+        session.health.gates.check(gate_id)
+        return session, gate_id
+
+    async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
+        note, verb = request_note(req), "approve" if approve else "deny"
+        try:
+            session, gate_id = await self._gate_ref(req)
+        except GateError as exc:
+            sid = str(req.get("gate")).split(":", 1)[0]
+            self._audit(who, sid, verb, str(req.get("gate")), note, f"refused: {exc}")
+            raise RequestError(str(exc)) from None
+        warning = await self._audited(who, session.spec.id, verb, gate_id, note, "done", stops=not approve)
+        try:
+            await session.decide(gate_id, approve, who.actor, note)
+        except GateError as exc:  # decided meanwhile (an expiry, another console): say so in the audit too
+            self._audit(who, session.spec.id, verb, gate_id, note, f"failed: {exc}")
+            raise RequestError(str(exc)) from None
+        return _warned({"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"},
+                       warning)
+
+    async def op_approve(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, True, who)
+
+    async def op_deny(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        return await self._decide(req, False, who)
+
+    async def op_grant(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._capable(req, "grant")
+        note = request_note(req)
+        await self._audited(who, session.spec.id, "grant", None, note, "injected")
+        verdict = session.grant(note)
+        return {"session": session.spec.id, "message": verdict.message}
+
+    async def op_reset(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._live(req.get("session"))
+        counter = req.get("counter")
+        if counter is not None and counter not in RESETTABLE:
+            raise RequestError(f"unknown counter {str(counter)[:40]!r}; use one of {', '.join(sorted(RESETTABLE))}")
+        await self._audited(who, session.spec.id, "reset", counter or "all", request_note(req), "done")
+        session.reset(counter)
+        return {"session": session.spec.id, "reset": counter or "all"}
+
+    async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._capable(req, "inject")
+        text = req.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise RequestError("inject needs some text")
+        if len(text) > INJECT_CHARS:
+            raise RequestError(f"inject text is {len(text):,} characters; the limit is {INJECT_CHARS:,}")
+        await self._audited(who, session.spec.id, "inject", None, text[:500], "sent")
+        session.inject(text)
+        return {"session": session.spec.id}
+
+    async def _capable(self, req: dict[str, Any], op: str) -> Supervised:
+        """The live session a request names, if it can carry out `op` (see contract.NEEDS)."""
+        session = await self._live(req.get("session"))
+        cannot = refusal(session, op)
+        if cannot:
+            raise RequestError(cannot)
+        return session
+
+    async def op_pause(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._live(req.get("session"))
+        warning = await self._audited(who, session.spec.id, "pause", None, request_note(req), "done", stops=True)
+        session.pause()
+        return _warned({"session": session.spec.id, "state": session.snapshot()["state"]}, warning)
+
+    async def op_resume(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._live(req.get("session"))
+        await self._audited(who, session.spec.id, "resume", None, request_note(req), "done")
+        session.resume()
+        return {"session": session.spec.id, "state": session.snapshot()["state"]}
+
+    async def op_kill(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        session = await self._live(req.get("session"))
+        note = request_note(req)
+        warning = await self._audited(who, session.spec.id, "kill", None, note, "stopping", stops=True)
+        self._tg.start_soon(session.kill, note)
+        return _warned({"session": session.spec.id, "state": "stopping"}, warning)
+
+    async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        await self._flush()
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); the audit log cannot be read now")
+        sid = await self._resolve(req["session"]) if req.get("session") else None
+        limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
+        return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
+
+    async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        snap = self._snapshot(await self._resolve(req.get("session")))
+        return {"final": snap.get("state") in FINAL_STATES, "exit_code": final_exit_code(snap)}
+
+    async def op_prune(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Delete the history of sessions that ended more than `older_than` seconds ago (and, with
+        `audit_older_than`, audit rows that old); `dry_run` only counts."""
+        older = req.get("older_than")
+        if not isinstance(older, (int, float)) or isinstance(older, bool) or older < 0:
+            raise RequestError("prune needs 'older_than', a number of seconds >= 0")
+        audit = req.get("audit_older_than")
+        if audit is not None and (not isinstance(audit, (int, float)) or isinstance(audit, bool) or audit < 0):
+            raise RequestError("'audit_older_than' must be a number of seconds >= 0")
+        store = self.store
+        if store is None:
+            raise RequestError("the store is not open (see 'loopwarden status'); nothing can be pruned now")
+        now = self.clock()
+        if req.get("dry_run"):
+            counts = await anyio.to_thread.run_sync(lambda: store.prunable(now - older, _before(now, audit)))
+            return {"dry_run": True, "deleted": counts}
+        await self._audited(who, None, "prune", f"ended before {_ago(older)}", request_note(req), "pruning")
+        return {"dry_run": False, "deleted": await self._prune(now - older, _before(now, audit))}
+
+    async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on."""
+        self._begin_shutdown()
+        warning = await self._audited(who, None, "stop-daemon", None, request_note(req), "stopping", stops=True)
+        self._tg.start_soon(self._stop_soon)
+        return _warned({"stopping": True, "sessions": len([s for s in self.sessions.values() if not s.final]),
+                        "pid": os.getpid(), "within": SHUTDOWN_CAP}, warning)

@@ -1,0 +1,142 @@
+"""The daemon's watch over the agents' processes: containment, the guardian, sampling, reaping, listing a tree."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import anyio
+import psutil
+
+from ..sessions.base import Capability
+from .cgroups import CgroupTree
+from .containment import Containment, daemon_instance
+from .parts import DaemonParts
+from .procfs import ProcTable
+from .reaper import reap_orphans
+from .session import tree_pids
+
+SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
+SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
+
+
+def adoption_refusal(pid: int, peer_pid: int) -> str | None:
+    """Why a pid must not be adopted (killing it would take down the system or the caller), or None."""
+    if pid == 1:
+        return "refusing to adopt pid 1 (init): its runtime limit would kill the whole system"
+    protected = {os.getpid()}
+    for start in (os.getpid(), peer_pid):
+        try:
+            proc = psutil.Process(start)
+            protected.update(p.pid for p in [proc, *proc.parents()])
+        except psutil.Error:
+            pass
+    if pid in protected:
+        return (f"refusing to adopt pid {pid}: it is the daemon, the calling shell or one of their parents, "
+                "and a limit would kill it")
+    return None
+
+
+PROCESS_ROWS = 200
+CMDLINE_CHARS = 200
+
+
+def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
+                 ) -> tuple[list[dict[str, Any]], dict[int, psutil.Process]]:
+    """Rows for `root`'s tree (plus its process group when `group`), root first, and the process cache
+    for the next call: a cached process measures its CPU since the previous call, a new one reads 0."""
+    children: dict[int, list[int]] = {}
+    members: list[int] = []
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid:
+            children.setdefault(ppid, []).append(proc.pid)
+        if group:
+            try:
+                if os.getpgid(proc.pid) == root:
+                    members.append(proc.pid)
+            except OSError:
+                pass
+    pids = tree_pids(root, children)
+    seen = set(pids)
+    pids += [pid for pid in members if pid not in seen]
+    rows, kept = [], {}
+    for pid in pids[:PROCESS_ROWS]:
+        try:
+            cached = cache.get(pid)
+            proc = cached if cached is not None and cached.is_running() else psutil.Process(pid)
+            with proc.oneshot():
+                row = {"pid": pid, "ppid": proc.ppid(), "name": proc.name(), "cpu_percent": proc.cpu_percent(None),
+                       "rss": proc.memory_info().rss, "status": proc.status()}
+            try:
+                row["cmdline"] = " ".join(proc.cmdline())[:CMDLINE_CHARS]
+            except psutil.Error:  # a zombie has no command line
+                row["cmdline"] = ""
+        except psutil.Error:
+            continue
+        rows.append(row)
+        kept[pid] = proc
+    return rows, kept
+
+
+class ProcessWatch(DaemonParts):
+    """Containment, the guardian, CPU and memory samples, orphans reaped."""
+
+    def _start_guardian(self) -> None:
+        """Find how sessions' processes will be contained, start the guardian and tell it so."""
+        self.instance = daemon_instance()
+        self.cgroups, how = CgroupTree.create()
+        self.containment = "cgroup" if self.cgroups else "tracking"
+        self._log(f"process containment: {how}" if self.cgroups else
+                  f"process containment: process groups, /proc tracking and marks ({how})")
+        self.guardian.start()
+        self.guardian.protect("m", f"@{self.instance}")  # every agent's LOOPWARDEN_SESSION ends with it
+        if self.cgroups is not None:
+            self.guardian.protect("c", str(self.cgroups.path))
+
+    def _containment(self, sid: str) -> Containment:
+        cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
+        return Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
+
+    async def _reaper(self) -> None:
+        """Reap agents' orphans that came back to us (see reaper.py)."""
+        while True:
+            await self._orphans.wait()
+            self._orphans = anyio.Event()
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                reap_orphans(*self._own_children())
+                await anyio.sleep(0.01)
+                if not any(s.stopping and not s.final for s in self.sessions.values()):
+                    reap_orphans(*self._own_children())
+                    break
+
+    def _own_children(self) -> tuple[set[int], bool]:
+        """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session
+        leader may be reaped: not while an agent is being started, as it may be that agent, still unnamed."""
+        ours = [s for s in self.sessions.values() if Capability.PROCESS_GROUP in s.capabilities]
+        keep = {s.pid for s in ours if s.pid}
+        if self.guardian.pid:
+            keep.add(self.guardian.pid)
+        starting = any(s.pid is None and not s.final for s in ours)
+        return keep, not starting
+
+    def _guard_group(self, pgid: int, alive: bool) -> None:
+        """A session's process group started or ended (its containment tells the guardian)."""
+        if not alive:
+            self._orphans.set()
+
+    async def _sampler(self) -> None:
+        """CPU, memory and process trees of live sessions; slower as sessions multiply. Each round also
+        remembers the processes that left a session's group (see containment.py)."""
+        while True:
+            live = [s for s in self.sessions.values() if not s.final]
+            await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
+            if not live:
+                continue
+            table = await anyio.to_thread.run_sync(ProcTable.scan)
+            for session in live:
+                if not session.final:
+                    session.observe(table)
+                    await session.sample(table.children)  # marks the session dirty only when numbers moved

@@ -1,0 +1,136 @@
+"""The daemon's session registry: ids, names, live and recently ended sessions, their snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from ..supervisor.verdicts import SessionState
+from .contract import Supervised
+from .parts import DaemonParts, RequestError
+from .store import Store
+
+RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
+HOOKED_ENDED_KEPT = 200  # terminated hook sessions remembered, so later hook calls still stop Claude
+
+
+def _id_number(sid: str) -> int:
+    return int(sid[1:]) if sid[:1] == "s" and sid[1:].isdigit() else 0
+
+
+_SESSION_COLUMNS = ("id", "name", "adapter", "command", "cwd", "env_keys", "preset", "state", "created_at",
+                    "started_at", "ended_at", "pid", "exit_code", "termination", "termination_text",
+                    "dropped_events", "handshake")
+
+
+def _session_row(snap: dict[str, Any]) -> dict[str, Any]:
+    row = {k: snap.get(k) for k in _SESSION_COLUMNS}
+    row["snapshot"] = snap
+    return row
+
+
+def _row_snapshot(row: dict[str, Any]) -> dict[str, Any]:
+    snap = row.get("snapshot")
+    if isinstance(snap, dict):
+        snap = dict(snap)
+        for key in ("state", "termination", "termination_text", "ended_at", "exit_code"):
+            snap[key] = row.get(key, snap.get(key))
+        return snap
+    return dict(row)
+
+
+class SessionRegistry(DaemonParts):
+    """The sessions the daemon holds, found by id or name, in memory first and then the store."""
+
+    def _read_history(self, store: Store) -> tuple[list[str], list[dict[str, Any]], int]:
+        """When the store has just been opened (in the opening thread): mark the sessions earlier daemons
+        left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
+        live = set(self.sessions)  # a copy taken at once: the event loop may add to it meanwhile
+        lost = store.mark_lost(self.clock(), keep=live)
+        return lost, store.recent_sessions(RECENT_BYTES), store.max_session_number()
+
+    def _took_history(self, found: tuple[list[str], list[dict[str, Any]], int]) -> None:
+        """What `_read_history` found, taken in on the event loop."""
+        _lost, rows, highest = found
+        for row in rows:
+            if row["id"] not in self.sessions:
+                self.recent.add(row["id"], _row_snapshot(row))
+        self.next_id = max(self.next_id, 1 + highest)
+
+    async def _resolve(self, ref: Any) -> str:
+        """A session id from an id or a name (the newest of that name): memory first, then the store."""
+        if not isinstance(ref, str) or not ref:
+            raise RequestError("a session id or name is required")
+        if ref in self.sessions or ref in self.recent:
+            return ref
+        named = [s.spec.id for s in self.sessions.values() if s.spec.name == ref]
+        if named:
+            return named[-1]
+        found = self.recent.by_name(ref)
+        store = self.store
+        if found is None and store is not None:
+            row = await anyio.to_thread.run_sync(store.find_session, ref)
+            if row is not None:
+                self.recent.add(row["id"], _row_snapshot(row))
+                found = row["id"]
+        if found is None:
+            raise RequestError(f"no session {ref[:80]!r} (see 'loopwarden ls')")
+        return found
+
+    async def _live(self, ref: Any) -> Supervised:
+        sid = await self._resolve(ref)
+        session = self.sessions.get(sid)
+        if session is None or session.final:
+            raise RequestError(f"session {sid} has ended; only its history remains")
+        return session
+
+    def _live_snapshot(self, session: Supervised) -> dict[str, Any]:
+        snap = session.snapshot()
+        snap["dropped_events"] = self.recorder.dropped.get(session.spec.id, 0)
+        return snap
+
+    def _snapshot(self, sid: str) -> dict[str, Any]:
+        session = self.sessions.get(sid)
+        if session is not None:
+            return self._live_snapshot(session)
+        return self.recent.get(sid) or {"id": sid}
+
+    def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
+        """The newest ended sessions and every live one, oldest first, from memory."""
+        ids = [sid for sid in self.recent if sid not in self.sessions] + list(self.sessions)
+        return [sid for sid in ids if wanted is None or sid in wanted]
+
+    def _new_id(self) -> str:
+        sid = f"s{self.next_id}"
+        self.next_id += 1
+        return sid
+
+    async def _run_session(self, session: Supervised) -> None:
+        try:
+            await session.run()
+        except Exception as exc:  # noqa: BLE001 - a session's failure is recorded, never the daemon's end
+            self._log(f"session {session.spec.id} crashed the supervisor loop: {type(exc).__name__}: {exc}")
+            session.state = SessionState.EXITED
+            session.ended_at = session.ended_at or self.clock()  # else its runtime would grow forever
+        self._mark(session.spec.id)
+
+    def _release_ended(self) -> None:
+        """Ended sessions leave memory once their final snapshot is stored; their history stays in the
+        store and their snapshot in `recent`, so memory does not grow with the sessions run."""
+        for sid, mark in list(self.releasing.items()):
+            written = self.recorder.written(sid, mark)
+            if written is None or sid in self.dirty:
+                continue
+            del self.releasing[sid]
+            if not written:
+                self._mark(sid)  # the write failed: try again with the next round
+                continue
+            session = self.sessions.pop(sid, None)
+            self._proc_cache.pop(sid, None)
+            self.recorder.forget(sid)
+            if session is not None:
+                self.recent.add(sid, self._live_snapshot(session))
+                key = session.hook_key
+                if key is not None and session.state != SessionState.TERMINATED and self.hooked.get(key) is session:
+                    del self.hooked[key]

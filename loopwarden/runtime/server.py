@@ -1,0 +1,214 @@
+"""The daemon's socket server: connections, the peer's identity, requests dispatched to `op_<name>`, subscriptions."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import orjson
+from anyio.abc import SocketAttribute, SocketStream
+
+from ..supervisor.bounds import MAX_REQUEST_BYTES
+from .parts import DaemonParts, RequestError
+from .principal import Principal, claimed_by, classify, claude_code_tool, descends_from
+from .requests import attempted_target, request_note
+from .store import StoreError
+from .subscribers import Subscriber
+
+_BLANKS = re.compile(rb"[ \t\r\n]+")
+MAX_REQUEST = MAX_REQUEST_BYTES
+MAX_CONNECTIONS = 256  # open at once; each holds at most MAX_REQUEST of unread request
+REPLY_SECONDS = 30.0  # a client that does not take its reply within this long is disconnected
+LARGE_REPLIES = frozenset({"logs", "list", "actions", "gates"})  # replies of up to a few MiB...
+LARGE_AT_ONCE = 4  # ... of which this many are built at a time
+REFUSALS_AUDITED = 10  # refused operator actions audited on one connection, which is then closed
+
+
+@dataclass
+class Peer:
+    """One connection's client: who it is, and how many operator actions it was refused."""
+
+    principal: Principal
+    refused: int = 0
+
+
+def peer_uid(stream: SocketStream) -> tuple[int, int]:
+    """(uid, pid) of the process on the other end of a unix socket (SO_PEERCRED)."""
+    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return uid, pid
+
+
+async def _send(stream: SocketStream, data: bytes) -> None:
+    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError)."""
+    with anyio.fail_after(REPLY_SECONDS):
+        await stream.send(data)
+
+
+async def _drain_client(stream: SocketStream, scope: Any) -> None:
+    """A subscriber only listens; when it hangs up, end the subscription."""
+    try:
+        while await stream.receive(1 << 16):
+            pass
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    scope.cancel()
+
+
+def _only_hangups(exc: BaseException) -> bool:
+    """Whether an exception (group) is nothing but a client going away."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_hangups(e) for e in exc.exceptions)
+    return isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError))
+
+
+def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
+    if error is not None:
+        return orjson.dumps({"id": rid, "ok": False, "error": error}) + b"\n"
+    return orjson.dumps({"id": rid, "ok": True, "result": result}, default=str) + b"\n"
+
+
+class SocketServer(DaemonParts):
+    """Connections on the control socket, one request at a time, each answered by an `op_<name>`."""
+
+    async def _accept(self, listener: Any) -> None:
+        async def handle(stream: SocketStream) -> None:
+            self.connections += 1
+            try:
+                if self.connections > MAX_CONNECTIONS:
+                    await _send(stream, _reply(None, error=f"refused: {MAX_CONNECTIONS} connections are open "
+                                                           "already; close some and try again"))
+                    return
+                await self._connection(stream)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, TimeoutError):
+                pass
+            except Exception as exc:  # noqa: BLE001 - one client's trouble must never end the daemon
+                if not _only_hangups(exc):
+                    self._log(f"connection failed: {type(exc).__name__}: {exc}")
+            finally:
+                self.connections -= 1
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+
+        while True:
+            try:
+                await listener.serve(handle)
+            except Exception as exc:  # noqa: BLE001 - e.g. EMFILE: too many open files
+                self._log(f"accepting connections failed ({type(exc).__name__}: {exc}); retrying in 1 s")
+                await anyio.sleep(1.0)
+
+    async def _connection(self, stream: SocketStream) -> None:
+        uid, pid = peer_uid(stream)
+        if uid != os.getuid():
+            await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon "
+                                                  f"(uid {os.getuid()})"))
+            return
+        peer = Peer(self._classify(pid, uid))
+        buffer = b""
+        while True:
+            try:
+                chunk = await stream.receive(1 << 16)
+            except anyio.EndOfStream:
+                return
+            buffer += chunk
+            start = 0  # scan by index: splitting the buffer per line is quadratic in a run of newlines
+            while (end := buffer.find(b"\n", start)) >= 0:
+                blank = _BLANKS.match(buffer, start)
+                if blank is not None and blank.end() > end:  # blank lines: skip the whole run at once
+                    start = buffer.rfind(b"\n", start, blank.end()) + 1
+                    continue
+                if end - start > MAX_REQUEST:
+                    await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                    return
+                line = buffer[start:end]
+                start = end + 1
+                if await self._request(stream, line, peer):
+                    return
+            buffer = buffer[start:]
+            if len(buffer) > MAX_REQUEST:
+                await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
+                return
+
+    def _classify(self, pid: int, uid: int) -> Principal:
+        """Who connected, and which live session (if any) it runs inside; see principal.py."""
+        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        guardian_pid = self.guardian.pid
+        helpers = {guardian_pid} if guardian_pid is not None else set()
+        attached = [s.spec.id for s in self.hooked.values() if not s.final]
+        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers), claude_code_tool(attached)])
+
+    async def _request(self, stream: SocketStream, line: bytes, peer: Peer) -> bool:
+        """Answer one request; True when the connection is now a subscription (or must close)."""
+        try:
+            request = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            await _send(stream, _reply(None, error="request is not valid JSON"))
+            return False
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            await _send(stream, _reply(None, error="request must be an object with an 'op'"))
+            return False
+        rid = request.get("id")
+        op: str = request["op"]
+        who = peer.principal.acting_as(request.get("client"), request.get("agent_session"))
+        if op == "subscribe":
+            await self._subscribe(stream, request, rid)
+            return True
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            await _send(stream, _reply(rid, error=f"unknown op {op[:40]!r}"))
+            return False
+        refusal = who.refusal(op)
+        if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
+            peer.refused += 1
+            if peer.refused <= REFUSALS_AUDITED:  # a flood of attempts on one connection fills no audit log
+                note = request_note(request) or request_note({"note": request.get("text")})
+                self._audit(who, await self._target_session(request), "stop-daemon" if op == "shutdown" else op,
+                            attempted_target(request), note, refusal)
+            await _send(stream, _reply(rid, error=refusal))
+            return peer.refused >= REFUSALS_AUDITED  # ... and the connection is closed after them
+        try:
+            if op in LARGE_REPLIES:  # a few at a time: what one such reply holds is bounded, so is their sum
+                async with self._large_replies:
+                    await _send(stream, _reply(rid, result=await handler(request, who=who)))
+                return False
+            result = await handler(request, who=who)
+        except RequestError as exc:
+            await _send(stream, _reply(rid, error=str(exc)))
+            return False
+        except StoreError as exc:
+            await _send(stream, _reply(rid, error=f"the store could not be read: {exc}"))
+            return False
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down
+            self._log(f"error in {op}: {type(exc).__name__}: {exc}")
+            await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            return False
+        await _send(stream, _reply(rid, result=result))
+        return op == "shutdown"
+
+    async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
+        sessions = request.get("sessions")
+        try:
+            wanted = {await self._resolve(s) for s in sessions} if isinstance(sessions, list) else None
+        except RequestError as exc:
+            await _send(stream, _reply(rid, error=str(exc)))
+            return
+        sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
+        snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
+        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self._health()}))  # sent by the pump, so a
+        self.subscribers.append(sub)  # reader that never reads it is cut off too; nothing falls in between
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain_client, stream, tg.cancel_scope)
+                await sub.pump(stream)
+                tg.cancel_scope.cancel()
+        finally:
+            self.subscribers.remove(sub)
+            sub.release()
+            if sub.cut_reason:
+                self._log(f"subscriber {sub.cut_reason}")

@@ -1,0 +1,83 @@
+"""The daemon's disk upkeep: spill files past their retention, history past the store's."""
+
+from __future__ import annotations
+
+import anyio
+
+from ..supervisor.config import ConfigError, load_config
+from . import spill_cleaner
+from .parts import DaemonParts
+from .store import StoreError
+
+
+class Upkeep(DaemonParts):
+    """Spill files and history removed once past their retention."""
+
+    async def _spill_cleaner(self) -> None:
+        """Remove spill files past their retention in every spill directory in use, each session's with
+        the session's own retention: at start, then when the next file expires (see spill_cleaner.interval)."""
+        while True:
+            config = load_config(env={}).spill
+            default_dir = config.dir or str(self.paths.spill)
+            uses = await anyio.to_thread.run_sync(self._spill_uses, default_dir, config.retention)
+            plans = spill_cleaner.plan(default_dir, config.retention, uses)
+            removed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
+            if removed:
+                self._log(f"removed {removed} spill files past their retention from {len(plans)} directories")
+            live = [s.spiller.retention for s in self.sessions.values() if s.spiller is not None and not s.final]
+            wait = await anyio.to_thread.run_sync(spill_cleaner.interval, plans, live, self.clock())
+            self._cleaner_wake = anyio.Event()
+            with anyio.move_on_after(wait):
+                await self._cleaner_wake.wait()  # a new session may bring a shorter retention
+
+    def _spill_uses(self, default_dir: str, default_retention: float) -> list[spill_cleaner.SessionSpill]:
+        """Where each session, of this daemon or an earlier one, spills, and its retention (a worker thread)."""
+        uses: dict[str, spill_cleaner.SessionSpill] = {}
+        store = self.store
+        if store is not None:
+            try:
+                for sid, directory, retention in store.spill_settings(default_dir, default_retention):
+                    uses[sid] = spill_cleaner.SessionSpill(sid, directory, retention)
+            except StoreError as exc:
+                self._log(f"spill cleaner: cannot read the sessions' spill settings ({exc})")
+        for sid, session in list(self.sessions.items()):
+            spiller = session.spiller
+            if spiller is not None:
+                uses[sid] = spill_cleaner.SessionSpill(sid, spiller.directory, spiller.retention)
+        return list(uses.values())
+
+    async def _prune(self, ended_before: float, audit_before: float | None) -> dict[str, int]:
+        store = self.store
+        if store is None:
+            return {}
+        await self._flush()
+        deleted = await anyio.to_thread.run_sync(lambda: store.prune(ended_before, audit_before))
+        for sid in [sid for sid in self.recent if sid not in self.sessions]:
+            snap = self.recent.get(sid) or {}
+            if (snap.get("ended_at") or snap.get("created_at") or 0) < ended_before:
+                self.recent.discard(sid)
+        return deleted
+
+    async def _pruner(self) -> None:
+        """Apply `store.retention` (and `store.audit_retention`) from the daemon's configuration, hourly."""
+        while True:
+            try:
+                config = load_config()
+            except ConfigError as exc:
+                self._log(f"prune skipped: {exc}")
+                config = load_config(env={})
+            retention, audit = config.store.retention, config.store.audit_retention
+            if retention or audit:
+                now = self.clock()
+                try:
+                    deleted = await self._prune(now - retention if retention else 0.0, _before(now, audit or None))
+                except StoreError as exc:
+                    self._log(f"prune failed: {exc}")
+                else:
+                    if any(deleted.values()):
+                        self._log("pruned history: " + ", ".join(f"{n} {t}" for t, n in deleted.items() if n))
+            await anyio.sleep(3600)
+
+
+def _before(now: float, seconds: float | None) -> float | None:
+    return None if seconds is None else now - seconds
