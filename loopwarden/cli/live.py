@@ -233,10 +233,12 @@ def ls(as_json: bool, show_all: bool) -> None:
         return
     sessions = visible_tree(sessions)
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
-    click.echo(f"{'ID':<6} {'NAME':<18} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} "
-               f"{'CPU':>6} {'MEM':>6}")
+    agents = max(5, *(len(str(s.get("agent") or "")) for s in sessions))
+    click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} "
+               f"{'CALLS':>6} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
     for s in sessions:
-        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('adapter', '')!s:<{width}} "
+        click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('agent') or '-'!s:<{agents}} "
+                   f"{s.get('adapter', '')!s:<{width}} "
                    f"{_state(s)[:34]:<34} {_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
                    f"{_mem(s.get('rss')):>6}")
@@ -290,7 +292,10 @@ def status(session: str | None, as_json: bool) -> None:
         return
     snap = visible_tree(snap)
     click.echo(f"{snap['id']} {snap.get('name')}  {_state(snap)}  pid {snap.get('pid') or '-'}  "
-               f"adapter {snap.get('adapter')}{' (handshake)' if snap.get('handshake') else ''}")
+               f"agent {snap.get('agent') or '-'}, adapter {snap.get('adapter')}"
+               f"{' (handshake)' if snap.get('handshake') else ''}")
+    if isinstance(snap.get("capabilities"), list):
+        click.echo(f"can: {', '.join(snap['capabilities']) or 'watch and signal only'}")
     click.echo(f"command: {' '.join(snap.get('command') or [])}")
     limit_text = _age(snap.get("max_runtime")) if snap.get("max_runtime") else "no limit"
     click.echo(f"runtime {_age(snap.get('runtime'))} of {limit_text}, {_plural(snap.get('events') or 0, 'event')}, "

@@ -149,7 +149,7 @@ class AdoptedSession:
         it was started elsewhere, and its group may be the user's shell job)."""
         return [] if self.final or self.root is None else [Claim(self.spec.id, self.root, "the adopted process")]
 
-    agent = "any process"
+    agent = "process"
     capabilities = declared
     spiller = None
     hook_key = None

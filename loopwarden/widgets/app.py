@@ -29,6 +29,9 @@ from .help import Help
 from .keybar import KeyBar
 from .session_table import SORTS, SessionTable, needs_human, session_number
 
+# what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
+NEEDS = {"approve": "hold", "approve_with_guidance": "hold", "deny": "hold", "grant": "inject", "inject": "inject"}
+CANNOT = {"hold": "hold a call for a gate", "inject": "receive text"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
 
@@ -100,6 +103,7 @@ class ConsoleApp(App[None]):
         self.gates: list[dict[str, Any]] = []
         self._gate_refs: frozenset[str] | None = None
         self._known_gates: set[str] = set()
+        self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
         if title:
             self.sub_title = title
 
@@ -165,10 +169,19 @@ class ConsoleApp(App[None]):
         with self.batch_update():
             self.table.show(self.snapshots, changed)
             self._status()
+        can = self._selection_can()
+        if can != self._can:  # the keys a session cannot use are greyed out
+            self._can = can
+            self.refresh_bindings()
         refs = self._pending_refs()
         if refs != self._gate_refs:
             self._gate_refs = refs
             self.load_gates()
+
+    def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None]:
+        snap = self.target()
+        caps = (snap or {}).get("capabilities")
+        return (snap or {}).get("id"), tuple(caps) if isinstance(caps, list) else None
 
     def _pending_refs(self) -> frozenset[str]:
         return frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
@@ -239,7 +252,24 @@ class ConsoleApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("filter", "sort", "open_detail"):
             return isinstance(self.screen, Sessions)
+        if action in NEEDS and self._incapable(self.target(), action):
+            return None  # shown greyed out: the selected session cannot do it
         return True
+
+    @staticmethod
+    def _incapable(snap: dict[str, Any] | None, action: str) -> str | None:
+        """Why the session cannot carry out `action` (one line), or None. Old snapshots list no capabilities."""
+        need = NEEDS.get(action)
+        caps = (snap or {}).get("capabilities")
+        if need is None or not isinstance(caps, list) or need in caps:
+            return None
+        return f"session {snap.get('id') if snap else '?'} ({(snap or {}).get('adapter')}) cannot {CANNOT[need]}"
+
+    def _capable(self, snap: dict[str, Any] | None, action: str) -> bool:
+        why = self._incapable(snap, action)
+        if why:
+            self.notify(visible(why), severity="warning")
+        return why is None
 
     def _allowed(self, what: str) -> bool:
         if self.read_only:
@@ -247,16 +277,16 @@ class ConsoleApp(App[None]):
             return False
         return True
 
-    def _session(self, what: str) -> dict[str, Any] | None:
+    def _session(self, what: str, action: str = "") -> dict[str, Any] | None:
         if not self._allowed(what):
             return None
         snap = self.target()
         if snap is None:
             self.notify("no session selected", severity="warning")
-        return snap
+        return snap if self._capable(snap, action) else None
 
-    def _gate(self, what: str) -> str | None:
-        if not self._allowed(what):
+    def _gate(self, what: str, action: str = "") -> str | None:
+        if not self._allowed(what) or not self._capable(self.target(), action):
             return None
         ref = self.target_gate()
         if ref is None:
@@ -315,12 +345,12 @@ class ConsoleApp(App[None]):
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
-        ref = self._gate("approving")
+        ref = self._gate("approving", "approve")
         if ref:
             self.act("approve", gate=ref)
 
     def action_approve_with_guidance(self) -> None:
-        ref = self._gate("approving")
+        ref = self._gate("approving", "approve_with_guidance")
         if ref:
             def approve(text: str | None) -> None:
                 if text:
@@ -330,13 +360,13 @@ class ConsoleApp(App[None]):
                              approve)
 
     def action_deny(self) -> None:
-        ref = self._gate("denying")
+        ref = self._gate("denying", "deny")
         if ref:
             self._confirm(f"Deny {ref}? The session will be terminated (loop_gate_denied).",
                           lambda: self.act("deny", gate=ref, note="denied from the console"))
 
     def action_grant(self) -> None:
-        snap = self._session("granting authority")
+        snap = self._session("granting authority", "grant")
         if snap:
             self._confirm(f"Grant session {snap['id']} ({snap.get('name')}) unblock authority?",
                           lambda: self.act("grant", session=snap["id"], note="granted from the console"))
@@ -348,7 +378,7 @@ class ConsoleApp(App[None]):
                           lambda: self.act("reset", session=snap["id"], note="reset from the console"))
 
     def action_inject(self) -> None:
-        snap = self._session("injecting")
+        snap = self._session("injecting", "inject")
         if snap:
             def inject(text: str | None) -> None:
                 if text:

@@ -19,10 +19,12 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.visible import visible
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("runtime", "RUNTIME"), ("calls", "CALLS"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("gates", "GATES"),
-           ("reason", "ENDED"), ("usage", "TOKENS/$"), ("cpu", "CPU"), ("mem", "MEM"), ("adapter", "ADAPTER"))
+           ("reason", "ENDED"), ("usage", "TOKENS/$"), ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"),
+           ("adapter", "ADAPTER"))
 # most telling first: at 80 columns the table shows up to the gates, the rest scrolls into view
 
 STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
@@ -87,13 +89,15 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "usage": Text(usage_text(snap)),
         "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
-        "adapter": Text(str(snap.get("adapter") or "")),
+        "agent": Text(visible(str(snap.get("agent") or ""))),
+        "adapter": Text(visible(str(snap.get("adapter") or ""))),
     }
 
 
 def matches(snap: dict[str, Any], text: str) -> bool:
     """The filter: every word must appear in the id, name, adapter, state, reason or command; `!` = needs a human."""
-    haystack = " ".join(str(snap.get(k) or "") for k in ("id", "name", "adapter", "state", "termination")).lower()
+    fields = ("id", "name", "agent", "adapter", "state", "termination")
+    haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     for word in text.lower().split():
         if word == "!":

@@ -10,6 +10,7 @@ from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Static
 
+from loopwarden.runtime.client import DaemonError
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, Launch
 from loopwarden.widgets.gates import GatesQueue
@@ -272,3 +273,24 @@ async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Har
         assert odd in str(dialog.query_one("Label").render())
         await pilot.press("y")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
+
+
+async def test_keys_a_session_cannot_use_are_greyed_out_and_refused(lw: Harness) -> None:
+    """A plain command cannot receive text: its inject and grant keys are dimmed; a native agent's are not."""
+    plain = sleeper(lw)
+    native = lw.scenario("gate_request")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, plain)
+        await until(pilot, lambda: app.check_action("inject", ()) is None, what="inject greyed out for plain")
+        assert app.check_action("grant", ()) is None and app.check_action("kill", ()) is True
+        assert cell(app, plain, "agent") == "command" and cell(app, native, "agent") == "native"
+        app.action_inject()  # the palette's path: refused with a reason, nothing sent
+        await until(pilot, lambda: any("cannot receive text" in n for n in app.notices), what="the refusal")
+        assert not isinstance(app.screen, AskText)
+        await select(pilot, app, native)
+        await until(pilot, lambda: app.check_action("inject", ()) is True, what="inject enabled for native")
+    assert not console_actions(lw, plain)
+    with pytest.raises(DaemonError, match=r"\(plain\) cannot receive text"):
+        lw.request("inject", session=plain, text="hello")
+    lw.request("kill", session=plain)
