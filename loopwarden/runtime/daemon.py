@@ -38,7 +38,7 @@ from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .hooked import HookedSession
-from ..sessions.claude_hooks import FRESH_START_EVENTS
+from .codex_hooked import hooked_kind
 from .records import AUDIT, Recorder
 from .spill import Spiller
 from .history import EndedSessions
@@ -410,8 +410,8 @@ class Daemon:
             if session is not None:
                 self.recent.add(sid, self._live_snapshot(session))
                 if (isinstance(session, HookedSession) and session.state != "terminated"
-                        and self.hooked.get(session.claude_id) is session):
-                    del self.hooked[session.claude_id]
+                        and self.hooked.get(session.hook_key) is session):
+                    del self.hooked[session.hook_key]
 
     async def _flush(self) -> None:
         """Write what is pending, so a reader sees every record before it."""
@@ -812,9 +812,13 @@ class Daemon:
         event = req.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
             raise RequestError("hook needs an 'event' object with a 'session_id'")
-        claude_id, name = event["session_id"][:200], str(event.get("hook_event_name") or "")
-        session = self.hooked.get(claude_id)
-        if session is None or (session.final and (session.state != "terminated" or name in FRESH_START_EVENTS)):
+        claude_id = event["session_id"][:200]
+        try:
+            kind = hooked_kind(req.get("agent"))
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
+        session = self.hooked.get(kind.key_for(claude_id))
+        if session is None or (session.final and (session.state != "terminated" or session.starts_afresh(event))):
             try:
                 config = load_config(env=req.get("config_env") or {})
             except ConfigError as exc:
@@ -822,8 +826,8 @@ class Daemon:
             ended = [k for k, s in self.hooked.items() if s.final]
             for old in [k for k in ended if self.hooked[k].state != "terminated"] + ended[:-HOOKED_ENDED_KEPT]:
                 self.hooked.pop(old, None)
-            session = self.hooked[claude_id] = HookedSession(self._new_id(), event, config, sink=self.sink,
-                                                             clock=self.clock)
+            session = self.hooked[kind.key_for(claude_id)] = kind(self._new_id(), event, config, sink=self.sink,
+                                                                  clock=self.clock)
             self.sessions[session.spec.id] = session
             self._mark(session.spec.id)
             self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
