@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness, rules
+from tests.claude_code_hook.helpers import Answer
+from tests.live.live_harness import Harness, rules, wait_for
 
 from .helpers import denial, pre, run_hook
 
@@ -54,3 +56,28 @@ def test_garbage_on_stdin_allows_with_one_line_and_no_traceback(lw: Harness, gar
     assert (answer.code, answer.output) == (0, None), answer
     assert answer.stderr.startswith("loopwarden hook: ") and answer.stderr.count("\n") == 1, answer.stderr
     assert "Traceback" not in answer.stderr and "allowing" in answer.stderr
+
+
+def test_pause_holds_the_call_inject_rides_on_the_next_kill_denies_and_idle_ends(lw: Harness) -> None:
+    assert run_hook(lw.env, pre(call="c1")).output is None
+    [snap] = attached(lw)
+    sid = snap["id"]
+    assert lw.cli("pause", sid).returncode == 0
+    held: list[Answer] = []
+    thread = threading.Thread(target=lambda: held.append(run_hook(lw.env, pre(command="pwd", call="c2"))))
+    thread.start()
+    wait_for(lambda: len([e for e in lw.events(sid) if e["kind"] == "tool_call"]) == 2, what="the held call")
+    assert thread.is_alive()  # held, not answered
+    assert lw.cli("inject", sid, "run the tests too").returncode == 0
+    assert lw.cli("resume", sid).returncode == 0
+    thread.join(30)
+    [answer] = held
+    assert denial(answer) is None
+    assert "run the tests too" in answer.output["hookSpecificOutput"]["additionalContext"]
+    assert lw.cli("kill", sid).returncode == 0
+    stopped = run_hook(lw.env, pre(command="whoami", call="c3"))
+    assert "terminated by an operator" in denial(stopped) and "continue" not in stopped.output
+
+    idle = {**lw.env, "LOOPWARDEN_HOOK_IDLE": "0.5"}  # no Stop hook: the idle clock runs from every call
+    run_hook(idle, pre(thread="th-idle"))
+    lw.wait_state(attached(lw, "th-idle")[0]["id"], "exited", timeout=10)
