@@ -1,4 +1,5 @@
-"""`loopwarden hook claude-code`: the hook process Claude Code runs for every hook event.
+"""`loopwarden hook claude-code` / `hook codex`: the hook process Claude Code (every hook event) or
+Codex (PreToolUse) runs.
 
 It reads the event on stdin, asks the daemon (never starting one) and prints the answer. It fails
 open: no daemon, a slow one, bad input or any error means exit 0 with nothing on stdout (allow)
@@ -90,12 +91,15 @@ def skeleton(event: dict[str, Any], size: int, full: str) -> dict[str, Any]:
     return out
 
 
-def request_line(event: dict[str, Any], hold: float, idle: float) -> bytes:
-    """The `hook` request, cut to fit the daemon's line limit (never over it: a refused request allows)."""
+def request_line(event: dict[str, Any], hold: float, idle: float, agent: str | None = None) -> bytes:
+    """The `hook` request, cut to fit the daemon's line limit (never over it: a refused request allows);
+    `agent` names a hooked agent other than Claude Code (the daemon's default)."""
     env = {k: v for k, v in os.environ.items() if k.startswith("LOOPWARDEN_") and not k.startswith("LOOPWARDEN_HOOK_")}
     env.pop("LOOPWARDEN_HOME", None)
     message = {"id": 1, "op": "hook", "client": "hook", "event": event, "hold": hold, "idle": idle,
                "config_env": env}
+    if agent:
+        message["agent"] = agent
     data = full = _dumps(message)
     limit = CLIP_CHARS
     while len(data) > MAX_REQUEST and limit > 256:
@@ -183,13 +187,13 @@ class Connection:
         self.sock.close()
 
 
-def decide(event: dict[str, Any], socket_path: str) -> dict[str, Any] | None:
-    """The daemon's answer for one event (a Claude Code hook output object), holding while it says so."""
+def decide(event: dict[str, Any], socket_path: str, agent: str | None = None) -> dict[str, Any] | None:
+    """The daemon's answer for one event (a hook output object), holding while it says so."""
     timeout = setting("LOOPWARDEN_HOOK_TIMEOUT", TIMEOUT)
     hold = setting("LOOPWARDEN_HOOK_HOLD", HOLD)
     conn = Connection(socket_path, timeout)
     try:
-        result = conn.ask(request_line(event, hold, setting("LOOPWARDEN_HOOK_IDLE", IDLE)), timeout)
+        result = conn.ask(request_line(event, hold, setting("LOOPWARDEN_HOOK_IDLE", IDLE), agent), timeout)
         if isinstance(result, dict) and result.get("wait"):
             wait = float(result["wait"])
             line = _dumps({"id": 2, "op": "hook_wait", "client": "hook", "session": result.get("session"),
@@ -201,7 +205,7 @@ def decide(event: dict[str, Any], socket_path: str) -> dict[str, Any] | None:
     return output if isinstance(output, dict) else None
 
 
-def main(stdin: Any = None, stdout: Any = None) -> int:
+def main(stdin: Any = None, stdout: Any = None, agent: str | None = None) -> int:
     """Always 0: the answer (if any) is JSON on stdout; trouble is one line on stderr."""
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
@@ -209,7 +213,7 @@ def main(stdin: Any = None, stdout: Any = None) -> int:
         event = read_event(stdin)
         from .runtime.paths import default_paths
 
-        output = decide(event, str(default_paths().socket))
+        output = decide(event, str(default_paths().socket), agent)
     except NoAnswer as exc:
         sys.stderr.write(f"loopwarden hook: {exc}; allowing\n")
         return 0

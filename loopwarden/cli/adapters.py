@@ -7,6 +7,7 @@ import json
 import click
 
 from ..runtime.adopted import AdoptedSession
+from ..runtime.codex_hooked import CodexHookAdapter
 from ..runtime.hooked import HookAdapter
 from ..sessions.base import Capability, capability_names
 from ..sessions.registry import discover
@@ -36,7 +37,9 @@ def adapters(as_json: bool) -> None:
     rows = [(name, "run --adapter", cls.agent, cls.declared | Capability.PROCESS_GROUP, cls.summary)
             for name, cls in found.items()]
     rows.append((HookAdapter.name, "hook install", HookAdapter.agent, HookAdapter.declared, HookAdapter.summary))
-    rows.append((AdoptedSession.adapter_name, "adopt PID", "any process", AdoptedSession.declared,
+    rows.append((CodexHookAdapter.name, "hook install --agent codex", CodexHookAdapter.agent,
+                 CodexHookAdapter.declared, CodexHookAdapter.summary))
+    rows.append((AdoptedSession.adapter_name, "adopt PID", AdoptedSession.agent, AdoptedSession.declared,
                  AdoptedSession.summary))
     if as_json:
         for name, how, agent, caps, summary in rows:
@@ -45,10 +48,10 @@ def adapters(as_json: bool) -> None:
         for b in broken:
             click.echo(json.dumps({"name": b.name, "entry_point": b.target, "error": b.error}))
         return
-    width = max(len(r[0]) for r in rows)
+    width, how_width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     for name, how, _agent, caps, summary in rows:
         can = ", ".join(capability_names(caps)) or "watch and signal only"
-        click.echo(f"{visible(name):<{width}}  {how:<13}  {can}")
+        click.echo(f"{visible(name):<{width}}  {how:<{how_width}}  {can}")
         click.echo(f"{'':<{width}}  {visible(summary)}")
     for b in broken:
         click.echo(f"loopwarden: warning: adapter {visible(b.name)!r} ({visible(b.target)}) did not load: "

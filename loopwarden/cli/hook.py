@@ -21,21 +21,21 @@ HOOK_TIMEOUT = 180  # seconds Claude Code gives one hook run; above LOOPWARDEN_H
 BACKUP_SUFFIX = ".loopwarden.bak"
 
 
-def hook_command() -> str:
+def hook_command(agent: str = "claude-code") -> str:
     """The hook's shell command: this installation's `loopwarden` by absolute path."""
     script = Path(sys.executable).parent / "loopwarden"
     if not (script.is_file() and os.access(script, os.X_OK)):
         found = shutil.which("loopwarden")
         if not found:
-            return f"{shlex.quote(sys.executable)} -m loopwarden hook claude-code"
+            return f"{shlex.quote(sys.executable)} -m loopwarden hook {agent}"
         script = Path(found).resolve()
-    return f"{shlex.quote(str(script.absolute()))} hook claude-code"
+    return f"{shlex.quote(str(script.absolute()))} hook {agent}"
 
 
-def is_ours(hook: Any) -> bool:
-    """A hook entry that runs `loopwarden hook claude-code` (from any installation)."""
+def is_ours(hook: Any, agent: str = "claude-code") -> bool:
+    """A hook entry that runs `loopwarden hook <agent>` (from any installation)."""
     command = hook.get("command") if isinstance(hook, dict) else None
-    return isinstance(command, str) and command.rstrip().endswith("hook claude-code") and "loopwarden" in command
+    return isinstance(command, str) and command.rstrip().endswith(f"hook {agent}") and "loopwarden" in command
 
 
 def settings_path(user: bool, file: str | None) -> Path:
@@ -79,7 +79,7 @@ def with_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
     return out
 
 
-def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
+def without_hooks(settings: dict[str, Any], agent: str = "claude-code") -> dict[str, Any]:
     """Settings with every loopwarden hook removed, and the groups and events left empty by that."""
     out = json.loads(json.dumps(settings))
     hooks = out.get("hooks")
@@ -89,7 +89,7 @@ def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
         groups = []
         for group in hooks[event]:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                kept = [h for h in group["hooks"] if not is_ours(h)]
+                kept = [h for h in group["hooks"] if not is_ours(h, agent)]
                 if not kept and len(kept) != len(group["hooks"]):
                     continue
                 group = {**group, "hooks": kept}
@@ -105,6 +105,11 @@ def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
 
 def write_settings(path: Path, old_text: str | None, data: dict[str, Any]) -> Path | None:
     """Write `data` atomically, after a backup of the old file (returned)."""
+    return write_text(path, old_text, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text(path: Path, old_text: str | None, text: str) -> Path | None:
+    """Write `text` atomically, after a backup of the old file (returned)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if old_text is not None:
@@ -114,7 +119,7 @@ def write_settings(path: Path, old_text: str | None, data: dict[str, Any]) -> Pa
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            f.write(text)
         if old_text is not None:
             shutil.copymode(path, tmp)
         os.replace(tmp, path)
@@ -153,9 +158,27 @@ def _where(func: Any) -> Any:
     return func
 
 
+def _agent(func: Any) -> Any:
+    return click.option("--agent", type=click.Choice(["claude-code", "codex"]), default="claude-code",
+                        show_default=True,
+                        help="codex: the PreToolUse hook in $CODEX_HOME/hooks.json (default ~/.codex), "
+                             "trusted in its config.toml.")(func)
+
+
+def _for(agent: str, install: bool, scope: str, file: str | None) -> None:
+    if agent == "codex":
+        if file:
+            raise Fail("--file is for Claude Code's settings; Codex's hooks live in $CODEX_HOME (default ~/.codex)")
+        from .codex_hook import change
+
+        change(install)
+    else:
+        _change(settings_path(scope == "user", file), install=install)
+
+
 @click.group()
 def hook() -> None:
-    """Attach Claude Code sessions started in a terminal, through Claude Code hooks."""
+    """Attach Claude Code or Codex sessions started in a terminal, through their hooks."""
 
 
 @hook.command("claude-code")
@@ -167,15 +190,26 @@ def claude_code() -> None:
     sys.exit(main())
 
 
-@hook.command()
-@_where
-def install(scope: str, file: str | None) -> None:
-    """Add the loopwarden hooks to Claude Code's settings (idempotent; other settings are kept)."""
-    _change(settings_path(scope == "user", file), install=True)
+@hook.command("codex")
+def codex() -> None:
+    """The Codex PreToolUse hook command: reads the event on stdin, prints the daemon's answer. Never
+    blocks Codex when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s)."""
+    from ..hook_client import main
+
+    sys.exit(main(agent="codex"))
 
 
 @hook.command()
 @_where
-def uninstall(scope: str, file: str | None) -> None:
-    """Remove the loopwarden hooks from Claude Code's settings (other hooks are kept)."""
-    _change(settings_path(scope == "user", file), install=False)
+@_agent
+def install(agent: str, scope: str, file: str | None) -> None:
+    """Add the loopwarden hooks to Claude Code's settings, or Codex's (idempotent; other settings are kept)."""
+    _for(agent, True, scope, file)
+
+
+@hook.command()
+@_where
+@_agent
+def uninstall(agent: str, scope: str, file: str | None) -> None:
+    """Remove the loopwarden hooks from Claude Code's settings, or Codex's (other hooks are kept)."""
+    _for(agent, False, scope, file)

@@ -53,15 +53,16 @@ class HookAdapter:
 class HookedSession:
     """One Claude `session_id`; `answer(event)` judges a hook event and returns the hook's reply."""
 
-    adapter = HookAdapter()
+    adapter: HookAdapter = HookAdapter()
+    label = "claude"  # session names are label:directory
 
     def __init__(self, sid: str, event: dict[str, Any], config: Config, *, sink: Sink,
                  clock: Callable[[], float] = time.time) -> None:
-        self.claude_id = str(event.get("session_id"))
+        self.claude_id = str(event.get("session_id"))  # the agent's own session id
         cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        name = f"claude:{Path(cwd).name or cwd}" if cwd else f"claude:{self.claude_id[:8]}"
-        self.spec = SessionSpec(id=sid, name=name[:80], command=["claude", "--resume", self.claude_id],
-                                adapter=ADAPTER, cwd=cwd)
+        name = f"{self.label}:{Path(cwd).name or cwd}" if cwd else f"{self.label}:{self.claude_id[:8]}"
+        self.spec = SessionSpec(id=sid, name=name[:80], command=self.resume_command(self.claude_id),
+                                adapter=self.adapter.name, cwd=cwd)
         self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))  # the user may think
         self.sink = sink
         self.clock = clock
@@ -84,6 +85,33 @@ class HookedSession:
         self._seq = 0
         self._changed = anyio.Event()
         self._gates_stored: dict[str, str] = {}  # gate id -> the status last stored
+
+    @classmethod
+    def key_for(cls, agent_session: str) -> str:
+        """The daemon's key for the attached session of one agent session id."""
+        return agent_session
+
+    @property
+    def hook_key(self) -> str:
+        return self.key_for(self.claude_id)
+
+    @staticmethod
+    def resume_command(agent_session: str) -> list[str]:
+        return ["claude", "--resume", agent_session]
+
+    def _events(self, event: dict[str, Any], seq: int, now: float) -> list[Event]:
+        return ch.hook_events(event, seq, now)
+
+    def _halt(self, name: str, text: str) -> dict[str, Any] | None:
+        return ch.halt(name, text)
+
+    def starts_afresh(self, event: dict[str, Any]) -> bool:
+        """Whether `event`, arriving after this session was terminated, starts a new one: a human came back."""
+        return str(event.get("hook_event_name") or "") in ch.FRESH_START_EVENTS
+
+    def _turn_over(self, name: str) -> bool:
+        """Whether the idle clock runs after this event (a finished turn)."""
+        return name in ("Stop", "SessionStart")
 
     @property
     def final(self) -> bool:
@@ -109,16 +137,16 @@ class HookedSession:
         if idle is not None:
             self.idle = idle
         if self.state == SessionState.TERMINATED:
-            return self._reply(None if name == "SessionEnd" else ch.halt(name, self._end_text()))
+            return self._reply(None if name == "SessionEnd" else self._halt(name, self._end_text()))
         self._seq += 1
         block: Verdict | None = None
-        for item in ch.hook_events(event, self._seq, now):
+        for item in self._events(event, self._seq, now):
             for verdict in self._judge(item):
                 if verdict.action == Action.BLOCK and type(item) is ToolCall:
                     block = verdict
-        self.turn_over = name in ("Stop", "SessionStart")
+        self.turn_over = self._turn_over(name)
         if self.terminated:  # a verdict just now ended it
-            return self._reply(ch.halt(name, self._end_text()))
+            return self._reply(self._halt(name, self._end_text()))
         if name == "SessionEnd":
             if not self.blocked:  # paused or gated, it ends only by an operator's hand (deny, kill)
                 self._end(SessionState.EXITED, 0)
@@ -148,7 +176,7 @@ class HookedSession:
     def _released(self, block: Verdict | None) -> dict[str, Any] | None:
         """A held PreToolUse's answer: the normal one once unblocked, else the timeout's."""
         if self.final:
-            return ch.halt("PreToolUse", self._end_text()) if self.state == SessionState.TERMINATED else None
+            return self._halt("PreToolUse", self._end_text()) if self.state == SessionState.TERMINATED else None
         if self.operator_paused:
             return ch.pre_tool_use(deny="Paused by the operator supervising this session; wait for them, "
                                         "then try again.")
@@ -312,10 +340,6 @@ class HookedSession:
     deadline: float | None = None
 
     @property
-    def hook_key(self) -> str:
-        return self.claude_id
-
-    @property
     def capabilities(self) -> Capability:
         return self.adapter.capabilities
 
@@ -328,8 +352,8 @@ class HookedSession:
     def snapshot(self) -> dict[str, Any]:
         return build(
             sid=self.spec.id, name=self.spec.name, command=self.spec.command, cwd=self.spec.cwd, env_keys=[],
-            config=self.config, health=self.health, state=self.state, paused=self.operator_paused, adapter=ADAPTER,
-            agent=self.adapter.agent, caps=self.capabilities, pid=None, created_at=self.created_at,
-            started_at=self.started_at, ended_at=self.ended_at, now=self.clock(), exit_code=self.exit_code,
-            handshake=True, tool_calls=self.tool_calls, gates_open=not self.final,
+            config=self.config, health=self.health, state=self.state, paused=self.operator_paused,
+            adapter=self.adapter.name, agent=self.adapter.agent, caps=self.capabilities, pid=None,
+            created_at=self.created_at, started_at=self.started_at, ended_at=self.ended_at, now=self.clock(),
+            exit_code=self.exit_code, handshake=True, tool_calls=self.tool_calls, gates_open=not self.final,
             validation_failures=self.health.validation_total, extra={"claude_session": self.claude_id}).to_dict()

@@ -9,15 +9,14 @@ import anyio
 import psutil
 
 from ..sessions.base import Capability
-from ..sessions.claude_hooks import FRESH_START_EVENTS
 from ..supervisor.config import ConfigError, load_config
 from ..supervisor.gates import GateError
 from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program
+from .codex_hooked import hooked_kind
 from .contract import Supervised, refusal
-from .hooked import HookedSession
 from .parts import PROTOCOL, SHUTDOWN_CAP, DaemonParts, RequestError
 from .principal import Principal, agent_environment, hook_agent
 from .processes import adoption_refusal, process_rows
@@ -180,9 +179,13 @@ class ControlOperations(DaemonParts):
         event = req.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
             raise RequestError("hook needs an 'event' object with a 'session_id'")
-        claude_id, name = event["session_id"][:200], str(event.get("hook_event_name") or "")
-        session = self.hooked.get(claude_id)
-        if session is None or (session.final and (session.state != "terminated" or name in FRESH_START_EVENTS)):
+        claude_id = event["session_id"][:200]
+        try:
+            kind = hooked_kind(req.get("agent"))
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
+        session = self.hooked.get(kind.key_for(claude_id))
+        if session is None or (session.final and (session.state != "terminated" or session.starts_afresh(event))):
             try:
                 config = load_config(env=req.get("config_env") or {})
             except ConfigError as exc:
@@ -190,8 +193,8 @@ class ControlOperations(DaemonParts):
             ended = [k for k, s in self.hooked.items() if s.final]
             for old in [k for k in ended if self.hooked[k].state != "terminated"] + ended[:-HOOKED_ENDED_KEPT]:
                 self.hooked.pop(old, None)
-            session = self.hooked[claude_id] = HookedSession(self._new_id(), event, config, sink=self.sink,
-                                                             clock=self.clock)
+            session = self.hooked[kind.key_for(claude_id)] = kind(self._new_id(), event, config, sink=self.sink,
+                                                                  clock=self.clock)
             self.sessions[session.spec.id] = session
             self._mark(session.spec.id)
             self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
