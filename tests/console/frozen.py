@@ -13,7 +13,7 @@ NOW = 1_790_000_000.0
 def _snap(sid: str, name: str, state: str, **fields: Any) -> dict[str, Any]:
     counters = {"identical_calls": [0, 5], "validation": [0, 3], "loop": [0, 3], "tokens": [0, 0], "cost_usd": [0, 0]}
     counters.update(fields.pop("counters", {}))
-    return {"id": sid, "name": name, "adapter": "native", "state": state, "command": ["agent", name],
+    return {"id": sid, "name": name, "adapter": "native", "agent": "native", "state": state, "command": ["agent", name],
             "started_at": None, "runtime": 0.0, "max_runtime": 14400.0, "tool_calls": 0, "pending_gates": [],
             "cpu_percent": 0.0, "rss": 0, "termination": None, "exit_code": None, "counters": counters, **fields}
 
