@@ -1,0 +1,1 @@
+"""Codex CLI tests: the real binary against a fake Responses API, offline."""
