@@ -8,7 +8,8 @@ suite's fake Responses API, with a temporary CODEX_HOME.
 1. Approval round trip: a model that runs `echo i` n times (never the same call, so nothing is
    declined), under loopwarden (`run --adapter codex`, every command asked about), with
    bench/codex_tap.py between the daemon and the app-server timing every requestApproval until
-   loopwarden's answer (p50, p99, max). Target: p99 < 5 ms.
+   loopwarden's answer (p50, p99, max); beside it the same tap in front of the bare app-server, this
+   script answering each request as soon as it reads it (the floor: pipes and JSON). Target: p99 < 5 ms.
 2. Per command, end to end: the median time between two model requests in the same run under
    loopwarden without the tap, against the same app-server driven directly by this script with
    approvals off (`approvalPolicy: never`), and with approvals on answered at once in-process.
@@ -73,13 +74,18 @@ def supervised(daemon: BenchDaemon, fake: FakeResponses, binary: str, prompt: st
     return sid, daemon.wait_final([sid], 120, interval=1.0)[sid]  # rare polls: the daemon serves the session
 
 
-def bare(fake: FakeResponses, binary: str, prompt: str, policy: str) -> None:
+def bare(fake: FakeResponses, binary: str, prompt: str, policy: str, tap_log: str | None = None) -> None:
     """The same app-server with nothing supervising it: this script starts one turn and, with approvals
-    on, answers `accept` as soon as it reads each request."""
+    on, answers `accept` as soon as it reads each request (through the tap when tap_log is set)."""
     work = tempfile.mkdtemp(prefix="lw-codex-work-")
     home = write_codex_home(Path(tempfile.mkdtemp(prefix="lw-codex-home-")), fake.url)
-    proc = subprocess.Popen([binary, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=codex_env(home), cwd=work)
+    env = codex_env(home)
+    command = [binary, "app-server"]
+    if tap_log:
+        env.update({"TAP_REAL": binary, "TAP_LOG": tap_log})
+        command = [PY, str(TAP), "app-server"]
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=work)
     assert proc.stdin and proc.stdout
 
     def send(obj: dict[str, Any]) -> None:
@@ -106,10 +112,11 @@ def bare(fake: FakeResponses, binary: str, prompt: str, policy: str) -> None:
 
 def latency(daemon: BenchDaemon, binary: str, n: int, runs: int) -> None:
     rtts: list[float] = []
+    floor: list[float] = []
     with_lw: list[float] = []
     off: list[float] = []
     on: list[float] = []
-    for _ in range(runs):
+    for run_no in range(runs):
         times: list[float] = []  # through the tap, for the round trips (the tap's relay costs time)
         fake = FakeResponses(max_replies=n + 10).play(echo_script(n, times)).start()
         log = tempfile.mktemp(prefix="lw-codex-rtt-")
@@ -121,7 +128,14 @@ def latency(daemon: BenchDaemon, binary: str, n: int, runs: int) -> None:
         slow = sorted(range(len(got)), key=lambda i: -got[i])[:4]
         print(f"   run: slowest approvals #{', #'.join(str(i + 1) for i in slow)}: "
               f"{', '.join(f'{got[i]:.2f}' for i in slow)} ms", file=sys.stderr)
-        for target, how in ((with_lw, None), (off, "never"), (on, "untrusted")):
+        fake = FakeResponses(max_replies=n + 10).play(echo_script(n, [])).start()
+        log = tempfile.mktemp(prefix="lw-codex-rtt-")
+        bare(fake, binary, "count", "untrusted", tap_log=log)
+        fake.stop()
+        floor += json.loads(Path(log).read_text())
+        variants = [(with_lw, None), (off, "never"), (on, "untrusted")]
+        medians = []
+        for target, how in variants[run_no % 3:] + variants[:run_no % 3]:  # rotated: the machine's load drifts
             times = []
             fake = FakeResponses(max_replies=n + 10).play(echo_script(n, times)).start()
             if how is None:
@@ -131,9 +145,14 @@ def latency(daemon: BenchDaemon, binary: str, n: int, runs: int) -> None:
                 bare(fake, binary, "count", how)
             fake.stop()
             target += gaps(times[1:])  # the first gap includes the thread's start
+            medians.append(f"{how or 'loopwarden'} {statistics.median(gaps(times[1:])):.1f}")
+        print(f"   run: median gap {', '.join(medians)} ms", file=sys.stderr)
     p99 = pct(rtts, 0.99)
     print(f"1. approval round trip (requestApproval forwarded -> answer read), {len(rtts)} approvals: "
           f"p50 {pct(rtts, 0.5):.2f} ms, p99 {p99:.2f} ms, max {max(rtts):.2f} ms")
+    print(f"   baseline, the same tap with this script answering at once: p50 {pct(floor, 0.5):.2f} ms, "
+          f"p99 {pct(floor, 0.99):.2f} ms; ratio p50 {pct(rtts, 0.5) / pct(floor, 0.5):.1f}x, "
+          f"p99 {p99 / pct(floor, 0.99):.1f}x")
     print(f"   {'PASS' if p99 < TARGET_P99_MS else 'FAIL'}: p99 {p99:.2f} ms < {TARGET_P99_MS:.0f} ms")
     a, b, c = statistics.median(with_lw), statistics.median(off), statistics.median(on)
     print(f"2. time between model requests, median: {a:.1f} ms under loopwarden (approvals on), {b:.1f} ms bare "
