@@ -197,6 +197,7 @@ class AppServerParser:
         self._judged: dict[str, None] = {}  # item ids whose ToolCall was emitted at the approval
         self.prompted = False
         self.turns = 0
+        self._reported = False  # an `error` notification of this turn was already an Error event
 
     def parse_line(self, raw: bytes, seq: int) -> list[ev.Event]:
         try:
@@ -251,15 +252,18 @@ class AppServerParser:
             turn = turn if isinstance(turn, dict) else {}
             status = turn.get("status")
             self.turns += 1
+            reported, self._reported = self._reported, False
             if status == "completed":
                 return [ev.Iteration(seq=seq, n=self.turns, status="pass")]
             message = _error_text(turn.get("error")) if turn.get("error") else f"turn {status or 'ended'}"
-            out: list[ev.Event] = [ev.Error(seq=seq, message=f"codex: the turn failed: {message}",
-                                            error_type="turn_failed")] if status == "failed" else []
+            out: list[ev.Event] = []
+            if status == "failed" and not reported:  # the error that failed it is usually reported already
+                out.append(ev.Error(seq=seq, message=f"codex: the turn failed: {message}", error_type="turn_failed"))
             return [*out, ev.Iteration(seq=seq, n=self.turns, status="fail", error=message)]
         if method == "error":
             if params.get("willRetry") is True:
                 return []  # Codex retries it itself
+            self._reported = True
             return [ev.Error(seq=seq, message=f"codex: {_error_text(params.get('error'))}", error_type="codex")]
         return []
 
