@@ -38,13 +38,14 @@ class Reply:
 
     cmd: str | None = None
     text: str | None = None
+    yield_ms: int | None = None  # exec_command's yield_time_ms: past it the command goes on in the background
     status: int = 200
     delay: float = 0.0  # seconds to wait before answering (a slow model)
 
 
-def run(cmd: str) -> Reply:
-    """A function call `exec_command {"cmd": cmd}`."""
-    return Reply(cmd=cmd)
+def run(cmd: str, *, yield_ms: int | None = None) -> Reply:
+    """A function call `exec_command {"cmd": cmd}` (with `yield_time_ms` when given)."""
+    return Reply(cmd=cmd, yield_ms=yield_ms)
 
 
 def say(text: str) -> Reply:
@@ -175,7 +176,10 @@ class FakeResponses:
         response_id = f"resp_fake{n:04d}"
         yield {"type": "response.created", "response": {"id": response_id}}
         if reply.cmd is not None:
-            arguments = json.dumps({"cmd": reply.cmd})
+            args: dict[str, Any] = {"cmd": reply.cmd}
+            if reply.yield_ms is not None:
+                args["yield_time_ms"] = reply.yield_ms
+            arguments = json.dumps(args)
             item = {"type": "function_call", "id": f"fc_fake{n:04d}", "call_id": f"call_fake{n:04d}",
                     "name": "exec_command", "arguments": arguments}
             yield {"type": "response.output_item.added", "output_index": 0, "item": {**item, "arguments": ""}}

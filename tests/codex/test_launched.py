@@ -139,6 +139,7 @@ def test_kill_during_a_running_command_leaves_no_process(cx: Harness, fake_model
     cx.request("kill", session=sid, note="test")
     snap = cx.wait_state(sid, "terminated", timeout=30)
     assert snap["termination"] == "operator"
+    assert snap["exit_code"] == 0, "the app-server was signalled instead of ending on the interrupt and stdin's end"
     assert wait_for(lambda: gone(sleeper.pid), 15, "the command's process to be gone")
     assert not group_alive(snap["pid"]) and process_with("sleep 600.25") is None
 
@@ -186,3 +187,18 @@ def test_an_escalation_switches_the_model_on_the_next_turn(cx: Harness, fake_mod
     assert rules(cx.verdicts(sid)) == [("escalate", "model_escalation")]
     assert [b["model"] for b in fake_model.requests()] == ["gpt-5.5", "gpt-5.4"]
     assert [i["status"] for i in of_kind(cx, sid, "iteration")] == ["fail", "pass"]
+
+
+def test_a_command_left_running_in_the_background_is_gone_when_the_session_ends(
+        cx: Harness, fake_model: FakeResponses) -> None:
+    # past yield_time_ms Codex answers the model and the command lives on as a background terminal
+    fake_model.play([run("sleep 600.5", yield_ms=300), say("It runs in the background; done.")])
+    sid = start(cx, "start a long job")
+    sleeper = wait_for(lambda: process_with("sleep 600.5"), 60, "the background command")
+    snap = cx.wait_state(sid, "exited", "terminated", timeout=60)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    [told] = outputs(fake_model.requests()[1])
+    assert "Process running with session ID" in told["output"]
+    assert not of_kind(cx, sid, "tool_result")  # its item never completed: no result, only the call
+    assert wait_for(lambda: gone(sleeper.pid), 15, "the background command to be gone")
+    assert process_with("sleep 600.5") is None and not group_alive(snap["pid"])
