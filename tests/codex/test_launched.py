@@ -8,13 +8,24 @@ timeout; every wait polls a condition with a deadline.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
 from loopwarden.runtime.session import group_alive
-from tests.codex.fake_responses import FakeResponses, Reply, calls_made, http_error, outputs, run, say, user_texts
+from tests.codex.fake_responses import (
+    FakeResponses,
+    Reply,
+    add_file,
+    calls_made,
+    http_error,
+    outputs,
+    run,
+    say,
+    user_texts,
+)
 from tests.live.live_harness import PY, Harness, gone, rules, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -202,3 +213,24 @@ def test_a_command_left_running_in_the_background_is_gone_when_the_session_ends(
     assert not of_kind(cx, sid, "tool_result")  # its item never completed: no result, only the call
     assert wait_for(lambda: gone(sleeper.pid), 15, "the background command to be gone")
     assert process_with("sleep 600.5") is None and not group_alive(snap["pid"])
+
+
+def test_file_changes_are_judged_with_their_diff_and_a_declined_one_is_not_written(
+        cx: Harness, fake_model: FakeResponses) -> None:
+    fake_model.play([add_file("kept.txt", "alpha"), add_file("kept.txt", "alpha"), add_file("kept.txt", "alpha"),
+                     say("done")], max_replies=10)
+    # the third identical patch is blocked (max_identical_calls=2): declined, so it has no result
+    sid = start(cx, "write a file", sets=("repetition.max_identical_calls=2", "repetition.nudge_after=0"))
+    snap = cx.wait_state(sid, "exited", "terminated", timeout=60)
+    assert snap["state"] == "exited", snap
+    calls = of_kind(cx, sid, "tool_call")
+    assert len(calls) == 3 and {c["tool"] for c in calls} == {"apply_patch"}
+    [change] = calls[0]["args"]["changes"]
+    assert (Path(change["path"]).name, change["kind"], change["diff"]) == ("kept.txt", "add", "alpha\n")
+    assert [r["call_id"] for r in of_kind(cx, sid, "tool_result")] == [c["call_id"] for c in calls[:2]]
+    [block] = cx.verdicts(sid)
+    assert block["action"] == "block" and block["seq"] == calls[2]["seq"]
+    told = [o for b in fake_model.requests() for o in outputs(b) if o["call_id"] == calls[2]["call_id"]]
+    assert told[0]["output"] == "patch rejected by user"
+    assert fake_model.received(block["message"]), "the reason never reached the model"
+    assert (cx.work / "kept.txt").read_text() == "alpha\n"  # type: ignore[attr-defined]
