@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwarden.sessions import registry
 from loopwarden.sessions.base import Capability, capability_names
@@ -118,3 +120,43 @@ def test_stop_declines_what_is_open_and_interrupts_the_turn() -> None:
     assert decline == {"id": 5, "result": {"decision": "decline"}}
     assert interrupt["method"] == "turn/interrupt" and interrupt["params"] == {"threadId": "t1", "turnId": "u1"}
     assert adapter.stop_line("operator", "again") is None
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                     max_leaves=20)
+_METHODS = st.sampled_from(["item/commandExecution/requestApproval", "item/fileChange/requestApproval",
+                            "item/started", "item/completed", "turn/started", "turn/completed", "error",
+                            "thread/tokenUsage/updated", "serverRequest/resolved", "item/tool/call", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.binary(max_size=200),
+    st.builds(lambda m, i, p: json.dumps({"method": m, "id": i, "params": p}).encode(), _METHODS, _JSON, _JSON),
+    st.builds(lambda m, p: json.dumps({"method": m, "params": p}).encode(), _METHODS, _JSON),
+    st.builds(lambda i, r: json.dumps({"id": i, "result": r}).encode(), _JSON, _JSON),
+), max_size=12))
+def test_no_line_crashes_the_adapter_and_every_request_is_answered(raws: list[bytes]) -> None:
+    """Each request is answered once, at once; a line that is not one gets no answer, and an unreadable
+    line at most one (found by its id, when it has one)."""
+    adapter = started()
+    for seq, raw in enumerate(raws, 10):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            obj = None
+        answered: list[object] = []
+        for event in adapter.parse_stdout(raw, seq):
+            assert isinstance(event, ev.Event)
+            if type(event) is ev.ToolCall:
+                answered += [m["id"] for m in lines(adapter.verdict_line(event, None)) if "method" not in m]
+        for data in adapter.replies(False):
+            answered += [m["id"] for m in lines(data) if "method" not in m]
+        if not isinstance(obj, dict):
+            assert len(answered) <= 1
+        elif isinstance(obj.get("method"), str) and type(obj.get("id")) in (int, str):
+            assert answered == [obj["id"]]
+        else:
+            assert answered == []
