@@ -34,7 +34,8 @@ def adapters(as_json: bool) -> None:
       process_group  owns its process group: pause, resume and kill reach every process
     """
     found, broken = discover()
-    rows = [(name, "run --adapter", cls.agent, cls.declared | Capability.PROCESS_GROUP, cls.summary)
+    # launched: loopwarden leads its process group, and SIGSTOP of the group holds any agent for a gate
+    rows = [(name, "run --adapter", cls.agent, cls.declared | Capability.PROCESS_GROUP | Capability.HOLD, cls.summary)
             for name, cls in found.items()]
     rows.append((HookAdapter.name, "hook install", HookAdapter.agent, HookAdapter.declared, HookAdapter.summary))
     rows.append((CodexHookAdapter.name, "hook install --agent codex", CodexHookAdapter.agent,

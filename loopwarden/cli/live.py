@@ -51,6 +51,8 @@ def _ending(snap: dict[str, Any]) -> str:
         return visible(str(snap["termination_text"]))
     if snap.get("state") == "exited":
         code = snap.get("exit_code")
+        if snap.get("failure"):
+            return visible(f"exited with code {code}: {snap['failure']}")
         return "finished" if code == 0 else visible(f"exited with code {code}")
     return visible(str(snap.get("state")))
 
@@ -66,7 +68,9 @@ def _mem(rss: int | None) -> str:
 @click.option("--name", help="A name to find the session by (default: the command's name).")
 @click.option("--adapter", type=click.Choice(registry.names()), default="native", show_default=True,
               help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
-                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md). "
+                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
+                   "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
+                   "and the prompt last (docs/codex.md). "
                    "`loopwarden adapters` lists them all with what each can do.")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
@@ -89,6 +93,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run --name fixer -- python -m loopwarden.sessions.scripted repetition
       loopwarden run --adapter plain --set limits.stall_timeout=2m -- make test
       loopwarden run --adapter claude-code -- --max-turns 30 "fix the failing test"
+      loopwarden run --adapter codex -- -m gpt-5.5 "fix the failing test"
       loopwarden run -d -- ./my-agent --task T1
     """
     build_config(config_file, preset, sets)  # fail here, before anything starts

@@ -176,6 +176,8 @@ class LiveSession:
         self.ended_at = self.clock()
         if self.health.state != TERMINATED:
             self.state = SessionState.EXITED
+            if self.adapter.failure and not self.exit_code:  # its process ended well, its work did not
+                self.exit_code = 1
         else:
             self.state = SessionState.TERMINATED
         self._publish()
@@ -704,7 +706,7 @@ class LiveSession:
             gates_open=not (self.final or self.stopping), cpu_percent=round(r.cpu_percent, 1), rss=r.rss,
             processes=r.processes, open_files=r.open_files, stdin_dropped=self.stdin_dropped,
             rate=self._rate_view(now), validation_failures=self.health.validation_total,
-            extra={"spill_failures": self.spill_failures,
+            extra={"spill_failures": self.spill_failures, "failure": self.adapter.failure,
                    "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention}
                    if self.spiller else None}).to_dict()
 

@@ -46,6 +46,7 @@ class Adapter:
 
     def __init__(self) -> None:
         self.handshake = False
+        self.failure: str | None = None  # why the agent's work failed though its process exits 0 (its model died)
 
     @property
     def can_veto(self) -> bool:

@@ -16,11 +16,13 @@ from importlib.metadata import entry_points
 
 from .base import Adapter
 from .claude_live import ClaudeCodeAdapter
+from .codex_app import CodexAppServerAdapter
 from .native import NativeAdapter
 from .plain import PlainAdapter
 
 GROUP = "loopwarden.adapters"
-BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter)}
+BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter,
+                                                                   CodexAppServerAdapter)}
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,26 @@ class Reply:
 
     cmd: str | None = None
     text: str | None = None
+    yield_ms: int | None = None  # exec_command's yield_time_ms: past it the command goes on in the background
+    patch: str | None = None  # an apply_patch (a freeform custom tool) call with this patch
     status: int = 200
     delay: float = 0.0  # seconds to wait before answering (a slow model)
 
 
-def run(cmd: str) -> Reply:
-    """A function call `exec_command {"cmd": cmd}`."""
-    return Reply(cmd=cmd)
+def run(cmd: str, *, yield_ms: int | None = None) -> Reply:
+    """A function call `exec_command {"cmd": cmd}` (with `yield_time_ms` when given)."""
+    return Reply(cmd=cmd, yield_ms=yield_ms)
+
+
+def patch(text: str) -> Reply:
+    """A custom tool call `apply_patch` with a patch (`*** Begin Patch` ... `*** End Patch`)."""
+    return Reply(patch=text)
+
+
+def add_file(path: str, *lines: str) -> Reply:
+    """An apply_patch call that adds a file with these lines."""
+    body = "".join(f"+{line}\n" for line in lines)
+    return patch(f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n")
 
 
 def say(text: str) -> Reply:
@@ -69,8 +82,8 @@ def items(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def outputs(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `function_call_output` items: what each call returned to the model."""
-    return [i for i in items(body) if i.get("type") == "function_call_output"]
+    """The `function_call_output` (and `custom_tool_call_output`) items: what each call returned to the model."""
+    return [i for i in items(body) if i.get("type") in ("function_call_output", "custom_tool_call_output")]
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -86,7 +99,7 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 def calls_made(body: dict[str, Any]) -> int:
     """How many function calls the model made so far in this request's history."""
-    return sum(1 for i in items(body) if i.get("type") == "function_call")
+    return sum(1 for i in items(body) if i.get("type") in ("function_call", "custom_tool_call"))
 
 
 # ---- the server ------------------------------------------------------------------
@@ -174,8 +187,19 @@ class FakeResponses:
         n = next(self._ids)
         response_id = f"resp_fake{n:04d}"
         yield {"type": "response.created", "response": {"id": response_id}}
-        if reply.cmd is not None:
-            arguments = json.dumps({"cmd": reply.cmd})
+        if reply.patch is not None:
+            item = {"type": "custom_tool_call", "id": f"ctc_fake{n:04d}", "call_id": f"call_fake{n:04d}",
+                    "name": "apply_patch", "input": reply.patch, "status": "completed"}
+            yield {"type": "response.output_item.added", "output_index": 0, "item": {**item, "input": ""}}
+            yield {"type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": item["id"],
+                   "delta": reply.patch}
+            yield {"type": "response.output_item.done", "output_index": 0, "item": item}
+            out_tokens = max(1, len(reply.patch) // 4)
+        elif reply.cmd is not None:
+            args: dict[str, Any] = {"cmd": reply.cmd}
+            if reply.yield_ms is not None:
+                args["yield_time_ms"] = reply.yield_ms
+            arguments = json.dumps(args)
             item = {"type": "function_call", "id": f"fc_fake{n:04d}", "call_id": f"call_fake{n:04d}",
                     "name": "exec_command", "arguments": arguments}
             yield {"type": "response.output_item.added", "output_index": 0, "item": {**item, "arguments": ""}}

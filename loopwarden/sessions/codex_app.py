@@ -1,0 +1,555 @@
+"""Codex CLI launched by loopwarden: `codex app-server`, JSON-RPC over stdio, vetoes by declining approvals.
+
+The CLI runs as `codex app-server [-c key=value ...]` (shared research `codex_app_server.md`). At
+start loopwarden sends `initialize`, `initialized` and `thread/start` with `approvalPolicy:
+"untrusted"`, so Codex asks before every command; once the thread exists, `turn/start` with the
+prompt. Each `item/commandExecution/requestApproval` and `item/fileChange/requestApproval` is the
+ToolCall the engine judges, and `verdict_line` answers it `accept` or `decline` (never a decision
+that persists, such as `acceptForSession`). A decline carries no reason, so the verdict's message
+goes first as a `turn/steer`: the model reads it in the same request that brings the declined
+call's output. A gate leaves the approval unanswered. Injections steer the running turn, or start
+the next one; an escalation to another model names it on that next `turn/start`. Terminate is a
+`turn/interrupt`, then stdin closes and the session's processes are stopped. A turn that ends with
+nothing owed either way closes stdin, and the app-server exits.
+
+Every request Codex sends is answered, even one loopwarden cannot read (a decline, or an error), so
+Codex never waits forever. `AppServerParser` maps the stream to Events without answering anything;
+`loopwarden replay --format codex-app-server` uses it alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..supervisor import events as ev
+from ..supervisor import protocol
+from ..supervisor.verdicts import Action, Verdict
+from .base import Adapter, Capability, line
+from .codex import MAP_LIMIT, CodexParser, _int, _str
+from .recorded import invalid
+
+ENV_BINARY = "LOOPWARDEN_CODEX"
+CLOSE = b""  # a reply that closes the app-server's stdin: it exits
+CLIENT_INFO = {"name": "loopwarden", "title": "loopwarden", "version": "1"}
+APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
+
+# `codex app-server` options kept as given (with their value), and thread settings read from common codex options.
+_SERVER_VALUE = frozenset({"-c", "--config", "--enable", "--disable"})
+_SERVER_FLAG = frozenset({"--strict-config"})
+_THREAD = {"-m": "model", "--model": "model", "-s": "sandbox", "--sandbox": "sandbox", "-C": "cwd", "--cd": "cwd"}
+
+# What Codex's own requests get when loopwarden does not take part: a refusal of the same shape.
+_REFUSALS: dict[str, dict[str, Any]] = {
+    "item/commandExecution/requestApproval": {"decision": "decline"},
+    "item/fileChange/requestApproval": {"decision": "decline"},
+    "execCommandApproval": {"decision": "denied"},
+    "applyPatchApproval": {"decision": "denied"},
+    "mcpServer/elicitation/request": {"action": "decline"},
+    "item/tool/requestUserInput": {"answers": {}},
+}
+_ITEM_TYPES = {"commandExecution": "command_execution", "fileChange": "file_change", "mcpToolCall": "mcp_tool_call",
+               "webSearch": "web_search", "agentMessage": "agent_message"}
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{1,200}")')
+_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
+
+
+# ---- launching ----------------------------------------------------------------
+
+@dataclass
+class CodexArgs:
+    """The user's codex words, split: app-server options, thread settings and the prompt."""
+
+    options: list[str] = field(default_factory=list)
+    thread: dict[str, str] = field(default_factory=dict)  # model, sandbox, cwd
+    prompt: str | None = None
+
+
+def split_args(words: list[str]) -> CodexArgs:
+    """`[codex options] PROMPT`: options (and their values) read as codex reads them, the other words the
+    prompt; raises ValueError (one line) on an option `codex app-server` would refuse."""
+    out = CodexArgs()
+    prompt: list[str] = []
+    i = 0
+    while i < len(words):
+        arg = words[i]
+        i += 1
+        if arg == "--":
+            prompt.extend(words[i:])
+            break
+        if not arg.startswith("-") or arg == "-":
+            prompt.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        if name in _SERVER_FLAG:
+            out.options.append(arg)
+            continue
+        if name not in _SERVER_VALUE and name not in _THREAD:
+            raise ValueError(f"codex app-server does not take {arg!r}; give -c key=value, --enable/--disable "
+                             "FEATURE, -m MODEL, -s SANDBOX or -C DIR, then the prompt last")
+        if not eq:
+            if i >= len(words):
+                raise ValueError(f"codex option {arg} needs a value")
+            value = words[i]
+            i += 1
+        if name in _THREAD:
+            out.thread[_THREAD[name]] = value
+        else:
+            out.options += [name, value]
+    out.prompt = " ".join(prompt) if prompt else None
+    return out
+
+
+def bundled_binary() -> str | None:
+    """The CLI of the `openai-codex-cli-bin` wheel (its layout kept: bin/codex beside codex-resources/)."""
+    try:
+        import codex_cli_bin  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+        path = str(codex_cli_bin.bundled_codex_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel for another platform
+        return None
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def find_binary(env: dict[str, str] | None = None) -> str | None:
+    """$LOOPWARDEN_CODEX, else `codex` on PATH, else the one bundled with openai-codex-cli-bin."""
+    env = dict(os.environ) if env is None else env
+    chosen = env.get(ENV_BINARY)
+    if chosen:
+        return chosen
+    return shutil.which("codex", path=env.get("PATH")) or bundled_binary()
+
+
+def is_codex(arg: str) -> bool:
+    """Whether a command's first word names the codex binary rather than being an argument."""
+    if os.path.basename(arg) == "codex":
+        return True
+    return os.sep in arg and os.path.isfile(arg) and os.access(arg, os.X_OK)
+
+
+def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The session command for `codex`: the binary, then the user's codex options and the prompt."""
+    words = list(words)
+    if len(words) > 1 and is_codex(words[0]):
+        binary, args = words[0], words[1:]
+    else:
+        found = find_binary(env)
+        if not found:
+            raise ValueError(f"cannot find Codex: no `codex` on PATH; install it (pip install openai-codex-cli-bin) "
+                             f"or set {ENV_BINARY}")
+        binary, args = found, words
+    if split_args(args).prompt is None:
+        raise ValueError('no prompt for Codex: give it as the last argument, e.g. -- -m gpt-5.5 "fix the tests"')
+    return [binary, *args]
+
+
+# ---- reading ----------------------------------------------------------------------
+
+def _exec_item(item: dict[str, Any]) -> dict[str, Any] | None:
+    """An app-server item in the shape of a `codex exec --json` item, for CodexParser; None if not mapped."""
+    kind = _ITEM_TYPES.get(item.get("type"))  # type: ignore[arg-type]
+    if kind is None:
+        return None
+    out = {**item, "type": kind}
+    if "aggregatedOutput" in item:
+        out["aggregated_output"] = item["aggregatedOutput"]
+    if "exitCode" in item:
+        out["exit_code"] = item["exitCode"]
+    if kind == "file_change" and isinstance(item.get("changes"), list):
+        out["changes"] = [_change(c) for c in item["changes"]]
+    return out
+
+
+def _change(change: Any) -> Any:
+    """A fileChange entry with its kind as a word (`add`, `update`, `delete`)."""
+    if isinstance(change, dict) and isinstance(change.get("kind"), dict):
+        return {**change, "kind": change["kind"].get("type")}
+    return change
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        message = error.get("message")
+        info = error.get("codexErrorInfo")
+        text = str(message) if message else "error"
+        if isinstance(info, str) and info not in text:
+            text += f" ({info})"
+        elif isinstance(info, dict) and info:
+            text += f" ({next(iter(info))})"
+        return text
+    return str(error) if error else "error"
+
+
+class AppServerParser:
+    """Turns one `codex app-server` stdout stream into Events; keep one instance per stream.
+
+    An approval request is the ToolCall; an item never asked about (a command Codex ran without
+    asking) gets its ToolCall just before its result. A declined item has no result, as a vetoed
+    call has none in the native protocol.
+    """
+
+    def __init__(self) -> None:
+        self.items = CodexParser()  # the `codex exec --json` item mapping, reused
+        self._calls: dict[str, ev.ToolCall] = {}  # item id -> call seen at item/started, not yet emitted
+        self._judged: dict[str, None] = {}  # item ids whose ToolCall was emitted at the approval
+        self.prompted = False
+        self.turns = 0
+        self._reported = False  # an `error` notification of this turn was already an Error event
+
+    def parse_line(self, raw: bytes, seq: int) -> list[ev.Event]:
+        try:
+            obj = protocol.load_object(raw)
+        except protocol.LineRejected as exc:
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
+        return self.feed(obj, seq)
+
+    def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        method = obj.get("method")
+        params = obj.get("params")
+        params = params if isinstance(params, dict) else {}
+        if not isinstance(method, str):
+            return []  # a response to one of the client's requests
+        if "id" in obj:
+            return self.request(method, params, seq)
+        return self.notification(method, params, obj, seq)
+
+    def request(self, method: str, params: dict[str, Any], seq: int) -> list[ev.Event]:
+        """An approval request to its ToolCall; other requests are no events."""
+        if method not in APPROVALS:
+            return []
+        item_id = _str(params.get("itemId"))
+        seen = self._calls.pop(item_id, None) if item_id else None
+        if method == APPROVALS[0]:
+            tool, args = "shell", {"command": params.get("command")}
+        else:
+            tool = "apply_patch"
+            args = dict(seen.args) if seen else {"changes": None}
+            if _str(params.get("reason")):
+                args["reason"] = params["reason"]
+        if item_id:
+            _remember(self._judged, item_id)
+        return [ev.ToolCall(seq=seq, tool=tool, args=args, call_id=item_id)]
+
+    def notification(self, method: str, params: dict[str, Any], obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        if method in ("item/started", "item/completed"):
+            item = params.get("item")
+            if not isinstance(item, dict):
+                return [invalid(obj, seq, f"{method}: 'item' must be an object")]
+            return self._item(item, seq, done=method == "item/completed")
+        if method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage")
+            last = usage.get("last") if isinstance(usage, dict) else None
+            if not isinstance(last, dict):
+                return []
+            # inputTokens already include cachedInputTokens (a subset), as in `codex exec --json`
+            return [ev.Usage(seq=seq, input_tokens=_int(last.get("inputTokens")) or 0,
+                             output_tokens=_int(last.get("outputTokens")) or 0)]
+        if method == "turn/completed":
+            turn = params.get("turn")
+            turn = turn if isinstance(turn, dict) else {}
+            status = turn.get("status")
+            self.turns += 1
+            reported, self._reported = self._reported, False
+            if status == "completed":
+                return [ev.Iteration(seq=seq, n=self.turns, status="pass")]
+            message = _error_text(turn.get("error")) if turn.get("error") else f"turn {status or 'ended'}"
+            out: list[ev.Event] = []
+            if status == "failed" and not reported:  # the error that failed it is usually reported already
+                out.append(ev.Error(seq=seq, message=f"codex: the turn failed: {message}", error_type="turn_failed"))
+            return [*out, ev.Iteration(seq=seq, n=self.turns, status="fail", error=message)]
+        if method == "error":
+            if params.get("willRetry") is True:
+                return []  # Codex retries it itself
+            self._reported = True
+            return [ev.Error(seq=seq, message=f"codex: {_error_text(params.get('error'))}", error_type="codex")]
+        return []
+
+    def _item(self, item: dict[str, Any], seq: int, done: bool) -> list[ev.Event]:
+        if item.get("type") == "userMessage":
+            if not done or self.prompted:
+                return []  # later user messages are loopwarden's own steering
+            self.prompted = True
+            content = item.get("content")
+            blocks = content if isinstance(content, list) else []
+            texts = [str(c.get("text", "")) for c in blocks if isinstance(c, dict)]
+            return [ev.UserMessage(seq=seq, text="\n".join(texts))]
+        mapped = _exec_item(item)
+        if mapped is None:
+            return []
+        item_id = _str(item.get("id"))
+        if done and item.get("status") == "declined":
+            if item_id:
+                self._calls.pop(item_id, None)
+            return []  # it never ran
+        kind = "item.completed" if done else "item.started"
+        out: list[ev.Event] = []
+        for event in self.items.record(kind, {"item": mapped}, seq):
+            if type(event) is ev.ToolCall and event.call_id:
+                if event.call_id not in self._judged:
+                    _remember(self._calls, event.call_id, event)  # judged at its approval, if one comes
+                continue
+            if type(event) is ev.ToolResult and event.call_id:
+                call = self._calls.pop(event.call_id, None)
+                if event.call_id in self._judged:
+                    self._judged.pop(event.call_id, None)
+                elif call is not None:
+                    out.append(ev.ToolCall(seq=seq, tool=call.tool, args=call.args, call_id=call.call_id))
+            out.append(event)
+        return out
+
+
+def _remember(table: dict[str, Any], key: str, value: Any = None) -> None:
+    table[key] = value
+    while len(table) > MAP_LIMIT:
+        del table[next(iter(table))]
+
+
+# ---- answering ----------------------------------------------------------------------
+
+def _answer(request_id: Any, result: dict[str, Any] | None = None, error: str | None = None) -> bytes:
+    if error is not None:
+        return line({"id": request_id, "error": {"code": -32601, "message": error}})
+    return line({"id": request_id, "result": result or {}})
+
+
+def refusal(method: str | None, request_id: Any, why: str) -> bytes:
+    """The answer to a request loopwarden does not take part in: a decline of the same shape, or an error."""
+    result = _REFUSALS.get(method or "")
+    return _answer(request_id, result) if result is not None else _answer(request_id, error=why)
+
+
+def _unread_refusal(raw: bytes, why: str) -> bytes | None:
+    """The answer to a request line loopwarden could not read (found by its id and method), or None."""
+    method = _METHOD.search(raw)
+    request_id = _ID.search(raw)
+    if method is None or request_id is None:
+        return None
+    text = request_id.group(1).decode("utf-8", "replace")
+    value: Any = text[1:-1] if text.startswith('"') else int(text)
+    return refusal(method.group(1).decode("utf-8", "replace"), value, why)
+
+
+class CodexAppServerAdapter(Adapter):
+    """A live `codex app-server`: see the module docstring."""
+
+    name = "codex"
+    agent = "codex"
+    summary = "Codex launched: app-server JSON-RPC, vetoes by declining its approval requests"
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
+    stop_grace = 3.0  # after the interrupt and the end of stdin, seconds for the app-server to exit by itself
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handshake = True  # approvals are asked for every command; a failed thread/start turns this off
+        self.parser = AppServerParser()
+        self.args = CodexArgs()
+        self.model: str | None = None  # set by an escalation; sent with the next turn/start
+        self.thread_id: str | None = None
+        self.turn_id: str | None = None
+        self.starting = False  # a turn/start is on its way
+        self.turn_over = False
+        self.closed = False
+        self.queued: list[str] = []  # texts for the next turn
+        self._ids = 0
+        self._requests: dict[int, tuple[str, str | None]] = {}  # our request id -> (method, steer text)
+        self._pending: dict[int, Any] = {}  # approval line seq -> Codex's request id, until answered
+        self._replies: list[bytes] = []
+
+    @property
+    def can_inject(self) -> bool:
+        return True
+
+    @property
+    def capabilities(self) -> Capability:
+        caps = super().capabilities | Capability.STEER | Capability.INTERRUPT
+        return caps & self.declared
+
+    @classmethod
+    def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
+        return launch_command(words, env)
+
+    def _request(self, method: str, params: dict[str, Any], text: str | None = None) -> bytes:
+        self._ids += 1
+        self._requests[self._ids] = (method, text)
+        while len(self._requests) > MAP_LIMIT:
+            del self._requests[next(iter(self._requests))]
+        return line({"id": self._ids, "method": method, "params": params})
+
+    # ---- starting -----------------------------------------------------------
+    def command(self, argv: list[str]) -> list[str]:
+        self.args = split_args(argv[1:])
+        return [argv[0], "app-server", *self.args.options]
+
+    def start_lines(self) -> list[bytes]:
+        thread: dict[str, Any] = {"approvalPolicy": "untrusted"}
+        for key in ("cwd", "model", "sandbox"):
+            if key in self.args.thread:
+                thread[key] = self.args.thread[key]
+        init = {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True}}
+        if self.args.prompt:
+            self.queued.append(self.args.prompt)
+        return [self._request("initialize", init), line({"method": "initialized"}),
+                self._request("thread/start", thread)]
+
+    def _turn_start(self) -> bytes:
+        texts, self.queued = self.queued, []
+        params: dict[str, Any] = {"threadId": self.thread_id, "input": [_text(t) for t in texts]}
+        if self.model:
+            params["model"] = self.model
+        self.starting = True
+        self.turn_over = False
+        return self._request("turn/start", params)
+
+    def _steer(self, text: str) -> bytes:
+        return self._request("turn/steer", {"threadId": self.thread_id, "expectedTurnId": self.turn_id,
+                                            "input": [_text(text)]}, text)
+
+    # ---- reading ------------------------------------------------------------
+    def parse_stdout(self, raw: bytes, seq: int) -> list[ev.Event]:
+        try:
+            obj = protocol.load_object(raw)
+        except protocol.LineRejected as exc:
+            answer = _unread_refusal(raw, f"loopwarden could not read this request ({exc})")
+            if answer:  # Codex waits on every request it sends
+                self._replies.append(answer)
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
+        method = obj.get("method")
+        if "id" in obj and isinstance(method, str):
+            return self._server_request(obj, method, seq)
+        if isinstance(method, str):
+            self._track(method, obj.get("params"))
+            return self.parser.feed(obj, seq)
+        if "id" in obj:
+            return self._response(obj, seq)
+        return [invalid(obj, seq, "neither a request, a response nor a notification")]
+
+    def _server_request(self, obj: dict[str, Any], method: str, seq: int) -> list[ev.Event]:
+        request_id = obj["id"]
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            return [invalid(obj, seq, f"{method}: the request id must be a number or a string")]
+        if method not in APPROVALS or self.closed:
+            self._replies.append(refusal(method, request_id, f"loopwarden does not handle {method!r}"))
+            return []
+        events = self.parser.feed(obj, seq)
+        self._pending[seq] = request_id
+        return events
+
+    def _track(self, method: str, params: Any) -> None:
+        params = params if isinstance(params, dict) else {}
+        turn = params.get("turn")
+        turn_id = _str(turn.get("id")) if isinstance(turn, dict) else None
+        if method == "turn/started":
+            self.turn_id, self.starting, self.turn_over = turn_id, False, False
+        elif method == "turn/completed":
+            status = turn.get("status") if isinstance(turn, dict) else None
+            if status == "failed":  # e.g. the model server answered 500 or is gone: the session says so at its end
+                error = turn.get("error") if isinstance(turn, dict) else None
+                self.failure = f"codex: the turn failed: {_error_text(error) if error else 'no reason given'}"[:500]
+            elif status == "completed":
+                self.failure = None
+            if turn_id is None or turn_id == self.turn_id or self.turn_id is None:
+                self.turn_id, self.starting, self.turn_over = None, False, True
+                self._pending.clear()  # the turn's open approvals were resolved by its end
+        elif method == "serverRequest/resolved":
+            resolved = params.get("requestId")
+            for seq in [s for s, r in self._pending.items() if r == resolved]:
+                del self._pending[seq]
+
+    def _response(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        request_id = obj.get("id")
+        method, text = self._requests.pop(request_id, ("", None)) if isinstance(request_id, int) else ("", None)
+        error = obj.get("error")
+        result = obj.get("result")
+        result = result if isinstance(result, dict) else {}
+        if method == "thread/start" and error is None:
+            thread = result.get("thread")
+            self.thread_id = _str(thread.get("id")) if isinstance(thread, dict) else None
+            if self.thread_id and self.queued and not self.closed:
+                self._replies.append(self._turn_start())
+            return []
+        if method == "turn/start" and error is None:
+            turn = result.get("turn")
+            if self.turn_id is None and not self.turn_over and isinstance(turn, dict):
+                self.turn_id = _str(turn.get("id"))
+            return []
+        if error is None:
+            return []
+        message = _error_text(error)
+        if method == "turn/steer":  # the turn ended meanwhile: the text opens the next one
+            if text:
+                self.queued.append(text)
+            return []
+        if method in ("initialize", "thread/start", "turn/start"):
+            self.starting = False
+            self.turn_over = True  # nothing runs: the session ends
+            if method != "turn/start":
+                self.handshake = False
+            return [ev.Error(seq=seq, message=f"codex: {method} failed: {message}", error_type="app_server")]
+        return []
+
+    # ---- answering ------------------------------------------------------------
+    def verdict_line(self, call: ev.ToolCall, verdict: Verdict | None) -> bytes | None:
+        request_id = self._pending.pop(call.seq, None)
+        if request_id is None:
+            return None
+        if verdict is not None and verdict.action == Action.BLOCK:
+            # the reason first: Codex then asks the model again with it beside the declined call's output
+            text = ("Message from the supervisor (loopwarden): your command was declined. "
+                    f"{verdict.message or verdict.reason}")
+            steer = self._steer(text) if self.turn_id and not self.closed else b""
+            return steer + _answer(request_id, {"decision": "decline"})
+        return _answer(request_id, {"decision": "accept"})
+
+    def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None:
+        if self.closed or rule == "validation":  # a bad line is the app-server's, not the model's
+            return None
+        if kind == "escalate" and model and model != "human":
+            self.model = model
+        who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
+        message = f"Message from {who}: {text}"
+        if self.turn_id and not self.starting:
+            return self._steer(message)
+        self.queued.append(message)
+        if self.thread_id and not self.starting and self.turn_id is None:
+            return self._turn_start()
+        return None
+
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
+        """An over-long request still gets its answer: a decline for an approval, an error otherwise."""
+        return _unread_refusal(head, f"the request is {length:,} bytes, over loopwarden's {limit:,}-byte line limit")
+
+    def replies(self, gated: bool) -> list[bytes]:
+        """Answers owed now; queued text as a steer or the next turn; and once a turn is over with
+        nothing owed either way and no open gate, the end of stdin (the app-server then exits)."""
+        out, self._replies = self._replies, []
+        if self.closed:
+            return out
+        steering = any(m == "turn/steer" for m, _ in self._requests.values())
+        if self.queued and self.thread_id and not self.starting:
+            if self.turn_id is None:
+                out.append(self._turn_start())
+            else:
+                texts, self.queued = self.queued, []
+                out.extend(self._steer(t) for t in texts)
+        elif (self.turn_over and not gated and not self._pending and not self.queued and not steering
+              and not self.starting and self.turn_id is None):
+            self.closed = True
+            out.append(CLOSE)
+        return out
+
+    def stop_line(self, reason: str, message: str) -> bytes | None:
+        if self.closed:
+            return None
+        self.closed = True
+        out = b"".join(_answer(r, {"decision": "decline"}) for r in self._pending.values())
+        self._pending.clear()
+        if self.thread_id and self.turn_id:
+            out += self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id})
+        return out or None
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "text_elements": []}
