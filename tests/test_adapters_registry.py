@@ -73,3 +73,10 @@ def test_run_accepts_a_third_party_adapter(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "loopwarden", "run", "--help"], capture_output=True, text=True,
                          env=env, timeout=60)
     assert "echo-agent" in out.stdout
+
+
+def test_stderr_colours_are_dropped_and_other_controls_kept() -> None:
+    """Colour codes (Codex colours its logs into a pipe) are presentation; a title-setting sequence is kept
+    so that the one sanitiser shows it escaped."""
+    text = registry.adapters()["plain"]().stderr_text(b"\x1b[2m12:00\x1b[0m \x1b[31mERROR\x1b[0m \x1b]0;T\x07 \xff")
+    assert text == "12:00 ERROR \x1b]0;T\x07 \ufffd"

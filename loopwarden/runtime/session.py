@@ -300,7 +300,7 @@ class LiveSession:
                 for event in events:
                     await self.handle(event)
                 return
-            text = line.decode("utf-8", "replace")
+            text = self.adapter.stderr_text(line)
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
 
     async def _ticker(self) -> None:

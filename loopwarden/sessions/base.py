@@ -8,6 +8,7 @@ out is greyed out, and a request for it is refused in one line.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any, ClassVar
 
 import orjson
@@ -15,6 +16,9 @@ import orjson
 from ..supervisor.events import Event, Hello, ToolCall, ToolResult
 from ..supervisor.events import SpillResult
 from ..supervisor.verdicts import Verdict
+
+
+_COLOUR = re.compile(rb"\x1b\[[0-9;]*m")  # SGR: colours and weights, presentation only
 
 
 class Capability(enum.Flag):
@@ -87,6 +91,11 @@ class Adapter:
     def parse_stderr(self, line: bytes, seq: int) -> list[Event]:
         """stderr is logged, not judged, unless an adapter says otherwise."""
         return []
+
+    def stderr_text(self, line: bytes) -> str:
+        """An stderr line for the log: colour codes dropped (Codex colours its logs even into a pipe, and they
+        would show escaped); every other control sequence is kept, to be shown escaped."""
+        return _COLOUR.sub(b"", line).decode("utf-8", "replace")
 
     def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None:
         return None
