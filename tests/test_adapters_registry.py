@@ -58,7 +58,7 @@ def test_another_package_adds_an_adapter_through_the_entry_point(tmp_path: Path)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     by_name = {r["name"]: r for r in rows if "how" in r}
-    assert by_name["echo-agent"]["capabilities"] == ["inject", "process_group"]
+    assert by_name["echo-agent"]["capabilities"] == ["hold", "inject", "process_group"]  # launched: SIGSTOP holds
     assert by_name["native"]["summary"].startswith("loopwarden's JSONL")  # a built-in is never replaced
     errors = {r["name"]: r["error"] for r in rows if "error" in r}
     assert "built-in" in errors["native"] and "ModuleNotFoundError" in errors["broken"]
