@@ -1,5 +1,6 @@
-"""The `loopwarden` executable. `loopwarden hook claude-code` runs once per tool call, so it skips the
-command-line machinery (click and every command module) and loads only the hook client."""
+"""The `loopwarden` executable. `loopwarden hook claude-code` and `hook codex` run once per tool call, so they
+skip the command-line machinery (click, every command module, third-party adapters) and load only the hook
+client."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import sys
 
 
 def run() -> None:
-    if sys.argv[1:] == ["hook", "claude-code"]:
+    if sys.argv[1:] in (["hook", "claude-code"], ["hook", "codex"]):
         from .hook_client import main
 
-        sys.exit(main())
+        sys.exit(main(agent="codex" if sys.argv[2] == "codex" else None))
     from .cli import run as cli
 
     cli()

@@ -53,6 +53,7 @@ def test_builtins_declare_what_they_can_do() -> None:
 
 def test_another_package_adds_an_adapter_through_the_entry_point(tmp_path: Path) -> None:
     path = _plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter", "native": "lw_plugin:EchoAdapter",
+                              "codex-hook": "lw_plugin:EchoAdapter", "misnamed": "lw_plugin:EchoAdapter",
                               "broken": "lw_plugin_missing:Nothing"})
     out = _adapters_cli(path, "--json")
     assert out.returncode == 0, out.stderr
@@ -61,7 +62,9 @@ def test_another_package_adds_an_adapter_through_the_entry_point(tmp_path: Path)
     assert by_name["echo-agent"]["capabilities"] == ["hold", "inject", "process_group"]  # launched: SIGSTOP holds
     assert by_name["native"]["summary"].startswith("loopwarden's JSONL")  # a built-in is never replaced
     errors = {r["name"]: r["error"] for r in rows if "error" in r}
-    assert "built-in" in errors["native"] and "ModuleNotFoundError" in errors["broken"]
+    assert "built-in" in errors["native"] and "built-in" in errors["codex-hook"]
+    assert "named 'echo-agent'" in errors["misnamed"] and "ModuleNotFoundError" in errors["broken"]
+    assert [r["name"] for r in rows if "how" in r].count("codex-hook") == 1
     text = _adapters_cli(path)
     assert text.returncode == 0 and "echo-agent" in text.stdout
     assert "adapter 'broken'" in text.stderr and "Traceback" not in text.stderr
@@ -80,3 +83,25 @@ def test_stderr_colours_are_dropped_and_other_controls_kept() -> None:
     so that the one sanitiser shows it escaped."""
     text = registry.adapters()["plain"]().stderr_text(b"\x1b[2m12:00\x1b[0m \x1b[31mERROR\x1b[0m \x1b]0;T\x07 \xff")
     assert text == "12:00 ERROR \x1b]0;T\x07 \ufffd"
+
+
+def test_the_attached_kinds_names_are_reserved() -> None:
+    from loopwarden.runtime.adopted import AdoptedSession
+    from loopwarden.runtime.codex_hooked import CodexHookAdapter
+    from loopwarden.runtime.hooked import HookAdapter
+
+    assert set(registry.ATTACHED) == {HookAdapter.name, CodexHookAdapter.name, AdoptedSession.adapter_name}
+
+
+def test_hook_commands_skip_the_cli_and_third_party_adapters(tmp_path: Path) -> None:
+    """Both hooks run once per tool call: no click, no Textual, no adapter from an entry point is imported."""
+    path = _plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter"})
+    probe = ("import sys\nsys.argv = ['loopwarden', 'hook', sys.argv[1]]\nfrom loopwarden import entry\n"
+             "try:\n    entry.run()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('click', 'textual', 'lw_plugin') if m in sys.modules), file=sys.stderr)")
+    for agent in ("claude-code", "codex"):
+        env = {**os.environ, "PYTHONPATH": str(path), "LOOPWARDEN_HOME": str(tmp_path / "home")}
+        out = subprocess.run([sys.executable, "-c", probe, agent], input="{}", capture_output=True, text=True,
+                             env=env, timeout=60)
+        assert out.stderr.strip().splitlines()[-1] == "[]", (agent, out.stderr)
+        assert out.stdout.strip() in ("", "{}"), out.stdout  # no daemon: the hook allows (fails open)

@@ -157,9 +157,10 @@ class AdoptedSession:
     def observe(self, table: ProcTable) -> None:
         """Its processes are found from its pid at each sample."""
 
+    counts_loops = False  # no events: time and resources only
+
     def reset(self, counter: str | None) -> None:
-        self.health.reset_counters(counter)
-        self._publish()
+        raise NotCapable("an adopted session has no loop counters to reset")
 
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         raise GateError("an adopted session has no gates")

@@ -42,6 +42,9 @@ class Supervised(Protocol):
         """The agent's own session id, for a session attached by hooks."""
 
     @property
+    def counts_loops(self) -> bool:
+        """Whether its events move loop counters (an adopted process has no events)."""
+    @property
     def final(self) -> bool: ...
     @property
     def capabilities(self) -> Capability: ...
@@ -63,6 +66,8 @@ class Supervised(Protocol):
 def refusal(session: Supervised, op: str) -> str | None:
     """Why `session` cannot carry out `op` (one line), or None."""
     need = NEEDS.get(op)
+    if op == "reset" and not session.counts_loops:
+        return f"session {session.spec.id} ({session.spec.adapter}) has no loop counters to reset"
     if need is None or need in session.capabilities:
         return None
     what = {"grant": "be granted authority", "inject": "receive text",

@@ -39,6 +39,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self.paths = paths
         self.clock = clock
         self.sessions: dict[str, Supervised] = {}  # live, and ended until stored
+        self.attached: dict[str, HookedSession] = {}  # session id -> the attached session, while in `sessions`
         self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
         self.recent = EndedSessions(RECENT_BYTES)  # the newest ended sessions' snapshots; the store has them all
         self.recorder = Recorder(paths.database, log=self._log, clock=clock, on_requeue_sessions=self._requeue)

@@ -337,6 +337,7 @@ class HookedSession:
             del self.agents[pid]
 
     spiller = None  # the agent's tool output never passes through loopwarden
+    counts_loops = True
     deadline: float | None = None
 
     @property

@@ -195,7 +195,7 @@ class ControlOperations(DaemonParts):
                 self.hooked.pop(old, None)
             session = self.hooked[kind.key_for(claude_id)] = kind(self._new_id(), event, config, sink=self.sink,
                                                                   clock=self.clock)
-            self.sessions[session.spec.id] = session
+            self.sessions[session.spec.id] = self.attached[session.spec.id] = session
             self._mark(session.spec.id)
             self._audit(who, session.spec.id, "attach", claude_id, None, "watching")
             self._tg.start_soon(self._run_session, session)
@@ -211,9 +211,8 @@ class ControlOperations(DaemonParts):
 
     async def op_hook_wait(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
-        found = self.sessions.get(await self._resolve(req.get("session")))
-        session = self.hooked.get(found.hook_key) if found is not None and found.hook_key is not None else None
-        if session is None or session is not found:
+        session = self.attached.get(await self._resolve(req.get("session")))
+        if session is None:
             raise RequestError("hook_wait needs an attached hook session")
         ticket = req.get("ticket")
         if not isinstance(ticket, int) or isinstance(ticket, bool):
@@ -358,7 +357,7 @@ class ControlOperations(DaemonParts):
         return {"session": session.spec.id, "message": verdict.message}
 
     async def op_reset(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        session = await self._live(req.get("session"))
+        session = await self._capable(req, "reset")
         counter = req.get("counter")
         if counter is not None and counter not in RESETTABLE:
             raise RequestError(f"unknown counter {str(counter)[:40]!r}; use one of {', '.join(sorted(RESETTABLE))}")

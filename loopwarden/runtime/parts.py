@@ -44,6 +44,7 @@ class DaemonParts:
     clock: Callable[[], float]
     sessions: dict[str, Supervised]  # live, and ended until stored
     hooked: dict[str, HookedSession]  # the agent's own session id -> its attached session
+    attached: dict[str, HookedSession]  # session id -> the attached session, while it is in `sessions`
     recent: EndedSessions  # the newest ended sessions' snapshots; the store has them all
     recorder: Recorder
     subscribers: list[Subscriber]

@@ -127,6 +127,7 @@ class SessionRegistry(DaemonParts):
                 self._mark(sid)  # the write failed: try again with the next round
                 continue
             session = self.sessions.pop(sid, None)
+            self.attached.pop(sid, None)
             self._proc_cache.pop(sid, None)
             self.recorder.forget(sid)
             if session is not None:

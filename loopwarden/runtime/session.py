@@ -683,6 +683,7 @@ class LiveSession:
         return [Claim(self.spec.id, root, "the agent", group=True)]
 
     hook_key: str | None = None  # launched, not attached by hooks
+    counts_loops = True
 
     def observe(self, table: ProcTable) -> None:
         """Remember the processes that left the group (see containment.py)."""

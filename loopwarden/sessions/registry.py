@@ -21,6 +21,7 @@ from .native import NativeAdapter
 from .plain import PlainAdapter
 
 GROUP = "loopwarden.adapters"
+ATTACHED = ("claude-code-hook", "codex-hook", "adopted")  # session kinds that are not launched, names taken too
 BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter,
                                                                    CodexAppServerAdapter)}
 
@@ -39,8 +40,11 @@ def discover() -> tuple[dict[str, type[Adapter]], list[Broken]]:
     found = dict(BUILTIN)
     broken: list[Broken] = []
     for point in entry_points(group=GROUP):
-        if point.name in BUILTIN:
+        if point.name in BUILTIN or point.name in ATTACHED:
             broken.append(Broken(point.name, point.value, "a built-in adapter has this name"))
+            continue
+        if point.name in found:
+            broken.append(Broken(point.name, point.value, "another package registered this name first"))
             continue
         try:
             cls = point.load()
@@ -49,6 +53,9 @@ def discover() -> tuple[dict[str, type[Adapter]], list[Broken]]:
             continue
         if not (isinstance(cls, type) and issubclass(cls, Adapter)):
             broken.append(Broken(point.name, point.value, "not a subclass of loopwarden.sessions.base.Adapter"))
+            continue
+        if cls.name != point.name:  # the class's name is what snapshots and the store record
+            broken.append(Broken(point.name, point.value, f"its class is named {cls.name!r}, not {point.name!r}"))
             continue
         found[point.name] = cls
     return found, broken

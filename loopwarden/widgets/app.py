@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
 from ..runtime.client import DaemonError
+from ..runtime.contract import NEEDS as CONTRACT_NEEDS
 from ..runtime.paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
@@ -30,7 +31,8 @@ from .keybar import KeyBar
 from .session_table import SORTS, SessionTable, needs_human, session_number
 
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
-NEEDS = {"approve": "hold", "approve_with_guidance": "hold", "deny": "hold", "grant": "inject", "inject": "inject"}
+_ACTION_NEEDS = {**CONTRACT_NEEDS, "approve_with_guidance": CONTRACT_NEEDS["approve"]}
+NEEDS = {action: need.name.lower() for action, need in _ACTION_NEEDS.items() if need.name}
 CANNOT = {"hold": "hold a call for a gate", "inject": "receive text"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
@@ -255,6 +257,12 @@ class ConsoleApp(App[None]):
         if action in NEEDS and self._incapable(self.target(), action):
             return None  # shown greyed out: the selected session cannot do it
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A greyed-out key says why instead of doing nothing (Textual does not run a disabled binding)."""
+        action = next((b.action for b in ACTION_KEYS if isinstance(b, Binding) and b.key == event.key), None)
+        if action in NEEDS and not isinstance(self.focused, Input) and self.screen.is_current:
+            self._capable(self.target(), action)
 
     @staticmethod
     def _incapable(snap: dict[str, Any] | None, action: str) -> str | None:

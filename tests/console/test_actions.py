@@ -285,8 +285,12 @@ async def test_keys_a_session_cannot_use_are_greyed_out_and_refused(lw: Harness)
         await until(pilot, lambda: app.check_action("inject", ()) is None, what="inject greyed out for plain")
         assert app.check_action("grant", ()) is None and app.check_action("kill", ()) is True
         assert cell(app, plain, "agent") == "command" and cell(app, native, "agent") == "native"
-        app.action_inject()  # the palette's path: refused with a reason, nothing sent
+        await pilot.press("i")  # a greyed key says why
         await until(pilot, lambda: any("cannot receive text" in n for n in app.notices), what="the refusal")
+        assert not isinstance(app.screen, AskText)
+        app.notices.clear()
+        app.action_inject()  # the palette's path: refused with a reason, nothing sent
+        await until(pilot, lambda: any("cannot receive text" in n for n in app.notices), what="the refusal again")
         assert not isinstance(app.screen, AskText)
         await select(pilot, app, native)
         await until(pilot, lambda: app.check_action("inject", ()) is True, what="inject enabled for native")

@@ -85,11 +85,16 @@ def test_pause_and_resume_stop_and_continue_the_process_group(lw: Harness) -> No
 def test_adopt_watches_a_foreign_process_and_enforces_its_runtime(lw: Harness) -> None:
     victim = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
     try:
-        proc = lw.cli("adopt", str(victim.pid), "--set", "limits.max_runtime=1s", "--set", "limits.kill_grace=0.2s")
+        proc = lw.cli("adopt", str(victim.pid), "--set", "limits.max_runtime=5s", "--set", "limits.kill_grace=0.2s")
         assert proc.returncode == 0, proc.stderr
         sid = proc.stdout.strip()
+        for args, refused in ((("reset", sid), "has no loop counters to reset"),
+                              (("inject", sid, "hi"), "(adopted) cannot receive text")):
+            out = lw.cli(*args)  # asked of what it can do, not of its kind; nothing is audited as done
+            assert out.returncode == 3 and refused in out.stderr, out.stderr
         snap = lw.wait_state(sid, "terminated")
         assert snap["termination"] == "max_runtime"
+        assert snap["agent"] == "process" and snap["capabilities"] == []
         assert victim.wait(10) == -signal.SIGTERM
     finally:
         if victim.poll() is None:
