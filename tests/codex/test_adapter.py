@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loopwarden.sessions import registry
@@ -131,7 +131,16 @@ _METHODS = st.sampled_from(["item/commandExecution/requestApproval", "item/fileC
                             "thread/tokenUsage/updated", "serverRequest/resolved", "item/tool/call", "x"])
 
 
+def _beyond_64_bits(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(_beyond_64_bits(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_beyond_64_bits(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 64)
+
+
 @settings(max_examples=300, deadline=None)
+@example(raws=[b'{"method":"","id":-9223372036854775809,"":null}'])  # an id past 64 bits: unreadable
 @given(st.lists(st.one_of(
     st.binary(max_size=200),
     st.builds(lambda m, i, p: json.dumps({"method": m, "id": i, "params": p}).encode(), _METHODS, _JSON, _JSON),
@@ -146,6 +155,8 @@ def test_no_line_crashes_the_adapter_and_every_request_is_answered(raws: list[by
         try:
             obj = json.loads(raw)
         except ValueError:
+            obj = None
+        if _beyond_64_bits(obj):  # orjson (and Codex, whose ids are i64) cannot read it: an unreadable line
             obj = None
         answered: list[object] = []
         for event in adapter.parse_stdout(raw, seq):
