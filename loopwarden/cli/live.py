@@ -16,7 +16,7 @@ from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
 from ..runtime.principal import EXPLANATION
-from ..supervisor.verdicts import FINAL_STATES, Termination, final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
                      profile_paths, shutdown_daemon)
@@ -36,7 +36,7 @@ def _state(snap: dict[str, Any]) -> str:
     state = str(snap.get("state") or "?")
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
-    if state == "exited" and snap.get("exit_code") is not None:
+    if state == SessionState.EXITED and snap.get("exit_code") is not None:
         return visible(f"exited({snap['exit_code']})")
     return visible(state)
 
@@ -49,7 +49,7 @@ def _ending(snap: dict[str, Any]) -> str:
     """How a session ended, in words."""
     if snap.get("termination_text"):
         return visible(str(snap["termination_text"]))
-    if snap.get("state") == "exited":
+    if snap.get("state") == SessionState.EXITED:
         code = snap.get("exit_code")
         if snap.get("failure"):
             return visible(f"exited with code {code}: {snap['failure']}")
@@ -208,7 +208,7 @@ def _print_record(kind: str | None, raw: dict[str, Any]) -> None:
         if data.get("rule") == "operator" and raw.get("message"):
             first_line = str(raw["message"]).split("\n", 1)[0]
             click.echo(f"        │ {visible(first_line)[:200]}")
-    elif kind == "session" and data.get("state") in ("gated",):
+    elif kind == "session" and data.get("state") == SessionState.GATED:
         gates = ", ".join(f"{data.get('id')}:{g}" for g in data.get("pending_gates") or [])
         click.echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
 

@@ -12,7 +12,7 @@ from ..sessions.base import Capability
 from ..supervisor.config import ConfigError, load_config
 from ..supervisor.gates import GateError
 from ..supervisor.health import RESETTABLE
-from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program
 from .codex_hooked import hooked_kind
@@ -185,13 +185,15 @@ class ControlOperations(DaemonParts):
         except ValueError as exc:
             raise RequestError(str(exc)) from None
         session = self.hooked.get(kind.key_for(claude_id))
-        if session is None or (session.final and (session.state != "terminated" or session.starts_afresh(event))):
+        over = session is not None and session.final
+        if session is None or (over and (session.state != SessionState.TERMINATED or session.starts_afresh(event))):
             try:
                 config = load_config(env=req.get("config_env") or {})
             except ConfigError as exc:
                 raise RequestError(str(exc)) from None
             ended = [k for k, s in self.hooked.items() if s.final]
-            for old in [k for k in ended if self.hooked[k].state != "terminated"] + ended[:-HOOKED_ENDED_KEPT]:
+            stale = [k for k in ended if self.hooked[k].state != SessionState.TERMINATED]
+            for old in stale + ended[:-HOOKED_ENDED_KEPT]:
                 self.hooked.pop(old, None)
             session = self.hooked[kind.key_for(claude_id)] = kind(self._new_id(), event, config, sink=self.sink,
                                                                   clock=self.clock)
@@ -401,7 +403,7 @@ class ControlOperations(DaemonParts):
         note = request_note(req)
         warning = await self._audited(who, session.spec.id, "kill", None, note, "stopping", stops=True)
         self._tg.start_soon(session.kill, note)
-        return _warned({"session": session.spec.id, "state": "stopping"}, warning)
+        return _warned({"session": session.spec.id, "state": SessionState.STOPPING}, warning)
 
     async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         await self._flush()

@@ -12,11 +12,11 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..supervisor.config import format_duration
-from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.verdicts import FINAL_STATES, SessionState
+from .session_table import STATE_STYLE
 from .stream import VERDICT_STYLE
 
-STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
-               "exited": "dim", "terminated": "red", "lost": "red", "starting": "cyan"}
+
 
 
 def level_style(ratio: float) -> str:
@@ -43,7 +43,7 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     top.add_column(style="dim", no_wrap=True)
     top.add_column()
     ended = f" ({snap['termination']})" if snap.get("termination") else \
-        f" (exit {snap.get('exit_code')})" if state == "exited" else ""
+        f" (exit {snap.get('exit_code')})" if state == SessionState.EXITED else ""
     top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), ended))
     limit = snap.get("max_runtime") or 0
     elapsed = snap.get("runtime") or 0

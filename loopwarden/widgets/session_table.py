@@ -18,7 +18,7 @@ from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from ..supervisor.config import format_duration
-from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("runtime", "RUNTIME"), ("calls", "CALLS"),
@@ -27,8 +27,10 @@ COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("runtime", "RUNT
            ("adapter", "ADAPTER"))
 # most telling first: at 80 columns the table shows up to the gates, the rest scrolls into view
 
-STATE_STYLE = {"running": "green", "gated": "bold magenta", "paused": "yellow", "stopping": "yellow",
-               "exited": "dim", "terminated": "red", "lost": "red", "starting": "cyan"}
+STATE_STYLE: dict[str, str] = {
+    SessionState.RUNNING: "green", SessionState.GATED: "bold magenta", SessionState.PAUSED: "yellow",
+    SessionState.STOPPING: "yellow", SessionState.EXITED: "dim", SessionState.TERMINATED: "red",
+    SessionState.LOST: "red", SessionState.STARTING: "cyan"}
 
 
 def session_number(sid: str) -> int:
@@ -85,7 +87,8 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "validation": counter_text(snap, "validation"),
         "loop": counter_text(snap, "loop"),
         "gates": Text(str(gates), style="bold magenta" if gates else "dim"),
-        "reason": Text(str(snap.get("termination") or (f"exit {snap.get('exit_code')}" if state == "exited" else ""))),
+        "reason": Text(str(snap.get("termination")
+                           or (f"exit {snap.get('exit_code')}" if state == SessionState.EXITED else ""))),
         "usage": Text(usage_text(snap)),
         "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
