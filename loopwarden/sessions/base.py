@@ -51,6 +51,7 @@ class Adapter:
     def __init__(self) -> None:
         self.handshake = False
         self.failure: str | None = None  # why the agent's work failed though its process exits 0 (its model died)
+        self.cwd: str | None = None  # the session's working directory, set by the runtime before start_lines
 
     @property
     def can_veto(self) -> bool:
@@ -77,6 +78,12 @@ class Adapter:
         if not words:
             raise ValueError("no command given; put it after --, e.g. loopwarden run -- python agent.py")
         return list(words)
+
+    @classmethod
+    def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
+        """Environment variables to add for `command` (launch_command's result) on top of the user's `env`,
+        started in `cwd`; `loopwarden run` and the console's launch dialog add them to the session's spec."""
+        return {}
 
     def command(self, argv: list[str]) -> list[str]:
         return list(argv)
