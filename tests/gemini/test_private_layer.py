@@ -1,0 +1,90 @@
+"""Gemini's private layer (`loopwarden.sessions.acp_gemini`) with the real Gemini CLI over ACP, no loopwarden
+in between: without it safe commands never ask; with it every call asks, and a rejection reaches the model."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from loopwarden.sessions import acp_gemini
+from tests.gemini.acp_client import AcpClient
+from tests.gemini.fake_gemini import FakeGemini, call, function_responses, run, say
+from tests.gemini.gemini_home import gemini_env
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def launch(gemini_bin: str, home: Path, fake: FakeGemini, tmp_path: Path, *args: str) -> AcpClient:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return AcpClient([gemini_bin, "--acp", *args], gemini_env(home, fake.url), work, tmp_path / "gemini.err")
+
+
+def test_the_policy_file_is_private_and_rewritten_only_when_it_changed(tmp_path: Path) -> None:
+    path = acp_gemini.write_policy(tmp_path / "data")
+    assert path.parent == tmp_path / "data" / "gemini" and path.read_text() == acp_gemini.POLICY
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700 and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    before = os.stat(path).st_mtime_ns
+    assert acp_gemini.write_policy(tmp_path / "data") == path and os.stat(path).st_mtime_ns == before
+    path.write_text("edited")
+    assert acp_gemini.write_policy(tmp_path / "data").read_text() == acp_gemini.POLICY
+
+
+def test_the_options_keep_what_the_user_already_has(tmp_path: Path) -> None:
+    policy = Path("/data/gemini/p.toml")
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text('{"adminPolicyPaths": ["/opt/own.toml"]}')
+    env = {"HOME": str(home), "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    assert acp_gemini.gemini_args(policy, env, system_policies=False) == [
+        "--admin-policy", "/opt/own.toml", "--admin-policy", str(policy)]
+    # system policies make Gemini ignore --admin-policy: the user tier, beside the user's own policies
+    assert acp_gemini.gemini_args(policy, env, system_policies=True) == [
+        "--policy", str(home / ".gemini" / "policies"), "--policy", str(policy)]
+    args, extra_env = acp_gemini.gemini_layer(tmp_path / "data", env)
+    assert args[-2:] == ["--admin-policy", str(tmp_path / "data" / "gemini" / acp_gemini.POLICY_NAME)] or \
+        acp_gemini.system_policies_present()
+    assert extra_env == {"GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def test_without_the_layer_safe_commands_never_ask(gemini_bin: str, gemini_home: Path, fake_gemini: FakeGemini,
+                                                   tmp_path: Path) -> None:
+    fake_gemini.play([run("echo hi"), say("done")])
+    client = launch(gemini_bin, gemini_home, fake_gemini, tmp_path)
+    try:
+        session = client.start_session(tmp_path / "work")
+        assert client.prompt(session, "say hi")["stopReason"] == "end_turn"
+    finally:
+        assert client.close() == 0
+    assert client.permissions == []
+    [response] = function_responses(fake_gemini.requests()[1])
+    assert "Output: hi" in response["response"]["output"]
+
+
+def test_with_the_layer_every_call_asks_and_a_rejection_reaches_the_model(
+        gemini_bin: str, gemini_home: Path, fake_gemini: FakeGemini, tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("alpha\n")
+    commands = ["echo hi", "ls", "cat notes.txt", "grep alpha notes.txt", "echo a && ls | grep n"]
+    fake_gemini.play([*map(run, commands), call("read_file", file_path="notes.txt"),
+                      call("list_directory", dir_path="."), say("done")])
+    args, extra = acp_gemini.gemini_layer(tmp_path / "data", {"HOME": str(gemini_home)})
+    client = launch(gemini_bin, gemini_home, fake_gemini, tmp_path, *args)
+    client.answer_kind = "reject_once"
+    try:
+        session = client.start_session(tmp_path / "work")
+        assert client.prompt(session, "look around")["stopReason"] == "end_turn"
+    finally:
+        assert client.close() == 0
+    asked = [p["toolCall"] for p in client.permissions]
+    assert [t["title"] for t in asked[:5]] == commands and len(asked) == 7
+    assert {t["kind"] for t in asked[:5]} == {"execute"}
+    assert "rawInput" not in asked[0]  # the thin stream: the command is only in the title
+    told = [function_responses(body)[-1] for body in fake_gemini.requests()[1:]]
+    assert [t["name"] for t in told] == ["run_shell_command"] * 5 + ["read_file", "list_directory"]
+    assert told[0]["response"] == {"error": 'Tool "run_shell_command" was canceled by the user.'}
+    assert not client.updates("tool_call"), "a rejected call left no tool_call update"
+    assert extra == {"GEMINI_CLI_NO_RELAUNCH": "true"}
