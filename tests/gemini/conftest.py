@@ -1,4 +1,4 @@
-"""Fixtures for Gemini tests: the real Gemini CLI, the fake Gemini API, a private HOME."""
+"""Fixtures for Gemini tests: the real Gemini CLI, the fake Gemini API, a private HOME, a real daemon."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from loopwarden.runtime.paths import default_paths
+from loopwarden.sessions import acp_gemini
 from tests.gemini.fake_gemini import FakeGemini, fake_gemini  # noqa: F401
-from tests.gemini.gemini_home import write_gemini_home
+from tests.gemini.gemini_home import gemini_env, write_gemini_home
+from tests.live.live_harness import Harness, lw  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +30,18 @@ def gemini_bin() -> str:
 def gemini_home(tmp_path: Path) -> Path:
     """A private HOME with offline Gemini settings."""
     return write_gemini_home(tmp_path / "gemini-home")
+
+
+@pytest.fixture
+def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,  # noqa: F811
+       tmp_path: Path) -> Harness:
+    """The harness, set up so `loopwarden run` starts the real Gemini CLI on the fake API, with a private
+    HOME and a working directory of its own."""
+    work = tmp_path / "work"
+    work.mkdir()
+    lw.env.update(gemini_env(gemini_home, fake_gemini.url))
+    layer, _ = acp_gemini.gemini_layer(default_paths(lw.env).data, lw.env)
+    lw.launch = ["--adapter", "acp"]  # type: ignore[attr-defined]
+    lw.agent_words = [gemini_bin, "--acp", *layer, "--"]  # type: ignore[attr-defined]
+    lw.work = work  # type: ignore[attr-defined]
+    return lw
