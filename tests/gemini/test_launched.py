@@ -21,6 +21,7 @@ from tests.gemini.fake_gemini import (
     calls_made,
     function_calls,
     function_responses,
+    http_error,
     run,
     say,
     user_texts,
@@ -179,3 +180,14 @@ def test_the_wall_clock_limit_holds_while_the_model_keeps_going(gm: Harness, fak
     assert 4.0 <= snap["runtime"] < 4.0 + 5.0
     assert len(of_kind(gm, sid, "tool_call")) >= 3
     assert not group_alive(snap["pid"]) and not processes_with(str(gm.home))
+
+
+def test_http_500_ends_the_session_with_its_reason(gm: Harness, fake_gemini: FakeGemini) -> None:
+    fake_gemini.play([http_error(500)])  # the test HOME allows one attempt: no retries with backoff
+    sid = start(gm, "fail please")
+    snap = gm.wait_state(sid, "exited", "terminated", timeout=30)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 1), snap
+    assert "fake server error 500" in snap["failure"] and len(fake_gemini.requests()) == 1
+    [error] = of_kind(gm, sid, "error")
+    assert error["message"].startswith("acp: session/prompt failed:")
+    assert not group_alive(snap["pid"])
