@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from loopwarden.runtime.paths import private_dir
+from loopwarden.runtime.paths import default_paths, private_dir
 
 POLICY_NAME = "loopwarden-ask-every-call.toml"
-NO_RELAUNCH = "GEMINI_CLI_NO_RELAUNCH"  # without it the gemini pid is a wrapper that ignores SIGTERM
 SYSTEM_POLICIES = Path("/etc/gemini-cli/policies")
 
 POLICY = """\
@@ -66,13 +66,13 @@ def system_policies_present(folder: Path = SYSTEM_POLICIES) -> bool:
         return False
 
 
-def _settings_paths(env: dict[str, str]) -> list[Path]:
+def _settings_paths(env: Mapping[str, str]) -> list[Path]:
     system = env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or "/etc/gemini-cli/settings.json"
     home = env.get("HOME") or os.path.expanduser("~")
     return [Path(system), Path(home) / ".gemini" / "settings.json"]
 
 
-def configured_admin_paths(env: dict[str, str]) -> list[str]:
+def configured_admin_paths(env: Mapping[str, str]) -> list[str]:
     """The `adminPolicyPaths` of the system and user settings, which `--admin-policy` would replace."""
     out: list[str] = []
     for path in _settings_paths(env):
@@ -86,7 +86,7 @@ def configured_admin_paths(env: dict[str, str]) -> list[str]:
     return out
 
 
-def gemini_args(policy: Path, env: dict[str, str], *, system_policies: bool | None = None) -> list[str]:
+def gemini_args(policy: Path, env: Mapping[str, str], *, system_policies: bool | None = None) -> list[str]:
     """The Gemini options that load `policy` on top of what the user already has."""
     if system_policies is None:
         system_policies = system_policies_present()
@@ -99,6 +99,13 @@ def gemini_args(policy: Path, env: dict[str, str], *, system_policies: bool | No
     return args
 
 
-def gemini_layer(data_dir: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """The options to add to Gemini's command line and the environment to add, for one launch."""
-    return gemini_args(write_policy(data_dir), env), {NO_RELAUNCH: "true"}
+def layer_args(env: Mapping[str, str]) -> list[str]:
+    """The Gemini options of the private layer for one launch, the policy file written first under the data
+    directory of loopwarden's profile in `env` (LOOPWARDEN_HOME, else the user's). Raises ValueError (one
+    line) when that directory cannot be written safely."""
+    data = default_paths(dict(env)).data
+    try:
+        policy = write_policy(data)
+    except OSError as exc:
+        raise ValueError(f"cannot write Gemini's policy file under {data / 'gemini'}: {exc}") from None
+    return gemini_args(policy, env)

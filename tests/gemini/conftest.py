@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from loopwarden.runtime.paths import default_paths
 from loopwarden.sessions import acp_gemini
 from tests.gemini.fake_gemini import FakeGemini, fake_gemini  # noqa: F401
 from tests.gemini.gemini_home import gemini_env, write_gemini_home
@@ -40,7 +39,7 @@ def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,
     work = tmp_path / "work"
     work.mkdir()
     lw.env.update(gemini_env(gemini_home, fake_gemini.url))
-    layer, _ = acp_gemini.gemini_layer(default_paths(lw.env).data, lw.env)
+    layer = acp_gemini.layer_args(lw.env)
     lw.launch = ["--adapter", "acp"]  # type: ignore[attr-defined]
     lw.agent_words = [gemini_bin, "--acp", *layer, "--"]  # type: ignore[attr-defined]
     lw.work = work  # type: ignore[attr-defined]

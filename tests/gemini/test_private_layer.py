@@ -44,10 +44,17 @@ def test_the_options_keep_what_the_user_already_has(tmp_path: Path) -> None:
     # system policies make Gemini ignore --admin-policy: the user tier, beside the user's own policies
     assert acp_gemini.gemini_args(policy, env, system_policies=True) == [
         "--policy", str(home / ".gemini" / "policies"), "--policy", str(policy)]
-    args, extra_env = acp_gemini.gemini_layer(tmp_path / "data", env)
-    assert args[-2:] == ["--admin-policy", str(tmp_path / "data" / "gemini" / acp_gemini.POLICY_NAME)] or \
-        acp_gemini.system_policies_present()
-    assert extra_env == {"GEMINI_CLI_NO_RELAUNCH": "true"}
+    args = acp_gemini.layer_args({**env, "LOOPWARDEN_HOME": str(tmp_path / "lw")})
+    policy = tmp_path / "lw" / "data" / "gemini" / acp_gemini.POLICY_NAME
+    assert args[-2:] == ["--admin-policy", str(policy)] or acp_gemini.system_policies_present()
+    assert policy.read_text() == acp_gemini.POLICY
+
+
+def test_an_unsafe_data_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "lw" / "data").mkdir(parents=True)
+    (tmp_path / "lw" / "data" / "gemini").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match=r"cannot write Gemini's policy file under .*is not a plain directory"):
+        acp_gemini.layer_args({"LOOPWARDEN_HOME": str(tmp_path / "lw"), "HOME": str(tmp_path)})
 
 
 def test_without_the_layer_safe_commands_never_ask(gemini_bin: str, gemini_home: Path, fake_gemini: FakeGemini,
@@ -71,7 +78,7 @@ def test_with_the_layer_every_call_asks_and_a_rejection_reaches_the_model(
     commands = ["echo hi", "ls", "cat notes.txt", "grep alpha notes.txt", "echo a && ls | grep n"]
     fake_gemini.play([*map(run, commands), call("read_file", file_path="notes.txt"),
                       call("list_directory", dir_path="."), say("done")])
-    args, extra = acp_gemini.gemini_layer(tmp_path / "data", {"HOME": str(gemini_home)})
+    args = acp_gemini.layer_args({"HOME": str(gemini_home), "LOOPWARDEN_HOME": str(tmp_path / "lw")})
     client = launch(gemini_bin, gemini_home, fake_gemini, tmp_path, *args)
     client.answer_kind = "reject_once"
     try:
@@ -87,4 +94,3 @@ def test_with_the_layer_every_call_asks_and_a_rejection_reaches_the_model(
     assert [t["name"] for t in told] == ["run_shell_command"] * 5 + ["read_file", "list_directory"]
     assert told[0]["response"] == {"error": 'Tool "run_shell_command" was canceled by the user.'}
     assert not client.updates("tool_call"), "a rejected call left no tool_call update"
-    assert extra == {"GEMINI_CLI_NO_RELAUNCH": "true"}
