@@ -39,7 +39,7 @@ def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,
     work = tmp_path / "work"
     work.mkdir()
     lw.env.update(gemini_env(gemini_home, fake_gemini.url))
-    layer = acp_gemini.layer_args(lw.env)
+    layer = acp_gemini.layer_args(lw.env, str(work))
     lw.launch = ["--adapter", "acp"]  # type: ignore[attr-defined]
     lw.agent_words = [gemini_bin, "--acp", *layer, "--"]  # type: ignore[attr-defined]
     lw.work = work  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,14 +24,38 @@ def launch(gemini_bin: str, home: Path, fake: FakeGemini, tmp_path: Path, *args:
     return AcpClient([gemini_bin, "--acp", *args], gemini_env(home, fake.url), work, tmp_path / "gemini.err")
 
 
-def test_the_policy_file_is_private_and_rewritten_only_when_it_changed(tmp_path: Path) -> None:
-    path = acp_gemini.write_policy(tmp_path / "data")
-    assert path.parent == tmp_path / "data" / "gemini" and path.read_text() == acp_gemini.POLICY
+def test_the_policy_file_is_private_and_named_after_its_content(tmp_path: Path) -> None:
+    text = acp_gemini.policy_text([])
+    path = acp_gemini.write_policy(tmp_path / "data", text)
+    assert path.parent == tmp_path / "data" / "gemini" and path.read_text() == text
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700 and stat.S_IMODE(os.stat(path).st_mode) == 0o600
     before = os.stat(path).st_mtime_ns
-    assert acp_gemini.write_policy(tmp_path / "data") == path and os.stat(path).st_mtime_ns == before
-    path.write_text("edited")
-    assert acp_gemini.write_policy(tmp_path / "data").read_text() == acp_gemini.POLICY
+    assert acp_gemini.write_policy(tmp_path / "data", text) == path and os.stat(path).st_mtime_ns == before
+    other = acp_gemini.write_policy(tmp_path / "data", text + "# more\n")
+    assert other != path and path.read_text() == text
+
+
+def test_the_user_and_project_deny_rules_are_copied_above_the_asks(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".gemini" / "policies").mkdir(parents=True)
+    (work / ".gemini" / "policies").mkdir(parents=True)
+    (home / ".gemini" / "policies" / "mine.toml").write_text(
+        '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = ["rm", "git push"]\ndecision = "deny"\n'
+        'priority = 10\ndenyMessage = "no \\"rm\\" here"\n'
+        '[[rule]]\ntoolName = "read_file"\ndecision = "allow"\npriority = 10\n')
+    (work / ".gemini" / "policies" / "project.toml").write_text(
+        '[[rule]]\ntoolName = "write_file"\nargsPattern = "secret"\ndecision = "deny"\npriority = 5\n'
+        'toolAnnotations = { readOnlyHint = false }\n')
+    (work / ".gemini" / "policies" / "broken.toml").write_text("[[rule]\n")
+    denies = acp_gemini.deny_rules(acp_gemini.policy_dirs({"HOME": str(home)}, str(work)))
+    assert [r["toolName"] for r, _ in denies] == ["run_shell_command", "write_file"]
+    rules = tomllib.loads(acp_gemini.policy_text(denies))["rule"]
+    assert [(r["toolName"], r["decision"], r["priority"]) for r in rules] == [
+        ("exit_plan_mode", "deny", 999), ("run_shell_command", "deny", 999), ("write_file", "deny", 999),
+        ("run_shell_command", "ask_user", 997), ("*", "ask_user", 996)]
+    assert rules[1]["commandPrefix"] == ["rm", "git push"] and rules[1]["denyMessage"] == 'no "rm" here'
+    assert rules[2]["toolAnnotations"] == {"readOnlyHint": False}
+    assert all(r["modes"] == ["default", "autoEdit", "yolo"] for r in rules[3:]), "plan mode is left to Gemini"
 
 
 def test_the_options_keep_what_the_user_already_has(tmp_path: Path) -> None:
@@ -45,9 +70,9 @@ def test_the_options_keep_what_the_user_already_has(tmp_path: Path) -> None:
     assert acp_gemini.gemini_args(policy, env, system_policies=True) == [
         "--policy", str(home / ".gemini" / "policies"), "--policy", str(policy)]
     args = acp_gemini.layer_args({**env, "LOOPWARDEN_HOME": str(tmp_path / "lw")})
-    policy = tmp_path / "lw" / "data" / "gemini" / acp_gemini.POLICY_NAME
-    assert args[-2:] == ["--admin-policy", str(policy)] or acp_gemini.system_policies_present()
-    assert policy.read_text() == acp_gemini.POLICY
+    assert args[-2:] == ["--admin-policy", args[-1]] or acp_gemini.system_policies_present()
+    policy = Path(args[-1])
+    assert policy.parent == tmp_path / "lw" / "data" / "gemini" and policy.read_text() == acp_gemini.policy_text([])
 
 
 def test_an_unsafe_data_directory_is_a_one_line_error(tmp_path: Path) -> None:
@@ -78,7 +103,8 @@ def test_with_the_layer_every_call_asks_and_a_rejection_reaches_the_model(
     commands = ["echo hi", "ls", "cat notes.txt", "grep alpha notes.txt", "echo a && ls | grep n"]
     fake_gemini.play([*map(run, commands), call("read_file", file_path="notes.txt"),
                       call("list_directory", dir_path="."), say("done")])
-    args = acp_gemini.layer_args({"HOME": str(gemini_home), "LOOPWARDEN_HOME": str(tmp_path / "lw")})
+    args = acp_gemini.layer_args({"HOME": str(gemini_home), "LOOPWARDEN_HOME": str(tmp_path / "lw")},
+                                 str(tmp_path / "work"))
     client = launch(gemini_bin, gemini_home, fake_gemini, tmp_path, *args)
     client.answer_kind = "reject_once"
     try:
@@ -94,3 +120,23 @@ def test_with_the_layer_every_call_asks_and_a_rejection_reaches_the_model(
     assert [t["name"] for t in told] == ["run_shell_command"] * 5 + ["read_file", "list_directory"]
     assert told[0]["response"] == {"error": 'Tool "run_shell_command" was canceled by the user.'}
     assert not client.updates("tool_call"), "a rejected call left no tool_call update"
+
+
+def test_with_the_layer_the_users_own_deny_still_wins(gemini_bin: str, gemini_home: Path, fake_gemini: FakeGemini,
+                                                      tmp_path: Path) -> None:
+    (gemini_home / ".gemini" / "policies").mkdir()
+    (gemini_home / ".gemini" / "policies" / "mine.toml").write_text(
+        '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "rm"\ndecision = "deny"\npriority = 10\n'
+        'denyMessage = "DENIED-BY-USER"\n')
+    fake_gemini.play([run("rm -f nothing"), run("echo hi"), say("done")])
+    args = acp_gemini.layer_args({"HOME": str(gemini_home), "LOOPWARDEN_HOME": str(tmp_path / "lw")},
+                                 str(tmp_path / "work"))
+    client = launch(gemini_bin, gemini_home, fake_gemini, tmp_path, *args)
+    try:
+        session = client.start_session(tmp_path / "work")
+        assert client.prompt(session, "clean up")["stopReason"] == "end_turn"
+    finally:
+        assert client.close() == 0
+    assert [p["toolCall"]["title"] for p in client.permissions] == ["echo hi"], "the denied rm was never asked"
+    [denied] = function_responses(fake_gemini.requests()[1])
+    assert denied["response"] == {"error": 'Tool execution for "Shell" denied by policy.'}
