@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from loopwarden.sessions import acp_agents
+from loopwarden.sessions import acp_agents, acp_gemini
 from loopwarden.sessions.acp import AcpAdapter
 from loopwarden.widgets.dialogs import Launch
 from tests.acp.helpers import FAKE, report
@@ -37,9 +37,12 @@ def test_the_binary_comes_from_the_override_then_path_then_the_project_folder(tm
     assert claude.find({"PATH": "", acp_agents.ENV_AGENTS_DIR: str(tmp_path / "agents")}) == npm_bin
 
 
-def test_shortcut_words_and_one_line_errors() -> None:
-    env = {"LOOPWARDEN_GEMINI": "/x/gemini", "PATH": ""}
-    assert acp_agents.shortcut_words("gemini", ["fix", "it"], env, "/w") == ["/x/gemini", "--acp", "--", "fix", "it"]
+def test_shortcut_words_and_one_line_errors(tmp_path: Path) -> None:
+    env = {"LOOPWARDEN_GEMINI": "/x/gemini", "PATH": "", "LOOPWARDEN_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    words = acp_agents.shortcut_words("gemini", ["fix", "it"], env, "/w")
+    # Gemini's layer: its policy file in loopwarden's data dir (sessions/acp_gemini.py)
+    assert words == ["/x/gemini", "--acp", *acp_gemini.gemini_args(Path(words[-4]), env), "--", "fix", "it"]
+    assert Path(words[-4]).parent == tmp_path / "data" / "gemini"
     with pytest.raises(ValueError, match="unknown ACP agent 'nope'"):
         acp_agents.shortcut_words("nope", ["go"], env, "/w")
     with pytest.raises(ValueError, match=r"cannot find opencode.*LOOPWARDEN_OPENCODE") as info:
@@ -65,7 +68,8 @@ def test_run_agent_gemini_starts_the_override_with_acp_and_its_environment(acp: 
     snap = acp.wait_state(done.stdout.strip(), "exited", "terminated", timeout=30)
     assert (snap["state"], snap["adapter"], snap["exit_code"]) == ("exited", "acp", 0), snap
     [new] = [r for r in report(acp) if "session_new" in r]
-    assert new["argv"] == ["--acp"] and new["no_relaunch"] == "true"
+    assert new["argv"][0] == "--acp" and new["argv"][1] in ("--admin-policy", "--policy")  # the layer
+    assert new["no_relaunch"] == "true"
     assert new["session_new"]["cwd"] == str(acp.work)  # type: ignore[attr-defined]
     assert (acp.work / "held-marker").exists()  # type: ignore[attr-defined]
 

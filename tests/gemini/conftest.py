@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from loopwarden.sessions import acp_gemini
+from tests.agents import npm_agents
 from tests.gemini.fake_gemini import FakeGemini, fake_gemini  # noqa: F401
 from tests.gemini.gemini_home import gemini_env, write_gemini_home
 from tests.live.live_harness import Harness, lw  # noqa: F401
 
 
 @pytest.fixture(scope="session")
-def gemini_bin() -> str:
-    """The real Gemini CLI; the test is skipped, saying why, when it cannot be had."""
-    chosen = os.environ.get("LOOPWARDEN_TEST_GEMINI")
-    if chosen:
-        return chosen
-    if shutil.which("npm") is None:
-        pytest.skip("npm is missing: the Gemini CLI tests need node and npm to install @google/gemini-cli")
-    pytest.skip("set LOOPWARDEN_TEST_GEMINI to a gemini 0.61.0 binary")
+def gemini_bin(npm_agents_root: Path) -> str:
+    """The real Gemini CLI 0.61.0 from the project's npm folder (installed on first use; skipped without npm)."""
+    path = npm_agents.gemini_bin(npm_agents_root)
+    assert path, f"no gemini in {npm_agents_root}/node_modules/.bin after the install"
+    return path
 
 
 @pytest.fixture
@@ -34,13 +29,11 @@ def gemini_home(tmp_path: Path) -> Path:
 @pytest.fixture
 def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,  # noqa: F811
        tmp_path: Path) -> Harness:
-    """The harness, set up so `loopwarden run` starts the real Gemini CLI on the fake API, with a private
-    HOME and a working directory of its own."""
+    """The harness, set up so `loopwarden run --agent gemini` starts the real Gemini CLI on the fake API,
+    with a private HOME and a working directory of its own."""
     work = tmp_path / "work"
     work.mkdir()
     lw.env.update(gemini_env(gemini_home, fake_gemini.url))
-    layer = acp_gemini.layer_args(lw.env, str(work))
-    lw.launch = ["--adapter", "acp"]  # type: ignore[attr-defined]
-    lw.agent_words = [gemini_bin, "--acp", *layer, "--"]  # type: ignore[attr-defined]
+    lw.env["LOOPWARDEN_GEMINI"] = gemini_bin
     lw.work = work  # type: ignore[attr-defined]
     return lw

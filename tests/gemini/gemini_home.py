@@ -27,6 +27,7 @@ def write_gemini_home(home: Path, **settings: object) -> Path:
 
 
 def gemini_env(home: Path, base_url: str, **extra: str) -> dict[str, str]:
-    """The whole environment of an offline Gemini: PATH, the private HOME, a dummy key, the fake's URL."""
+    """The whole environment of an offline Gemini: PATH, the private HOME, a dummy key, the fake's URL
+    (GEMINI_CLI_NO_RELAUNCH is loopwarden's to add, or the caller's)."""
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "GEMINI_API_KEY": "dummy",
-            "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_CLI_NO_RELAUNCH": "true", **extra}
+            "GOOGLE_GEMINI_BASE_URL": base_url, **extra}

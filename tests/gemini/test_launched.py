@@ -35,12 +35,11 @@ CANCELED = {"error": 'Tool "run_shell_command" was canceled by the user.'}
 
 def start(gm: Harness, prompt: str, sets: tuple[str, ...] = ()) -> str:
     """`loopwarden run -d --agent gemini [--set ...] -- PROMPT` in the test's work dir."""
-    args = ["run", "--detach", *gm.launch, "--name", "gm"]  # type: ignore[attr-defined]
+    args = ["run", "--detach", "--agent", "gemini", "--name", "gm"]
     for s in sets:
         args += ["--set", s]
-    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", *gm.agent_words, prompt],  # type: ignore[attr-defined]
-                          env=gm.env, cwd=gm.work, capture_output=True, text=True, timeout=60,  # type: ignore[attr-defined]
-                          check=False)
+    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", prompt], env=gm.env, cwd=gm.work,  # type: ignore[attr-defined]
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(90)
 def launch(gemini_bin: str, home: Path, fake: FakeGemini, tmp_path: Path, *args: str) -> AcpClient:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return AcpClient([gemini_bin, "--acp", *args], gemini_env(home, fake.url), work, tmp_path / "gemini.err")
+    env = gemini_env(home, fake.url, GEMINI_CLI_NO_RELAUNCH="true")
+    return AcpClient([gemini_bin, "--acp", *args], env, work, tmp_path / "gemini.err")
 
 
 def test_the_policy_file_is_private_and_named_after_its_content(tmp_path: Path) -> None:
