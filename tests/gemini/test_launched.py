@@ -190,3 +190,14 @@ def test_http_500_ends_the_session_with_its_reason(gm: Harness, fake_gemini: Fak
     [error] = of_kind(gm, sid, "error")
     assert error["message"].startswith("acp: session/prompt failed:")
     assert not group_alive(snap["pid"])
+
+
+def test_a_dead_model_server_is_ended_by_the_wall_clock_limit(gm: Harness, fake_gemini: FakeGemini) -> None:
+    # Gemini keeps retrying a refused connection (past 45 s, even with one attempt allowed) and says
+    # nothing meanwhile: no failure reaches loopwarden, so max_runtime ends the session
+    fake_gemini.stop()
+    sid = start(gm, "nobody answers", sets=("limits.max_runtime=3s",))
+    snap = gm.wait_state(sid, "exited", "terminated", timeout=45)
+    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
+    assert not of_kind(gm, sid, "tool_call")
+    assert gone(snap["pid"]) and not group_alive(snap["pid"]) and not processes_with(str(gm.home))
