@@ -50,8 +50,8 @@ def test_shortcut_words_and_one_line_errors(tmp_path: Path) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_a_known_agent_gets_its_environment_whoever_typed_its_command() -> None:
-    env: dict[str, str] = {"PATH": ""}
+def test_a_known_agent_gets_its_environment_whoever_typed_its_command(tmp_path: Path) -> None:
+    env: dict[str, str] = {"PATH": "", "LOOPWARDEN_HOME": str(tmp_path)}  # Gemini's layer writes its policy there
     assert AcpAdapter.launch_env(["/opt/bin/gemini", "--acp", "--", "go"], env, "/w") == {
         "GEMINI_CLI_NO_RELAUNCH": "true"}
     assert AcpAdapter.launch_env(["node", "/n/claude-agent-acp/dist/index.js", "--", "go"], env, "/w") == {}
@@ -84,6 +84,7 @@ async def test_the_launch_dialog_offers_the_known_agents(acp: Harness, tmp_path:
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     fake = script(tmp_path / "gemini", f'FAKE_ACP_MODE=once exec "{PY}" "{FAKE}" "$@"')
     monkeypatch.setenv("LOOPWARDEN_GEMINI", fake)
+    monkeypatch.setenv("LOOPWARDEN_HOME", str(acp.home))  # where Gemini's layer writes its policy file
     monkeypatch.setenv("FAKE_ACP_REPORT", str(acp.report))  # type: ignore[attr-defined]
     monkeypatch.chdir(acp.work)  # type: ignore[attr-defined]
     app = RecordingConsole(acp.paths, autostart=False)
