@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import acp_gemini
+
 PROJECT_AGENTS = Path(__file__).resolve().parents[2] / ".agents"  # npm --prefix folder, git-ignored
 ENV_AGENTS_DIR = "LOOPWARDEN_AGENTS_DIR"  # another npm prefix folder to look in
 
@@ -35,9 +37,9 @@ class Layer:
 
 
 def gemini_layer(env: Mapping[str, str], cwd: str) -> Layer:
-    """Gemini CLI's private configuration that makes it ask for every call (a policy file with
-    `decision = "ask_user"` for each tool, under a private $HOME/.gemini). Filled by the Gemini work."""
-    return Layer()
+    """Gemini CLI's private configuration that makes it ask for every call: a policy file in loopwarden's
+    data directory, given with `--admin-policy` (sessions/acp_gemini.py, docs/gemini.md)."""
+    return Layer(args=acp_gemini.layer_args(env, cwd))
 
 
 def claude_acp_layer(env: Mapping[str, str], cwd: str) -> Layer:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from loopwarden.sessions import acp_agents
+from loopwarden.sessions import acp_agents, acp_gemini
 from loopwarden.sessions.acp import AcpAdapter
 from loopwarden.widgets.dialogs import Launch
 from tests.acp.helpers import FAKE, report
@@ -37,9 +37,12 @@ def test_the_binary_comes_from_the_override_then_path_then_the_project_folder(tm
     assert claude.find({"PATH": "", acp_agents.ENV_AGENTS_DIR: str(tmp_path / "agents")}) == npm_bin
 
 
-def test_shortcut_words_and_one_line_errors() -> None:
-    env = {"LOOPWARDEN_GEMINI": "/x/gemini", "PATH": ""}
-    assert acp_agents.shortcut_words("gemini", ["fix", "it"], env, "/w") == ["/x/gemini", "--acp", "--", "fix", "it"]
+def test_shortcut_words_and_one_line_errors(tmp_path: Path) -> None:
+    env = {"LOOPWARDEN_GEMINI": "/x/gemini", "PATH": "", "LOOPWARDEN_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    words = acp_agents.shortcut_words("gemini", ["fix", "it"], env, "/w")
+    # Gemini's layer: its policy file in loopwarden's data dir (sessions/acp_gemini.py)
+    assert words == ["/x/gemini", "--acp", *acp_gemini.gemini_args(Path(words[-4]), env), "--", "fix", "it"]
+    assert Path(words[-4]).parent == tmp_path / "data" / "gemini"
     with pytest.raises(ValueError, match="unknown ACP agent 'nope'"):
         acp_agents.shortcut_words("nope", ["go"], env, "/w")
     with pytest.raises(ValueError, match=r"cannot find opencode.*LOOPWARDEN_OPENCODE") as info:
@@ -47,8 +50,8 @@ def test_shortcut_words_and_one_line_errors() -> None:
     assert "\n" not in str(info.value)
 
 
-def test_a_known_agent_gets_its_environment_whoever_typed_its_command() -> None:
-    env: dict[str, str] = {"PATH": ""}
+def test_a_known_agent_gets_its_environment_whoever_typed_its_command(tmp_path: Path) -> None:
+    env: dict[str, str] = {"PATH": "", "LOOPWARDEN_HOME": str(tmp_path)}  # Gemini's layer writes its policy there
     assert AcpAdapter.launch_env(["/opt/bin/gemini", "--acp", "--", "go"], env, "/w") == {
         "GEMINI_CLI_NO_RELAUNCH": "true"}
     assert AcpAdapter.launch_env(["node", "/n/claude-agent-acp/dist/index.js", "--", "go"], env, "/w") == {}
@@ -65,7 +68,8 @@ def test_run_agent_gemini_starts_the_override_with_acp_and_its_environment(acp: 
     snap = acp.wait_state(done.stdout.strip(), "exited", "terminated", timeout=30)
     assert (snap["state"], snap["adapter"], snap["exit_code"]) == ("exited", "acp", 0), snap
     [new] = [r for r in report(acp) if "session_new" in r]
-    assert new["argv"] == ["--acp"] and new["no_relaunch"] == "true"
+    assert new["argv"][0] == "--acp" and new["argv"][1] in ("--admin-policy", "--policy")  # the layer
+    assert new["no_relaunch"] == "true"
     assert new["session_new"]["cwd"] == str(acp.work)  # type: ignore[attr-defined]
     assert (acp.work / "held-marker").exists()  # type: ignore[attr-defined]
 
@@ -80,6 +84,7 @@ async def test_the_launch_dialog_offers_the_known_agents(acp: Harness, tmp_path:
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     fake = script(tmp_path / "gemini", f'FAKE_ACP_MODE=once exec "{PY}" "{FAKE}" "$@"')
     monkeypatch.setenv("LOOPWARDEN_GEMINI", fake)
+    monkeypatch.setenv("LOOPWARDEN_HOME", str(acp.home))  # where Gemini's layer writes its policy file
     monkeypatch.setenv("FAKE_ACP_REPORT", str(acp.report))  # type: ignore[attr-defined]
     monkeypatch.chdir(acp.work)  # type: ignore[attr-defined]
     app = RecordingConsole(acp.paths, autostart=False)

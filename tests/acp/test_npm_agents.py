@@ -8,11 +8,12 @@ from loopwarden.sessions import acp_agents
 from tests.agents import npm_agents
 
 
-def test_the_pinned_agents_are_installed_and_found_by_the_shortcuts(npm_agents_root: Path) -> None:
+def test_the_pinned_agents_are_installed_and_found_by_the_shortcuts(npm_agents_root: Path, tmp_path: Path) -> None:
     assert npm_agents.missing(npm_agents_root) == {}
     gemini, claude = npm_agents.gemini_bin(npm_agents_root), npm_agents.claude_acp_bin(npm_agents_root)
     assert gemini and claude
-    env = {"PATH": "", acp_agents.ENV_AGENTS_DIR: str(npm_agents_root)}
+    # LOOPWARDEN_HOME: where Gemini's layer writes its policy file
+    env = {"PATH": "", acp_agents.ENV_AGENTS_DIR: str(npm_agents_root), "LOOPWARDEN_HOME": str(tmp_path)}
     assert acp_agents.shortcut_words("gemini", ["go"], env, "/w")[:2] == [gemini, "--acp"]
     assert acp_agents.shortcut_words("claude-acp", ["go"], env, "/w")[0] == claude
     assert npm_agents.install(npm_agents_root) == npm_agents_root  # a second call downloads nothing
