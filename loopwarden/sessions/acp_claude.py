@@ -1,0 +1,65 @@
+"""Claude Code over ACP (`@zed-industries/claude-agent-acp`): loopwarden's private layer for it.
+
+The adapter answers `echo`, `ls`, `sleep` and other commands Claude Code deems safe without a
+permission request, so a supervisor would never see them. loopwarden adds one settings layer of its
+own that makes every Bash call ask: `{"permissions": {"ask": ["Bash"]}}`, sent in `session/new`'s
+`_meta.claudeCode.options.settings`. The adapter passes those options to the Claude Agent SDK, which
+hands them to Claude Code as `--settings`: the "flag settings" layer, above the user's, project's
+and local settings and merged with them. Nothing is written to disk and nothing of the user's is
+hidden or replaced: HOME, the login (`~/.claude/.credentials.json`, `~/.claude.json`),
+`~/.claude/settings.json` and the project's `.claude/` all still apply. An `ask` rule outranks an
+`allow` rule, so a user's `allow: ["Bash(sleep:*)"]` still asks loopwarden.
+
+Two modes skip `ask` rules: `bypassPermissions` runs everything and `dontAsk` denies what is not
+pre-approved, neither asking. When the user's settings start the session in one of them, loopwarden
+switches it to `default` (`session/set_mode`) before the first prompt.
+
+After a `session/cancel` the adapter answers the next prompt one turn late (that prompt ends at once
+and empty; its answer streams during the prompt after it). `session/close` then `session/resume` with
+the same session id starts a fresh Claude Code on the same history and ends the lag; the resume
+carries the same `_meta`, or the resumed session would not ask.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# Every Bash call asks, safe or not.
+ASK_EVERY_CALL: dict[str, Any] = {"permissions": {"ask": ["Bash"]}}
+# Modes in which Claude Code never asks: switched to DEFAULT_MODE.
+UNWATCHED_MODES = frozenset({"bypassPermissions", "dontAsk"})
+DEFAULT_MODE = "default"
+# Set by some sandboxes to `yes`; as root it makes the adapter pass a flag Claude Code then refuses.
+DROPPED_ENV = ("IS_SANDBOX",)
+
+
+def session_meta(meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`_meta` for `session/new` and `session/resume`: `meta` with loopwarden's settings layer added.
+
+    Settings already in `meta` are kept; loopwarden's `ask` rules are added to theirs."""
+    out = copy.deepcopy(meta) if meta else {}
+    claude = out.setdefault("claudeCode", {})
+    options = claude.setdefault("options", {})
+    settings = options.get("settings")
+    settings = dict(settings) if isinstance(settings, dict) else {}
+    permissions = settings.get("permissions")
+    permissions = dict(permissions) if isinstance(permissions, dict) else {}
+    ask = permissions.get("ask")
+    ask = [a for a in ask if isinstance(a, str)] if isinstance(ask, list) else []
+    permissions["ask"] = ask + [a for a in ASK_EVERY_CALL["permissions"]["ask"] if a not in ask]
+    settings["permissions"] = permissions
+    options["settings"] = settings
+    return out
+
+
+def mode_to_set(result: dict[str, Any]) -> str | None:
+    """The mode to switch to after `session/new` or `session/resume` answered `result`, or None."""
+    modes = result.get("modes")
+    current = modes.get("currentModeId") if isinstance(modes, dict) else None
+    return DEFAULT_MODE if current in UNWATCHED_MODES else None
+
+
+def agent_env(env: dict[str, str]) -> dict[str, str]:
+    """The adapter's environment: the user's, without the variables that break it."""
+    return {k: v for k, v in env.items() if k not in DROPPED_ENV}
