@@ -133,6 +133,7 @@ class LiveSession:
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
         """Start the process and supervise it until it ends; never raises for the agent's faults."""
+        self.adapter.cwd = self.spec.cwd or os.getcwd()  # the agent's, absolute (the CLI sends its own cwd)
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:

@@ -51,6 +51,7 @@ class Adapter:
     def __init__(self) -> None:
         self.handshake = False
         self.failure: str | None = None  # why the agent's work failed though its process exits 0 (its model died)
+        self.cwd: str | None = None  # the session's working directory, set by the runtime before start_lines
 
     @property
     def can_veto(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+from .acp import AcpAdapter
 from .base import Adapter
 from .claude_live import ClaudeCodeAdapter
 from .codex_app import CodexAppServerAdapter
@@ -23,7 +24,7 @@ from .plain import PlainAdapter
 GROUP = "loopwarden.adapters"
 ATTACHED = ("claude-code-hook", "codex-hook", "adopted")  # session kinds that are not launched, names taken too
 BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter,
-                                                                   CodexAppServerAdapter)}
+                                                                   CodexAppServerAdapter, AcpAdapter)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,498 @@
+"""Any agent that speaks the Agent Client Protocol (ACP) over stdio: JSON-RPC lines, vetoes by rejecting
+its permission requests.
+
+Launch: `loopwarden run --adapter acp -- AGENT COMMAND... -- PROMPT`: the words before the second `--`
+start the agent (e.g. `gemini --acp`, `opencode acp`, `claude-agent-acp`), the words after it are the
+prompt. At start loopwarden sends `initialize` (no fs, no terminal: every file and shell action stays
+the agent's own, and is asked about), then `session/new {cwd, mcpServers: []}`, then `session/prompt`.
+
+Each `session/request_permission` is the ToolCall the engine judges; `verdict_line` answers it with the
+option of kind `allow_once` or `reject_once`, chosen by kind (never an `*_always` option; with no such
+option the answer is `cancelled`). A gate leaves the request unanswered. ACP carries no reason with a
+rejection, so the verdict's message, like any nudge, guidance or operator text, goes to the model as the
+next `session/prompt` once the running turn ends. Terminate is a `session/cancel` and a `cancelled`
+answer to every pending request; the session's processes are then stopped. A turn that ends with nothing
+owed either way closes stdin. Every request the agent sends is answered, even one loopwarden cannot read
+or does not handle (`fs/*`, `terminal/*`, anything else: a JSON-RPC error), so it never waits forever.
+
+`AcpParser` maps the stream to Events without answering anything; `loopwarden replay --format acp`
+uses it alone. The `agent-client-protocol` package is not used: its Connection owns the asyncio streams
+and dispatch that LiveSession owns here, and its pydantic models reject the partial or unknown shapes
+this reader must tolerate line by line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import orjson
+
+from ..supervisor import events as ev
+from ..supervisor import protocol
+from ..supervisor.verdicts import Action, Verdict
+from .base import Adapter, Capability, line
+from .recorded import invalid
+
+CLOSE = b""  # a reply that closes the agent's stdin
+CLIENT_INFO = {"name": "loopwarden", "title": "loopwarden", "version": "1"}
+PERMISSION = "session/request_permission"
+CANCELLED = {"outcome": {"outcome": "cancelled"}}
+MAP_LIMIT = 4096  # remembered tool calls, requests, pending answers
+MESSAGE_LIMIT = 64 * 1024  # characters of one assistant message kept from its chunks
+OUTPUT_LIMIT = 256 * 1024  # characters of one tool result kept
+DONE = ("completed", "failed")
+USAGE = ("used", "size")
+
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{1,200}")')
+_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
+
+
+# ---- launching ----------------------------------------------------------------
+
+def split_words(words: list[str]) -> tuple[list[str], str | None]:
+    """`AGENT COMMAND... -- PROMPT`: the agent's command and the prompt (None when there is no `--`).
+
+    The first `--` splits them, so a prompt may itself contain `--`."""
+    if "--" not in words:
+        return list(words), None
+    at = words.index("--")
+    prompt = " ".join(words[at + 1:]).strip()
+    return list(words[:at]), prompt or None
+
+
+def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The session command: the agent's command, `--`, the prompt. Raises ValueError (one line)."""
+    agent, prompt = split_words(words)
+    if not agent:
+        raise ValueError('no ACP agent command given; e.g. loopwarden run --adapter acp -- gemini --acp -- '
+                         '"fix the tests"')
+    if prompt is None:
+        raise ValueError('no prompt for the ACP agent: put it after a second --, e.g. '
+                         'loopwarden run --adapter acp -- gemini --acp -- "fix the tests"')
+    return [*agent, "--", prompt]
+
+
+# ---- reading ----------------------------------------------------------------------
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def content_text(content: Any, limit: int = OUTPUT_LIMIT) -> str:
+    """The text of ACP tool call content (a list of `content`, `diff` or `terminal` blocks), bounded."""
+    parts: list[str] = []
+    blocks = content if isinstance(content, list) else [content]
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "content":
+            inner = block.get("content")
+            if isinstance(inner, dict) and isinstance(inner.get("text"), str):
+                parts.append(inner["text"])
+        elif kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "diff":
+            parts.append(f"diff {block.get('path', '?')}")
+        elif kind == "terminal":
+            parts.append(f"terminal {block.get('terminalId', '?')}")
+    return "\n".join(parts)[:limit]
+
+
+def _raw_output(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:OUTPUT_LIMIT]
+    try:
+        return orjson.dumps(value).decode()[:OUTPUT_LIMIT]
+    except (TypeError, orjson.JSONEncodeError):
+        return ""
+
+
+def _call_args(call: dict[str, Any]) -> dict[str, Any]:
+    """What the engine compares: the agent's raw input where given, else the call's title."""
+    raw = call.get("rawInput")
+    if isinstance(raw, dict) and raw:
+        return dict(raw)
+    title = call.get("title")
+    return {"title": title if isinstance(title, str) else ""}
+
+
+def _tool(call: dict[str, Any]) -> str:
+    return _str(call.get("kind")) or "other"
+
+
+def _remember(table: dict[Any, Any], key: Any, value: Any = None) -> None:
+    table[key] = value
+    while len(table) > MAP_LIMIT:
+        del table[next(iter(table))]
+
+
+class AcpParser:
+    """Turns one ACP agent's stdout stream into Events; keep one instance per stream.
+
+    A permission request is the ToolCall; a call never asked about gets its ToolCall just before its
+    result. Message chunks are joined (bounded) into one AssistantMessage, written when something else
+    arrives or the turn ends."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, ev.ToolCall] = {}  # toolCallId -> call seen in an update, not yet emitted
+        self._judged: dict[str, None] = {}  # toolCallIds whose ToolCall was emitted at their permission request
+        self._chunks: list[str] = []
+        self._chunk_chars = 0
+        self.turns = 0
+
+    def parse_line(self, raw: bytes, seq: int) -> list[ev.Event]:
+        try:
+            obj = protocol.load_object(raw)
+        except protocol.LineRejected as exc:
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
+        return self.feed(obj, seq)
+
+    def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        """A request, a notification, or the end of a prompt turn (a response with a `stopReason`)."""
+        method = obj.get("method")
+        params = obj.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == PERMISSION and "id" in obj:
+            return self.permission(params, seq)
+        if method == "session/update":
+            return self.update(obj, params, seq)
+        if method is None and "id" in obj:
+            result = obj.get("result")
+            if isinstance(result, dict) and "stopReason" in result:
+                return self.turn_end(result, seq)
+            if "error" in obj and isinstance(obj["error"], dict) and self._chunks:
+                return self.flush(seq)
+        return []
+
+    def flush(self, seq: int) -> list[ev.Event]:
+        """The buffered message chunks as one AssistantMessage (none when empty)."""
+        if not self._chunks:
+            return []
+        text, self._chunks, self._chunk_chars = "".join(self._chunks), [], 0
+        return [ev.AssistantMessage(seq=seq, text=text)] if text.strip() else []
+
+    def permission(self, params: dict[str, Any], seq: int) -> list[ev.Event]:
+        call = params.get("toolCall")
+        call = call if isinstance(call, dict) else {}
+        call_id = _str(call.get("toolCallId"))
+        seen = self._calls.pop(call_id, None) if call_id else None
+        args = _call_args(call)
+        if seen is not None and set(args) == {"title"} and set(seen.args) != {"title"}:
+            args = dict(seen.args)  # the update carried the raw input, the request only a title
+        tool = _str(call.get("kind")) or (seen.tool if seen else "other")
+        if call_id:
+            _remember(self._judged, call_id)
+        return [*self.flush(seq), ev.ToolCall(seq=seq, tool=tool, args=args, call_id=call_id)]
+
+    def update(self, obj: dict[str, Any], params: dict[str, Any], seq: int) -> list[ev.Event]:
+        upd = params.get("update")
+        if not isinstance(upd, dict) or not isinstance(upd.get("sessionUpdate"), str):
+            return [invalid(obj, seq, "session/update: 'update' must be an object with a 'sessionUpdate'")]
+        kind = upd["sessionUpdate"]
+        if kind == "agent_message_chunk":
+            content = upd.get("content")
+            text = content.get("text") if isinstance(content, dict) else None
+            if isinstance(text, str) and self._chunk_chars < MESSAGE_LIMIT:
+                text = text[: MESSAGE_LIMIT - self._chunk_chars]
+                self._chunks.append(text)
+                self._chunk_chars += len(text)
+            return []
+        if kind in ("agent_thought_chunk", "user_message_chunk", "available_commands_update",
+                    "current_mode_update", "session_info_update", "config_option_update"):
+            return []
+        out = self.flush(seq)
+        if kind in ("tool_call", "tool_call_update"):
+            return out + self._tool_update(upd, seq)
+        if kind == "plan":
+            entries = upd.get("entries")
+            rows = [f"- [{e.get('status', '?')}] {e.get('content', '')}" for e in
+                    (entries if isinstance(entries, list) else []) if isinstance(e, dict)]
+            return out + ([ev.AssistantMessage(seq=seq, text="Plan:\n" + "\n".join(rows))] if rows else [])
+        if kind == "usage_update":
+            return out  # the context window's fill, not tokens spent in this turn
+        return out
+
+    def _tool_update(self, upd: dict[str, Any], seq: int) -> list[ev.Event]:
+        call_id = _str(upd.get("toolCallId"))
+        if call_id is None:
+            return []
+        status = upd.get("status")
+        out: list[ev.Event] = []
+        judged = call_id in self._judged
+        if not judged:
+            call = self._calls.get(call_id)
+            if call is None or "rawInput" in upd or upd.get("title"):
+                base = dict(call.args) if call is not None else {}
+                args = _call_args(upd)
+                if set(args) == {"title"} and base and (set(base) != {"title"} or not args["title"]):
+                    args = base
+                tool = _str(upd.get("kind")) or (call.tool if call else "other")
+                call = ev.ToolCall(seq=seq, tool=tool, args=args, call_id=call_id)
+                _remember(self._calls, call_id, call)
+        if status not in DONE:
+            return out
+        if judged:
+            self._judged.pop(call_id, None)
+        else:
+            call = self._calls.pop(call_id)
+            out.append(ev.ToolCall(seq=seq, tool=call.tool, args=call.args, call_id=call_id))
+        text = content_text(upd.get("content")) or _raw_output(upd.get("rawOutput"))
+        out.append(ev.ToolResult(seq=seq, output=text, call_id=call_id, is_error=status == "failed"))
+        return out
+
+    def turn_end(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        out = self.flush(seq)
+        usage = result.get("usage")
+        if isinstance(usage, dict):
+            out.append(ev.Usage(seq=seq, input_tokens=_int(usage.get("inputTokens")) or 0,
+                                output_tokens=_int(usage.get("outputTokens")) or 0))
+        self.turns += 1
+        reason = result.get("stopReason")
+        if reason == "end_turn":
+            out.append(ev.Iteration(seq=seq, n=self.turns, status="pass"))
+        else:
+            out.append(ev.Iteration(seq=seq, n=self.turns, status="fail", error=f"stopReason {reason}"))
+        return out
+
+
+# ---- answering ----------------------------------------------------------------------
+
+def _answer(request_id: Any, result: dict[str, Any] | None = None, error: str | None = None,
+            code: int = -32601) -> bytes:
+    if error is not None:
+        return line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": error}})
+    return line({"jsonrpc": "2.0", "id": request_id, "result": result or {}})
+
+
+def refusal(method: str | None, request_id: Any, why: str) -> bytes:
+    """The answer to a request loopwarden does not take part in: `cancelled` for a permission, else an error."""
+    if method == PERMISSION:
+        return _answer(request_id, CANCELLED)
+    return _answer(request_id, error=why)
+
+
+def _unread_refusal(raw: bytes, why: str) -> bytes | None:
+    """The answer to a request line loopwarden could not read (found by its id and method), or None."""
+    method = _METHOD.search(raw)
+    request_id = _ID.search(raw)
+    if method is None or request_id is None:
+        return None
+    text = request_id.group(1).decode("utf-8", "replace")
+    value: Any = text[1:-1] if text.startswith('"') else int(text)
+    return refusal(method.group(1).decode("utf-8", "replace"), value, why)
+
+
+def choose(options: Any, kind: str) -> str | None:
+    """The optionId of the first option of this kind (`allow_once` or `reject_once`), or None."""
+    for option in options if isinstance(options, list) else []:
+        if isinstance(option, dict) and option.get("kind") == kind and isinstance(option.get("optionId"), str):
+            return str(option["optionId"])
+    return None
+
+
+class AcpAdapter(Adapter):
+    """A live ACP agent: see the module docstring."""
+
+    name = "acp"
+    agent = "acp"
+    summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
+    stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handshake = True  # every call the agent asks about waits for the answer
+        self.parser = AcpParser()
+        self.prompt: str | None = None
+        self.session_id: str | None = None
+        self.running = False  # a session/prompt is unanswered
+        self.turn_over = False
+        self.closed = False
+        self.prompted = False
+        self.queued: list[str] = []  # texts for the next prompt
+        self._ids = 0
+        self._requests: dict[int, str] = {}  # our request id -> method
+        self._pending: dict[int, tuple[Any, Any]] = {}  # permission line seq -> (request id, options)
+        self._replies: list[bytes] = []
+
+    @property
+    def can_inject(self) -> bool:
+        return True
+
+    @property
+    def capabilities(self) -> Capability:
+        return (super().capabilities | Capability.INTERRUPT) & self.declared
+
+    @classmethod
+    def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
+        return launch_command(words, env)
+
+    def _request(self, method: str, params: dict[str, Any]) -> bytes:
+        self._ids += 1
+        _remember(self._requests, self._ids, method)
+        return line({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params})
+
+    # ---- starting -----------------------------------------------------------
+    def command(self, argv: list[str]) -> list[str]:
+        agent, self.prompt = split_words(argv)
+        return agent
+
+    def start_lines(self) -> list[bytes]:
+        if self.prompt:
+            self.queued.append(self.prompt)
+        init = {"protocolVersion": 1, "clientInfo": CLIENT_INFO,
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
+        return [self._request("initialize", init)]
+
+    def _prompt(self) -> bytes:
+        texts, self.queued = self.queued, []
+        self.running, self.turn_over = True, False
+        return self._request("session/prompt", {"sessionId": self.session_id,
+                                                "prompt": [{"type": "text", "text": "\n\n".join(texts)}]})
+
+    # ---- reading ------------------------------------------------------------
+    def parse_stdout(self, raw: bytes, seq: int) -> list[ev.Event]:
+        try:
+            obj = protocol.load_object(raw)
+        except protocol.LineRejected as exc:
+            answer = _unread_refusal(raw, f"loopwarden could not read this request ({exc})")
+            if answer:  # the agent waits on every request it sends
+                self._replies.append(answer)
+            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
+        method = obj.get("method")
+        if "id" in obj and isinstance(method, str):
+            return self._agent_request(obj, method, seq)
+        if isinstance(method, str):
+            return self.parser.feed(obj, seq)
+        if "id" in obj:
+            return self._response(obj, seq)
+        return [invalid(obj, seq, "neither a request, a response nor a notification")]
+
+    def _agent_request(self, obj: dict[str, Any], method: str, seq: int) -> list[ev.Event]:
+        request_id = obj["id"]
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            return [invalid(obj, seq, f"{method}: the request id must be a number or a string")]
+        if method != PERMISSION:
+            self._replies.append(refusal(method, request_id, f"loopwarden does not handle {method!r}"))
+            return []
+        if self.closed:
+            self._replies.append(_answer(request_id, CANCELLED))
+            return []
+        events = self.parser.feed(obj, seq)
+        params = obj.get("params")
+        options = params.get("options") if isinstance(params, dict) else None
+        _remember(self._pending, seq, (request_id, options))
+        return events
+
+    def _response(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        request_id = obj.get("id")
+        method = self._requests.pop(request_id, "") if isinstance(request_id, int) else ""
+        error = obj.get("error")
+        result = obj.get("result")
+        result = result if isinstance(result, dict) else {}
+        if error is not None:
+            message = str(error.get("message") or "error") if isinstance(error, dict) else str(error)
+            if method == "session/prompt":
+                self.running, self.turn_over = False, True
+                self.failure = f"acp: session/prompt failed: {message}"[:500]
+                self._pending.clear()
+                return [*self.parser.flush(seq), ev.Error(seq=seq, message=self.failure, error_type="acp")]
+            if method in ("initialize", "session/new"):
+                self.handshake = method != "initialize"
+                self.turn_over = True  # nothing runs: the session ends
+                self.failure = f"acp: {method} failed: {message}"[:500]
+                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+            return []
+        if method == "initialize":
+            if not self.closed:
+                self._replies.append(self._request("session/new", {"cwd": self.cwd or os.getcwd(),
+                                                                   "mcpServers": []}))
+            return []
+        if method == "session/new":
+            self.session_id = _str(result.get("sessionId"))
+            if self.session_id is None:
+                self.turn_over = True
+                self.failure = "acp: session/new answered without a sessionId"
+                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+            out: list[ev.Event] = []
+            if self.queued and not self.closed:
+                if not self.prompted:
+                    out.append(ev.UserMessage(seq=seq, text="\n\n".join(self.queued)))
+                self.prompted = True
+                self._replies.append(self._prompt())
+            else:
+                self.turn_over = True
+            return out
+        if method == "session/prompt":
+            self.running, self.turn_over = False, True
+            self._pending.clear()  # the turn's open requests were resolved by its end
+            reason = result.get("stopReason")
+            if reason in ("end_turn", "cancelled"):
+                self.failure = None
+            elif reason is not None:
+                self.failure = f"acp: the turn stopped: {reason}"[:500]
+            return self.parser.feed({"id": request_id, "result": {**result, "stopReason": reason}}, seq)
+        return []
+
+    # ---- answering ------------------------------------------------------------
+    def verdict_line(self, call: ev.ToolCall, verdict: Verdict | None) -> bytes | None:
+        pending = self._pending.pop(call.seq, None)
+        if pending is None:
+            return None
+        request_id, options = pending
+        if verdict is not None and verdict.action == Action.BLOCK:
+            title = call.args.get("title") or call.args.get("command") or call.tool
+            self.queued.append(f"Message from the supervisor (loopwarden): your tool call {str(title)[:200]!r} "
+                               f"was rejected. {verdict.message or verdict.reason}")
+            chosen = choose(options, "reject_once")
+        else:
+            chosen = choose(options, "allow_once")
+        if chosen is None:  # never an *_always option: without a one-off choice, the request is cancelled
+            return _answer(request_id, CANCELLED)
+        return _answer(request_id, {"outcome": {"outcome": "selected", "optionId": chosen}})
+
+    def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None:
+        if self.closed or rule == "validation":  # a bad line is the agent's, not the model's
+            return None
+        who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
+        self.queued.append(f"Message from {who}: {text}")
+        if self.session_id and not self.running:
+            return self._prompt()
+        return None
+
+    def oversized_reply(self, head: bytes, length: int, seq: int, limit: int) -> bytes | None:
+        """An over-long request still gets its answer: `cancelled` for a permission, an error otherwise."""
+        return _unread_refusal(head, f"the request is {length:,} bytes, over loopwarden's {limit:,}-byte line limit")
+
+    def replies(self, gated: bool) -> list[bytes]:
+        """Answers owed now; queued text as the next prompt once the turn is over; and once a turn is over
+        with nothing owed either way and no open gate, the end of stdin."""
+        out, self._replies = self._replies, []
+        if self.closed:
+            return out
+        if self.queued and self.session_id and not self.running and self.turn_over:
+            out.append(self._prompt())
+        elif self.turn_over and not self.running and not gated and not self._pending and not self.queued:
+            self.closed = True
+            out.append(CLOSE)
+        return out
+
+    def stop_line(self, reason: str, message: str) -> bytes | None:
+        if self.closed:
+            return None
+        self.closed = True
+        out = b""
+        if self.session_id and self.running:
+            out += line({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+        out += b"".join(_answer(r, CANCELLED) for r, _ in self._pending.values())
+        self._pending.clear()
+        return out or None

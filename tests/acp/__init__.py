@@ -1,0 +1,1 @@
+"""Tests of the ACP adapter (any Agent Client Protocol agent)."""

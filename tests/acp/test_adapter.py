@@ -1,0 +1,120 @@
+"""The acp adapter without a process: launching words, the start, answers by option kind, what is owed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopwarden.sessions import registry
+from loopwarden.sessions.acp import AcpAdapter, choose, launch_command, split_words
+from loopwarden.sessions.base import capability_names
+from loopwarden.supervisor import events as ev
+from loopwarden.supervisor.verdicts import Action, Verdict
+
+
+def lines(data: bytes | None) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (data or b"").splitlines() if x]
+
+
+def test_the_first_double_dash_splits_the_agent_from_the_prompt() -> None:
+    assert split_words(["gemini", "--acp", "--", "fix", "--", "it"]) == (["gemini", "--acp"], "fix -- it")
+    assert launch_command(["opencode", "acp", "--", "go"]) == ["opencode", "acp", "--", "go"]
+
+
+@pytest.mark.parametrize("words, error", [
+    ([], "no ACP agent command"),
+    (["--", "go"], "no ACP agent command"),
+    (["gemini", "--acp"], "no prompt"),
+    (["gemini", "--acp", "--", " "], "no prompt"),
+])
+def test_unusable_words_are_one_line_errors(words: list[str], error: str) -> None:
+    with pytest.raises(ValueError, match=error) as info:
+        launch_command(words)
+    assert "\n" not in str(info.value)
+
+
+def test_registered_with_its_capabilities() -> None:
+    cls = registry.adapters()["acp"]
+    assert cls is AcpAdapter and cls.agent == "acp"
+    assert capability_names(cls().capabilities) == ["veto", "hold", "inject", "interrupt"]
+
+
+def test_options_are_chosen_by_kind_never_always() -> None:
+    options = [{"optionId": "proceed_always", "kind": "allow_always"},
+               {"optionId": "proceed_once", "kind": "allow_once"},
+               {"optionId": "cancel", "kind": "reject_once"}]
+    assert choose(options, "allow_once") == "proceed_once"
+    assert choose(options, "reject_once") == "cancel"
+    assert choose(options[:1], "allow_once") is None
+    assert choose("garbage", "allow_once") is None
+
+
+def started() -> AcpAdapter:
+    adapter = AcpAdapter()
+    adapter.cwd = "/w"
+    assert adapter.command(["agent", "--acp", "--", "go"]) == ["agent", "--acp"]
+    init = lines(b"".join(adapter.start_lines()))[0]
+    assert init["method"] == "initialize" and init["params"]["protocolVersion"] == 1  # type: ignore[index]
+    assert init["params"]["clientCapabilities"] == {  # type: ignore[index]
+        "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+    adapter.parse_stdout(json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": 1}}).encode(), 1)
+    new = lines(b"".join(adapter.replies(False)))[0]
+    assert new["method"] == "session/new" and new["params"] == {"cwd": "/w", "mcpServers": []}
+    events = adapter.parse_stdout(json.dumps({"id": new["id"], "result": {"sessionId": "s1"}}).encode(), 2)
+    assert [type(e) for e in events] == [ev.UserMessage]
+    prompt = lines(b"".join(adapter.replies(False)))[0]
+    assert prompt["method"] == "session/prompt"
+    assert prompt["params"] == {"sessionId": "s1", "prompt": [{"type": "text", "text": "go"}]}
+    return adapter
+
+
+def permission(adapter: AcpAdapter, request_id: int, seq: int) -> ev.ToolCall:
+    msg = {"jsonrpc": "2.0", "id": request_id, "method": "session/request_permission",
+           "params": {"sessionId": "s1", "toolCall": {"toolCallId": f"c{request_id}", "title": "rm -rf x",
+                                                      "kind": "execute"},
+                      "options": [{"optionId": "a!", "kind": "allow_always"},
+                                  {"optionId": "r!", "kind": "reject_always"},
+                                  {"optionId": "a", "kind": "allow_once"}, {"optionId": "r", "kind": "reject_once"}]}}
+    [call] = adapter.parse_stdout(json.dumps(msg).encode(), seq)
+    assert isinstance(call, ev.ToolCall) and call.args == {"title": "rm -rf x"} and call.tool == "execute"
+    return call
+
+
+def test_a_block_rejects_once_and_its_reason_is_the_next_prompt() -> None:
+    adapter = started()
+    call = permission(adapter, 5, 3)
+    block = Verdict(action=Action.BLOCK, rule="repetition", reason="loop", message="REASON-1")
+    assert lines(adapter.verdict_line(call, block)) == [
+        {"jsonrpc": "2.0", "id": 5, "result": {"outcome": {"outcome": "selected", "optionId": "r"}}}]
+    assert adapter.replies(False) == []  # the turn still runs
+    adapter.parse_stdout(b'{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}', 4)
+    nxt = lines(b"".join(adapter.replies(False)))[0]
+    assert "REASON-1" in nxt["params"]["prompt"][0]["text"]  # type: ignore[index]
+
+
+def test_stop_cancels_and_answers_every_pending_request_cancelled() -> None:
+    adapter = started()
+    permission(adapter, 5, 3)
+    permission(adapter, 6, 4)
+    sent = lines(adapter.stop_line("operator", "stop"))
+    assert sent[0] == {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    assert [(m["id"], m["result"]) for m in sent[1:]] == [(5, {"outcome": {"outcome": "cancelled"}}),
+                                                         (6, {"outcome": {"outcome": "cancelled"}})]
+
+
+def test_a_finished_turn_with_nothing_owed_closes_stdin() -> None:
+    adapter = started()
+    events = adapter.parse_stdout(b'{"jsonrpc":"2.0","id":3,"result":{"stopReason":"max_tokens"}}', 3)
+    assert [e.status for e in events if isinstance(e, ev.Iteration)] == ["fail"]
+    assert adapter.replies(False) == [b""]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_are_read_without_raising_and_answered_at_most_once(data: bytes) -> None:
+    adapter = started()
+    adapter.parse_stdout(data, 9)
+    assert len(adapter.replies(False)) <= 2
