@@ -23,9 +23,13 @@ carries the same `_meta`, or the resumed session would not ask.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
+from .acp import AgentHooks
+
 # Every Bash call asks, safe or not.
+PACKAGE = "claude-agent-acp"  # the npm package's name (@zed-industries/...) and its binary's
 ASK_EVERY_CALL: dict[str, Any] = {"permissions": {"ask": ["Bash"]}}
 # Modes in which Claude Code never asks: switched to DEFAULT_MODE.
 UNWATCHED_MODES = frozenset({"bypassPermissions", "dontAsk"})
@@ -63,3 +67,27 @@ def mode_to_set(result: dict[str, Any]) -> str | None:
 def agent_env(env: dict[str, str]) -> dict[str, str]:
     """The adapter's environment: the user's, without the variables that break it."""
     return {k: v for k, v in env.items() if k not in DROPPED_ENV}
+
+
+def is_claude_acp(command: list[str]) -> bool:
+    """Whether a command starts the Claude adapter: its binary, or node running a script in its package."""
+    return any(os.path.basename(word) == PACKAGE or PACKAGE in word.split(os.sep) for word in command[:2])
+
+
+class ClaudeAcpHooks(AgentHooks):
+    """The private layer in every `session/new` and `session/resume`; a mode that never asks switched to
+    `default`; operator and supervisor text steered into the running turn (the adapter queues a prompt
+    sent mid-turn and Claude Code adds it to the next tool result); close and resume after a cancel."""
+
+    steers = True
+    reopen_after_cancel = True
+
+    def session_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        meta = params.get("_meta")
+        return {**params, "_meta": session_meta(meta if isinstance(meta, dict) else None)}
+
+    def setup(self, session_id: str, result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        mode = mode_to_set(result)
+        if mode is None:
+            return []
+        return [("session/set_mode", {"sessionId": session_id, "modeId": mode})]
