@@ -11,7 +11,7 @@ from typing import Any
 import click
 import orjson
 
-from ..sessions import registry
+from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..supervisor.config import format_duration, parse_duration
@@ -72,12 +72,16 @@ def _mem(rss: int | None) -> str:
                    "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
                    "and the prompt last (docs/codex.md). "
                    "`loopwarden adapters` lists them all with what each can do.")
+@click.option("--agent", "acp_agent", type=click.Choice(list(acp_agents.AGENTS)),
+              help="A known ACP agent, COMMAND being the prompt: the same as --adapter acp with its command "
+                   "(gemini --acp, opencode acp, claude-agent-acp) found on PATH or in the project's .agents "
+                   "folder (docs/acp.md).")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
+        acp_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
     Ctrl-C detaches without stopping the session. The exit code is the
@@ -94,21 +98,31 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run --adapter plain --set limits.stall_timeout=2m -- make test
       loopwarden run --adapter claude-code -- --max-turns 30 "fix the failing test"
       loopwarden run --adapter codex -- -m gpt-5.5 "fix the failing test"
+      loopwarden run --adapter acp -- opencode acp -- "fix the failing test"
+      loopwarden run --agent gemini -- "fix the failing test"
       loopwarden run -d -- ./my-agent --task T1
     """
     build_config(config_file, preset, sets)  # fail here, before anything starts
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    env = dict(os.environ)
     try:
-        cmd = registry.adapters()[adapter].launch_command(cmd)
+        if acp_agent:
+            if adapter not in ("native", "acp"):
+                raise ValueError(f"--agent {acp_agent} runs the acp adapter; leave out --adapter {adapter}")
+            adapter = "acp"
+            cmd = acp_agents.shortcut_words(acp_agent, cmd, env, os.getcwd())
+        cls = registry.adapters()[adapter]
+        cmd = cls.launch_command(cmd, env)
+        env.update(cls.launch_env(cmd, env, os.getcwd()))
     except ValueError as exc:
         raise Fail(str(exc)) from None
     missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)
         sys.exit(127)
-    spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": dict(os.environ),
+    spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": env,
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
             "config_file": str(Path(config_file).resolve()) if config_file else None}
     with operator_connection() as client:

@@ -32,6 +32,7 @@ import orjson
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
+from . import acp_agents
 from .base import Adapter, Capability, line
 from .recorded import invalid
 
@@ -362,6 +363,11 @@ class AcpAdapter(Adapter):
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
         return launch_command(words, env)
+
+    @classmethod
+    def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
+        """A known agent's fixed variables and its private layer's (sessions/acp_agents.py)."""
+        return acp_agents.launch_env(split_words(command)[0], env, cwd)
 
     def _request(self, method: str, params: dict[str, Any]) -> bytes:
         self._ids += 1

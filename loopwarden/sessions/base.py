@@ -79,6 +79,12 @@ class Adapter:
             raise ValueError("no command given; put it after --, e.g. loopwarden run -- python agent.py")
         return list(words)
 
+    @classmethod
+    def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
+        """Environment variables to add for `command` (launch_command's result) on top of the user's `env`,
+        started in `cwd`; `loopwarden run` and the console's launch dialog add them to the session's spec."""
+        return {}
+
     def command(self, argv: list[str]) -> list[str]:
         return list(argv)
 

@@ -416,7 +416,8 @@ class ConsoleApp(App[None]):
 
     def _launch(self, spec: dict[str, Any] | None) -> None:
         if spec:
-            self.act("run", spec={**spec, "cwd": os.getcwd(), "env": dict(os.environ)})
+            extra = spec.pop("env_extra", None) or {}
+            self.act("run", spec={**spec, "cwd": os.getcwd(), "env": {**os.environ, **extra}})
 
     @work(thread=True, exit_on_error=False)
     def act(self, op: str, **fields: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Any, ClassVar
 
@@ -12,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from ..sessions import registry
+from ..sessions import acp_agents, registry
 from ..supervisor.config import PRESETS
 
 
@@ -79,7 +80,9 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                yield Select([(a, a) for a in registry.names()], value="native", allow_blank=False, id="adapter")
+                known = [(f"acp: {n} (the command is the prompt)", f"agent:{n}") for n in acp_agents.AGENTS]
+                yield Select([(a, a) for a in registry.names()] + known, value="native", allow_blank=False,
+                             id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")
             yield Label("", id="error", classes="error")
@@ -91,22 +94,28 @@ class Launch(ModalScreen[dict[str, Any] | None]):
     @on(Button.Pressed, "#launch")
     def launch(self) -> None:
         text = self.query_one("#command", Input).value
+        adapter = str(self.query_one("#adapter", Select).value)
         try:
-            command = shlex.split(text)
+            command = [text.strip()] if adapter.startswith("agent:") else shlex.split(text)
         except ValueError as exc:
             self.query_one("#error", Label).update(f"command: {exc}")
             return
-        if not command:
-            self.query_one("#error", Label).update("type the command to run")
+        if not command or not command[0]:
+            self.query_one("#error", Label).update("type the command to run (for an ACP agent: the prompt)")
             self.query_one("#command", Input).focus()
             return
-        adapter = self.query_one("#adapter", Select).value
+        env = dict(os.environ)
         try:  # for an agent CLI the words are its arguments and prompt
-            command = registry.adapters()[str(adapter)].launch_command(command)
+            if adapter.startswith("agent:"):  # a known ACP agent: the whole text is the prompt
+                command = acp_agents.shortcut_words(adapter.removeprefix("agent:"), command, env, os.getcwd())
+                adapter = "acp"
+            cls = registry.adapters()[adapter]
+            command = cls.launch_command(command, env)
+            extra = cls.launch_env(command, env, os.getcwd())
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return
-        self.dismiss({"command": command, "adapter": adapter,
+        self.dismiss({"command": command, "adapter": adapter, "env_extra": extra,
                       "preset": self.query_one("#preset", Select).value,
                       "name": self.query_one("#name", Input).value.strip() or None})
 

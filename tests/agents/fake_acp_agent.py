@@ -1,7 +1,7 @@
 """A scripted, hostile stand-in for an ACP agent (Gemini CLI, OpenCode, claude-agent-acp): it speaks
 `initialize`, `session/new`, `session/prompt` and asks `session/request_permission` before each call.
 
-Usage: fake_acp_agent.py MODE   (REPORT: $FAKE_ACP_REPORT, one JSON line per prompt, answer and cancel)
+Usage: fake_acp_agent.py MODE   (or $FAKE_ACP_MODE, which wins; REPORT: $FAKE_ACP_REPORT, one JSON line per prompt, answer and cancel)
 
 Modes:
   loop      every turn asks to run `echo looping` again and again ($FAKE_ACP_CALLS per turn, default 40);
@@ -161,7 +161,8 @@ class Agent:
                 self.send({"id": rid, "result": {"protocolVersion": 1, "agentCapabilities": {},
                                                  "authMethods": []}})
             elif method == "session/new":
-                self.note({"session_new": msg.get("params")})
+                self.note({"session_new": msg.get("params"), "argv": sys.argv[1:],
+                           "no_relaunch": os.environ.get("GEMINI_CLI_NO_RELAUNCH")})
                 self.send({"id": rid, "result": {"sessionId": self.session}})
             elif method == "session/prompt":
                 text = "".join(b.get("text", "") for b in msg["params"]["prompt"])
@@ -175,7 +176,7 @@ class Agent:
 
 if __name__ == "__main__":
     try:
-        Agent(sys.argv[1] if len(sys.argv) > 1 else "loop").main()
+        Agent(os.environ.get("FAKE_ACP_MODE") or (sys.argv[1] if len(sys.argv) > 1 else "loop")).main()
     except (BrokenPipeError, KeyboardInterrupt):
         pass
 

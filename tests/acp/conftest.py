@@ -1,0 +1,25 @@
+"""Fixtures for ACP tests: a real daemon, a work dir and the fake agent's report file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.live.live_harness import Harness, lw  # noqa: F401
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def acp(lw: Harness, tmp_path: Path) -> Harness:  # noqa: F811
+    """The harness with a work dir and the fake agent's report file."""
+    work = tmp_path / "work"
+    work.mkdir()
+    lw.work = work  # type: ignore[attr-defined]
+    lw.report = tmp_path / "report.jsonl"  # type: ignore[attr-defined]
+    lw.env["FAKE_ACP_REPORT"] = str(lw.report)  # type: ignore[attr-defined]
+    return lw
