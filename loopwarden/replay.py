@@ -16,7 +16,7 @@ from .supervisor.lines import Oversized, line_limit, oversized_line, read_lines
 from .runtime.spill import Spiller, spill_event
 from .supervisor.verdicts import Action, Verdict
 
-FORMATS = ("native", "claude-code", "codex", "codex-app-server")
+FORMATS = ("native", "claude-code", "codex", "codex-app-server", "acp")
 
 
 def max_line_bytes(config: Config, fmt: str) -> int:
@@ -40,6 +40,10 @@ def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
         from .sessions.codex_app import AppServerParser
 
         return AppServerParser().parse_line
+    if fmt == "acp":
+        from .sessions.acp import AcpParser
+
+        return AcpParser().parse_line
     raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 

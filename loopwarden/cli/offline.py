@@ -40,6 +40,7 @@ def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], f
       loopwarden replay --format claude-code --set repetition.max_identical_calls=3 run.jsonl
       claude -p "fix the tests" --output-format stream-json --verbose | loopwarden replay --format claude-code -
       loopwarden replay --format codex-app-server app-server-stdout.jsonl
+      loopwarden replay --format acp gemini-acp-stdout.jsonl
     """
     config = build_config(config_file, preset, sets)
     out = sys.stdout.buffer

@@ -1,7 +1,8 @@
 """A scripted, hostile stand-in for an ACP agent (Gemini CLI, OpenCode, claude-agent-acp): it speaks
 `initialize`, `session/new`, `session/prompt` and asks `session/request_permission` before each call.
 
-Usage: fake_acp_agent.py MODE   (or $FAKE_ACP_MODE, which wins; REPORT: $FAKE_ACP_REPORT, one JSON line per prompt, answer and cancel)
+Usage: fake_acp_agent.py MODE   ($FAKE_ACP_MODE wins over MODE)
+REPORT: $FAKE_ACP_REPORT, one JSON line per session/new, prompt, answer and cancel.
 
 Modes:
   loop      every turn asks to run `echo looping` again and again ($FAKE_ACP_CALLS per turn, default 40);
