@@ -1,0 +1,19 @@
+"""Fixtures shared by every test folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.agents import npm_agents
+
+
+@pytest.fixture(scope="session")
+def npm_agents_root() -> Path:
+    """The project's `.agents/` npm folder with Gemini CLI and claude-agent-acp at their pinned versions,
+    installed on first use (tests/agents/npm_agents.py); skips only where npm is missing."""
+    try:
+        return npm_agents.install()
+    except npm_agents.NpmMissing as exc:
+        pytest.skip(str(exc))
