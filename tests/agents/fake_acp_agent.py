@@ -9,6 +9,8 @@ Modes:
             a rejection ends the turn; the first turn ends `refusal` when $FAKE_ACP_FAIL_FIRST is set
   once      one call `touch held-marker` (run when allowed), then end_turn
   steps     calls `echo step-N` that each take 0.3 s, without end ($FAKE_ACP_CALLS in all)
+  count     calls `true N` for N = 0.. ($FAKE_ACP_CALLS), never the same, each run at once; with
+            $FAKE_ACP_TIMES, the milliseconds from each request written to its answer read go there (JSON)
   sleep     one allowed call starts `sleep 600.25` as a child and waits for it
   hostile   garbage lines, a line nested thousands deep, an over-long request, unreadable ids, fs/terminal and
             unknown requests, then a real permission request; the turn ends once every answer came
@@ -23,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from typing import Any
 
@@ -42,6 +45,7 @@ class Agent:
         self.turns = 0
         self.session = "sess-1"
         self.backlog: list[dict[str, Any]] = []
+        self.rtts: list[float] = []
 
     def send(self, obj: dict[str, Any]) -> None:
         sys.stdout.buffer.write(json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n")
@@ -92,7 +96,9 @@ class Agent:
         self.send({"id": rid, "method": "session/request_permission",
                    "params": {"sessionId": self.session, "options": OPTIONS,
                               "toolCall": {"toolCallId": call_id, "title": title, "kind": "execute"}}})
+        asked = time.perf_counter()
         outcome = self.wait_answers({rid})[rid].get("result", {}).get("outcome", {})
+        self.rtts.append((time.perf_counter() - asked) * 1000)
         return str(outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled")
 
     def run_call(self, call_id: str, command: str) -> str:
@@ -126,6 +132,15 @@ class Agent:
             for n in range(calls):
                 if self.run_call(f"step-{n}", f"sleep 0.3; echo step-{n}") != "yes" or self.cancelled:
                     break
+        elif self.mode == "count":
+            for n in range(calls):
+                if self.ask(f"count-{n}", f"true {n}", {"command": f"true {n}"}) != "yes" or self.cancelled:
+                    break
+                self.update(sessionUpdate="tool_call_update", toolCallId=f"count-{n}", status="completed",
+                            content=[{"type": "content", "content": {"type": "text", "text": ""}}])
+            if os.environ.get("FAKE_ACP_TIMES"):
+                with open(os.environ["FAKE_ACP_TIMES"], "w", encoding="utf-8") as f:
+                    json.dump(self.rtts, f)
         elif self.mode == "sleep":
             self.run_call("sleeper", "sleep 600.25")
         elif self.mode == "hostile":
