@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden.sessions import registry
-from loopwarden.sessions.acp import AcpAdapter, choose, launch_command, split_words
+from loopwarden.sessions.acp import AcpAdapter, AcpParser, choose, launch_command, split_words
 from loopwarden.sessions.base import capability_names
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.verdicts import Action, Verdict
@@ -118,3 +118,36 @@ def test_any_bytes_are_read_without_raising_and_answered_at_most_once(data: byte
     adapter = started()
     adapter.parse_stdout(data, 9)
     assert len(adapter.replies(False)) <= 2
+
+
+def upd(**update: object) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                       "params": {"sessionId": "s1", "update": update}}).encode()
+
+
+def test_claude_shape_the_update_brings_the_raw_input_the_request_only_a_title() -> None:
+    parser = AcpParser()
+    assert parser.parse_line(upd(sessionUpdate="tool_call", toolCallId="c1", title="`ls`", kind="execute",
+                                 status="pending", rawInput={"command": "ls"}), 1) == []
+    request = {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
+               "params": {"toolCall": {"toolCallId": "c1", "title": "`ls`"}, "options": []}}
+    [call] = parser.parse_line(json.dumps(request).encode(), 2)
+    assert isinstance(call, ev.ToolCall) and (call.tool, call.args) == ("execute", {"command": "ls"})
+    [result] = parser.parse_line(upd(sessionUpdate="tool_call_update", toolCallId="c1", status="completed",
+                                     rawOutput={"stdout": "a"}), 3)
+    assert isinstance(result, ev.ToolResult) and result.output == '{"stdout":"a"}' and result.call_id == "c1"
+
+
+def test_gemini_shape_a_request_with_no_update_before_and_a_call_never_asked_about() -> None:
+    parser = AcpParser()
+    request = {"jsonrpc": "2.0", "id": 3, "method": "session/request_permission",
+               "params": {"toolCall": {"toolCallId": "g1", "title": "rm x", "kind": "execute"}, "options": []}}
+    [call] = parser.parse_line(json.dumps(request).encode(), 1)
+    assert isinstance(call, ev.ToolCall) and call.args == {"title": "rm x"}
+    assert parser.parse_line(upd(sessionUpdate="tool_call", toolCallId="r1", title="ReadFile a.txt", kind="read",
+                                 status="in_progress"), 2) == []
+    events = parser.parse_line(upd(sessionUpdate="tool_call_update", toolCallId="r1", status="completed",
+                                   content=[{"type": "content", "content": {"type": "text", "text": "hi"}}]), 3)
+    assert [(type(e).__name__, getattr(e, "call_id", None)) for e in events] == [("ToolCall", "r1"),
+                                                                                   ("ToolResult", "r1")]
+    assert isinstance(events[0], ev.ToolCall) and events[0].args == {"title": "ReadFile a.txt"}
