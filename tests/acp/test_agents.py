@@ -91,5 +91,5 @@ async def test_the_launch_dialog_offers_the_known_agents(acp: Harness, tmp_path:
         dialog.query_one("#command", Input).value = "don't stop: make a marker"
         await pilot.press("enter")
         await until(pilot, lambda: not isinstance(app.screen, Launch), what="the dialog to close")
-    wait_for(lambda: any(r.get("no_relaunch") == "true" for r in report(acp)), 20, "the agent's session/new")
-    assert "don't stop: make a marker" in [r["prompt"] for r in report(acp) if "prompt" in r]
+    wait_for(lambda: any(r.get("prompt") == "don't stop: make a marker" for r in report(acp)), 20, "the prompt")
+    assert [r["no_relaunch"] for r in report(acp) if "session_new" in r] == ["true"]
