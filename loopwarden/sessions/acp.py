@@ -305,6 +305,7 @@ class AgentHooks:
 
     steers = False  # a prompt sent while a turn runs is queued into that turn (Claude's promptQueueing)
     reopen_after_cancel = False  # session/close then session/resume before the prompt after a cancelled turn
+    close_before_exit = False  # session/close before stdin's end (an agent that would not exit otherwise)
 
     def session_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """`session/new` and `session/resume` parameters, with what the agent's private layer adds."""
@@ -319,7 +320,8 @@ def hooks_for(agent: list[str]) -> AgentHooks:
     """The hooks of the known agent that `agent` (its command) starts; the defaults for any other."""
     from . import acp_claude
 
-    return acp_claude.ClaudeAcpHooks() if acp_claude.is_claude_acp(agent) else AgentHooks()
+    known = acp_agents.agent_of(agent, {})
+    return acp_claude.ClaudeAcpHooks() if known is not None and known.name == "claude-acp" else AgentHooks()
 
 
 class AcpAdapter(Adapter):
@@ -351,6 +353,7 @@ class AcpAdapter(Adapter):
         self.setting_up = 0  # the hooks' setup requests unanswered: no prompt until they are
         self.reopen = False  # the last turn was cancelled: close and resume the session before the next prompt
         self.reopening = False
+        self.closing = False  # session/close sent before stdin's end
 
     @property
     def can_inject(self) -> bool:
@@ -506,7 +509,10 @@ class AcpAdapter(Adapter):
         A setup request that failed still counts as answered (the session runs as the agent set it up)."""
         if self.closed:
             return []
-        if method == "session/close" and self.reopening:
+        if method == "session/close" and self.closing:
+            self.closed = True
+            self._replies.append(CLOSE)
+        elif method == "session/close" and self.reopening:
             self._replies.append(self._request("session/resume", self.hooks.session_params(
                 {"sessionId": self.session_id, "cwd": self.cwd or os.getcwd(), "mcpServers": []})))
         elif method == "session/resume" and self.reopening:
@@ -521,7 +527,7 @@ class AcpAdapter(Adapter):
     def _may_prompt(self) -> bool:
         """Whether the queued text may go out as a prompt now: the session is set up, and no turn runs
         (or the agent queues a prompt into the running turn)."""
-        if not self.queued or not self.session_id or self.closed or self.setting_up or self.reopening:
+        if not self.queued or not self.session_id or self.closed or self.closing or self.setting_up or self.reopening:
             return False
         return self.hooks.steers if self.running else self.turn_over
 
@@ -564,9 +570,13 @@ class AcpAdapter(Adapter):
         if self._may_prompt():
             out.append(self._prompt())
         elif (self.turn_over and not self.running and not gated and not self._pending and not self.queued
-              and not self.reopening and not self.setting_up):
-            self.closed = True
-            out.append(CLOSE)
+              and not self.reopening and not self.setting_up and not self.closing):
+            if self.hooks.close_before_exit and self.session_id:
+                self.closing = True
+                out.append(self._request("session/close", {"sessionId": self.session_id}))
+            else:
+                self.closed = True
+                out.append(CLOSE)
         return out
 
     def stop_line(self, reason: str, message: str) -> bytes | None:

@@ -23,19 +23,19 @@ carries the same `_meta`, or the resumed session would not ask.
 from __future__ import annotations
 
 import copy
-import os
+from collections.abc import Mapping
 from typing import Any
 
 from .acp import AgentHooks
 
 # Every Bash call asks, safe or not.
-PACKAGE = "claude-agent-acp"  # the npm package's name (@zed-industries/...) and its binary's
 ASK_EVERY_CALL: dict[str, Any] = {"permissions": {"ask": ["Bash"]}}
 # Modes in which Claude Code never asks: switched to DEFAULT_MODE.
 UNWATCHED_MODES = frozenset({"bypassPermissions", "dontAsk"})
 DEFAULT_MODE = "default"
 # Set by some sandboxes to `yes`; as root it makes the adapter pass a flag Claude Code then refuses.
-DROPPED_ENV = ("IS_SANDBOX",)
+# Emptied, not removed (a layer only adds variables): the adapter tests it for truth.
+EMPTIED_ENV = ("IS_SANDBOX",)
 
 
 def session_meta(meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -64,23 +64,20 @@ def mode_to_set(result: dict[str, Any]) -> str | None:
     return DEFAULT_MODE if current in UNWATCHED_MODES else None
 
 
-def agent_env(env: dict[str, str]) -> dict[str, str]:
-    """The adapter's environment: the user's, without the variables that break it."""
-    return {k: v for k, v in env.items() if k not in DROPPED_ENV}
-
-
-def is_claude_acp(command: list[str]) -> bool:
-    """Whether a command starts the Claude adapter: its binary, or node running a script in its package."""
-    return any(os.path.basename(word) == PACKAGE or PACKAGE in word.split(os.sep) for word in command[:2])
+def layer_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables set for the adapter on top of the user's: those that break it, emptied."""
+    return {k: "" for k in EMPTIED_ENV if env.get(k)}
 
 
 class ClaudeAcpHooks(AgentHooks):
     """The private layer in every `session/new` and `session/resume`; a mode that never asks switched to
     `default`; operator and supervisor text steered into the running turn (the adapter queues a prompt
-    sent mid-turn and Claude Code adds it to the next tool result); close and resume after a cancel."""
+    sent mid-turn and Claude Code adds it to the next tool result); close and resume after a cancel;
+    `session/close` before stdin's end, so the adapter exits by itself."""
 
     steers = True
     reopen_after_cancel = True
+    close_before_exit = True  # with a session open, the adapter outlives stdin's end; closed, it exits 0
 
     def session_params(self, params: dict[str, Any]) -> dict[str, Any]:
         meta = params.get("_meta")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopwarden.sessions.acp_claude import agent_env, mode_to_set, session_meta
+from loopwarden.sessions.acp_claude import layer_env, mode_to_set, session_meta
 
 
 def test_the_layer_makes_bash_ask_in_the_flag_settings_option() -> None:
@@ -28,5 +28,6 @@ def test_modes_that_never_ask_are_switched_to_default() -> None:
     assert mode_to_set({}) is None and mode_to_set({"modes": "?"}) is None
 
 
-def test_the_environment_loses_only_is_sandbox() -> None:
-    assert agent_env({"HOME": "/h", "IS_SANDBOX": "yes", "PATH": "/bin"}) == {"HOME": "/h", "PATH": "/bin"}
+def test_the_environment_empties_only_is_sandbox() -> None:
+    assert layer_env({"HOME": "/h", "IS_SANDBOX": "yes"}) == {"IS_SANDBOX": ""}
+    assert layer_env({"HOME": "/h"}) == {}
