@@ -135,11 +135,43 @@ def test_every_bash_call_asks_under_the_users_own_allow_rules(ca: Harness, fake_
     fake_api.play([call("Bash", SLEEP, text="Waiting."), say("Waited.")])
     sid = start(ca, "wait once")
     snap = ca.wait_state(sid, "exited", "terminated", timeout=60)
-    assert (snap["state"], snap["termination"]) == ("exited", None), snap
+    assert (snap["state"], snap["exit_code"], snap["termination"]) == ("exited", 0, None), snap
     kinds = [e["kind"] for e in ca.events(sid) if e["kind"] != "log"]
     assert kinds.count("user_message") == 1 and kinds.count("tool_call") == 1 and kinds.count("tool_result") == 1
     assert [m["text"] for m in of_kind(ca, sid, "assistant_message")] == ["Waiting.", "Waited."]
+    # asked: the call was judged at its permission request, before it ran (a call never asked about
+    # is only seen with its result, at the same line)
+    assert of_kind(ca, sid, "tool_call")[0]["seq"] < of_kind(ca, sid, "tool_result")[0]["seq"]
     assert of_kind(ca, sid, "iteration")[-1]["status"] == "pass"
     assert "opus" in fake_api.models()[0], "the user's own settings were not read"
     assert json.loads(settings.read_text())["permissions"] == {"allow": ["Bash(sleep:*)"]}, "the user's file changed"
     assert not (ca.work / ".claude").exists(), "a project settings file was written"  # type: ignore[attr-defined]
+def test_a_gate_holds_the_permission_answer_and_its_guidance_reaches_the_model(
+        ca: Harness, fake_api: FakeAnthropic) -> None:
+    todo = {"todos": [{"content": "plan", "status": "pending", "activeForm": "planning"}]}
+
+    def script(body: dict[str, Any]) -> Turn:
+        if any("GUIDANCE-7" in s for s in strings(body.get("messages"))):
+            return say("Understood. Done.")
+        if assistant_turns(body) < 4:  # plans and no tool call between them: a monologue (TodoWrite is a plan)
+            return call("TodoWrite", todo)
+        return call("Bash", {"command": "touch held-marker", "description": "mark"})
+
+    fake_api.play(script, max_turns=20)
+    sid = start(ca, "make a marker", sets=("repetition.max_monologue=2",))
+    snap = ca.wait_state(sid, "gated", timeout=60)
+    gate = f"{sid}:{snap['pending_gates'][0]}"
+    assert rules(ca.verdicts(sid)) == [("nudge", "monologue"), ("gate", "monologue")]
+    held = wait_for(lambda: next(iter(of_kind(ca, sid, "tool_call")), None), 30, "the held tool call")
+    marker = ca.work / "held-marker"  # type: ignore[attr-defined]
+    assert ca.status(sid)["state"] == "gated" and not marker.exists()
+    assert not of_kind(ca, sid, "tool_result")
+    ca.request("approve", gate=gate, note="GUIDANCE-7 the marker is enough")
+    snap = ca.wait_state(sid, "exited", "terminated", timeout=60)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap  # closed, the adapter exited by itself
+    assert marker.exists(), "the approved call ran"
+    assert held["call_id"] in {r["call_id"] for r in of_kind(ca, sid, "tool_result")}
+    assert said(fake_api, "GUIDANCE-7"), "the guidance never reached the model"
+    assert of_kind(ca, sid, "iteration")[-1]["status"] == "pass"
+
+
