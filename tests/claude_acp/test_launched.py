@@ -127,11 +127,13 @@ def test_the_wall_clock_limit_holds_while_the_model_keeps_going(ca: Harness, fak
     assert not group_alive(snap["pid"])
 
 
-def test_every_bash_call_asks_under_the_users_own_allow_rules(ca: Harness, fake_api: FakeAnthropic) -> None:
-    # the user's settings allow `sleep` outright and pick a model: loopwarden's layer adds to them
+def test_every_bash_call_asks_under_the_users_own_settings(ca: Harness, fake_api: FakeAnthropic) -> None:
+    # the user's settings allow `sleep` outright, pick a model, and start in dontAsk (which would deny
+    # what is not pre-approved without asking): loopwarden's layer adds to them, and switches the mode
     settings = ca.home_dir / ".claude" / "settings.json"  # type: ignore[attr-defined]
     settings.parent.mkdir()
-    settings.write_text(json.dumps({"model": "claude-opus-5-5", "permissions": {"allow": ["Bash(sleep:*)"]}}))
+    mine = {"model": "claude-opus-5-5", "permissions": {"allow": ["Bash(sleep:*)"], "defaultMode": "dontAsk"}}
+    settings.write_text(json.dumps(mine))
     fake_api.play([call("Bash", SLEEP, text="Waiting."), say("Waited.")])
     sid = start(ca, "wait once")
     snap = ca.wait_state(sid, "exited", "terminated", timeout=60)
@@ -144,7 +146,7 @@ def test_every_bash_call_asks_under_the_users_own_allow_rules(ca: Harness, fake_
     assert of_kind(ca, sid, "tool_call")[0]["seq"] < of_kind(ca, sid, "tool_result")[0]["seq"]
     assert of_kind(ca, sid, "iteration")[-1]["status"] == "pass"
     assert "opus" in fake_api.models()[0], "the user's own settings were not read"
-    assert json.loads(settings.read_text())["permissions"] == {"allow": ["Bash(sleep:*)"]}, "the user's file changed"
+    assert json.loads(settings.read_text()) == mine, "the user's file changed"
     assert not (ca.work / ".claude").exists(), "a project settings file was written"  # type: ignore[attr-defined]
 def test_a_gate_holds_the_permission_answer_and_its_guidance_reaches_the_model(
         ca: Harness, fake_api: FakeAnthropic) -> None:
