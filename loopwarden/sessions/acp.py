@@ -588,4 +588,6 @@ class AcpAdapter(Adapter):
             out += line({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
         out += b"".join(_answer(r, CANCELLED) for r, _ in self._pending.values())
         self._pending.clear()
+        if self.session_id and self.hooks.close_before_exit and not self.closing:
+            out += self._request("session/close", {"sessionId": self.session_id})  # then it exits at stdin's end
         return out or None

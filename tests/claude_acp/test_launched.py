@@ -93,6 +93,7 @@ def test_a_looping_model_is_rejected_with_its_reason_then_terminated(ca: Harness
     nudge = next(v for v in verdicts if v["action"] == "nudge")
     assert said(fake_api, nudge["message"]), "the nudge never reached the model"
     assert of_kind(ca, sid, "iteration")[-1]["status"] == "fail"
+    assert snap["exit_code"] == 0, "the adapter was signalled instead of exiting after session/close"
     assert gone(snap["pid"]) and not group_alive(snap["pid"])
 
 
@@ -107,6 +108,7 @@ def test_kill_cancels_the_turn_and_leaves_no_process(ca: Harness, fake_api: Fake
     ca.request("kill", session=sid, note="test")
     snap = ca.wait_state(sid, "terminated", timeout=30)
     assert snap["termination"] == "operator"
+    assert snap["exit_code"] == 0, "the adapter was signalled instead of exiting after session/close"
     iterations = of_kind(ca, sid, "iteration")
     assert iterations and iterations[-1]["error"] == "stopReason cancelled", "the turn was not cancelled"
     assert wait_for(lambda: gone(sleeper.pid), 15, "the command's process to be gone")
