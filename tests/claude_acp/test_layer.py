@@ -31,3 +31,25 @@ def test_modes_that_never_ask_are_switched_to_default() -> None:
 def test_the_environment_empties_only_is_sandbox() -> None:
     assert layer_env({"HOME": "/h", "IS_SANDBOX": "yes"}) == {"IS_SANDBOX": ""}
     assert layer_env({"HOME": "/h"}) == {}
+
+
+def test_the_claude_hooks_go_with_the_claude_adapter_only() -> None:
+    from loopwarden.sessions.acp import AgentHooks, hooks_for
+    from loopwarden.sessions.acp_claude import ClaudeAcpHooks
+
+    assert isinstance(hooks_for(["/x/.agents/node_modules/.bin/claude-agent-acp"]), ClaudeAcpHooks)
+    assert isinstance(hooks_for(["node", "/x/node_modules/@zed-industries/claude-agent-acp/dist/index.js"]),
+                      ClaudeAcpHooks)
+    for other in (["gemini", "--acp"], ["opencode", "acp"], ["python", "fake_acp_agent.py"]):
+        assert type(hooks_for(other)) is AgentHooks
+
+
+def test_the_claude_hooks_carry_the_layer_and_switch_a_mode_that_never_asks() -> None:
+    from loopwarden.sessions.acp_claude import ClaudeAcpHooks
+
+    hooks = ClaudeAcpHooks()
+    params = hooks.session_params({"sessionId": "s", "cwd": "/w", "mcpServers": []})
+    assert params["sessionId"] == "s" and params["_meta"] == session_meta()
+    assert hooks.setup("s", {"modes": {"currentModeId": "dontAsk"}}) == [
+        ("session/set_mode", {"sessionId": "s", "modeId": "default"})]
+    assert hooks.setup("s", {"modes": {"currentModeId": "default"}}) == []
