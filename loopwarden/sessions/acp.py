@@ -330,7 +330,7 @@ class AcpAdapter(Adapter):
     name = "acp"
     agent = "acp"
     summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
-    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
 
     def __init__(self) -> None:
@@ -361,7 +361,8 @@ class AcpAdapter(Adapter):
 
     @property
     def capabilities(self) -> Capability:
-        return (super().capabilities | Capability.INTERRUPT) & self.declared
+        steer = Capability.STEER if self.hooks.steers else Capability.NONE  # only where the agent queues prompts
+        return (super().capabilities | Capability.INTERRUPT | steer) & self.declared
 
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:

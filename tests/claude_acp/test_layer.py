@@ -53,3 +53,13 @@ def test_the_claude_hooks_carry_the_layer_and_switch_a_mode_that_never_asks() ->
     assert hooks.setup("s", {"modes": {"currentModeId": "dontAsk"}}) == [
         ("session/set_mode", {"sessionId": "s", "modeId": "default"})]
     assert hooks.setup("s", {"modes": {"currentModeId": "default"}}) == []
+
+
+def test_a_claude_session_steers_and_another_acp_session_does_not() -> None:
+    from loopwarden.sessions.acp import AcpAdapter
+    from loopwarden.sessions.base import Capability
+
+    claude, other = AcpAdapter(), AcpAdapter()
+    claude.command(["claude-agent-acp", "--", "go"])
+    other.command(["gemini", "--acp", "--", "go"])
+    assert Capability.STEER in claude.capabilities and Capability.STEER not in other.capabilities
