@@ -447,6 +447,10 @@ class AcpAdapter(Adapter):
                 self.prompts_out = max(0, self.prompts_out - 1)
                 if self.prompts_out:  # a later prompt of the same turn is still unanswered
                     return []
+                if self.closed:  # stopped by loopwarden (Claude: the session closed under the turn): cancelled
+                    self.running, self.turn_over = False, True
+                    self._pending.clear()
+                    return self.parser.feed({"id": request_id, "result": {"stopReason": "cancelled"}}, seq)
                 self.running, self.turn_over = False, True
                 self.failure = f"acp: session/prompt failed: {message}"[:500]
                 self._pending.clear()
