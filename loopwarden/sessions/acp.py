@@ -15,6 +15,10 @@ answer to every pending request; the session's processes are then stopped. A tur
 owed either way closes stdin. Every request the agent sends is answered, even one loopwarden cannot read
 or does not handle (`fs/*`, `terminal/*`, anything else: a JSON-RPC error), so it never waits forever.
 
+A known agent's `AgentHooks` (found by `hooks_for`) may add to this: Claude's (`acp_claude.py`) send its
+private layer with `session/new`, switch a mode that never asks, steer text into the running turn, close
+and resume the session after a cancelled turn, and close the session before stdin's end.
+
 `AcpParser` maps the stream to Events without answering anything; `loopwarden replay --format acp`
 uses it alone. The `agent-client-protocol` package is not used: its Connection owns the asyncio streams
 and dispatch that LiveSession owns here, and its pydantic models reject the partial or unknown shapes

@@ -18,6 +18,9 @@ After a `session/cancel` the adapter answers the next prompt one turn late (that
 and empty; its answer streams during the prompt after it). `session/close` then `session/resume` with
 the same session id starts a fresh Claude Code on the same history and ends the lag; the resume
 carries the same `_meta`, or the resumed session would not ask.
+
+With a session open the adapter outlives the end of its stdin; after `session/close` it exits 0, so
+loopwarden closes the session before stdin, at the end and on a stop.
 """
 
 from __future__ import annotations
