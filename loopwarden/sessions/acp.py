@@ -15,6 +15,10 @@ answer to every pending request; the session's processes are then stopped. A tur
 owed either way closes stdin. Every request the agent sends is answered, even one loopwarden cannot read
 or does not handle (`fs/*`, `terminal/*`, anything else: a JSON-RPC error), so it never waits forever.
 
+A known agent's `AgentHooks` (found by `hooks_for`) may add to this: Claude's (`acp_claude.py`) send its
+private layer with `session/new`, switch a mode that never asks, steer text into the running turn, close
+and resume the session after a cancelled turn, and close the session before stdin's end.
+
 `AcpParser` maps the stream to Events without answering anything; `loopwarden replay --format acp`
 uses it alone. The `agent-client-protocol` package is not used: its Connection owns the asyncio streams
 and dispatch that LiveSession owns here, and its pydantic models reject the partial or unknown shapes
@@ -300,13 +304,37 @@ def choose(options: Any, kind: str) -> str | None:
     return None
 
 
+class AgentHooks:
+    """What one known agent needs beyond the protocol (sessions/acp_claude.py); these defaults add nothing."""
+
+    steers = False  # a prompt sent while a turn runs is queued into that turn (Claude's promptQueueing)
+    reopen_after_cancel = False  # session/close then session/resume before the prompt after a cancelled turn
+    close_before_exit = False  # session/close before stdin's end (an agent that would not exit otherwise)
+
+    def session_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`session/new` and `session/resume` parameters, with what the agent's private layer adds."""
+        return params
+
+    def setup(self, session_id: str, result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Requests to send once a session is made or resumed (its `result`), answered before any prompt."""
+        return []
+
+
+def hooks_for(agent: list[str]) -> AgentHooks:
+    """The hooks of the known agent that `agent` (its command) starts; the defaults for any other."""
+    from . import acp_claude
+
+    known = acp_agents.agent_of(agent, {})
+    return acp_claude.ClaudeAcpHooks() if known is not None and known.name == "claude-acp" else AgentHooks()
+
+
 class AcpAdapter(Adapter):
     """A live ACP agent: see the module docstring."""
 
     name = "acp"
     agent = "acp"
     summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
-    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
+    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
 
     def __init__(self) -> None:
@@ -324,6 +352,12 @@ class AcpAdapter(Adapter):
         self._requests: dict[int, str] = {}  # our request id -> method
         self._pending: dict[int, tuple[Any, Any]] = {}  # permission line seq -> (request id, options)
         self._replies: list[bytes] = []
+        self.hooks = AgentHooks()
+        self.prompts_out = 0  # session/prompt requests unanswered (more than one only when the agent steers)
+        self.setting_up = 0  # the hooks' setup requests unanswered: no prompt until they are
+        self.reopen = False  # the last turn was cancelled: close and resume the session before the next prompt
+        self.reopening = False
+        self.closing = False  # session/close sent before stdin's end
 
     @property
     def can_inject(self) -> bool:
@@ -331,7 +365,8 @@ class AcpAdapter(Adapter):
 
     @property
     def capabilities(self) -> Capability:
-        return (super().capabilities | Capability.INTERRUPT) & self.declared
+        steer = Capability.STEER if self.hooks.steers else Capability.NONE  # only where the agent queues prompts
+        return (super().capabilities | Capability.INTERRUPT | steer) & self.declared
 
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
@@ -350,6 +385,7 @@ class AcpAdapter(Adapter):
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
         agent, self.prompt = split_words(argv)
+        self.hooks = hooks_for(agent)
         return agent
 
     def start_lines(self) -> list[bytes]:
@@ -360,8 +396,12 @@ class AcpAdapter(Adapter):
         return [self._request("initialize", init)]
 
     def _prompt(self) -> bytes:
+        if self.reopen:  # the prompt waits for the session to be closed and resumed
+            self.reopen, self.reopening = False, True
+            return self._request("session/close", {"sessionId": self.session_id})
         texts, self.queued = self.queued, []
         self.running, self.turn_over = True, False
+        self.prompts_out += 1
         return self._request("session/prompt", {"sessionId": self.session_id,
                                                 "prompt": [{"type": "text", "text": "\n\n".join(texts)}]})
 
@@ -408,6 +448,13 @@ class AcpAdapter(Adapter):
         if error is not None:
             message = str(error.get("message") or "error") if isinstance(error, dict) else str(error)
             if method == "session/prompt":
+                self.prompts_out = max(0, self.prompts_out - 1)
+                if self.prompts_out:  # a later prompt of the same turn is still unanswered
+                    return []
+                if self.closed:  # stopped by loopwarden (Claude: the session closed under the turn): cancelled
+                    self.running, self.turn_over = False, True
+                    self._pending.clear()
+                    return self.parser.feed({"id": request_id, "result": {"stopReason": "cancelled"}}, seq)
                 self.running, self.turn_over = False, True
                 self.failure = f"acp: session/prompt failed: {message}"[:500]
                 self._pending.clear()
@@ -417,11 +464,15 @@ class AcpAdapter(Adapter):
                 self.turn_over = True  # nothing runs: the session ends
                 self.failure = f"acp: {method} failed: {message}"[:500]
                 return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
-            return []
+            if method == "session/resume":
+                self.reopening, self.turn_over, self.queued = False, True, []
+                self.failure = f"acp: session/resume after a cancel failed: {message}"[:500]
+                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+            return self._reopened_or_setup(method, {}, seq)
         if method == "initialize":
             if not self.closed:
-                self._replies.append(self._request("session/new", {"cwd": self.cwd or os.getcwd(),
-                                                                   "mcpServers": []}))
+                self._replies.append(self._request("session/new", self.hooks.session_params(
+                    {"cwd": self.cwd or os.getcwd(), "mcpServers": []})))
             return []
         if method == "session/new":
             self.session_id = _str(result.get("sessionId"))
@@ -434,11 +485,16 @@ class AcpAdapter(Adapter):
                 if not self.prompted:
                     out.append(ev.UserMessage(seq=seq, text="\n\n".join(self.queued)))
                 self.prompted = True
-                self._replies.append(self._prompt())
+                self._setup(result)
             else:
                 self.turn_over = True
             return out
         if method == "session/prompt":
+            self.prompts_out = max(0, self.prompts_out - 1)
+            if self.prompts_out:  # handed off: the turn goes on under a later prompt (the agent steers)
+                return []
+            if result.get("stopReason") == "cancelled" and self.hooks.reopen_after_cancel and not self.closed:
+                self.reopen = True
             self.running, self.turn_over = False, True
             self._pending.clear()  # the turn's open requests were resolved by its end
             reason = result.get("stopReason")
@@ -447,7 +503,42 @@ class AcpAdapter(Adapter):
             elif reason is not None:
                 self.failure = f"acp: the turn stopped: {reason}"[:500]
             return self.parser.feed({"id": request_id, "result": {**result, "stopReason": reason}}, seq)
+        return self._reopened_or_setup(method, result, seq)
+
+    def _setup(self, result: dict[str, Any]) -> None:
+        """After session/new or session/resume: the hooks' setup requests, else the prompt."""
+        setup = self.hooks.setup(self.session_id, result) if self.session_id else []
+        self.setting_up = len(setup)
+        self._replies.extend(self._request(method, params) for method, params in setup)
+        if not setup and not self.closed:
+            self._replies.append(self._prompt())
+
+    def _reopened_or_setup(self, method: str, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        """session/close answered: resume; session/resume answered: set up; the last setup answer: prompt.
+        A setup request that failed still counts as answered (the session runs as the agent set it up)."""
+        if self.closed:
+            return []
+        if method == "session/close" and self.closing:
+            self.closed = True
+            self._replies.append(CLOSE)
+        elif method == "session/close" and self.reopening:
+            self._replies.append(self._request("session/resume", self.hooks.session_params(
+                {"sessionId": self.session_id, "cwd": self.cwd or os.getcwd(), "mcpServers": []})))
+        elif method == "session/resume" and self.reopening:
+            self.reopening = False
+            self._setup(result)
+        elif self.setting_up:
+            self.setting_up -= 1
+            if not self.setting_up:
+                self._replies.append(self._prompt())
         return []
+
+    def _may_prompt(self) -> bool:
+        """Whether the queued text may go out as a prompt now: the session is set up, and no turn runs
+        (or the agent queues a prompt into the running turn)."""
+        if not self.queued or not self.session_id or self.closed or self.closing or self.setting_up or self.reopening:
+            return False
+        return self.hooks.steers if self.running else self.turn_over
 
     # ---- answering ------------------------------------------------------------
     def verdict_line(self, call: ev.ToolCall, verdict: Verdict | None) -> bytes | None:
@@ -471,7 +562,7 @@ class AcpAdapter(Adapter):
             return None
         who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
         self.queued.append(f"Message from {who}: {text}")
-        if self.session_id and not self.running:
+        if self._may_prompt():
             return self._prompt()
         return None
 
@@ -485,11 +576,16 @@ class AcpAdapter(Adapter):
         out, self._replies = self._replies, []
         if self.closed:
             return out
-        if self.queued and self.session_id and not self.running and self.turn_over:
+        if self._may_prompt():
             out.append(self._prompt())
-        elif self.turn_over and not self.running and not gated and not self._pending and not self.queued:
-            self.closed = True
-            out.append(CLOSE)
+        elif (self.turn_over and not self.running and not gated and not self._pending and not self.queued
+              and not self.reopening and not self.setting_up and not self.closing):
+            if self.hooks.close_before_exit and self.session_id:
+                self.closing = True
+                out.append(self._request("session/close", {"sessionId": self.session_id}))
+            else:
+                self.closed = True
+                out.append(CLOSE)
         return out
 
     def stop_line(self, reason: str, message: str) -> bytes | None:
@@ -501,4 +597,6 @@ class AcpAdapter(Adapter):
             out += line({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
         out += b"".join(_answer(r, CANCELLED) for r, _ in self._pending.values())
         self._pending.clear()
+        if self.session_id and self.hooks.close_before_exit and not self.closing:
+            out += self._request("session/close", {"sessionId": self.session_id})  # then it exits at stdin's end
         return out or None

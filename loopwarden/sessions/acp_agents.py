@@ -43,9 +43,12 @@ def gemini_layer(env: Mapping[str, str], cwd: str) -> Layer:
 
 
 def claude_acp_layer(env: Mapping[str, str], cwd: str) -> Layer:
-    """claude-agent-acp's private configuration that makes it ask for every call (settings with
-    `permissions.ask` for Bash and the editing tools). Filled by the Claude ACP work."""
-    return Layer()
+    """claude-agent-acp's private configuration. Every Bash call asks through a settings layer the acp
+    adapter sends in `session/new` (sessions/acp_claude.py: no file, no argument); here only IS_SANDBOX
+    is emptied, which as root makes the adapter pass a flag Claude Code refuses."""
+    from .acp_claude import layer_env
+
+    return Layer(env=layer_env(env))
 
 
 def opencode_layer(env: Mapping[str, str], cwd: str) -> Layer:
