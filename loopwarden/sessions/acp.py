@@ -386,6 +386,8 @@ class AcpAdapter(Adapter):
     def command(self, argv: list[str]) -> list[str]:
         agent, self.prompt = split_words(argv)
         self.hooks = hooks_for(agent)
+        known = acp_agents.agent_of(agent, {})
+        self.agent = known.name if known is not None else "acp"  # shown as the session's agent kind
         return agent
 
     def start_lines(self) -> list[bytes]:

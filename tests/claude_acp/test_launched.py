@@ -76,6 +76,7 @@ def test_a_looping_model_is_rejected_with_its_reason_then_terminated(ca: Harness
     sid = start(ca, "keep waiting")
     snap = ca.wait_state(sid, "terminated", "exited", timeout=60)
     assert (snap["state"], snap["termination"]) == ("terminated", "repetition_loop"), snap
+    assert snap["agent"] == "claude-acp", snap
     verdicts = ca.verdicts(sid)
     assert rules(verdicts) == [("nudge", "repetition"), *[("block", "repetition")] * 3,
                                ("terminate", "repetition")]

@@ -70,6 +70,7 @@ def test_a_looping_model_is_rejected_with_its_reason_then_terminated(gm: Harness
     sid = start(gm, "loop forever")
     snap = gm.wait_state(sid, "terminated", "exited", timeout=60)
     assert (snap["state"], snap["termination"]) == ("terminated", "repetition_loop"), snap
+    assert (snap["agent"], snap["adapter"]) == ("gemini", "acp"), snap  # the agent kind, shown in ls and the console
     verdicts = gm.verdicts(sid)
     got = rules(verdicts)
     assert got[0] == ("nudge", "repetition") and got[-1] == ("terminate", "repetition")
