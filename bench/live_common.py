@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from loopwarden.runtime.client import Client
-from loopwarden.runtime.paths import Paths, default_paths
+from loopwarden.paths import Paths, default_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "tests" / "agents"

@@ -211,7 +211,7 @@ def main(stdin: Any = None, stdout: Any = None, agent: str | None = None) -> int
     stdout = stdout or sys.stdout
     try:
         event = read_event(stdin)
-        from .runtime.paths import default_paths
+        from .paths import default_paths
 
         output = decide(event, str(default_paths().socket), agent)
     except NoAnswer as exc:

@@ -1,6 +1,7 @@
 """The layers of ARCHITECTURE.md, read from every import in the package: none runs back up.
 
-engine (supervisor/) < adapters (sessions/) < runtime (runtime/) < the people's side (cli/, widgets/, the rest)
+engine (supervisor/) < adapters (sessions/, and paths.py: where loopwarden keeps its files) < runtime (runtime/)
+< the people's side (cli/, widgets/, the rest)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "loopwarden"
-RANK = {"supervisor": 0, "sessions": 1, "runtime": 2}
+RANK = {"supervisor": 0, "sessions": 1, "paths": 1, "runtime": 2}
 TOP = 3  # cli, widgets, replay.py, entry.py, hook_client.py
 ENGINE_FORBIDDEN = {"textual", "anyio", "asyncio", "psutil", "sqlite3", "sqlite_utils", "socket", "subprocess",
                     "platformdirs"}

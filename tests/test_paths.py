@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwarden.runtime.paths import SocketPathTooLong, UnsafeDirectory, default_paths, private_dir
+from loopwarden.paths import SocketPathTooLong, UnsafeDirectory, default_paths, private_dir
 
 
 def test_created_private_and_tightened(tmp_path: Path) -> None:

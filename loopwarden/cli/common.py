@@ -11,7 +11,7 @@ import psutil
 
 from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
-from ..runtime.paths import Paths, SocketPathTooLong, default_paths
+from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 

@@ -10,7 +10,7 @@ import platformdirs
 
 from ..sessions.demo import DEMO_SESSIONS, demo_specs
 from ..runtime.client import Client, DaemonError
-from ..runtime.paths import APP, HOME_ENV, Paths, default_paths
+from ..paths import APP, HOME_ENV, Paths, default_paths
 from ..supervisor.verdicts import FINAL_STATES
 from .common import DaemonFail, shutdown_daemon
 from .offline import replay_demo

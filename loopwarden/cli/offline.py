@@ -16,7 +16,7 @@ from ..supervisor.config import Config, describe_keys, format_duration, load_con
 from ..runtime.spill import Spiller
 from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
-from ..runtime.paths import default_paths
+from ..paths import default_paths
 from .common import Fail, build_config, config_options
 
 @click.command()

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .paths import Paths, private_dir
+from ..paths import Paths, private_dir
 from .principal import env_claim
 
 CONNECT_TIMEOUT = 10.0

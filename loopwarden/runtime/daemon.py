@@ -20,7 +20,7 @@ from .history import EndedSessions
 from .hooked import HookedSession
 from .operations import ControlOperations
 from .parts import SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
-from .paths import Paths, private_dir
+from ..paths import Paths, private_dir
 from .processes import ProcessWatch
 from .reaper import become_subreaper
 from .records import Recorder

@@ -20,7 +20,7 @@ from .contract import Supervised
 from .guardian_link import GuardianLink
 from .history import EndedSessions
 from .hooked import HookedSession
-from .paths import Paths
+from ..paths import Paths
 from .principal import Principal
 from .records import Recorder
 from .store import Store

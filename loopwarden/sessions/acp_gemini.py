@@ -29,7 +29,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from loopwarden.runtime.paths import default_paths, private_dir
+from loopwarden.paths import default_paths, private_dir
 
 POLICY_PREFIX = "loopwarden-ask-every-call"
 SYSTEM_POLICIES = Path("/etc/gemini-cli/policies")

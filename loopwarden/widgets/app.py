@@ -19,7 +19,7 @@ from textual.widgets import Header, Input, Static
 
 from ..runtime.client import DaemonError
 from ..runtime.contract import NEEDS as CONTRACT_NEEDS
-from ..runtime.paths import Paths
+from ..paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .detail import SessionDetail

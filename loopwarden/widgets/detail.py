@@ -19,7 +19,7 @@ from textual.widgets import Header, OptionList, RichLog, Sparkline
 from textual.widgets.option_list import Option
 
 from ..runtime.client import DaemonError
-from ..runtime.paths import Paths
+from ..paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible, visible_tree
 from .feed import Feed, request

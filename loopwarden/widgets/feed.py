@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from ..runtime.client import Client, DaemonError
-from ..runtime.paths import Paths
+from ..paths import Paths
 from ..supervisor.visible import visible, visible_tree
 
 BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the store has them all)

@@ -173,7 +173,7 @@ def test_a_long_history_is_not_loaded_at_start_and_is_still_listed_whole(lw: Har
 def test_an_attached_run_that_is_cut_off_says_why_and_does_not_call_its_session_lost(tmp_path: Path) -> None:
     """A daemon on a real socket that answers `run` and `subscribe`, then cuts the subscriber off, as the
     real one does after CUTOFF_SECONDS of a reader that takes nothing (too slow to wait for in a test)."""
-    from loopwarden.runtime.paths import default_paths
+    from loopwarden.paths import default_paths
 
     env = {**os.environ, "LOOPWARDEN_HOME": str(tmp_path)}
     path = default_paths(env).socket

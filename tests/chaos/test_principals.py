@@ -324,7 +324,7 @@ def test_only_the_hook_given_a_ticket_may_take_its_answer(lw: Harness) -> None:
                                           tool_use_id="t1"), hold=60)
     assert held["ticket"]
     thief = subprocess.run([PY, "-c", (
-        "import sys; from loopwarden.runtime.client import Client; from loopwarden.runtime.paths import "
+        "import sys; from loopwarden.runtime.client import Client; from loopwarden.paths import "
         "default_paths\ntry:\n    Client.connect(default_paths(), autostart=False, name='hook').request("
         f"'hook_wait', session='{sid}', ticket={held['ticket']}, hold=1)\nexcept Exception as e:\n    print(e)")],
         env=lw.env, capture_output=True, text=True, timeout=60, check=False)

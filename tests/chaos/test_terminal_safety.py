@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Log, RichLog
 
 from loopwarden.cli.common import DaemonFail
 from loopwarden.runtime.daemon import Daemon
-from loopwarden.runtime.paths import default_paths
+from loopwarden.paths import default_paths
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.proctree import ProcessTree

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopwarden.runtime.paths import Paths
+from loopwarden.paths import Paths
 from loopwarden.widgets.feed import Feed
 
 NOW = 1_790_000_000.0

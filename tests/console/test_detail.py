@@ -14,7 +14,7 @@ from textual.app import App
 from textual.widgets import Log, RichLog
 
 from loopwarden.runtime.client import DaemonError
-from loopwarden.runtime.paths import default_paths
+from loopwarden.paths import default_paths
 from loopwarden.widgets.detail import MAX_LINES, SessionDetail
 from loopwarden.widgets.health import HealthPanel
 from loopwarden.widgets.proctree import ProcessTree

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from loopwarden.runtime.client import Client
-from loopwarden.runtime.paths import Paths, default_paths
+from loopwarden.paths import Paths, default_paths
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
 PY = sys.executable
