@@ -23,7 +23,8 @@ import click
 
 from ..sessions.codex_hooks import EVENT_LABELS
 from .common import Fail
-from .hook import HOOK_TIMEOUT, hook_command, is_ours, read_settings, without_hooks, write_settings, write_text
+from .hook import (HOOK_TIMEOUT, hook_command, is_ours, read_settings, read_text, without_hooks, write_settings,
+                   write_text)
 
 AGENT = "codex"
 EVENT = "PreToolUse"
@@ -79,15 +80,8 @@ def with_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
 # ---- config.toml, as text ----------------------------------------------------------
 
 def read_config(path: Path) -> tuple[str | None, dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, {}
-    except OSError as exc:
-        raise Fail(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise Fail(f"{path} is not UTF-8 text; nothing was changed") from None
-    return text, _parse(path, text)
+    text = read_text(path)
+    return (None, {}) if text is None else (text, _parse(path, text))
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:

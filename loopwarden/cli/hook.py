@@ -46,16 +46,23 @@ def settings_path(user: bool, file: str | None) -> Path:
     return Path.cwd() / ".claude" / "settings.json"
 
 
-def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """The file's text (None when it does not exist) and its settings; a malformed file is a Fail."""
+def read_text(path: Path) -> str | None:
+    """A settings file's text, None when it does not exist; unreadable or not UTF-8 is a Fail."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None, {}
+        return None
     except OSError as exc:
         raise Fail(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise Fail(f"{path} is not UTF-8 text; nothing was changed") from None
+
+
+def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The file's text (None when it does not exist) and its settings; a malformed file is a Fail."""
+    text = read_text(path)
+    if text is None:
+        return None, {}
     try:
         data = json.loads(text) if text.strip() else {}
     except ValueError as exc:

@@ -38,7 +38,7 @@ from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents
 from .base import Adapter, Capability, line
-from .recorded import invalid
+from .recorded import RecordParser, invalid
 
 CLOSE = b""  # a reply that closes the agent's stdin
 CLIENT_INFO = {"name": "loopwarden", "title": "loopwarden", "version": "1"}
@@ -140,7 +140,7 @@ def _remember(table: dict[Any, Any], key: Any, value: Any = None) -> None:
         del table[next(iter(table))]
 
 
-class AcpParser:
+class AcpParser(RecordParser):
     """Turns one ACP agent's stdout stream into Events; keep one instance per stream.
 
     A permission request is the ToolCall; a call never asked about gets its ToolCall just before its
@@ -153,13 +153,6 @@ class AcpParser:
         self._chunks: list[str] = []
         self._chunk_chars = 0
         self.turns = 0
-
-    def parse_line(self, raw: bytes, seq: int) -> list[ev.Event]:
-        try:
-            obj = protocol.load_object(raw)
-        except protocol.LineRejected as exc:
-            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
-        return self.feed(obj, seq)
 
     def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         """A request, a notification, or the end of a prompt turn (a response with a `stopReason`)."""

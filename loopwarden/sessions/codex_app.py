@@ -30,7 +30,7 @@ from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, Capability, line
 from .codex import MAP_LIMIT, CodexParser, _int, _str
-from .recorded import invalid
+from .recorded import RecordParser, invalid
 
 ENV_BINARY = "LOOPWARDEN_CODEX"
 CLOSE = b""  # a reply that closes the app-server's stdin: it exits
@@ -183,7 +183,7 @@ def _error_text(error: Any) -> str:
     return str(error) if error else "error"
 
 
-class AppServerParser:
+class AppServerParser(RecordParser):
     """Turns one `codex app-server` stdout stream into Events; keep one instance per stream.
 
     An approval request is the ToolCall; an item never asked about (a command Codex ran without
@@ -198,13 +198,6 @@ class AppServerParser:
         self.prompted = False
         self.turns = 0
         self._reported = False  # an `error` notification of this turn was already an Error event
-
-    def parse_line(self, raw: bytes, seq: int) -> list[ev.Event]:
-        try:
-            obj = protocol.load_object(raw)
-        except protocol.LineRejected as exc:
-            return [ev.InvalidLine(seq=seq, reason=str(exc), preview=protocol.preview(raw))]
-        return self.feed(obj, seq)
 
     def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         method = obj.get("method")
