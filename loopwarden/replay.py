@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from .recorded_format import FORMATS, HEAD_BYTES, HEAD_LINES, Guess, guess_format
 from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
@@ -16,7 +18,41 @@ from .supervisor.lines import Oversized, line_limit, oversized_line, read_lines
 from .runtime.spill import Spiller, spill_event
 from .supervisor.verdicts import Action, Verdict
 
-FORMATS = ("native", "claude-code", "codex", "codex-app-server", "acp")
+__all__ = ["FORMATS", "Replayer", "ReplaySummary", "WrongFormat", "choose_format", "iter_events", "open_recording"]
+
+
+class WrongFormat(ValueError):
+    """The recording's first lines fit another format than the one asked for."""
+
+
+@dataclass
+class LineTally:
+    """How much of the input was read, and how much of it gave events."""
+
+    read: int = 0  # lines read (records, for a JSON array)
+    judged: int = 0  # of those, the ones that gave at least one event
+    unit: str = "lines"
+
+
+class _Counted:
+    """A stream whose `readline` counts the lines it hands out, trailing blank ones included."""
+
+    def __init__(self, stream: BinaryIO, tally: LineTally) -> None:
+        self._readline = stream.readline
+        self._tally = tally
+        self._open_line = False  # the last chunk ended mid-line (an over-long line is read in chunks)
+
+    def readline(self, size: int = -1) -> bytes:
+        raw = self._readline(size)
+        if raw.endswith(b"\n"):
+            self._tally.read += 1
+            self._open_line = False
+        elif raw:
+            self._open_line = True
+        elif self._open_line:  # end of input after a last line with no newline
+            self._tally.read += 1
+            self._open_line = False
+        return raw
 
 
 def max_line_bytes(config: Config, fmt: str) -> int:
@@ -47,31 +83,52 @@ def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
     raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def iter_events(stream: BinaryIO, fmt: str, limit: int) -> Iterator[Event]:
-    """Every event of a stream, with over-long lines as InvalidLine."""
+def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None = None, *,
+                array: bool | None = None) -> Iterator[Event]:
+    """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read.
+
+    `array`: the stream is one JSON array of records (claude-code only); None peeks at the stream.
+    """
+    tally = tally if tally is not None else LineTally()
+    if fmt == "claude-code" and (array if array is not None else _starts_with_array(stream)):
+        yield from _array_events(stream, limit, tally)
+        return
+    lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
     if fmt == "native":
         parse_native = protocol.parse_line
-        for seq, line in read_lines(stream, limit):
-            if type(line) is Oversized:
-                yield oversized_line(seq, line, limit)
-            else:
-                yield parse_native(line, seq)
-        return
-    if fmt == "claude-code" and _starts_with_array(stream):
-        from .sessions.claude_code import parse_array
-
-        data = stream.read(limit + 1)  # a JSON array (the claude-code-action fixture shape), bounded
-        if len(data) > limit:
-            yield InvalidLine(seq=1, reason=f"JSON array longer than {limit:,} bytes", preview=protocol.preview(data))
-            return
-        yield from parse_array(data)
+        for seq, line in lines:
+            tally.judged += 1  # a native line is always one event, an invalid one included
+            yield oversized_line(seq, line, limit) if type(line) is Oversized else parse_native(line, seq)
         return
     parse = line_parser(fmt)
-    for seq, line in read_lines(stream, limit):
-        if type(line) is Oversized:
-            yield oversized_line(seq, line, limit)
-        else:
-            yield from parse(line, seq)
+    for seq, line in lines:
+        events = [oversized_line(seq, line, limit)] if type(line) is Oversized else parse(line, seq)
+        if events:
+            tally.judged += 1
+            yield from events
+
+
+def _array_events(stream: BinaryIO, limit: int, tally: LineTally) -> Iterator[Event]:
+    from .sessions.claude_code import ClaudeCodeParser, array_record, load_array
+
+    tally.unit = "records"
+    data = stream.read(limit + 1)  # a JSON array (the claude-code-action fixture shape), bounded
+    if len(data) > limit:
+        tally.read = tally.judged = 1
+        yield InvalidLine(seq=1, reason=f"JSON array longer than {limit:,} bytes", preview=protocol.preview(data))
+        return
+    records = load_array(data)
+    if isinstance(records, InvalidLine):
+        tally.read = tally.judged = 1
+        yield records
+        return
+    parser = ClaudeCodeParser()
+    for seq, record in enumerate(records, 1):
+        tally.read += 1
+        events = array_record(parser, record, seq)
+        if events:
+            tally.judged += 1
+            yield from events
 
 
 def _starts_with_array(stream: BinaryIO) -> bool:
@@ -83,12 +140,70 @@ def _starts_with_array(stream: BinaryIO) -> bool:
     return head[:1] == b"["
 
 
+def open_recording(stream: BinaryIO) -> tuple[Guess, BinaryIO]:
+    """What the stream's first lines look like, and a stream that still reads from its start."""
+    if stream.seekable():
+        start = stream.tell()
+        head = stream.read(HEAD_BYTES)
+        complete = not stream.read(1)
+        stream.seek(start)
+        return guess_format(head, complete=complete), stream
+    chunks: list[bytes] = []
+    size = newlines = 0
+    read1 = getattr(stream, "read1", stream.read)
+    complete = False
+    while size < HEAD_BYTES and newlines <= HEAD_LINES:  # a pipe: what it gives, up to enough lines
+        chunk = read1(HEAD_BYTES - size)
+        if not chunk:
+            complete = True
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        newlines += chunk.count(b"\n")
+    head = b"".join(chunks)
+    return guess_format(head, complete=complete), io.BufferedReader(_Prefixed(head, stream), 1 << 16)
+
+
+class _Prefixed(io.RawIOBase):
+    """The bytes already read from a pipe, then the rest of the pipe."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = memoryview(head)
+        self._rest = rest
+        self._read1 = getattr(rest, "read1", rest.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def choose_format(requested: str | None, guess: Guess, name: str) -> str:
+    """The format to replay in: the one asked for, unless the input is plainly another; else the guess."""
+    if requested is None:
+        return guess.fmt or "native"
+    if guess.fmt is not None and guess.fmt != requested and not guess.fits_any(requested):
+        raise WrongFormat(f"{name} does not look like {requested}; it looks like {guess.fmt} "
+                          f"(use --format {guess.fmt}, or leave --format out to detect it)")
+    return requested
 
 
 
 @dataclass
 class ReplaySummary:
-    lines: int = 0
+    format: str = "native"
+    detected: bool = False  # the format was told from the input's first lines
+    lines: int = 0  # lines read (records, for a JSON array), up to where the session ended
+    ignored: int = 0  # of those, the ones that gave no event: blank, or nothing to judge on their own
+    unit: str = "lines"
     events: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     verdicts: int = 0
@@ -117,13 +232,14 @@ class Replayer:
         self.now = 0.0
         self.actions: Tally[str] = Tally()
 
-    def run(self, stream: BinaryIO, fmt: str, on_verdict: Callable[[Verdict], None]) -> ReplaySummary:
+    def run(self, stream: BinaryIO, fmt: str, on_verdict: Callable[[Verdict], None], *,
+            array: bool | None = None, detected: bool = False) -> ReplaySummary:
+        """Judge the stream in `fmt`; `detected`: the format was told from the input, not given."""
         health = self.health
         observe = health.observe
-        last_seq = 0
+        tally = LineTally()
         stopped_at = None
-        for event in iter_events(stream, fmt, max_line_bytes(self.config, fmt)):
-            last_seq = event.seq
+        for event in iter_events(stream, fmt, max_line_bytes(self.config, fmt), tally, array=array):
             if event.ts is not None and event.ts > self.now:
                 self.now = event.ts
             verdicts = observe(event, self.now)
@@ -135,17 +251,21 @@ class Replayer:
             if health.state == "terminated":
                 stopped_at = event.seq
                 break
-        return self._summary(last_seq, stopped_at)
+        summary = self._summary(tally, stopped_at)
+        summary.format, summary.detected = fmt, detected
+        return summary
 
     def _spill(self, verdict: Verdict, event: ToolResult) -> None:
         # the file's time is the wall clock, so retention counts from when it was written
         spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
                     preview_chars=self.config.spill.preview_chars, now=time.time())
 
-    def _summary(self, last_seq: int, stopped_at: int | None) -> ReplaySummary:
+    def _summary(self, tally: LineTally, stopped_at: int | None) -> ReplaySummary:
         h = self.health
         return ReplaySummary(
-            lines=last_seq,
+            lines=tally.read,
+            ignored=tally.read - tally.judged,
+            unit=tally.unit,
             events=h.events,
             by_type=dict(h.by_type),
             verdicts=sum(self.actions.values()),

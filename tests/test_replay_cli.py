@@ -175,3 +175,119 @@ def test_a_claude_code_json_array_fixture_replays() -> None:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stderr)
     assert summary["by_type"]["tool_call"] == 3 and summary["validation_failures"] == 0
+
+
+# ---- the format, told from the input ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = [
+    ("claude_stream-json__claude-clean__simple.jsonl", "claude-code"),
+    ("claude_stream-json__ccagent__claude_response1.jsonl", "claude-code"),
+    ("claude_stream-json__ccagent__claude-session-with-image.jsonl", "claude-code"),
+    ("claude_turns_array__claude-code-action__sample-turns.json", "claude-code"),
+    ("codex_exec_json__agentcmd__stream-output-2.jsonl", "codex"),
+    ("codex_exec_json__openai-codex-docs__exec-md-sample.jsonl", "codex"),
+    ("tests/codex/data/app_server_looping.jsonl", "codex-app-server"),
+    ("tests/acp/data/acp_looping.jsonl", "acp"),
+    ("loopwarden/examples/demo.jsonl", "native"),
+]
+
+
+def recording(name: str) -> Path:
+    for path in (ROOT / name, TRANSCRIPTS / name, DATA / name):
+        if path.exists():
+            return path
+    pytest.skip(f"{name} is not available")
+
+
+@pytest.mark.parametrize(("name", "fmt"), RECORDINGS)
+def test_the_format_is_detected_and_judged_as_if_it_was_given(name: str, fmt: str) -> None:
+    path = recording(name)
+    detected = lw("replay", "--summary-json", "--no-spill", str(path))
+    given = lw("replay", "--summary-json", "--no-spill", "--format", fmt, str(path))
+    assert detected.returncode == given.returncode == 0, detected.stderr
+    summary = json.loads(detected.stderr)
+    assert (summary["format"], summary["detected"]) == (fmt, True)
+    assert detected.stdout == given.stdout  # the same verdicts
+    assert json.loads(given.stderr) == {**summary, "detected": False}
+
+
+@pytest.mark.parametrize(("name", "fmt"), RECORDINGS)
+def test_a_piped_recording_is_detected_and_read_whole(name: str, fmt: str) -> None:
+    path = recording(name)
+    piped = subprocess.run(f"cat {path} | {sys.executable} -m loopwarden replay --summary-json --no-spill -",
+                           shell=True, capture_output=True, timeout=60, check=False)
+    from_file = lw("replay", "--summary-json", "--no-spill", str(path))
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stderr)["format"] == fmt
+    assert json.loads(piped.stderr) == json.loads(from_file.stderr) and piped.stdout == from_file.stdout
+
+
+@pytest.mark.parametrize(("name", "likely"), RECORDINGS)
+def test_a_wrong_format_is_an_error_naming_the_likely_one(name: str, likely: str) -> None:
+    path = recording(name)
+    wrong = "codex" if likely != "codex" else "claude-code"
+    proc = lw("replay", "--format", wrong, str(path))
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode() == (f"loopwarden: error: {path} does not look like {wrong}; it looks like {likely} "
+                                    f"(use --format {likely}, or leave --format out to detect it)\n")
+
+
+def test_the_issue_case_claude_code_on_a_native_file_names_native() -> None:
+    proc = lw("replay", "--format", "claude-code", "-", stdin=(ROOT / "loopwarden/examples/demo.jsonl").read_bytes())
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith("loopwarden: error: stdin does not look like claude-code; it looks like "
+                                           "native (use --format native")
+
+
+def test_input_that_fits_no_format_is_read_as_native_and_reported_line_by_line() -> None:
+    proc = lw("replay", "--summary-json", "-", stdin=b"hello\nworld\n")
+    summary = json.loads(proc.stderr)
+    assert (summary["format"], summary["detected"]) == ("native", True)
+    assert summary["validation_failures"] == 2 and summary["lines"] == 2
+
+
+def test_a_given_format_that_fits_some_first_lines_is_kept() -> None:
+    native_then_junk = b'{"type":"done"}\n' + b'{"type":"result"}\n' * 5  # mostly claude-code, but not plainly
+    proc = lw("replay", "--summary-json", "--format", "native", "-", stdin=native_then_junk)
+    assert proc.returncode == 0 and json.loads(proc.stderr)["format"] == "native"
+
+
+# ---- lines read and ignored ---------------------------------------------------
+
+def test_the_summary_counts_every_line_read_and_the_ignored_ones() -> None:
+    stream = b"\n".join([
+        b'{"type":"system","subtype":"init","session_id":"x"}',  # nothing to judge
+        b"",
+        b'{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"hi"}]}}',
+        b"   ",
+        b'{"type":"rate_limit_event"}',  # nothing to judge
+        b'{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"bye"}]}}',
+        b"",
+        b"  ",
+    ])  # 8 lines: the last one blank, with no newline of its own
+    proc = lw("replay", "--summary-json", "-", stdin=stream)
+    summary = json.loads(proc.stderr)
+    assert (summary["format"], summary["lines"], summary["ignored"], summary["events"]) == ("claude-code", 8, 6, 2)
+    text = lw("replay", "-", stdin=stream).stderr.decode()
+    assert text.startswith("replay: claude-code (detected); 8 lines read, 6 ignored; 2 events (assistant_message 2)")
+
+
+def test_a_session_that_ends_early_counts_the_lines_up_to_its_end() -> None:
+    proc = lw("replay", "--summary-json", "-", stdin=b"\nx\ny\nz\n" + b'{"type":"done"}\n' * 5)
+    summary = json.loads(proc.stderr)
+    assert summary["stopped_at"] == 4 and summary["lines"] == 4 and summary["ignored"] == 1
+
+
+def test_an_array_counts_records() -> None:
+    path = recording("claude_turns_array__claude-code-action__sample-turns.json")
+    text = lw("replay", "--no-spill", str(path)).stderr.decode()
+    records = len(json.loads(path.read_bytes()))
+    assert text.startswith(f"replay: claude-code (detected); {records} records read, 1 ignored; ")
+
+
+def test_the_line_count_is_the_lines_read_not_the_last_events_number() -> None:
+    path = recording("codex_exec_json__agentcmd__stream-output-2.jsonl")
+    lines = path.read_bytes().count(b"\n")
+    summary = json.loads(lw("replay", "--summary-json", str(path)).stderr)
+    assert summary["lines"] == lines == 7 and summary["ignored"] == 3  # thread.started, turn.started, reasoning

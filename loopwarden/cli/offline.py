@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 import click
 import orjson
 
-from ..replay import FORMATS, Replayer, ReplaySummary
+from ..replay import FORMATS, Replayer, ReplaySummary, WrongFormat, choose_format, open_recording
 from ..supervisor.config import Config, describe_keys, format_duration, load_config
 from ..runtime.spill import Spiller
 from ..supervisor.verdicts import Verdict
@@ -21,24 +21,28 @@ from .common import Fail, build_config, config_options
 
 @click.command()
 @config_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="native", show_default=True,
-              help="Wire format of the recording.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Wire format of the recording  [default: told from its first lines]")
 @click.option("--summary-json", is_flag=True, help="Write the summary to stderr as one JSON object.")
 @click.option("--no-spill", is_flag=True, help="Report large outputs without writing spill files.")
 @click.argument("file", metavar="FILE|-")
-def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], fmt: str,
+def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], fmt: str | None,
            summary_json: bool, no_spill: bool, file: str) -> None:
     """Feed a recorded agent stream through the engine and print its verdicts.
 
     One JSON line per verdict other than allow goes to stdout (seq is the input
-    line that caused it); a summary goes to stderr. Exit 0 when the input was
-    read, whatever the verdicts; 2 for usage errors or an unreadable file.
+    line that caused it); a summary goes to stderr: the format, lines read and
+    ignored (blank, or nothing to judge on their own), events, verdicts, final
+    state. Without --format the format is told from the first lines; a --format
+    the input plainly is not is an error naming the likely one. Exit 0 when the
+    input was read, whatever the verdicts; 2 for usage errors, an unreadable
+    file or a wrong --format.
 
     \b
     Examples:
       loopwarden replay session.jsonl
-      loopwarden replay --format claude-code --set repetition.max_identical_calls=3 run.jsonl
-      claude -p "fix the tests" --output-format stream-json --verbose | loopwarden replay --format claude-code -
+      loopwarden replay --set repetition.max_identical_calls=3 claude-run.jsonl
+      claude -p "fix the tests" --output-format stream-json --verbose | loopwarden replay -
       loopwarden replay --format codex-app-server app-server-stdout.jsonl
       loopwarden replay --format acp gemini-acp-stdout.jsonl
     """
@@ -56,7 +60,7 @@ def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], f
         sys.stderr.write(render_summary(summary))
 
 
-def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) -> ReplaySummary:
+def _run_replay(config: Config, file: str, fmt: str | None, emit: Any, *, spill: bool) -> ReplaySummary:
     spiller = Spiller(config.spill.dir or default_paths().spill, preview_chars=config.spill.preview_chars,
                       truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                       session="replay") if spill else None
@@ -66,13 +70,18 @@ def _run_replay(config: Config, file: str, fmt: str, emit: Any, *, spill: bool) 
     except OSError as exc:
         raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
     try:
-        return Replayer(config, spiller=spiller, spill=spill).run(stream, fmt, emit)
+        guess, stream = open_recording(stream)
+        chosen = choose_format(fmt, guess, "stdin" if file == "-" else file)
+        return Replayer(config, spiller=spiller, spill=spill).run(stream, chosen, emit, array=guess.array,
+                                                                  detected=fmt is None)
+    except WrongFormat as exc:
+        raise Fail(str(exc)) from None
     except BrokenPipeError:
         raise  # our reader went away (| head): not the input's fault
     except OSError as exc:
         raise Fail(f"cannot read {file}: {exc.strerror or exc}") from None
     finally:
-        if stream is not sys.stdin.buffer:
+        if file != "-":
             stream.close()
 
 
@@ -80,8 +89,10 @@ def render_summary(s: ReplaySummary) -> str:
     """The human summary printed after a replay."""
     types = ", ".join(f"{k} {v:,}" for k, v in sorted(s.by_type.items(), key=lambda kv: -kv[1]))
     rules = ", ".join(f"{k} {v:,}" for k, v in sorted(s.by_rule.items(), key=lambda kv: -kv[1])) or "none"
+    how = "detected" if s.detected else "as given"
     lines = [
-        f"replay: {s.lines:,} lines, {s.events:,} events" + (f" ({types})" if types else ""),
+        f"replay: {s.format} ({how}); {s.lines:,} {s.unit} read, {s.ignored:,} ignored; {s.events:,} events"
+        + (f" ({types})" if types else ""),
         f"verdicts: {s.verdicts:,} ({rules})",
         f"validation failures: {s.validation_failures:,}"
         + "".join(f"\n  line {v['seq']}: {visible(str(v['reason']))}" for v in s.validation_examples[:10]),

@@ -206,18 +206,27 @@ def _agent(obj: dict[str, Any]) -> str | None:
 
 def parse_array(data: bytes) -> list[ev.Event]:
     """Parse a top-level JSON array of stream-json records (seq = 1-based index)."""
+    records = load_array(data)
+    if isinstance(records, ev.InvalidLine):
+        return [records]
+    parser = ClaudeCodeParser()
+    return [e for seq, record in enumerate(records, 1) for e in array_record(parser, record, seq)]
+
+
+def load_array(data: bytes) -> list[Any] | ev.InvalidLine:
+    """The records of a top-level JSON array, or why `data` is not one."""
     try:
         records = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         reason = TOO_DEEP if "depth limit" in str(exc) else f"not valid JSON ({str(exc).split(':', 1)[0]})"
-        return [ev.InvalidLine(seq=1, reason=reason, preview=protocol.preview(data))]
+        return ev.InvalidLine(seq=1, reason=reason, preview=protocol.preview(data))
     if not isinstance(records, list):
-        return [ev.InvalidLine(seq=1, reason="not a JSON array", preview=protocol.preview(data))]
-    parser = ClaudeCodeParser()
-    events: list[ev.Event] = []
-    for seq, record in enumerate(records, 1):
-        if depth_exceeds(record):  # each record is bounded as a line of the stream would be
-            events.append(invalid(cut_deep(record), seq, TOO_DEEP))
-        else:
-            events.extend(parser.feed(record, seq))
-    return events
+        return ev.InvalidLine(seq=1, reason="not a JSON array", preview=protocol.preview(data))
+    return records
+
+
+def array_record(parser: ClaudeCodeParser, record: Any, seq: int) -> list[ev.Event]:
+    """One record of the array; each is bounded as a line of the stream would be."""
+    if depth_exceeds(record):
+        return [invalid(cut_deep(record), seq, TOO_DEEP)]
+    return parser.feed(record, seq)
