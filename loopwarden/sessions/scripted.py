@@ -8,9 +8,10 @@ no network, the same stream every time.
 
 SCENARIO is the name of a bundled scenario (`repetition`, `healthy`, ...; see
 `--list`) or the path of a scenario file. `--speed 2` halves every sleep (and
-every `takes`); `--speed inf` skips them. `--pace 0.5` waits half a second
-before every line the agent writes, so a person can watch it (the demo). `--no-handshake` overrides the
-header and runs the agent observed-only.
+every `takes`); `--speed inf` skips them. `--pace 5` waits five seconds on
+average before every line the agent writes (in a fixed rhythm of shorter and
+longer pauses, like a model thinking), so a person can watch it (the demo).
+`--no-handshake` overrides the header and runs the agent observed-only.
 
 Scenario files
 ==============
@@ -424,6 +425,10 @@ class Inbox:
 
 # ---- the agent ---------------------------------------------------------------
 
+# the pauses of a paced agent, as multiples of --pace (mean 1): a fixed rhythm, so a run is the same every time
+PACE_RHYTHM = (1.0, 0.5, 1.5, 0.8, 1.2)
+
+
 class ScriptedAgent:
     """Runs one scenario against a supervisor on stdin/stdout."""
 
@@ -439,6 +444,7 @@ class ScriptedAgent:
         self.err = stderr if stderr is not None else sys.stderr
         self.inbox = Inbox(stdin_fd, self.log)
         self.calls = 0
+        self.lines = 0  # paced lines written so far
         self.spill_threshold = 0
 
     def log(self, text: str) -> None:
@@ -502,7 +508,8 @@ class ScriptedAgent:
 
     def _step(self, kind: str, step: dict[str, Any], i: int) -> bool:
         if self.pace and kind in ("emit", "raw", "call"):
-            self._sleep_real(self.pace)
+            self._sleep_real(self.pace * PACE_RHYTHM[self.lines % len(PACE_RHYTHM)])
+            self.lines += 1
         if kind == "emit":
             self.emit(_substitute(step["emit"], self.calls, i))
             return False
@@ -594,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", nargs="?", help="a bundled scenario name or a scenario file")
     parser.add_argument("--speed", type=_speed, default=1.0, help="divide every sleep by this (default 1)")
     parser.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
-                        help="wait this long before every line the agent writes (a watchable demo; default 0)")
+                        help="wait this long on average before each line the agent writes (for a demo; default 0)")
     parser.add_argument("--no-handshake", action="store_true", help="observed only, whatever the header says")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     args = parser.parse_args(argv)
