@@ -66,7 +66,7 @@ class DemoConsole(ConsoleApp):
         if not live:
             self.restart(live)
             return
-        self._confirm(f"Restart the demo? Its {len(live)} live session(s) are stopped and a new round starts.",
+        self._confirm(f"Restart the demo? {len(live)} live session(s) stop, a new round starts.",
                       lambda: self.restart(live))
 
     @work(thread=True, exclusive=True, group="restart", exit_on_error=False)

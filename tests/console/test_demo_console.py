@@ -51,7 +51,7 @@ async def test_ctrl_r_starts_a_round_then_asks_before_stopping_the_live_one_for_
 
         await pilot.press("ctrl+r")
         await until(pilot, lambda: isinstance(app.screen, Confirm), what="the question")
-        assert "Its 2 live session(s) are stopped" in app.screen.question
+        assert app.screen.question == "Restart the demo? 2 live session(s) stop, a new round starts."
         await pilot.press("y")
         await until(pilot, lambda: len(app.snapshots) == 4 and live_ids(app).isdisjoint(first)
                     and len(live_ids(app)) == 2, what="the old round stopped, a new one live")
