@@ -291,3 +291,30 @@ def test_the_line_count_is_the_lines_read_not_the_last_events_number() -> None:
     lines = path.read_bytes().count(b"\n")
     summary = json.loads(lw("replay", "--summary-json", str(path)).stderr)
     assert summary["lines"] == lines == 7 and summary["ignored"] == 3  # thread.started, turn.started, reasoning
+
+
+@pytest.mark.parametrize(
+    ("head", "fmt"),
+    [
+        (b'{"type":"error","message":"x"}\n' * 3, "native"),  # native's and codex's: native, the first format
+        (b'{"type":"error","message":"x"}\n{"type":"turn.failed"}\n', "codex"),  # one line decides
+        (b'{"id":1,"result":{}}\n{"method":"turn/started","params":{}}\n', "codex-app-server"),  # no JSON-RPC header
+        (b'{"jsonrpc":"2.0","id":1,"result":{}}\n', "acp"),
+        (b'{"method":"session/update","params":{}}\n', "acp"),
+        (b'{"type":"stream_event","event":{}}\n', "claude-code"),
+        (b'[{"type":"system"},{"type":"assistant","message":{}}]', "claude-code"),  # an array on one line
+        (b"[1, 2]\n", None),  # a JSON-lines record that is not an object
+        (b"", None),
+    ],
+)
+def test_guess_format_from_the_first_lines(head: bytes, fmt: str | None) -> None:
+    from loopwarden.recorded_format import guess_format
+
+    assert guess_format(head, complete=True).fmt == fmt
+
+
+def test_a_line_cut_by_the_head_is_not_judged() -> None:
+    from loopwarden.recorded_format import guess_format
+
+    assert guess_format(b'{"type":"tool_call","tool":"x","args":{}}\n{"type":"assistant","mess', complete=False).fmt \
+        == "native"
