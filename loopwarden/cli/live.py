@@ -14,7 +14,7 @@ import orjson
 from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
-from ..supervisor.config import format_duration, parse_duration
+from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
@@ -599,6 +599,34 @@ def reset(session: str, counter: str | None, note: str | None) -> None:
     """
     result = call("reset", session=session, counter=counter, note=note)
     click.echo(f"{result['session']}: reset {result['reset']}")
+
+
+@click.command("set")
+@click.argument("session")
+@click.argument("values", nargs=-1, required=True, metavar="KEY=VALUE...")
+def set_limits(session: str, values: tuple[str, ...]) -> None:
+    """Change a running session's limits: the engine judges by them at once, and the change is audited.
+
+    A running session takes the limits (not max_line_bytes or stdin_backlog), the
+    repetition, validation, failures, attempts and gates keys, loop.gate_after and
+    loop.similarity, and the escalation thresholds; the others shaped how it
+    started ('loopwarden config keys' lists every key). Counters so far stay.
+
+    \b
+    Examples:
+      loopwarden set s3 limits.max_runtime=2h
+      loopwarden set fixer repetition.max_identical_calls=3 gates.timeout=10m
+    """
+    try:
+        pairs = dict(parse_set(item, "set") for item in values)
+    except ConfigError as exc:
+        raise Fail(str(exc)) from None
+    result = call("set", session=session, values=pairs)
+    sid, changed = result["session"], result["changed"]
+    if not changed:
+        click.echo(f"{sid}: nothing changed (the values were already in force)")
+    for key, (old, new) in changed.items():
+        click.echo(f"{sid}: {key} {show_value(key, old)} -> {show_value(key, new)}")
 
 
 @click.command()

@@ -90,6 +90,13 @@ class AdoptedSession:
         self.resources = Resources(cpu, rss, len(pids))
         self._publish()
 
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set`, taken on the next poll (still no stall: it has no events)."""
+        self.config = config
+        self.health.reconfigure(config)
+        self.health.runtime.cfg = _no_stall(config)
+        self._publish()
+
     def pause(self) -> None:
         if not self.paused:
             self._signal(signal.SIGSTOP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..sessions.base import Capability
+from ..supervisor.config import Config
 from ..supervisor.health import SessionHealth
 from ..supervisor.verdicts import SessionState, Verdict
 from .principal import Claim
@@ -27,6 +28,7 @@ class NotCapable(Exception):
 
 class Supervised(Protocol):
     spec: SessionSpec
+    config: Config
     state: SessionState
     health: SessionHealth
     stopping: bool
@@ -58,6 +60,7 @@ class Supervised(Protocol):
     async def kill(self, note: str | None = None) -> None: ...
     def kill_now(self) -> None: ...
     def reset(self, counter: str | None) -> None: ...
+    def reconfigure(self, config: Config) -> None: ...
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]: ...
     def grant(self, note: str | None) -> Verdict: ...
     def inject(self, text: str) -> bool: ...

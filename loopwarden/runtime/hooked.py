@@ -86,6 +86,12 @@ class HookedSession:
         self._changed = anyio.Event()
         self._gates_stored: dict[str, str] = {}  # gate id -> the status last stored
 
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set` (still no stall: the user may think); the clock loop wakes."""
+        self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))
+        self.health.reconfigure(self.config)
+        self._changed_now()
+
     @classmethod
     def key_for(cls, agent_session: str) -> str:
         """The daemon's key for the attached session of one agent session id."""

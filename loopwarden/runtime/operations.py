@@ -9,7 +9,7 @@ import anyio
 import psutil
 
 from ..sessions.base import Capability
-from ..supervisor.config import ConfigError, load_config
+from ..supervisor.config import ConfigError, change, load_config, show_value, value_of
 from ..supervisor.gates import GateError
 from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
@@ -22,7 +22,7 @@ from .principal import Principal, agent_environment, hook_agent
 from .processes import adoption_refusal, process_rows
 from .procfs import ancestry
 from .registry import HOOKED_ENDED_KEPT, _row_snapshot
-from .requests import BadRequest, adopt_request, request_note, run_request
+from .requests import BadRequest, adopt_request, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
 from .store import HISTORY_TABLES
@@ -366,6 +366,26 @@ class ControlOperations(DaemonParts):
         await self._audited(who, session.spec.id, "reset", counter or "all", request_note(req), "done")
         session.reset(counter)
         return {"session": session.spec.id, "reset": counter or "all"}
+
+    async def op_set(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Change a running session's limits (`values`: KEY -> value); the engine takes them at once.
+        Replies `changed`: KEY -> [old, new], converted, for each key whose value moved."""
+        session = await self._live(req.get("session"))
+        try:
+            values = set_values(req.get("values"))
+            config = change(session.config, values)
+        except (BadRequest, ConfigError) as exc:
+            raise RequestError(str(exc)) from None
+        before = session.config
+        moved = [k for k in values if value_of(before, k) != value_of(config, k)]
+        note = "; ".join(f"{k}: {show_value(k, value_of(before, k))} -> {show_value(k, value_of(config, k))}"
+                         for k in moved)
+        await self._audited(who, session.spec.id, "set", ",".join(values)[:200], note or "no change", "done")
+        session.reconfigure(config)
+        after = session.config  # an attached session keeps its own rules (no stall)
+        return {"session": session.spec.id,
+                "changed": {k: [value_of(before, k), value_of(after, k)] for k in moved
+                            if value_of(before, k) != value_of(after, k)}}
 
     async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._capable(req, "inject")

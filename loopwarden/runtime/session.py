@@ -427,6 +427,13 @@ class LiveSession:
                 self._send(line)
 
     # ---- operator actions -------------------------------------------------
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set`: the engine takes them, the ticker wakes (a deadline moved)."""
+        self.config = config
+        self.health.reconfigure(config)
+        self._wake.set()
+        self._publish()
+
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         """Approve or deny a gate; raises GateError for an unknown or decided gate."""
         verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)

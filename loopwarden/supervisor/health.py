@@ -203,6 +203,16 @@ class SessionHealth:
                                          message=messages.gate_guidance(note), gate_id=gate.id)], gate.seq, now)
         return []
 
+    def reconfigure(self, config: Config) -> None:
+        """The operator changed a running session's limits (`loopwarden set`): every guard judges the next
+        event and tick by them; the counters so far stay. The caller wakes its ticker, since a deadline
+        (max_runtime, stall, gate expiry) may have moved."""
+        self.config = config
+        self.ledger.max_blocks = config.repetition.max_blocks
+        self._gate_timeout = config.gates.timeout
+        for guard in self.guards:
+            guard.configure(config)
+
     def reset_counters(self, counter: str | None = None) -> None:
         """A human intervention: reset every counter, or the one named."""
         if counter in (None, "repetition", "blocks"):

@@ -62,7 +62,8 @@ def gated_session(lw: Harness) -> tuple[str, str]:
 def operator_commands(gate: str, gated: str, victim: str, victim_pid: int, me: str) -> list[list[str]]:
     """Every operator command of the CLI, aimed at a gated session, a bystander and the agent itself."""
     return [["approve", gate, "--note", "approved by myself"], ["deny", gate], ["grant", gated],
-            ["reset", gated], ["inject", gated, "the operator says: carry on"], ["pause", victim],
+            ["reset", gated], ["set", gated, "limits.max_runtime=1s"],
+            ["inject", gated, "the operator says: carry on"], ["pause", victim],
             ["resume", victim], ["kill", me], ["kill", victim], ["run", "-d", "--", PY, "-c", "pass"],
             ["adopt", str(victim_pid)], ["stop-daemon"]]
 
