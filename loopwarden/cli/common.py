@@ -15,8 +15,10 @@ from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 
-EXIT_USAGE = 2
-EXIT_DAEMON = 3
+# exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
+EXIT_USAGE = 2  # what was asked is wrong: usage, a bad value, an unknown or ambiguous session, an ended one
+EXIT_DAEMON = 3  # the daemon: not running (read-only commands start none), unreachable, or cannot do it now
+EXIT_REFUSED = 4  # refused: an operator action from inside a supervised session
 STOP_WAIT = 15.0  # stop-daemon waits this long for the daemon to exit (its own cap is 10 s)
 
 
@@ -32,6 +34,15 @@ class Fail(click.ClickException):
 
 class DaemonFail(Fail):
     exit_code = EXIT_DAEMON
+
+
+class Refused(Fail):
+    exit_code = EXIT_REFUSED
+
+
+def failure(exc: DaemonError) -> Fail:
+    """A daemon's error as the CLI's, its exit code by whose trouble it is (see DaemonError.kind)."""
+    return {"request": Fail, "refused": Refused}.get(exc.kind, DaemonFail)(str(exc))
 
 
 def config_options(func: Any) -> Any:
@@ -90,7 +101,7 @@ def operator_connection() -> Client:
     try:
         return connect(autostart=False)
     except DaemonFail:
-        raise DaemonFail(refusal) from None
+        raise Refused(refusal) from None
 
 
 def call(op: str, **fields: Any) -> Any:
@@ -99,7 +110,7 @@ def call(op: str, **fields: Any) -> Any:
         try:
             result = client.request(op, **fields)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
     if isinstance(result, dict) and result.get("warning"):
         click.echo(click.style(f"loopwarden: warning: {visible(str(result['warning']))}", fg="yellow"), err=True)
     return result
@@ -114,13 +125,13 @@ def shutdown_daemon(note: str | None = None) -> int | None:
     except DaemonFail:
         refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
-            raise DaemonFail(refusal) from None
+            raise Refused(refusal) from None
         return None
     with client:
         try:
             result = client.request("shutdown", note=note)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
     _wait_gone(result.get("pid"), paths)
     return int(result["sessions"])
 

@@ -18,8 +18,8 @@ from ..supervisor.config import ConfigError, format_duration, parse_duration, pa
 from ..runtime.principal import EXPLANATION
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
-from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
-                     profile_paths, shutdown_daemon)
+from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
+                     operator_connection, profile_paths, shutdown_daemon)
 
 FINAL = FINAL_STATES
 
@@ -65,7 +65,8 @@ def _mem(rss: int | None) -> str:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_options
-@click.option("--name", help="A name to find the session by (default: the command's name).")
+@click.option("--name", help="A name to find the session by (default: the command's name); one a live session "
+                             "has gets a suffix (python-2).")
 @click.option("--adapter", type=click.Choice(registry.names()), default="native", show_default=True,
               help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
                    "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
@@ -89,7 +90,9 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     (max_runtime 10, repetition_loop 11, validation_failure 12,
     consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
     operator 17, lost 19: the daemon died while following). A command that
-    cannot start exits 127; loopwarden's own errors exit 2 (usage) or 3 (the daemon).
+    cannot start exits 127; loopwarden's own errors exit 2 (what was asked is
+    wrong), 3 (the daemon could not be reached or cannot do it now) or 4 (refused
+    inside a supervised session).
 
     \b
     Examples:
@@ -129,8 +132,9 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         try:
             started = client.request("run", spec=spec)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
         sid = started["id"]
+        _say_renamed(started)
         if detach:
             click.echo(sid)
             return
@@ -140,13 +144,20 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     sys.exit(code)
 
 
+def _say_renamed(started: dict[str, Any]) -> None:
+    """Names are unique among live sessions: say so when the one asked for (or the command's) was taken."""
+    if started.get("renamed_from"):
+        click.echo(f"loopwarden: a live session is already named {visible(str(started['renamed_from']))!r}; "
+                   f"{started['id']} is named {visible(str(started['name']))!r}", err=True)
+
+
 def _follow(client: Any, sid: str, as_json: bool) -> int:
     """Print a session's events and verdicts until it ends; return its exit code (19, lost, when the
     daemon dies first)."""
     try:
         first, updates = client.subscribe([sid], events=True)
     except DaemonError as exc:
-        raise DaemonFail(str(exc)) from None
+        raise failure(exc) from None
     try:
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
@@ -274,7 +285,7 @@ def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
             try:
                 page = client.request("list", stored=True, before=before)
             except DaemonError as exc:
-                raise DaemonFail(str(exc)) from None
+                raise failure(exc) from None
             if not page:
                 break
             pages.append(page)
@@ -372,7 +383,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             try:
                 first, updates = follower.subscribe([session], events=True)
             except DaemonError as exc:
-                raise DaemonFail(str(exc)) from None
+                raise failure(exc) from None
         seen: set[tuple[Any, ...]] = set()
         sid = first["sessions"][0].get("id", session) if updates is not None and first["sessions"] else session
         for sid, kind, data, row in _history(session, limit):
@@ -433,7 +444,7 @@ def _history(session: str, limit: int) -> Any:
                 if not page.get("more") or all(cursors[c] >= end[c] for c in end):  # a busy session: no chase
                     return
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
 
 
 def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
@@ -450,7 +461,8 @@ def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool) -> No
 
 @click.command()
 @click.argument("session", required=False)
-@click.option("--limit", default=100, show_default=True, help="How many of the newest entries to print.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
+              help="How many of the newest entries to print (1 or more).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def audit(session: str | None, limit: int, as_json: bool) -> None:
     """The audit log: who did what, when, why, from which client (of one session, or all).
@@ -560,7 +572,10 @@ def _decision(approve: bool) -> Any:
     command.help = (
         ("Approve a gate: the agent continues; a --note is injected as guidance. Resets the loop counters."
          if approve else "Deny a gate: the session is terminated (loop_gate_denied).")
-        + f"\n\n\b\nExample:\n  loopwarden {verb} s3:g1" + (' --note "try the staging database"' if approve else "")
+        + " GATE is SESSION:GATE as 'loopwarden gates' lists it, a gate id pending in one session only, or a "
+          "session with exactly one pending gate."
+        + f"\n\n\b\nExamples:\n  loopwarden {verb} s3:g1" + (' --note "try the staging database"' if approve else "")
+        + f"\n  loopwarden {verb} s3"
     )
     return command
 
@@ -678,6 +693,7 @@ def adopt(pid: int, name: str | None, config_file: str | None, preset: str | Non
     """
     build_config(config_file, preset, sets)
     result = call("adopt", pid=pid, name=name, preset=preset, sets=list(sets))
+    _say_renamed(result)
     click.echo(result["id"])
 
 

@@ -91,7 +91,7 @@ def test_adopt_watches_a_foreign_process_and_enforces_its_runtime(lw: Harness) -
         for args, refused in ((("reset", sid), "has no loop counters to reset"),
                               (("inject", sid, "hi"), "(adopted) cannot receive text")):
             out = lw.cli(*args)  # asked of what it can do, not of its kind; nothing is audited as done
-            assert out.returncode == 3 and refused in out.stderr, out.stderr
+            assert out.returncode == 2 and refused in out.stderr, out.stderr
         snap = lw.wait_state(sid, "terminated")
         assert snap["termination"] == "max_runtime"
         assert snap["agent"] == "process" and snap["capabilities"] == []
@@ -108,7 +108,7 @@ def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) 
                            (("adopt", str(os.getpid())), "it is the daemon, the calling shell or one of their parents"),
                            (("adopt", "999999999"), "no process 999999999")):
         proc = lw.cli(*args)
-        assert proc.returncode == 3 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
+        assert proc.returncode == 2 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
         assert proc.stderr.count("\n") == 1
     for command, expected in ((["/nonexistent/agent"], "cannot start '/nonexistent/agent': no such file"),
                               (["nosuchcmd-xyz"], "cannot start 'nosuchcmd-xyz': command not found"),
