@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -13,6 +14,7 @@ from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.principal import env_refusal, operator_op
+from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 
 # exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
@@ -78,7 +80,9 @@ def profile_paths() -> Paths:
     return paths
 
 
-def connect(autostart: bool = True, name: str = "cli") -> Client:
+def connect(autostart: bool = False, name: str = "cli") -> Client:
+    """A connection to this profile's daemon. Only commands that act start one (`autostart`): one that
+    reads (ls, status, logs, gates, audit) says in one line that none is running."""
     paths = profile_paths()
     try:
         return Client.connect(paths, autostart=autostart, name=name)
@@ -97,7 +101,7 @@ def operator_connection() -> Client:
     daemon's words; with one running, the daemon refuses it and records the attempt."""
     refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
     if refusal is None:
-        return connect()
+        return connect(autostart=True)
     try:
         return connect(autostart=False)
     except DaemonFail:
@@ -105,7 +109,8 @@ def operator_connection() -> Client:
 
 
 def call(op: str, **fields: Any) -> Any:
-    """One request to the daemon (started if needed); errors become one line, a warning one more."""
+    """One request to the daemon (started for an operator action, if needed); errors become one line, a
+    warning one more."""
     with operator_connection() if operator_op(op) else connect() as client:
         try:
             result = client.request(op, **fields)
@@ -116,19 +121,26 @@ def call(op: str, **fields: Any) -> Any:
     return result
 
 
-def shutdown_daemon(note: str | None = None) -> int | None:
+def shutdown_daemon(note: str | None = None,
+                    confirm: Callable[[list[dict[str, Any]]], None] | None = None) -> int | None:
     """Stop the running daemon and return once it has exited (so its socket and lock are free): how many
-    live sessions stopped with it, or None when none runs."""
+    live sessions stopped with it, or None when none runs. `confirm` is asked first with the live
+    sessions, if any; it raises to keep the daemon running."""
     paths = profile_paths()
     try:
         client = connect(autostart=False)
     except DaemonFail:
-        refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
+        refusal = env_refusal(os.environ, paths.socket, os.getpid())
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
             raise Refused(refusal) from None
         return None
+    inside = env_refusal(os.environ, paths.socket, os.getpid()) is not None  # the daemon refuses: no question
     with client:
         try:
+            if confirm is not None and not inside:
+                live = [s for s in client.request("list") if s.get("state") not in FINAL_STATES]
+                if live:
+                    confirm(live)
             result = client.request("shutdown", note=note)
         except DaemonError as exc:
             raise failure(exc) from None

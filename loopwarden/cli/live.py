@@ -16,6 +16,7 @@ from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
+from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
@@ -89,10 +90,10 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     session's: the agent's own when it exits, or the termination reason's
     (max_runtime 10, repetition_loop 11, validation_failure 12,
     consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
-    operator 17, lost 19: the daemon died while following). A command that
-    cannot start exits 127; loopwarden's own errors exit 2 (what was asked is
-    wrong), 3 (the daemon could not be reached or cannot do it now) or 4 (refused
-    inside a supervised session).
+    operator 17, lost 19: the daemon died while following, daemon_stopped 20).
+    A command that cannot start exits 127; loopwarden's own errors exit 2 (what
+    was asked is wrong), 3 (the daemon could not be reached or cannot do it now)
+    or 4 (refused inside a supervised session).
 
     \b
     Examples:
@@ -197,45 +198,50 @@ _VERDICT_COLOUR = {"nudge": "yellow", "block": "red", "gate": "magenta", "termin
 _HINTED: set[str] = set()
 
 
-def _print_record(kind: str | None, raw: dict[str, Any]) -> None:
-    """One record as a line for a person; every string the agent could have written is made visible first."""
+def _print_record(kind: str | None, raw: dict[str, Any], when: float | None = None) -> None:
+    """One record as a line for a person (`when` it happened first, if given); every string the agent
+    could have written is made visible first."""
     data = visible_tree(raw)
+    stamp = time.strftime("%H:%M:%S ", time.localtime(when)) if when else ""
+
+    def echo(line: str, err: bool = False) -> None:
+        click.echo(stamp + line, err=err)
+
     if kind == "event":
         etype = data.get("type")
         if etype == "tool_call":
             args = visible(orjson.dumps(raw.get("args"), default=str).decode())  # JSON escapes only C0 controls
-            click.echo(f"  {data.get('seq', ''):>5} → {data.get('tool')} {args[:120]}")
+            echo(f"  {data.get('seq', ''):>5} → {data.get('tool')} {args[:120]}")
         elif etype == "tool_result":
             first_line = str(raw.get("output") or "").strip().split("\n", 1)[0].rstrip("\r")
             mark = click.style("✗", fg="red") if data.get("is_error") else "✓"
-            click.echo(f"  {data.get('seq', ''):>5} {mark} {visible(first_line)[:120]}")
+            echo(f"  {data.get('seq', ''):>5} {mark} {visible(first_line)[:120]}")
         elif etype == "output":
-            click.echo(f"  {data.get('seq', ''):>5} │ {str(data.get('text'))[:200]}")
+            echo(f"  {data.get('seq', ''):>5} │ {str(data.get('text'))[:200]}")
         elif etype in ("assistant_message", "user_message", "error", "invalid_line", "validation_error"):
             text = data.get("text") or data.get("message") or data.get("reason") or ""
-            click.echo(f"  {data.get('seq', ''):>5} {etype}: {str(text)[:160]}")
+            echo(f"  {data.get('seq', ''):>5} {etype}: {str(text)[:160]}")
             if etype == "invalid_line" and "not valid JSON" in str(text) and "hint" not in _HINTED:
                 _HINTED.add("hint")
-                click.echo(click.style("        hint: this command does not speak loopwarden's protocol "
-                                       "(docs/protocol.md); for any other command use --adapter plain", dim=True),
-                           err=True)
+                echo(click.style("        hint: this command does not speak loopwarden's protocol "
+                                 "(docs/protocol.md); for any other command use --adapter plain", dim=True), err=True)
     elif kind == "log":
-        click.echo(f"        {data.get('stream', 'log')}: {str(data.get('text'))[:200]}")
+        echo(f"        {data.get('stream', 'log')}: {str(data.get('text'))[:200]}")
     elif kind == "action":
         note = f": {data['note']}" if data.get("note") else ""
         target = f" {data['target']}" if data.get("target") else ""
-        click.echo(click.style(f"        {str(data.get('action')).upper()}{target} by {data.get('actor')} "
-                               f"[{data.get('client')}] {data.get('outcome')}{note}", fg="cyan"))
+        echo(click.style(f"        {str(data.get('action')).upper()}{target} by {data.get('actor')} "
+                         f"[{data.get('client')}] {data.get('outcome')}{note}", fg="cyan"))
     elif kind == "verdict":
         action = str(data.get("action"))
         head = click.style(action.upper(), fg=_VERDICT_COLOUR.get(action), bold=True)
-        click.echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
+        echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
         if data.get("rule") == "operator" and raw.get("message"):
             first_line = str(raw["message"]).split("\n", 1)[0]
-            click.echo(f"        │ {visible(first_line)[:200]}")
+            echo(f"        │ {visible(first_line)[:200]}")
     elif kind == "session" and data.get("state") == SessionState.GATED:
         gates = ", ".join(f"{data.get('id')}:{g}" for g in data.get("pending_gates") or [])
-        click.echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
+        echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
 
 
 @click.command("ls")
@@ -388,7 +394,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
         sid = first["sessions"][0].get("id", session) if updates is not None and first["sessions"] else session
         for sid, kind, data, row in _history(session, limit):
             seen.add(_key(kind, data, row))
-            _emit(kind, sid, data, as_json)
+            _emit(kind, sid, data, as_json, row.get("ts") if kind != "log" else data.get("ts"))
         if follower is None or updates is None:
             return
         if any(s.get("state") in FINAL for s in first["sessions"]):
@@ -400,7 +406,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             if kind == "cut":
                 raise DaemonFail(f"the daemon ended the subscription: {message.get('reason')}")
             if kind != "session":
-                _emit(kind, sid, data, as_json)
+                _emit(kind, sid, data, as_json, data.get("ts") if kind != "event" else None)
             elif data.get("state") in FINAL:
                 click.echo(f"loopwarden: session {visible(sid)} {_state(data)}: {_ending(data)}", err=True)
                 sys.exit(_final(data))
@@ -452,11 +458,14 @@ def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[A
             data.get("rule"), data.get("ts") if kind in ("action", "log") else None)
 
 
-def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool) -> None:
+def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool, when: Any = None) -> None:
+    """One record of `logs`: a JSON line, or a line for a person that begins with the time it happened
+    (stored: when the daemon saw it; followed: its own time, or when it arrived)."""
     if as_json:
         click.echo(orjson.dumps({"kind": kind, "session": sid, "data": data}, default=str).decode())
     else:
-        _print_record(kind, data)
+        stamp = when if isinstance(when, (int, float)) and not isinstance(when, bool) and when > 0 else time.time()
+        _print_record(kind, data, stamp)
 
 
 @click.command()
@@ -602,8 +611,7 @@ def grant(session: str, note: str | None) -> None:
 
 @click.command()
 @click.argument("session")
-@click.option("--counter", help="Reset only this counter (repetition, same_error, alternation, monologue, "
-                                "validation, failures, loop, attempts, iterations, blocks).")
+@click.option("--counter", help=f"Reset only this counter: {', '.join(sorted(RESETTABLE))}.")
 @click.option("--note", help="Why; recorded in the audit log.")
 def reset(session: str, counter: str | None, note: str | None) -> None:
     """Reset a session's loop counters: a human intervention gives the agent a fresh start.
@@ -715,23 +723,38 @@ def serve() -> None:
 
 
 @click.command("stop-daemon")
-def stop_daemon() -> None:
+@click.option("--yes", "-y", is_flag=True, help="Do not ask, even when live sessions would stop with it.")
+def stop_daemon(yes: bool) -> None:
     """Stop the daemon; the sessions it runs are stopped with it.
 
-    Returns once the daemon has exited (at most 10 s: SIGTERM to every agent,
-    SIGKILL for those left after 7 s, whatever limits.kill_grace says), so a
-    command right after it starts a new daemon. Exit code 3 if it is still
-    running 15 s later.
+    With live sessions it asks first (--yes does not); without a terminal to ask
+    on, it refuses unless given --yes. Those sessions end as daemon_stopped, not
+    as killed by an operator. Returns once the daemon has exited (at most 10 s:
+    SIGTERM to every agent, SIGKILL for those left after 7 s, whatever
+    limits.kill_grace says), so a command right after it starts a new daemon.
+    Exit code 3 if it is still running 15 s later.
 
     \b
-    Example:
+    Examples:
       loopwarden stop-daemon
+      loopwarden stop-daemon --yes
     """
-    stopped = shutdown_daemon()
+    stopped = shutdown_daemon(confirm=None if yes else _confirm_stop)
     if stopped is None:
         click.echo("no daemon is running")
         return
     click.echo(f"daemon stopped; {_plural(stopped, 'live session')} stopped with it")
+
+
+def _confirm_stop(live: list[dict[str, Any]]) -> None:
+    """Ask before live sessions stop with the daemon; refuse (exit 2) when there is no terminal to ask on."""
+    names = ", ".join(f"{s.get('id')} ({visible(str(s.get('name')))})" for s in live[:5])
+    names += f" and {len(live) - 5} more" if len(live) > 5 else ""
+    if not sys.stdin.isatty():
+        raise Fail(f"{_plural(len(live), 'live session')} would stop with the daemon: {names}; "
+                   "run 'loopwarden stop-daemon --yes' to stop them")
+    click.confirm(f"Stop the daemon and {_plural(len(live), 'live session')} with it: {names}?", abort=True,
+                  err=True)
 
 
 @click.command()

@@ -47,8 +47,8 @@ class Client:
             return cls(_connect(paths), name, claim)
         except OSError:
             if not autostart:
-                raise DaemonError(f"no daemon is running (socket {paths.socket}); "
-                                  "start one with 'loopwarden serve'") from None
+                raise DaemonError(f"no daemon is running (socket {paths.socket}); 'loopwarden serve', 'run' or "
+                                  "the console starts one") from None
         start_daemon(paths)
         deadline = time.monotonic() + START_TIMEOUT
         last: OSError | None = None

@@ -312,11 +312,11 @@ class HookedSession:
         self.paused = self.operator_paused = False
         self._changed_now()
 
-    async def kill(self, note: str | None = None) -> None:
+    async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """Mark the session terminated; the next hook answer stops Claude. Nothing is signalled."""
         if self.final:
             return
-        self._record(self.health.operator_terminate(self.clock(), note))
+        self._record(self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping))
         if not self.final:
             self._end(SessionState.TERMINATED)
 

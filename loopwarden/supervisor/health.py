@@ -231,6 +231,14 @@ class SessionHealth:
         text = "session terminated by an operator" + (f": {note}" if note else "")
         return self._settle([terminate("operator", Termination.OPERATOR, text)], 0, now)
 
+    def kill_terminate(self, now: float, note: str | None = None, *, daemon_stopping: bool = False) -> list[Verdict]:
+        """An operator's kill, or (`daemon_stopping`) the daemon stopping (stop-daemon, or a signal to it):
+        the session ends with it, and is not recorded as killed by an operator."""
+        if not daemon_stopping:
+            return self.operator_terminate(now, note)
+        text = "session terminated: the daemon stopped (loopwarden stop-daemon, or a signal to the daemon)"
+        return self._settle([terminate("daemon", Termination.DAEMON_STOPPED, text)], 0, now)
+
     def supervisor_terminate(self, reason: Termination, text: str, now: float) -> list[Verdict]:
         """End the session for what the supervisor itself saw (an agent that stopped reading its input)."""
         return self._settle([terminate("supervisor", reason, text)], 0, now)
