@@ -14,6 +14,7 @@ import orjson
 from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
+from ..runtime.ending import ending, exit_words
 from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
 from ..supervisor.health import RESETTABLE
@@ -34,11 +35,12 @@ def _age(seconds: float | None) -> str:
 
 
 def _state(snap: dict[str, Any]) -> str:
+    """The STATE column: terminated(max_runtime), exited 0, killed by SIGKILL, running, ..."""
     state = str(snap.get("state") or "?")
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
-        return visible(f"exited({snap['exit_code']})")
+        return exit_words(snap["exit_code"])
     return visible(state)
 
 
@@ -47,15 +49,15 @@ def _plural(n: int, word: str) -> str:
 
 
 def _ending(snap: dict[str, Any]) -> str:
-    """How a session ended, in words."""
-    if snap.get("termination_text"):
-        return visible(str(snap["termination_text"]))
-    if snap.get("state") == SessionState.EXITED:
-        code = snap.get("exit_code")
-        if snap.get("failure"):
-            return visible(f"exited with code {code}: {snap['failure']}")
-        return "finished" if code == 0 else visible(f"exited with code {code}")
-    return visible(str(snap.get("state")))
+    """How a session ended, in words (runtime/ending.py, as the console says it)."""
+    return ending(snap) or visible(str(snap.get("state")))
+
+
+def _end_line(sid: str, snap: dict[str, Any]) -> str:
+    """'session s3 terminated(max_runtime): max runtime exceeded (2s)', 'session s3 killed by SIGKILL'."""
+    words = _ending(snap)
+    detail = words.split(": ", 1)[1] if ": " in words else ""
+    return f"loopwarden: session {sid} {_state(snap)}" + (f": {detail}" if detail else "")
 
 
 def _mem(rss: int | None) -> str:
@@ -177,7 +179,7 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                 _print_record(kind, data)
             if kind == "session" and data.get("state") in FINAL:
                 if not as_json:
-                    click.echo(f"loopwarden: session {sid} {_state(data)}: {_ending(data)}", err=True)
+                    click.echo(_end_line(sid, data), err=True)
                 return _final(data)
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
@@ -408,7 +410,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             if kind != "session":
                 _emit(kind, sid, data, as_json, data.get("ts") if kind != "event" else None)
             elif data.get("state") in FINAL:
-                click.echo(f"loopwarden: session {visible(sid)} {_state(data)}: {_ending(data)}", err=True)
+                click.echo(_end_line(visible(sid), data), err=True)
                 sys.exit(_final(data))
     except KeyboardInterrupt:
         return

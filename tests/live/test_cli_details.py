@@ -52,3 +52,13 @@ def test_audit_limit_below_one_is_a_usage_error(lw: Harness) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("loopwarden: error: Invalid value for '--limit': -1 is not in the range x>=1.")
     assert "nothing" not in proc.stdout + proc.stderr
+
+
+def test_a_signal_death_reads_in_words(lw: Harness) -> None:
+    proc = lw.cli("run", "--adapter", "plain", "--name", "victim", "--", PY, "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    sid = lw.status("victim")["id"]
+    assert proc.stderr.endswith(f"loopwarden: session {sid} killed by SIGKILL\n"), proc.stderr
+    listed = [line for line in lw.cli("ls").stdout.splitlines() if line.startswith(sid + " ")]
+    assert len(listed) == 1 and "killed by SIGKILL" in listed[0] and "-9" not in listed[0]
+    assert "ended: killed by SIGKILL" in lw.cli("status", sid).stdout
