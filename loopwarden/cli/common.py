@@ -14,7 +14,6 @@ from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.principal import env_refusal, operator_op
-from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 
 # exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
@@ -134,14 +133,12 @@ def shutdown_daemon(note: str | None = None,
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
             raise Refused(refusal) from None
         return None
-    inside = env_refusal(os.environ, paths.socket, os.getpid()) is not None  # the daemon refuses: no question
     with client:
-        try:
-            if confirm is not None and not inside:
-                live = [s for s in client.request("list") if s.get("state") not in FINAL_STATES]
-                if live:
-                    confirm(live)
-            result = client.request("shutdown", note=note)
+        try:  # with `confirm`, the daemon stops only when no session is live; else it names them to ask about
+            result = client.request("shutdown", note=note, unless_live=confirm is not None)
+            if confirm is not None and not result.get("stopping"):
+                confirm(result["live"])
+                result = client.request("shutdown", note=note)
         except DaemonError as exc:
             raise failure(exc) from None
     _wait_gone(result.get("pid"), paths)

@@ -491,7 +491,12 @@ class ControlOperations(DaemonParts):
         return {"dry_run": False, "deleted": await self._prune(now - older, _before(now, audit))}
 
     async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on."""
+        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on.
+        With `unless_live`, only when no session is live: else nothing happens and the reply names them
+        (`{stopping: false, live: [{id, name}]}`), for the client to ask its user first."""
+        live = [{"id": sid, "name": s.spec.name} for sid, s in self.sessions.items() if not s.final]
+        if req.get("unless_live") and live:
+            return {"stopping": False, "live": live}
         self._begin_shutdown()
         warning = await self._audited(who, None, "stop-daemon", None, request_note(req), "stopping", stops=True)
         self._tg.start_soon(self._stop_soon)

@@ -82,10 +82,11 @@ class SessionRegistry(DaemonParts):
                     if row["id"] not in named and row["id"] not in self.sessions:
                         self.recent.add(row["id"], _row_snapshot(row))
                         named.append(row["id"])
+        named = list(dict.fromkeys(named))
         if not named:
             raise UnknownSession(f"no session {ref[:80]!r} (see 'loopwarden ls')")
         if len(named) > 1:
-            ids = sorted(set(named), key=_id_number)
+            ids = sorted(named, key=_id_number)
             shown = ", ".join(ids[:NAMES_SHOWN]) + (", ..." if len(ids) > NAMES_SHOWN else "")
             raise RequestError(f"name {ref[:80]!r} matches {shown}; use an id")
         return named[0]

@@ -76,7 +76,9 @@ def set_values(values: Any) -> dict[str, str | int | float | bool]:
     if not isinstance(values, dict) or not values:
         raise BadRequest("set needs 'values', such as {\"limits.max_runtime\": \"2h\"}")
     for key, value in values.items():
-        if not isinstance(value, (str, int, float)) or len(key) > 200:
+        if len(key) > 200:
+            raise BadRequest(f"set: the key {key[:80]!r}... is longer than 200 characters")
+        if not isinstance(value, (str, int, float)):
             raise BadRequest(f"set: the value of {key[:80]!r} must be a string or a number, not {_kind(value)}")
     return dict(values)
 
