@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
@@ -84,3 +85,18 @@ def test_an_ended_session_cannot_be_set(lw: Harness) -> None:
     proc = lw.cli("set", sid, "limits.max_runtime=2h")
     assert proc.returncode == 2
     assert proc.stderr == f"loopwarden: error: session {sid} has ended; only its history remains\n"
+
+
+def test_an_adopted_process_takes_a_lower_max_runtime_too(lw: Harness) -> None:
+    victim = subprocess.Popen(list(SLEEPER))
+    try:
+        proc = lw.cli("adopt", str(victim.pid), "--set", "limits.kill_grace=0.2s")
+        assert proc.returncode == 0, proc.stderr
+        sid = proc.stdout.strip()
+        reply = lw.request("set", session=sid, values={"limits.max_runtime": 1})
+        assert reply["changed"] == {"limits.max_runtime": [14400.0, 1.0]}
+        assert lw.wait_state(sid, "terminated", timeout=15)["termination"] == "max_runtime"
+        assert victim.wait(15) < 0  # ended by loopwarden's signal
+    finally:
+        victim.kill()
+        victim.wait()
