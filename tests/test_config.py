@@ -121,3 +121,30 @@ def test_unrelated_environment_is_ignored() -> None:
 def test_sizes() -> None:
     assert load_config(env={}, sets=["limits.max_line_bytes=64KiB"]).limits.max_line_bytes == 65536
     assert load_config(env={}, sets=["limits.max_line_bytes=2MiB"]).limits.max_line_bytes == 2 << 20
+
+
+def test_change_takes_live_keys_and_refuses_the_others_in_one_line() -> None:
+    from loopwarden.supervisor.config import change, show_value, value_of
+
+    base = load_config(env={})
+    changed = change(base, {"limits.max_runtime": "2h", "repetition.max_identical_calls": 3})
+    assert value_of(changed, "limits.max_runtime") == 7200.0 and changed.repetition.max_identical_calls == 3
+    assert show_value("limits.max_runtime", 7200.0) == "2h" and show_value("gates.timeout", 0.0) == "0 (off)"
+    for values, message in (({}, "set needs at least one KEY=VALUE"),
+                            ({"limits.max_runtim": "1h"}, "did you mean limits.max_runtime?"),
+                            ({"spill.dir": "/tmp"}, "cannot change on a running session"),
+                            ({"limits.max_runtime": "-1"}, "is not valid")):
+        with pytest.raises(ConfigError, match=message):
+            change(base, values)
+
+
+def test_a_reconfigured_health_judges_the_next_call_by_the_new_threshold() -> None:
+    from loopwarden.supervisor.config import change
+    from loopwarden.supervisor.events import ToolCall
+    from loopwarden.supervisor.health import SessionHealth
+
+    health = SessionHealth(load_config(env={}), started_at=0.0)
+    calls = [ToolCall(seq=n, ts=None, task=None, agent=None, tool="ls", args={"p": "."}) for n in range(1, 5)]
+    assert all(v.action != "block" for c in calls[:3] for v in health.observe(c, 1.0))
+    health.reconfigure(change(health.config, {"repetition.max_identical_calls": "3"}))
+    assert [v.action for v in health.observe(calls[3], 2.0)] == ["block"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -15,8 +16,10 @@ from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 
-EXIT_USAGE = 2
-EXIT_DAEMON = 3
+# exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
+EXIT_USAGE = 2  # what was asked is wrong: usage, a bad value, an unknown or ambiguous session, an ended one
+EXIT_DAEMON = 3  # the daemon: not running (read-only commands start none), unreachable, or cannot do it now
+EXIT_REFUSED = 4  # refused: an operator action from inside a supervised session
 STOP_WAIT = 15.0  # stop-daemon waits this long for the daemon to exit (its own cap is 10 s)
 
 
@@ -32,6 +35,15 @@ class Fail(click.ClickException):
 
 class DaemonFail(Fail):
     exit_code = EXIT_DAEMON
+
+
+class Refused(Fail):
+    exit_code = EXIT_REFUSED
+
+
+def failure(exc: DaemonError) -> Fail:
+    """A daemon's error as the CLI's, its exit code by whose trouble it is (see DaemonError.kind)."""
+    return {"request": Fail, "refused": Refused}.get(exc.kind, DaemonFail)(str(exc))
 
 
 def config_options(func: Any) -> Any:
@@ -67,7 +79,9 @@ def profile_paths() -> Paths:
     return paths
 
 
-def connect(autostart: bool = True, name: str = "cli") -> Client:
+def connect(autostart: bool = False, name: str = "cli") -> Client:
+    """A connection to this profile's daemon. Only commands that act start one (`autostart`): one that
+    reads (ls, status, logs, gates, audit) says in one line that none is running."""
     paths = profile_paths()
     try:
         return Client.connect(paths, autostart=autostart, name=name)
@@ -86,41 +100,47 @@ def operator_connection() -> Client:
     daemon's words; with one running, the daemon refuses it and records the attempt."""
     refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
     if refusal is None:
-        return connect()
+        return connect(autostart=True)
     try:
         return connect(autostart=False)
     except DaemonFail:
-        raise DaemonFail(refusal) from None
+        raise Refused(refusal) from None
 
 
 def call(op: str, **fields: Any) -> Any:
-    """One request to the daemon (started if needed); errors become one line, a warning one more."""
+    """One request to the daemon (started for an operator action, if needed); errors become one line, a
+    warning one more."""
     with operator_connection() if operator_op(op) else connect() as client:
         try:
             result = client.request(op, **fields)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
     if isinstance(result, dict) and result.get("warning"):
         click.echo(click.style(f"loopwarden: warning: {visible(str(result['warning']))}", fg="yellow"), err=True)
     return result
 
 
-def shutdown_daemon(note: str | None = None) -> int | None:
+def shutdown_daemon(note: str | None = None,
+                    confirm: Callable[[list[dict[str, Any]]], None] | None = None) -> int | None:
     """Stop the running daemon and return once it has exited (so its socket and lock are free): how many
-    live sessions stopped with it, or None when none runs."""
+    live sessions stopped with it, or None when none runs. `confirm` is asked first with the live
+    sessions, if any; it raises to keep the daemon running."""
     paths = profile_paths()
     try:
         client = connect(autostart=False)
     except DaemonFail:
-        refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
+        refusal = env_refusal(os.environ, paths.socket, os.getpid())
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop
-            raise DaemonFail(refusal) from None
+            raise Refused(refusal) from None
         return None
     with client:
-        try:
-            result = client.request("shutdown", note=note)
+        try:  # with `confirm`, the daemon stops only when no session is live; else it names them to ask about
+            result = client.request("shutdown", note=note, unless_live=confirm is not None)
+            if confirm is not None and not result.get("stopping"):
+                confirm(result["live"])
+                result = client.request("shutdown", note=note)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
     _wait_gone(result.get("pid"), paths)
     return int(result["sessions"])
 

@@ -157,7 +157,8 @@ def _change(path: Path, install: bool) -> None:
 
 def _where(func: Any) -> Any:
     func = click.option("--file", "file", metavar="PATH",
-                        help="Another settings file, e.g. .claude/settings.local.json.")(func)
+                        help="Another settings file, e.g. .claude/settings.local.json; its directory must "
+                             "exist.")(func)
     func = click.option("--user", "scope", flag_value="user",
                         help="~/.claude/settings.json: every Claude Code session.")(func)
     func = click.option("--project", "scope", flag_value="project", default=True,
@@ -179,8 +180,12 @@ def _for(agent: str, install: bool, scope: str, file: str | None) -> None:
         from .codex_hook import change
 
         change(install)
-    else:
-        _change(settings_path(scope == "user", file), install=install)
+        return
+    path = settings_path(scope == "user", file)
+    if file and not path.parent.is_dir():  # a typo in a path the user gave makes no directories
+        raise Fail(f"--file {file}: the directory {path.parent} does not exist (only the .claude directories of "
+                   "--project and --user are created)")
+    _change(path, install=install)
 
 
 @click.group()

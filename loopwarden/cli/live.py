@@ -14,12 +14,14 @@ import orjson
 from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
-from ..supervisor.config import format_duration, parse_duration
+from ..runtime.ending import ending, exit_words
+from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
+from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
-from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, operator_connection,
-                     profile_paths, shutdown_daemon)
+from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
+                     operator_connection, profile_paths, shutdown_daemon)
 
 FINAL = FINAL_STATES
 
@@ -33,11 +35,12 @@ def _age(seconds: float | None) -> str:
 
 
 def _state(snap: dict[str, Any]) -> str:
+    """The STATE column: terminated(max_runtime), exited 0, killed by SIGKILL, running, ..."""
     state = str(snap.get("state") or "?")
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
-        return visible(f"exited({snap['exit_code']})")
+        return exit_words(snap["exit_code"])
     return visible(state)
 
 
@@ -46,15 +49,15 @@ def _plural(n: int, word: str) -> str:
 
 
 def _ending(snap: dict[str, Any]) -> str:
-    """How a session ended, in words."""
-    if snap.get("termination_text"):
-        return visible(str(snap["termination_text"]))
-    if snap.get("state") == SessionState.EXITED:
-        code = snap.get("exit_code")
-        if snap.get("failure"):
-            return visible(f"exited with code {code}: {snap['failure']}")
-        return "finished" if code == 0 else visible(f"exited with code {code}")
-    return visible(str(snap.get("state")))
+    """How a session ended, in words (runtime/ending.py, as the console says it)."""
+    return ending(snap) or visible(str(snap.get("state")))
+
+
+def _end_line(sid: str, snap: dict[str, Any]) -> str:
+    """'session s3 terminated(max_runtime): max runtime exceeded (2s)', 'session s3 killed by SIGKILL'."""
+    words = _ending(snap)
+    detail = words.split(": ", 1)[1] if ": " in words else ""
+    return f"loopwarden: session {sid} {_state(snap)}" + (f": {detail}" if detail else "")
 
 
 def _mem(rss: int | None) -> str:
@@ -65,7 +68,8 @@ def _mem(rss: int | None) -> str:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_options
-@click.option("--name", help="A name to find the session by (default: the command's name).")
+@click.option("--name", help="A name to find the session by (default: the command's name); one a live session "
+                             "has gets a suffix (python-2).")
 @click.option("--adapter", type=click.Choice(registry.names()), default="native", show_default=True,
               help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
                    "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
@@ -88,8 +92,10 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     session's: the agent's own when it exits, or the termination reason's
     (max_runtime 10, repetition_loop 11, validation_failure 12,
     consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
-    operator 17, lost 19: the daemon died while following). A command that
-    cannot start exits 127; loopwarden's own errors exit 2 (usage) or 3 (the daemon).
+    operator 17, lost 19: the daemon died while following, daemon_stopped 20).
+    A command that cannot start exits 127; loopwarden's own errors exit 2 (what
+    was asked is wrong), 3 (the daemon could not be reached or cannot do it now)
+    or 4 (refused inside a supervised session).
 
     \b
     Examples:
@@ -129,8 +135,9 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         try:
             started = client.request("run", spec=spec)
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
         sid = started["id"]
+        _say_renamed(started)
         if detach:
             click.echo(sid)
             return
@@ -140,13 +147,20 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     sys.exit(code)
 
 
+def _say_renamed(started: dict[str, Any]) -> None:
+    """Names are unique among live sessions: say so when the one asked for (or the command's) was taken."""
+    if started.get("renamed_from"):
+        click.echo(f"loopwarden: a live session is already named {visible(str(started['renamed_from']))!r}; "
+                   f"{started['id']} is named {visible(str(started['name']))!r}", err=True)
+
+
 def _follow(client: Any, sid: str, as_json: bool) -> int:
     """Print a session's events and verdicts until it ends; return its exit code (19, lost, when the
     daemon dies first)."""
     try:
         first, updates = client.subscribe([sid], events=True)
     except DaemonError as exc:
-        raise DaemonFail(str(exc)) from None
+        raise failure(exc) from None
     try:
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
@@ -165,7 +179,7 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                 _print_record(kind, data)
             if kind == "session" and data.get("state") in FINAL:
                 if not as_json:
-                    click.echo(f"loopwarden: session {sid} {_state(data)}: {_ending(data)}", err=True)
+                    click.echo(_end_line(sid, data), err=True)
                 return _final(data)
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
@@ -186,45 +200,50 @@ _VERDICT_COLOUR = {"nudge": "yellow", "block": "red", "gate": "magenta", "termin
 _HINTED: set[str] = set()
 
 
-def _print_record(kind: str | None, raw: dict[str, Any]) -> None:
-    """One record as a line for a person; every string the agent could have written is made visible first."""
+def _print_record(kind: str | None, raw: dict[str, Any], when: float | None = None) -> None:
+    """One record as a line for a person (`when` it happened first, if given); every string the agent
+    could have written is made visible first."""
     data = visible_tree(raw)
+    stamp = time.strftime("%H:%M:%S ", time.localtime(when)) if when else ""
+
+    def echo(line: str, err: bool = False) -> None:
+        click.echo(stamp + line, err=err)
+
     if kind == "event":
         etype = data.get("type")
         if etype == "tool_call":
             args = visible(orjson.dumps(raw.get("args"), default=str).decode())  # JSON escapes only C0 controls
-            click.echo(f"  {data.get('seq', ''):>5} → {data.get('tool')} {args[:120]}")
+            echo(f"  {data.get('seq', ''):>5} → {data.get('tool')} {args[:120]}")
         elif etype == "tool_result":
             first_line = str(raw.get("output") or "").strip().split("\n", 1)[0].rstrip("\r")
             mark = click.style("✗", fg="red") if data.get("is_error") else "✓"
-            click.echo(f"  {data.get('seq', ''):>5} {mark} {visible(first_line)[:120]}")
+            echo(f"  {data.get('seq', ''):>5} {mark} {visible(first_line)[:120]}")
         elif etype == "output":
-            click.echo(f"  {data.get('seq', ''):>5} │ {str(data.get('text'))[:200]}")
+            echo(f"  {data.get('seq', ''):>5} │ {str(data.get('text'))[:200]}")
         elif etype in ("assistant_message", "user_message", "error", "invalid_line", "validation_error"):
             text = data.get("text") or data.get("message") or data.get("reason") or ""
-            click.echo(f"  {data.get('seq', ''):>5} {etype}: {str(text)[:160]}")
+            echo(f"  {data.get('seq', ''):>5} {etype}: {str(text)[:160]}")
             if etype == "invalid_line" and "not valid JSON" in str(text) and "hint" not in _HINTED:
                 _HINTED.add("hint")
-                click.echo(click.style("        hint: this command does not speak loopwarden's protocol "
-                                       "(docs/protocol.md); for any other command use --adapter plain", dim=True),
-                           err=True)
+                echo(click.style("        hint: this command does not speak loopwarden's protocol "
+                                 "(docs/protocol.md); for any other command use --adapter plain", dim=True), err=True)
     elif kind == "log":
-        click.echo(f"        {data.get('stream', 'log')}: {str(data.get('text'))[:200]}")
+        echo(f"        {data.get('stream', 'log')}: {str(data.get('text'))[:200]}")
     elif kind == "action":
         note = f": {data['note']}" if data.get("note") else ""
         target = f" {data['target']}" if data.get("target") else ""
-        click.echo(click.style(f"        {str(data.get('action')).upper()}{target} by {data.get('actor')} "
-                               f"[{data.get('client')}] {data.get('outcome')}{note}", fg="cyan"))
+        echo(click.style(f"        {str(data.get('action')).upper()}{target} by {data.get('actor')} "
+                         f"[{data.get('client')}] {data.get('outcome')}{note}", fg="cyan"))
     elif kind == "verdict":
         action = str(data.get("action"))
         head = click.style(action.upper(), fg=_VERDICT_COLOUR.get(action), bold=True)
-        click.echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
+        echo(f"  {data.get('seq', '') or '':>5} {head} [{data.get('rule')}] {data.get('reason')}")
         if data.get("rule") == "operator" and raw.get("message"):
             first_line = str(raw["message"]).split("\n", 1)[0]
-            click.echo(f"        │ {visible(first_line)[:200]}")
+            echo(f"        │ {visible(first_line)[:200]}")
     elif kind == "session" and data.get("state") == SessionState.GATED:
         gates = ", ".join(f"{data.get('id')}:{g}" for g in data.get("pending_gates") or [])
-        click.echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
+        echo(click.style(f"  waiting for a human: loopwarden approve {gates}", fg="magenta"), err=True)
 
 
 @click.command("ls")
@@ -274,7 +293,7 @@ def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
             try:
                 page = client.request("list", stored=True, before=before)
             except DaemonError as exc:
-                raise DaemonFail(str(exc)) from None
+                raise failure(exc) from None
             if not page:
                 break
             pages.append(page)
@@ -372,12 +391,12 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             try:
                 first, updates = follower.subscribe([session], events=True)
             except DaemonError as exc:
-                raise DaemonFail(str(exc)) from None
+                raise failure(exc) from None
         seen: set[tuple[Any, ...]] = set()
         sid = first["sessions"][0].get("id", session) if updates is not None and first["sessions"] else session
         for sid, kind, data, row in _history(session, limit):
             seen.add(_key(kind, data, row))
-            _emit(kind, sid, data, as_json)
+            _emit(kind, sid, data, as_json, row.get("ts") if kind != "log" else data.get("ts"))
         if follower is None or updates is None:
             return
         if any(s.get("state") in FINAL for s in first["sessions"]):
@@ -389,9 +408,9 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             if kind == "cut":
                 raise DaemonFail(f"the daemon ended the subscription: {message.get('reason')}")
             if kind != "session":
-                _emit(kind, sid, data, as_json)
+                _emit(kind, sid, data, as_json, data.get("ts") if kind != "event" else None)
             elif data.get("state") in FINAL:
-                click.echo(f"loopwarden: session {visible(sid)} {_state(data)}: {_ending(data)}", err=True)
+                click.echo(_end_line(visible(sid), data), err=True)
                 sys.exit(_final(data))
     except KeyboardInterrupt:
         return
@@ -433,7 +452,7 @@ def _history(session: str, limit: int) -> Any:
                 if not page.get("more") or all(cursors[c] >= end[c] for c in end):  # a busy session: no chase
                     return
         except DaemonError as exc:
-            raise DaemonFail(str(exc)) from None
+            raise failure(exc) from None
 
 
 def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
@@ -441,16 +460,20 @@ def _key(kind: str | None, data: dict[str, Any], row: dict[str, Any]) -> tuple[A
             data.get("rule"), data.get("ts") if kind in ("action", "log") else None)
 
 
-def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool) -> None:
+def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool, when: Any = None) -> None:
+    """One record of `logs`: a JSON line, or a line for a person that begins with the time it happened
+    (stored: when the daemon saw it; followed: its own time, or when it arrived)."""
     if as_json:
         click.echo(orjson.dumps({"kind": kind, "session": sid, "data": data}, default=str).decode())
     else:
-        _print_record(kind, data)
+        stamp = when if isinstance(when, (int, float)) and not isinstance(when, bool) and when > 0 else time.time()
+        _print_record(kind, data, stamp)
 
 
 @click.command()
 @click.argument("session", required=False)
-@click.option("--limit", default=100, show_default=True, help="How many of the newest entries to print.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
+              help="How many of the newest entries to print (1 or more).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def audit(session: str | None, limit: int, as_json: bool) -> None:
     """The audit log: who did what, when, why, from which client (of one session, or all).
@@ -560,7 +583,10 @@ def _decision(approve: bool) -> Any:
     command.help = (
         ("Approve a gate: the agent continues; a --note is injected as guidance. Resets the loop counters."
          if approve else "Deny a gate: the session is terminated (loop_gate_denied).")
-        + f"\n\n\b\nExample:\n  loopwarden {verb} s3:g1" + (' --note "try the staging database"' if approve else "")
+        + " GATE is SESSION:GATE as 'loopwarden gates' lists it, a gate id pending in one session only, or a "
+          "session with exactly one pending gate."
+        + f"\n\n\b\nExamples:\n  loopwarden {verb} s3:g1" + (' --note "try the staging database"' if approve else "")
+        + f"\n  loopwarden {verb} s3"
     )
     return command
 
@@ -587,8 +613,7 @@ def grant(session: str, note: str | None) -> None:
 
 @click.command()
 @click.argument("session")
-@click.option("--counter", help="Reset only this counter (repetition, same_error, alternation, monologue, "
-                                "validation, failures, loop, attempts, iterations, blocks).")
+@click.option("--counter", help=f"Reset only this counter: {', '.join(sorted(RESETTABLE))}.")
 @click.option("--note", help="Why; recorded in the audit log.")
 def reset(session: str, counter: str | None, note: str | None) -> None:
     """Reset a session's loop counters: a human intervention gives the agent a fresh start.
@@ -599,6 +624,34 @@ def reset(session: str, counter: str | None, note: str | None) -> None:
     """
     result = call("reset", session=session, counter=counter, note=note)
     click.echo(f"{result['session']}: reset {result['reset']}")
+
+
+@click.command("set")
+@click.argument("session")
+@click.argument("values", nargs=-1, required=True, metavar="KEY=VALUE...")
+def set_limits(session: str, values: tuple[str, ...]) -> None:
+    """Change a running session's limits: the engine judges by them at once, and the change is audited.
+
+    A running session takes the limits (not max_line_bytes or stdin_backlog), the
+    repetition, validation, failures, attempts and gates keys, loop.gate_after and
+    loop.similarity, and the escalation thresholds; the others shaped how it
+    started ('loopwarden config keys' lists every key). Counters so far stay.
+
+    \b
+    Examples:
+      loopwarden set s3 limits.max_runtime=2h
+      loopwarden set fixer repetition.max_identical_calls=3 gates.timeout=10m
+    """
+    try:
+        pairs = dict(parse_set(item, "set") for item in values)
+    except ConfigError as exc:
+        raise Fail(str(exc)) from None
+    result = call("set", session=session, values=pairs)
+    sid, changed = result["session"], result["changed"]
+    if not changed:
+        click.echo(f"{sid}: nothing changed (the values were already in force)")
+    for key, (old, new) in changed.items():
+        click.echo(f"{sid}: {key} {show_value(key, old)} -> {show_value(key, new)}")
 
 
 @click.command()
@@ -650,6 +703,7 @@ def adopt(pid: int, name: str | None, config_file: str | None, preset: str | Non
     """
     build_config(config_file, preset, sets)
     result = call("adopt", pid=pid, name=name, preset=preset, sets=list(sets))
+    _say_renamed(result)
     click.echo(result["id"])
 
 
@@ -671,23 +725,38 @@ def serve() -> None:
 
 
 @click.command("stop-daemon")
-def stop_daemon() -> None:
+@click.option("--yes", "-y", is_flag=True, help="Do not ask, even when live sessions would stop with it.")
+def stop_daemon(yes: bool) -> None:
     """Stop the daemon; the sessions it runs are stopped with it.
 
-    Returns once the daemon has exited (at most 10 s: SIGTERM to every agent,
-    SIGKILL for those left after 7 s, whatever limits.kill_grace says), so a
-    command right after it starts a new daemon. Exit code 3 if it is still
-    running 15 s later.
+    With live sessions it asks first (--yes does not); without a terminal to ask
+    on, it refuses unless given --yes. Those sessions end as daemon_stopped, not
+    as killed by an operator. Returns once the daemon has exited (at most 10 s:
+    SIGTERM to every agent, SIGKILL for those left after 7 s, whatever
+    limits.kill_grace says), so a command right after it starts a new daemon.
+    Exit code 3 if it is still running 15 s later.
 
     \b
-    Example:
+    Examples:
       loopwarden stop-daemon
+      loopwarden stop-daemon --yes
     """
-    stopped = shutdown_daemon()
+    stopped = shutdown_daemon(confirm=None if yes else _confirm_stop)
     if stopped is None:
         click.echo("no daemon is running")
         return
     click.echo(f"daemon stopped; {_plural(stopped, 'live session')} stopped with it")
+
+
+def _confirm_stop(live: list[dict[str, Any]]) -> None:
+    """Ask before live sessions stop with the daemon; refuse (exit 2) when there is no terminal to ask on."""
+    names = ", ".join(f"{s.get('id')} ({visible(str(s.get('name')))})" for s in live[:5])
+    names += f" and {len(live) - 5} more" if len(live) > 5 else ""
+    if not sys.stdin.isatty():
+        raise Fail(f"{_plural(len(live), 'live session')} would stop with the daemon: {names}; "
+                   "run 'loopwarden stop-daemon --yes' to stop them")
+    click.confirm(f"Stop the daemon and {_plural(len(live), 'live session')} with it: {names}?", abort=True,
+                  err=True)
 
 
 @click.command()

@@ -90,6 +90,13 @@ class AdoptedSession:
         self.resources = Resources(cpu, rss, len(pids))
         self._publish()
 
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set`, taken on the next poll (still no stall: it has no events)."""
+        self.config = config
+        self.health.reconfigure(config)
+        self.health.runtime.cfg = _no_stall(config)
+        self._publish()
+
     def pause(self) -> None:
         if not self.paused:
             self._signal(signal.SIGSTOP)
@@ -102,11 +109,11 @@ class AdoptedSession:
             self.paused = self.operator_paused = False
             self._publish()
 
-    async def kill(self, note: str | None = None) -> None:
-        verdicts = self.health.operator_terminate(self.clock(), note)
+    async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
+        verdicts = self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping)
         for verdict in verdicts:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": self.clock()})
-        await self.stop(Termination.OPERATOR)
+        await self.stop(self.health.termination_reason or Termination.OPERATOR)
 
     async def stop(self, reason: Termination) -> None:
         """SIGTERM to the process and its descendants, SIGKILL after the grace period."""

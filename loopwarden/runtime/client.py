@@ -20,7 +20,12 @@ START_TIMEOUT = 10.0
 
 
 class DaemonError(Exception):
-    """The daemon is unreachable or refused a request; the message is one line for a person."""
+    """The daemon is unreachable or refused a request; the message is one line for a person. `kind`:
+    "daemon" (unreachable, or it cannot do it now), "request" (what was asked is wrong), "refused"."""
+
+    def __init__(self, message: str, kind: str = "daemon") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class Client:
@@ -42,8 +47,8 @@ class Client:
             return cls(_connect(paths), name, claim)
         except OSError:
             if not autostart:
-                raise DaemonError(f"no daemon is running (socket {paths.socket}); "
-                                  "start one with 'loopwarden serve'") from None
+                raise DaemonError(f"no daemon is running (socket {paths.socket}); 'loopwarden serve', 'run' or "
+                                  "the console starts one") from None
         start_daemon(paths)
         deadline = time.monotonic() + START_TIMEOUT
         last: OSError | None = None
@@ -69,7 +74,8 @@ class Client:
             raise DaemonError("the daemon closed the connection")
         reply = orjson.loads(line)
         if not reply.get("ok"):
-            raise DaemonError(str(reply.get("error")))
+            kind = reply.get("error_kind")
+            raise DaemonError(str(reply.get("error")), kind if kind in ("request", "refused") else "daemon")
         return reply.get("result")
 
     def subscribe(self, sessions: list[str] | None = None,

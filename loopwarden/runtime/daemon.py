@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -180,7 +181,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         with anyio.move_on_after(max(0.0, start + SHUTDOWN_FORCE_AT - time.monotonic())):
             async with anyio.create_task_group() as tg:
                 for session in live:
-                    tg.start_soon(session.kill, "the daemon is stopping")
+                    tg.start_soon(partial(session.kill, daemon_stopping=True))
             while any(not s.final for s in live):  # noqa: ASYNC110 - a session has no event for its end
                 await anyio.sleep(0.02)
         stragglers = [s for s in live if not s.final]

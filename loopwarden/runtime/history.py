@@ -39,12 +39,9 @@ class EndedSessions:
         found = self._snaps.get(sid)
         return found[0] if found else None
 
-    def by_name(self, name: str) -> str | None:
-        """The newest ended session with this name."""
-        for sid, (snap, _) in reversed(self._snaps.items()):
-            if snap.get("name") == name:
-                return sid
-        return None
+    def named(self, name: str) -> list[str]:
+        """The ended sessions with this name, oldest first."""
+        return [sid for sid, (snap, _) in self._snaps.items() if snap.get("name") == name]
 
     def __contains__(self, sid: object) -> bool:
         return sid in self._snaps

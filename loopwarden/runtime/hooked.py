@@ -86,6 +86,12 @@ class HookedSession:
         self._changed = anyio.Event()
         self._gates_stored: dict[str, str] = {}  # gate id -> the status last stored
 
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set` (still no stall: the user may think); the clock loop wakes."""
+        self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))
+        self.health.reconfigure(self.config)
+        self._changed_now()
+
     @classmethod
     def key_for(cls, agent_session: str) -> str:
         """The daemon's key for the attached session of one agent session id."""
@@ -306,11 +312,11 @@ class HookedSession:
         self.paused = self.operator_paused = False
         self._changed_now()
 
-    async def kill(self, note: str | None = None) -> None:
+    async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """Mark the session terminated; the next hook answer stops Claude. Nothing is signalled."""
         if self.final:
             return
-        self._record(self.health.operator_terminate(self.clock(), note))
+        self._record(self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping))
         if not self.final:
             self._end(SessionState.TERMINATED)
 

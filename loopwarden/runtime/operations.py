@@ -9,7 +9,7 @@ import anyio
 import psutil
 
 from ..sessions.base import Capability
-from ..supervisor.config import ConfigError, load_config
+from ..supervisor.config import ConfigError, change, load_config, show_value, value_of
 from ..supervisor.gates import GateError
 from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
@@ -17,12 +17,12 @@ from .adopted import AdoptedSession
 from .commands import default_name, missing_program
 from .codex_hooked import hooked_kind
 from .contract import Supervised, refusal
-from .parts import PROTOCOL, SHUTDOWN_CAP, DaemonParts, RequestError
+from .parts import PROTOCOL, SHUTDOWN_CAP, AlreadyAudited, DaemonParts, RequestError
 from .principal import Principal, agent_environment, hook_agent
 from .processes import adoption_refusal, process_rows
 from .procfs import ancestry
-from .registry import HOOKED_ENDED_KEPT, _row_snapshot
-from .requests import BadRequest, adopt_request, request_note, run_request
+from .registry import HOOKED_ENDED_KEPT, UnknownSession, _row_snapshot
+from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
 from .store import HISTORY_TABLES
@@ -58,6 +58,10 @@ def _cursor(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def _no_store(what: str) -> RequestError:
+    return RequestError(f"the store is not open (see 'loopwarden status'); {what}", kind="daemon")
+
+
 def _ago(seconds: float) -> str:
     from ..supervisor.config import format_duration
 
@@ -68,9 +72,10 @@ class ControlOperations(DaemonParts):
     """Every `op_<name>` a client may ask for: checked, audited, carried out."""
 
     async def _target_session(self, req: dict[str, Any]) -> str | None:
-        """The session a request names (by `session`, or a gate's SESSION:GATE), if it exists."""
+        """The session a request names (by `session`, a gate's SESSION:GATE or a gate given as its session),
+        if it exists and is one."""
         gate = req.get("gate")
-        ref = req.get("session") or (gate.rsplit(":", 1)[0] if isinstance(gate, str) and ":" in gate else None)
+        ref = req.get("session") or (gate.rsplit(":", 1)[0] if isinstance(gate, str) else None)
         try:
             return await self._resolve(ref) if ref else None
         except RequestError:
@@ -86,8 +91,22 @@ class ControlOperations(DaemonParts):
         error = (self.recorder.health.last_error or "unknown error")[:200]
         if stops:
             return f"done, but the audit log could not be written ({error}); the row is counted as unwritten"
-        raise RequestError(f"refused: the audit log could not be written ({error}); nothing was done. Free "
-                           "some space (see 'loopwarden status'); kill, pause, deny and stop-daemon still work")
+        raise AlreadyAudited(f"refused: the audit log could not be written ({error}); nothing was done. Free "
+                             "some space (see 'loopwarden status'); kill, pause, deny and stop-daemon still work",
+                             kind="daemon")
+
+    async def _refused(self, who: Principal, op: str, req: dict[str, Any], reason: str) -> None:
+        """A refused operator action in the audit log: what it aimed at (a gate as SESSION:GATE), and why."""
+        note = request_note(req) or request_note({"note": req.get("text")})
+        target, sid, gate = attempted_target(req), await self._target_session(req), req.get("gate")
+        if isinstance(gate, str):
+            try:
+                session, gate_id = await self._gate_ref(gate)
+                sid, target = session.spec.id, f"{session.spec.id}:{gate_id}"[:200]
+            except RequestError:  # no such live gate: named as asked, its session by id
+                if sid and ":" in gate:
+                    target = f"{sid}:{gate.rsplit(':', 1)[1]}"[:200]
+        self._audit(who, sid, "stop-daemon" if op == "shutdown" else op, target, note, reason)
 
     async def op_ping(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         """The daemon's own state, with what could not be written or delivered since it started."""
@@ -103,12 +122,15 @@ class ControlOperations(DaemonParts):
         """A shutdown that began while the audit row was written: the session never starts, and says so."""
         if self.shutting_down:
             self._audit(who, sid, op, None, None, "failed: the daemon began shutting down")
-            self._refuse_while_stopping(op)
+            try:
+                self._refuse_while_stopping(op)
+            except RequestError as exc:
+                raise AlreadyAudited(str(exc), kind="daemon") from None
 
     def _refuse_while_stopping(self, op: str) -> None:
         if self.shutting_down:
             raise RequestError(f"the daemon is shutting down and starts no more sessions; {op} again once it "
-                               "has stopped (a new one starts then)")
+                               "has stopped (a new one starts then)", kind="daemon")
 
     async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         self._refuse_while_stopping("run")
@@ -129,7 +151,8 @@ class ControlOperations(DaemonParts):
             raise RequestError(missing)
         sid = self._new_id()
         env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
-        name = spec_in.name or default_name(command)[:80]
+        asked = spec_in.name or default_name(command)[:80]
+        name, renamed = self._unique_name(asked)  # a live session has it: name-2
         spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
                            preset=config.preset, sets=spec_in.sets, task=spec_in.task)
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
@@ -144,7 +167,7 @@ class ControlOperations(DaemonParts):
         self._mark(sid)
         self._cleaner_wake.set()  # its spill retention may be the shortest yet
         self._tg.start_soon(self._run_session, session)
-        return {"id": sid, "name": name}
+        return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}
 
     async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         self._refuse_while_stopping("adopt")
@@ -167,12 +190,14 @@ class ControlOperations(DaemonParts):
         except (PermissionError, psutil.AccessDenied):
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
+        asked = session.spec.name
+        session.spec.name, renamed = self._unique_name(asked)
         await self._audited(who, sid, "adopt", str(pid), None, "watching")
         self._refuse_after_audit(who, sid, "adopt")
         self.sessions[sid] = session
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
-        return {"id": sid, "name": session.spec.name}
+        return {"id": sid, "name": session.spec.name, **({"renamed_from": asked} if renamed else {})}
 
     async def op_hook(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """A Claude Code hook event: judged in the attached session of its session_id (made on first sight)."""
@@ -222,7 +247,7 @@ class ControlOperations(DaemonParts):
         try:
             return await session.wait(ticket, _seconds(req.get("hold")), holder=who.pid)
         except PermissionError as exc:
-            raise RequestError(f"refused: {exc}") from None
+            raise RequestError(f"refused: {exc}", kind="refused") from None
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
@@ -234,7 +259,7 @@ class ControlOperations(DaemonParts):
             raise RequestError("'before' must be a session id")
         store = self.store
         if store is None:
-            raise RequestError("the store is not open (see 'loopwarden status'); only recent sessions are shown")
+            raise _no_store("only recent sessions are shown")
         rows = await anyio.to_thread.run_sync(lambda: store.recent_sessions(LIST_BYTES, before=before, limit=limit))
         return [_row_snapshot(row) for row in reversed(rows)]
 
@@ -252,7 +277,7 @@ class ControlOperations(DaemonParts):
         await self._flush()
         store = self.store
         if store is None:
-            raise RequestError("the store is not open (see 'loopwarden status'); history cannot be read now")
+            raise _no_store("history cannot be read now")
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         max_bytes = _count(req.get("max_bytes"), LOGS_BYTES, LOGS_BYTES)
         tables = req.get("tables")
@@ -297,13 +322,13 @@ class ControlOperations(DaemonParts):
                 out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
         return sorted(out, key=lambda g: g["opened_at"])
 
-    async def _gate_ref(self, req: dict[str, Any]) -> tuple[Supervised, str]:
-        """The session and id of the pending gate a request names (SESSION:GATE, or a unique GATE)."""
-        ref = req.get("gate")
+    async def _gate_ref(self, ref: Any) -> tuple[Supervised, str]:
+        """The live session and gate id a reference names: SESSION:GATE, a GATE id pending in one session
+        only, or a SESSION with exactly one pending gate."""
         if not isinstance(ref, str) or not ref:
             raise RequestError("a gate reference is required, such as s3:g1 (see 'loopwarden gates')")
         if ":" in ref:
-            sid, gate_id = ref.split(":", 1)
+            sid, gate_id = ref.rsplit(":", 1)
             sid = await self._resolve(sid)
             session = self.sessions.get(sid)
             if session is None or session.final:
@@ -312,38 +337,46 @@ class ControlOperations(DaemonParts):
                 decided = [g for g in gates if g.get("gate_id") == gate_id]  # rare: an ended session
                 if decided and decided[0].get("status") != "pending":
                     g = decided[0]
-                    raise GateError(f"gate {ref} was already {g['status']} by {g.get('decided_by')}")
+                    raise RequestError(f"gate {sid}:{gate_id} was already {g['status']} by {g.get('decided_by')}")
                 raise RequestError(f"session {sid} has ended; only its history remains")
-        else:
-            gate_id = ref
-            owners = [s for s in self.sessions.values() if not s.final and gate_id in s.health.gates.gates]
-            if req.get("session"):
-                owners = [await self._live(req["session"])]
-            if len(owners) != 1:
-                raise RequestError(f"gate {ref!r} is ambiguous or unknown; use SESSION:GATE, e.g. s3:g1")
-            session = owners[0]
-        cannot = refusal(session, "approve")
-        if cannot:
-            raise RequestError(cannot)
-        session.health.gates.check(gate_id)
-        return session, gate_id
+            return session, gate_id
+        owners = [s for s in self.sessions.values() if not s.final and ref in s.health.gates.gates]
+        if len(owners) > 1:
+            shown = ", ".join(f"{s.spec.id}:{ref}" for s in owners[:8])
+            raise RequestError(f"gate {ref!r} is pending in several sessions ({shown}); use SESSION:GATE")
+        if owners:
+            return owners[0], ref
+        try:
+            session = await self._live(ref)  # a session: its one pending gate
+        except UnknownSession:
+            raise RequestError(f"no pending gate or session {ref[:80]!r} (see 'loopwarden gates')") from None
+        pending = [g.id for g in session.health.pending_gates()]
+        if len(pending) != 1:
+            which = f"{len(pending)} pending gates ({', '.join(f'{session.spec.id}:{g}' for g in pending[:8])})"
+            raise RequestError(f"session {session.spec.id} has {which if pending else 'no pending gate'}; "
+                               "name one as SESSION:GATE (see 'loopwarden gates')")
+        return session, pending[0]
 
     async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
         note, verb = request_note(req), "approve" if approve else "deny"
-        try:
-            session, gate_id = await self._gate_ref(req)
-        except GateError as exc:
-            sid = str(req.get("gate")).split(":", 1)[0]
-            self._audit(who, sid, verb, str(req.get("gate")), note, f"refused: {exc}")
-            raise RequestError(str(exc)) from None
-        warning = await self._audited(who, session.spec.id, verb, gate_id, note, "done", stops=not approve)
+        session, gate_id = await self._gate_ref(req.get("gate"))
+        ref = f"{session.spec.id}:{gate_id}"  # how the audit log and every reply name a gate
+        cannot = refusal(session, verb)
+        if cannot:
+            raise RequestError(cannot)
+        gate = session.health.gates.gates.get(gate_id)
+        if gate is None:
+            raise RequestError(f"no gate {ref} (see 'loopwarden gates')")
+        if not gate.pending:
+            raise RequestError(f"gate {ref} was already {gate.status} by {gate.decided_by}")
+        warning = await self._audited(who, session.spec.id, verb, ref, note, "done", stops=not approve)
         try:
             await session.decide(gate_id, approve, who.actor, note)
         except GateError as exc:  # decided meanwhile (an expiry, another console): say so in the audit too
-            self._audit(who, session.spec.id, verb, gate_id, note, f"failed: {exc}")
-            raise RequestError(str(exc)) from None
-        return _warned({"session": session.spec.id, "gate": gate_id, "status": "approved" if approve else "denied"},
-                       warning)
+            self._audit(who, session.spec.id, verb, ref, note, f"failed: {exc}")
+            raise AlreadyAudited(str(exc)) from None
+        return _warned({"session": session.spec.id, "gate": gate_id, "ref": ref,
+                        "status": "approved" if approve else "denied"}, warning)
 
     async def op_approve(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         return await self._decide(req, True, who)
@@ -366,6 +399,26 @@ class ControlOperations(DaemonParts):
         await self._audited(who, session.spec.id, "reset", counter or "all", request_note(req), "done")
         session.reset(counter)
         return {"session": session.spec.id, "reset": counter or "all"}
+
+    async def op_set(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Change a running session's limits (`values`: KEY -> value); the engine takes them at once.
+        Replies `changed`: KEY -> [old, new], converted, for each key whose value moved."""
+        session = await self._live(req.get("session"))
+        try:
+            values = set_values(req.get("values"))
+            config = change(session.config, values)
+        except (BadRequest, ConfigError) as exc:
+            raise RequestError(str(exc)) from None
+        before = session.config
+        moved = [k for k in values if value_of(before, k) != value_of(config, k)]
+        note = "; ".join(f"{k}: {show_value(k, value_of(before, k))} -> {show_value(k, value_of(config, k))}"
+                         for k in moved)
+        await self._audited(who, session.spec.id, "set", ",".join(values)[:200], note or "no change", "done")
+        session.reconfigure(config)
+        after = session.config  # an attached session keeps its own rules (no stall)
+        return {"session": session.spec.id,
+                "changed": {k: [value_of(before, k), value_of(after, k)] for k in moved
+                            if value_of(before, k) != value_of(after, k)}}
 
     async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._capable(req, "inject")
@@ -409,7 +462,7 @@ class ControlOperations(DaemonParts):
         await self._flush()
         store = self.store
         if store is None:
-            raise RequestError("the store is not open (see 'loopwarden status'); the audit log cannot be read now")
+            raise _no_store("the audit log cannot be read now")
         sid = await self._resolve(req["session"]) if req.get("session") else None
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
@@ -429,7 +482,7 @@ class ControlOperations(DaemonParts):
             raise RequestError("'audit_older_than' must be a number of seconds >= 0")
         store = self.store
         if store is None:
-            raise RequestError("the store is not open (see 'loopwarden status'); nothing can be pruned now")
+            raise _no_store("nothing can be pruned now")
         now = self.clock()
         if req.get("dry_run"):
             counts = await anyio.to_thread.run_sync(lambda: store.prunable(now - older, _before(now, audit)))
@@ -438,7 +491,12 @@ class ControlOperations(DaemonParts):
         return {"dry_run": False, "deleted": await self._prune(now - older, _before(now, audit))}
 
     async def op_shutdown(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on."""
+        """Stop every session and exit, within SHUTDOWN_CAP; `run` and `adopt` are refused from now on.
+        With `unless_live`, only when no session is live: else nothing happens and the reply names them
+        (`{stopping: false, live: [{id, name}]}`), for the client to ask its user first."""
+        live = [{"id": sid, "name": s.spec.name} for sid, s in self.sessions.items() if not s.final]
+        if req.get("unless_live") and live:
+            return {"stopping": False, "live": live}
         self._begin_shutdown()
         warning = await self._audited(who, None, "stop-daemon", None, request_note(req), "stopping", stops=True)
         self._tg.start_soon(self._stop_soon)

@@ -34,7 +34,17 @@ SHUTDOWN_CLOSE = 1.0  # ... and keeps this long for the last records, the store 
 
 
 class RequestError(Exception):
-    """A request the daemon refuses; the message is sent back as one line."""
+    """A request the daemon refuses; the message is sent back as one line. `kind` says whose trouble it
+    is, for the client's exit code: "request" (what was asked is wrong), "daemon" (the daemon cannot do it
+    now: its store, its audit log, a shutdown), "refused" (the asker may not)."""
+
+    def __init__(self, message: str, *, kind: str = "request") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class AlreadyAudited(RequestError):
+    """A refusal the operation recorded in the audit log itself (or could not record): not logged twice."""
 
 
 class DaemonParts:
@@ -82,6 +92,12 @@ class DaemonParts:
 
     async def _live(self, ref: Any) -> Supervised:
         raise NotImplementedError  # registry.py
+
+    def _unique_name(self, name: str) -> tuple[str, bool]:
+        raise NotImplementedError  # registry.py
+
+    async def _refused(self, who: Principal, op: str, req: dict[str, Any], reason: str) -> None:
+        raise NotImplementedError  # operations.py
 
     def _live_snapshot(self, session: Supervised) -> dict[str, Any]:
         raise NotImplementedError  # registry.py

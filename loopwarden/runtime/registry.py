@@ -9,10 +9,16 @@ import anyio
 from ..supervisor.verdicts import SessionState
 from .contract import Supervised
 from .parts import DaemonParts, RequestError
+from .requests import NAME_CHARS
 from .store import Store
 
 RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
 HOOKED_ENDED_KEPT = 200  # terminated hook sessions remembered, so later hook calls still stop Claude
+NAMES_SHOWN = 8  # sessions an ambiguous name's error lists
+
+
+class UnknownSession(RequestError):
+    """No session has this id or name."""
 
 
 def _id_number(sid: str) -> int:
@@ -59,24 +65,41 @@ class SessionRegistry(DaemonParts):
         self.next_id = max(self.next_id, 1 + highest)
 
     async def _resolve(self, ref: Any) -> str:
-        """A session id from an id or a name (the newest of that name): memory first, then the store."""
+        """A session id from an id or a name: memory first, then the store. A name names the live session
+        that has it (live names are unique unless an agent's hooks chose them), else the one ended
+        session that had it; a name several sessions had is an error listing them."""
         if not isinstance(ref, str) or not ref:
             raise RequestError("a session id or name is required")
         if ref in self.sessions or ref in self.recent:
             return ref
-        named = [s.spec.id for s in self.sessions.values() if s.spec.name == ref]
-        if named:
-            return named[-1]
-        found = self.recent.by_name(ref)
-        store = self.store
-        if found is None and store is not None:
-            row = await anyio.to_thread.run_sync(store.find_session, ref)
-            if row is not None:
-                self.recent.add(row["id"], _row_snapshot(row))
-                found = row["id"]
-        if found is None:
-            raise RequestError(f"no session {ref[:80]!r} (see 'loopwarden ls')")
-        return found
+        named = [sid for sid, s in self.sessions.items() if s.spec.name == ref and not s.final]
+        if not named:
+            named = [sid for sid, s in self.sessions.items() if s.spec.name == ref] + self.recent.named(ref)
+            store = self.store
+            if store is not None:
+                rows = await anyio.to_thread.run_sync(store.find_sessions, ref, NAMES_SHOWN + 1)
+                for row in rows:
+                    if row["id"] not in named and row["id"] not in self.sessions:
+                        self.recent.add(row["id"], _row_snapshot(row))
+                        named.append(row["id"])
+        named = list(dict.fromkeys(named))
+        if not named:
+            raise UnknownSession(f"no session {ref[:80]!r} (see 'loopwarden ls')")
+        if len(named) > 1:
+            ids = sorted(named, key=_id_number)
+            shown = ", ".join(ids[:NAMES_SHOWN]) + (", ..." if len(ids) > NAMES_SHOWN else "")
+            raise RequestError(f"name {ref[:80]!r} matches {shown}; use an id")
+        return named[0]
+
+    def _unique_name(self, name: str) -> tuple[str, bool]:
+        """`name`, or `name-2`, `name-3`... when a live session has it; and whether it was changed."""
+        taken = {s.spec.name for s in self.sessions.values() if not s.final}
+        if name not in taken:
+            return name, False
+        n = 2
+        while (unique := f"{name[:NAME_CHARS - len(str(n)) - 1]}-{n}") in taken:
+            n += 1
+        return unique, True
 
     async def _live(self, ref: Any) -> Supervised:
         sid = await self._resolve(ref)

@@ -71,6 +71,18 @@ def adopt_request(req: dict[str, Any]) -> AdoptRequest:
     return AdoptRequest(pid=pid, name=_name(req), preset=_optional_str(req, "preset"), sets=_str_list(req, "sets"))
 
 
+def set_values(values: Any) -> dict[str, str | int | float | bool]:
+    """The checked `values` of a `set` request (KEY -> a string or a scalar), or BadRequest."""
+    if not isinstance(values, dict) or not values:
+        raise BadRequest("set needs 'values', such as {\"limits.max_runtime\": \"2h\"}")
+    for key, value in values.items():
+        if len(key) > 200:
+            raise BadRequest(f"set: the key {key[:80]!r}... is longer than 200 characters")
+        if not isinstance(value, (str, int, float)):
+            raise BadRequest(f"set: the value of {key[:80]!r} must be a string or a number, not {_kind(value)}")
+    return dict(values)
+
+
 def _optional_str(fields: dict[str, Any], key: str, limit: int = 200) -> str | None:
     value = fields.get(key)
     if value is None:
@@ -145,6 +157,8 @@ def attempted_target(req: dict[str, Any]) -> str | None:
     for key in ("gate", "counter", "pid"):
         if isinstance(req.get(key), (str, int)) and not isinstance(req.get(key), bool):
             return str(req[key])[:200]
+    if isinstance(req.get("values"), dict):
+        return ",".join(map(str, req["values"]))[:200]
     spec = req.get("spec")
     command = spec.get("command") if isinstance(spec, dict) else None
     return " ".join(map(str, command))[:200] if isinstance(command, list) else None

@@ -14,9 +14,8 @@ import orjson
 from anyio.abc import SocketAttribute, SocketStream
 
 from ..supervisor.bounds import MAX_REQUEST_BYTES
-from .parts import DaemonParts, RequestError
-from .principal import Principal, claimed_by, classify, claude_code_tool, descends_from
-from .requests import attempted_target, request_note
+from .parts import AlreadyAudited, DaemonParts, RequestError
+from .principal import Principal, claimed_by, classify, claude_code_tool, descends_from, operator_op
 from .store import StoreError
 from .subscribers import Subscriber
 
@@ -68,9 +67,10 @@ def _only_hangups(exc: BaseException) -> bool:
     return isinstance(exc, (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError))
 
 
-def _reply(rid: Any, *, result: Any = None, error: str | None = None) -> bytes:
+def _reply(rid: Any, *, result: Any = None, error: str | None = None, kind: str = "request") -> bytes:
+    """A reply line: the result, or the error with its kind (see RequestError)."""
     if error is not None:
-        return orjson.dumps({"id": rid, "ok": False, "error": error}) + b"\n"
+        return orjson.dumps({"id": rid, "ok": False, "error": error, "error_kind": kind}) + b"\n"
     return orjson.dumps({"id": rid, "ok": True, "result": result}, default=str) + b"\n"
 
 
@@ -83,7 +83,7 @@ class SocketServer(DaemonParts):
             try:
                 if self.connections > MAX_CONNECTIONS:
                     await _send(stream, _reply(None, error=f"refused: {MAX_CONNECTIONS} connections are open "
-                                                           "already; close some and try again"))
+                                                           "already; close some and try again", kind="daemon"))
                     return
                 await self._connection(stream)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, TimeoutError):
@@ -107,7 +107,7 @@ class SocketServer(DaemonParts):
         uid, pid = peer_uid(stream)
         if uid != os.getuid():
             await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon "
-                                                  f"(uid {os.getuid()})"))
+                                                  f"(uid {os.getuid()})", kind="refused"))
             return
         peer = Peer(self._classify(pid, uid))
         buffer = b""
@@ -167,10 +167,8 @@ class SocketServer(DaemonParts):
         if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
             peer.refused += 1
             if peer.refused <= REFUSALS_AUDITED:  # a flood of attempts on one connection fills no audit log
-                note = request_note(request) or request_note({"note": request.get("text")})
-                self._audit(who, await self._target_session(request), "stop-daemon" if op == "shutdown" else op,
-                            attempted_target(request), note, refusal)
-            await _send(stream, _reply(rid, error=refusal))
+                await self._refused(who, op, request, refusal)
+            await _send(stream, _reply(rid, error=refusal, kind="refused"))
             return peer.refused >= REFUSALS_AUDITED  # ... and the connection is closed after them
         try:
             if op in LARGE_REPLIES:  # a few at a time: what one such reply holds is bounded, so is their sum
@@ -179,14 +177,17 @@ class SocketServer(DaemonParts):
                 return False
             result = await handler(request, who=who)
         except RequestError as exc:
-            await _send(stream, _reply(rid, error=str(exc)))
+            if operator_op(op) and not isinstance(exc, AlreadyAudited):  # every refused action is in the log
+                await self._refused(who, op, request, f"refused: {exc}")
+            await _send(stream, _reply(rid, error=str(exc), kind=exc.kind))
             return False
         except StoreError as exc:
-            await _send(stream, _reply(rid, error=f"the store could not be read: {exc}"))
+            await _send(stream, _reply(rid, error=f"the store could not be read: {exc}", kind="daemon"))
             return False
         except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down
             self._log(f"error in {op}: {type(exc).__name__}: {exc}")
-            await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}",
+                                       kind="daemon"))
             return False
         await _send(stream, _reply(rid, result=result))
         return op == "shutdown"
@@ -196,7 +197,7 @@ class SocketServer(DaemonParts):
         try:
             wanted = {await self._resolve(s) for s in sessions} if isinstance(sessions, list) else None
         except RequestError as exc:
-            await _send(stream, _reply(rid, error=str(exc)))
+            await _send(stream, _reply(rid, error=str(exc), kind=exc.kind))
             return
         sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
         snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]

@@ -427,6 +427,13 @@ class LiveSession:
                 self._send(line)
 
     # ---- operator actions -------------------------------------------------
+    def reconfigure(self, config: Config) -> None:
+        """New limits from `loopwarden set`: the engine takes them, the ticker wakes (a deadline moved)."""
+        self.config = config
+        self.health.reconfigure(config)
+        self._wake.set()
+        self._publish()
+
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         """Approve or deny a gate; raises GateError for an unknown or decided gate."""
         verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
@@ -485,17 +492,18 @@ class LiveSession:
             self.paused = False
         self._publish()
 
-    async def kill(self, note: str | None = None) -> None:
-        """An operator's kill; a session already stopping keeps the reason it is stopping for."""
+    async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
+        """An operator's kill (or the daemon's stop); a session already stopping keeps the reason it is
+        stopping for."""
         if self.stopping or self.final:
             return
-        verdicts = self.health.operator_terminate(self.clock(), note)
+        verdicts = self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping)
         self._record(verdicts)
         reason = verdicts[0].reason if verdicts else "operator"
         if self.process is None:
             self._kill_requested = reason  # still starting: run() stops it as soon as it exists
             return
-        await self.stop(Termination.OPERATOR, reason)
+        await self.stop(self.health.termination_reason or Termination.OPERATOR, reason)
         self._publish()
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:

@@ -520,13 +520,13 @@ class Store:
         rows.reverse()
         return rows
 
-    def find_session(self, ref: str) -> dict[str, Any] | None:
-        """A session by id, else the newest one with that name."""
+    def find_sessions(self, ref: str, limit: int = 10) -> list[dict[str, Any]]:
+        """The session with this id, else the newest `limit` with this name (several: the name is ambiguous)."""
         rows = self._select("sessions", "SELECT * FROM sessions WHERE id = ?", [ref])
         if not rows:
-            rows = self._select("sessions", "SELECT * FROM sessions WHERE name = ? ORDER BY rowid DESC LIMIT 1",
-                                [ref])
-        return rows[0] if rows else None
+            rows = self._select("sessions", "SELECT * FROM sessions WHERE name = ? ORDER BY rowid DESC LIMIT ?",
+                                [ref, max(1, int(limit))])
+        return rows
 
     def recent_sessions(self, max_bytes: int, before: str | None = None, limit: int = 100_000
                         ) -> list[dict[str, Any]]:

@@ -326,12 +326,53 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def parse_set(item: str) -> tuple[str, str]:
+def parse_set(item: str, where: str = "--set") -> tuple[str, str]:
     """'section.key=value' to (key, value), or raise ConfigError."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. limits.max_runtime=30m")
+        raise ConfigError(f"{where} {item!r}: expected section.key=value, e.g. limits.max_runtime=30m")
     return key.strip(), value
+
+
+# Keys a running session takes at once (`loopwarden set`). The others shaped how it started: its adapter's
+# line limit and stdin backlog, its spiller, the model ladder it climbs, the daemon's store.
+LIVE_KEYS = frozenset(
+    {f"limits.{k}" for k in ("max_runtime", "stall_timeout", "max_iterations", "max_tokens", "max_cost_usd",
+                             "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
+    | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates")}
+    | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
+)
+
+
+def value_of(config: Config, key: str) -> Any:
+    section, name = key.split(".", 1)
+    return getattr(getattr(config, section), name)
+
+
+def show_value(key: str, value: Any) -> str:
+    """A key's value as a person writes it: 2h for a duration, true for a bool."""
+    kind = KEYS.get(key, "")
+    if kind == "duration" and isinstance(value, (int, float)):
+        return format_duration(value) if value else "0 (off)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def change(config: Config, values: Mapping[str, Any]) -> Config:
+    """A running session's config with `values` (raw strings or TOML scalars) applied, or ConfigError naming
+    an unknown key, a bad value, or a key a running session cannot take (see LIVE_KEYS)."""
+    if not values:
+        raise ConfigError("set needs at least one KEY=VALUE, e.g. limits.max_runtime=2h")
+    for key in values:
+        if key not in KEYS:
+            raise _unknown(key, "set")
+        if key not in LIVE_KEYS:
+            raise ConfigError(f"set: {key} cannot change on a running session (it shaped how the session "
+                              "started); give it to 'loopwarden run --set' instead")
+    return _apply(config, values, "set")
 
 
 def load_config(

@@ -203,6 +203,16 @@ class SessionHealth:
                                          message=messages.gate_guidance(note), gate_id=gate.id)], gate.seq, now)
         return []
 
+    def reconfigure(self, config: Config) -> None:
+        """The operator changed a running session's limits (`loopwarden set`): every guard judges the next
+        event and tick by them; the counters so far stay. The caller wakes its ticker, since a deadline
+        (max_runtime, stall, gate expiry) may have moved."""
+        self.config = config
+        self.ledger.max_blocks = config.repetition.max_blocks
+        self._gate_timeout = config.gates.timeout
+        for guard in self.guards:
+            guard.configure(config)
+
     def reset_counters(self, counter: str | None = None) -> None:
         """A human intervention: reset every counter, or the one named."""
         if counter in (None, "repetition", "blocks"):
@@ -220,6 +230,14 @@ class SessionHealth:
     def operator_terminate(self, now: float, note: str | None = None) -> list[Verdict]:
         text = "session terminated by an operator" + (f": {note}" if note else "")
         return self._settle([terminate("operator", Termination.OPERATOR, text)], 0, now)
+
+    def kill_terminate(self, now: float, note: str | None = None, *, daemon_stopping: bool = False) -> list[Verdict]:
+        """An operator's kill, or (`daemon_stopping`) the daemon stopping (stop-daemon, or a signal to it):
+        the session ends with it, and is not recorded as killed by an operator."""
+        if not daemon_stopping:
+            return self.operator_terminate(now, note)
+        text = "session terminated: the daemon stopped (loopwarden stop-daemon, or a signal to the daemon)"
+        return self._settle([terminate("daemon", Termination.DAEMON_STOPPED, text)], 0, now)
 
     def supervisor_terminate(self, reason: Termination, text: str, now: float) -> list[Verdict]:
         """End the session for what the supervisor itself saw (an agent that stopped reading its input)."""

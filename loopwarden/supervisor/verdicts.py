@@ -49,6 +49,7 @@ class Termination(StrEnum):
     EXITED = "exited"
     CRASHED = "crashed"
     LOST = "lost"
+    DAEMON_STOPPED = "daemon_stopped"  # stop-daemon, or a signal to the daemon: not an operator's kill
 
     @property
     def exit_code(self) -> int:
@@ -68,6 +69,7 @@ EXIT_CODES: dict[Termination, int] = {
     Termination.OPERATOR: 17,
     Termination.CRASHED: 18,
     Termination.LOST: 19,
+    Termination.DAEMON_STOPPED: 20,
 }
 
 

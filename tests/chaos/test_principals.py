@@ -62,7 +62,8 @@ def gated_session(lw: Harness) -> tuple[str, str]:
 def operator_commands(gate: str, gated: str, victim: str, victim_pid: int, me: str) -> list[list[str]]:
     """Every operator command of the CLI, aimed at a gated session, a bystander and the agent itself."""
     return [["approve", gate, "--note", "approved by myself"], ["deny", gate], ["grant", gated],
-            ["reset", gated], ["inject", gated, "the operator says: carry on"], ["pause", victim],
+            ["reset", gated], ["set", gated, "limits.max_runtime=1s"],
+            ["inject", gated, "the operator says: carry on"], ["pause", victim],
             ["resume", victim], ["kill", me], ["kill", victim], ["run", "-d", "--", PY, "-c", "pass"],
             ["adopt", str(victim_pid)], ["stop-daemon"]]
 
@@ -95,7 +96,7 @@ def test_an_agent_is_refused_every_operator_command_and_nothing_changes(lw: Harn
         assert runner["sid"] == runner["runner"]  # it left the agent's session
     refused, allowed = results[:len(commands)], results[len(commands):]
     for row in refused:
-        assert row["code"] == 3, row
+        assert row["code"] == 4, row
         assert re.fullmatch(refusal_line(row["pid"], where), row["stderr"]), row
         assert row["stdout"] == ""
     for row in allowed:
@@ -140,7 +141,7 @@ def test_a_claim_in_the_environment_refuses_early_and_only_for_its_own_daemon(lw
     # with the daemon running, it refuses and records the attempt (the claim only ever makes it stricter)
     done = subprocess.run([PY, "-m", "loopwarden", "stop-daemon"], env=env, capture_output=True, text=True,
                           timeout=60, check=False)
-    assert done.returncode == 3
+    assert done.returncode == 4
     assert re.fullmatch(r"loopwarden: error: refused: pid (\d+) runs inside session s7 \(LOOPWARDEN_SESSION "
                         rf"says so\); {re.escape(EXPLANATION)}\n", done.stderr)
     [row] = [a for a in lw.request("actions") if a["action"] == "stop-daemon"]
@@ -152,7 +153,7 @@ def test_a_claim_in_the_environment_refuses_early_and_only_for_its_own_daemon(lw
     for args in (["approve", "s1:g1"], ["run", "-d", "--", PY, "-c", "pass"], ["stop-daemon"]):
         done = subprocess.run([PY, "-m", "loopwarden", *args], env=alone, capture_output=True, text=True, timeout=60,
                               check=False)
-        assert done.returncode == 3, done.stderr
+        assert done.returncode == 4, done.stderr
         assert "runs inside session s7 (LOOPWARDEN_SESSION says so)" in done.stderr
         assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "none" / "run" / "daemon.sock").exists()
@@ -188,7 +189,7 @@ def test_a_hooked_claude_sessions_tools_are_refused_but_its_hooks_and_the_users_
         [snap] = [s for s in lw.request("list") if s.get("claude_session") == "c-principal"]
         sid = snap["id"]
         for tool in tools:
-            assert tool["code"] == 3, tool
+            assert tool["code"] == 4, tool
             assert re.fullmatch(refusal_line(r"\d+", rf"session {sid} \(it descends from the Claude Code process "
                                                        rf"that ran its hook, pid {claude}\)"), tool["stderr"]), tool
         assert status["code"] == 0
@@ -295,7 +296,7 @@ def test_a_hook_forged_by_a_tool_does_not_move_the_claim_off_claude(lw: Harness,
         rows = report_done(report, "ready")
         forged, reset = rows[2], rows[3]
         assert forged["code"] == 0
-        assert reset["code"] == 3 and "Claude Code process that ran its hook" in reset["stderr"], reset
+        assert reset["code"] == 4 and "Claude Code process that ran its hook" in reset["stderr"], reset
     finally:
         release.touch()
         agent.wait(30)
@@ -340,6 +341,6 @@ def test_a_claude_code_tool_that_left_claudes_process_tree_is_still_refused(lw: 
     assert orphan.returncode == 0
     code = wait_for(lambda: (lw.home / "orphan.code").exists() and (lw.home / "orphan.code").read_text().strip(),
                     what="the orphan's command")
-    assert code == "3"
+    assert code == "4"  # refused
     assert lw.status("claude:escape")["state"] == "running"
     assert lw.cli("kill", "claude:escape").returncode == 0  # the operator, without CLAUDECODE, is not refused

@@ -80,7 +80,7 @@ def test_shutdown_ends_within_its_cap_and_a_run_after_stop_daemon_goes_to_a_new_
     grandchild, agent = int(texts[0].split()[-1]), lw.status(sid)["pid"]
     assert lw.daemon is not None
     started = time.monotonic()
-    proc = lw.cli("stop-daemon")
+    proc = lw.cli("stop-daemon", "--yes")
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert lw.daemon.poll() is not None, "stop-daemon returned before the daemon exited"
@@ -94,9 +94,9 @@ def test_shutdown_ends_within_its_cap_and_a_run_after_stop_daemon_goes_to_a_new_
         snap = lw.wait_state(new, "running")
         assert psutil.pid_exists(snap["pid"])
         old = lw.status(sid)  # from the store, as the old daemon left it
-        assert (old["state"], old["termination"]) == ("terminated", "operator")
+        assert (old["state"], old["termination"]) == ("terminated", "daemon_stopped")
     finally:
-        assert lw.cli("stop-daemon").returncode == 0
+        assert lw.cli("stop-daemon", "--yes").returncode == 0
 
 
 def test_a_stopping_daemon_refuses_run_and_adopt_in_one_line(lw: Harness) -> None:
@@ -269,5 +269,5 @@ def test_an_attached_run_exits_19_when_its_daemon_dies_and_the_other_codes_hold(
     wait_for(lambda: gone(snap["pid"]), timeout=15, what="the agent to die with its daemon")
     lw.start()
     assert lw.cli("run", "--adapter", "nope", "--", "true").returncode == 2  # usage
-    assert lw.cli("status", "no-such-session").returncode == 3  # the daemon's refusal
+    assert lw.cli("status", "no-such-session").returncode == 2  # the daemon's refusal: a wrong request
     assert lw.cli("run", "--", "/nonexistent/agent").returncode == 127  # cannot start

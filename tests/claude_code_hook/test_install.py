@@ -94,6 +94,11 @@ def test_user_scope_and_an_explicit_file(tmp_path: Path) -> None:
     assert sorted(ours(json.loads((home / ".claude" / "settings.json").read_text()))) == sorted(EVENTS)
     assert not (work / ".claude").exists()
     local = work / ".claude" / "settings.local.json"
+    missing = lw_hook(home, work, "install", "--file", str(local))  # --file makes no directories
+    assert missing.returncode == 2 and not (work / ".claude").exists()
+    assert missing.stderr == (f"loopwarden: error: --file {local}: the directory {work / '.claude'} does not exist "
+                              "(only the .claude directories of --project and --user are created)\n")
+    (work / ".claude").mkdir()
     assert lw_hook(home, work, "install", "--file", str(local)).returncode == 0
     assert sorted(ours(json.loads(local.read_text()))) == sorted(EVENTS)
     assert lw_hook(home, work, "uninstall", "--user").returncode == 0

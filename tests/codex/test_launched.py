@@ -171,7 +171,7 @@ def test_http_500_ends_the_session_with_its_reason(cx: Harness, fake_model: Fake
     snap = cx.wait_state(sid, "exited", "terminated", timeout=30)
     assert (snap["state"], snap["exit_code"]) == ("exited", 1), snap  # codex exits 0; its work failed
     assert "internalServerError" in snap["failure"], snap
-    assert "exited with code 1: codex: the turn failed" in cx.cli("status", sid).stdout
+    assert "exited 1: codex: the turn failed" in cx.cli("status", sid).stdout
     errors = [e["message"] for e in of_kind(cx, sid, "error")]
     assert len(errors) == 1 and "(internalServerError)" in errors[0], errors  # one error, not one per layer
     assert of_kind(cx, sid, "iteration")[-1]["status"] == "fail"

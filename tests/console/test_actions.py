@@ -60,8 +60,7 @@ async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_
         await pilot.press("enter")
         await until(pilot, lambda: ref not in screen.query_one("#gates", DataTable).rows, what="the gate to go")
     [approve] = console_actions(lw, sid)
-    assert (approve["action"], approve["target"], approve["note"]) == ("approve", ref.split(":")[1],
-                                                                       "seed the users table first")
+    assert (approve["action"], approve["target"], approve["note"]) == ("approve", ref, "seed the users table first")
     guidance = [v for v in lw.verdicts(sid) if v["rule"] == "operator"]
     assert guidance and "seed the users table first" in guidance[0]["message"]
 

@@ -29,7 +29,7 @@ def test_a_subscriber_hanging_up_mid_flood_does_not_take_the_daemon_down(lw: Har
 
 def test_following_an_unknown_session_is_an_error_reply_not_a_dead_daemon(lw: Harness) -> None:
     proc = lw.cli("logs", "-f", "no-such-session")
-    assert proc.returncode == 3 and "no session 'no-such-session'" in proc.stderr
+    assert proc.returncode == 2 and "no session 'no-such-session'" in proc.stderr
     assert lw.request("ping")["sessions"] == 0
 
 

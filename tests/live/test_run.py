@@ -91,7 +91,7 @@ def test_adopt_watches_a_foreign_process_and_enforces_its_runtime(lw: Harness) -
         for args, refused in ((("reset", sid), "has no loop counters to reset"),
                               (("inject", sid, "hi"), "(adopted) cannot receive text")):
             out = lw.cli(*args)  # asked of what it can do, not of its kind; nothing is audited as done
-            assert out.returncode == 3 and refused in out.stderr, out.stderr
+            assert out.returncode == 2 and refused in out.stderr, out.stderr
         snap = lw.wait_state(sid, "terminated")
         assert snap["termination"] == "max_runtime"
         assert snap["agent"] == "process" and snap["capabilities"] == []
@@ -108,7 +108,7 @@ def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) 
                            (("adopt", str(os.getpid())), "it is the daemon, the calling shell or one of their parents"),
                            (("adopt", "999999999"), "no process 999999999")):
         proc = lw.cli(*args)
-        assert proc.returncode == 3 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
+        assert proc.returncode == 2 and proc.stderr.startswith("loopwarden: error: ") and expected in proc.stderr
         assert proc.stderr.count("\n") == 1
     for command, expected in ((["/nonexistent/agent"], "cannot start '/nonexistent/agent': no such file"),
                               (["nosuchcmd-xyz"], "cannot start 'nosuchcmd-xyz': command not found"),
@@ -152,10 +152,15 @@ def test_session_ids_are_never_reused_across_daemon_restarts(lw: Harness) -> Non
     assert [s["id"] for s in lw.request("list")] == [first, second]
 
 
-def test_stop_daemon_stops_sessions_as_terminated_not_lost_and_is_idempotent(lw: Harness) -> None:
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+def test_stop_daemon_asks_first_and_ends_sessions_as_daemon_stopped_not_lost_nor_killed(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="sleeper")
     lw.wait_state(sid, "running")
-    proc = lw.cli("stop-daemon")
+    asked = lw.cli("stop-daemon")  # no terminal to ask on: refused, and nothing stops
+    assert asked.returncode == 2
+    assert asked.stderr == (f"loopwarden: error: 1 live session would stop with the daemon: {sid} (sleeper); "
+                            "run 'loopwarden stop-daemon --yes' to stop them\n")
+    assert lw.status(sid)["state"] == "running"
+    proc = lw.cli("stop-daemon", "-y")
     assert proc.returncode == 0 and proc.stdout == "daemon stopped; 1 live session stopped with it\n"
     assert lw.daemon is not None
     lw.daemon.wait(20)
@@ -163,14 +168,17 @@ def test_stop_daemon_stops_sessions_as_terminated_not_lost_and_is_idempotent(lw:
     assert again.returncode == 0 and again.stdout == "no daemon is running\n"
     lw.start()
     snap = lw.status(sid)
-    assert snap["state"] == "terminated" and snap["termination"] == "operator"
+    assert snap["state"] == "terminated" and snap["termination"] == "daemon_stopped"
+    assert snap["termination_text"].startswith("session terminated: the daemon stopped")
+    assert [v["rule"] for v in lw.verdicts(sid)] == ["daemon"]  # not "operator"
 
 
 def test_a_bad_loopwarden_home_is_one_line(lw: Harness, tmp_path) -> None:  # type: ignore[no-untyped-def]
     afile = tmp_path / "afile"
     afile.write_text("x")
-    proc = subprocess.run([PY, "-m", "loopwarden", "ls"], env={**lw.env, "LOOPWARDEN_HOME": str(afile)},
-                          capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run([PY, "-m", "loopwarden", "run", "-d", "--", "true"],  # a command that starts a daemon
+                          env={**lw.env, "LOOPWARDEN_HOME": str(afile)}, capture_output=True, text=True, timeout=30,
+                          check=False)
     assert proc.returncode == 3
     assert proc.stderr.startswith(f"loopwarden: error: cannot use LOOPWARDEN_HOME={afile}")
     assert proc.stderr.count("\n") == 1
@@ -187,3 +195,28 @@ def test_logs_show_the_newest_records_with_operator_actions_and_audit_lists_them
     audit = lw.cli("audit", sid).stdout
     assert " run " in audit and " pause " in audit and "why: coffee" in audit
     lw.cli("kill", sid)
+
+
+def test_stop_daemon_on_a_terminal_asks_and_a_no_keeps_everything_running(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="sleeper")
+    lw.wait_state(sid, "running")
+    leader, follower = os.openpty()
+    proc = subprocess.Popen([PY, "-m", "loopwarden", "stop-daemon"], env=lw.env, stdin=follower, stdout=follower,
+                            stderr=follower, close_fds=True)
+    os.close(follower)
+    os.set_blocking(leader, False)
+    shown = bytearray()
+
+    def asked() -> bool:
+        try:
+            shown.extend(os.read(leader, 4096))
+        except BlockingIOError:
+            pass
+        return b"[y/N]" in shown
+
+    wait_for(asked, what="the question")
+    os.write(leader, b"n\n")  # the answer a person types
+    assert proc.wait(30) == 130
+    os.close(leader)
+    assert f"Stop the daemon and 1 live session with it: {sid} (sleeper)? [y/N]".encode() in shown
+    assert lw.status(sid)["state"] == "running" and lw.daemon is not None and lw.daemon.poll() is None

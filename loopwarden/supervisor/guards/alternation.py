@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Repetition
+from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
@@ -27,6 +27,10 @@ class AlternationGuard(Guard):
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
+
+    def configure(self, config: Config) -> None:
+        self.window = config.repetition.alternation_window
+        self.pairs = deque(self.pairs, maxlen=max(self.window, 1))
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if not self.window:

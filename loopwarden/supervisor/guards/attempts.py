@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import messages
-from ..config import Attempts
+from ..config import Attempts, Config
 from ..events import Attempt, Event
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
@@ -40,6 +40,9 @@ class AttemptsGuard(Guard):
         self.cfg = cfg
         self.tasks: OrderedDict[str, deque[AttemptRecord]] = OrderedDict()
         self.granted: dict[str, tuple[str, ...]] = {}
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.attempts
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         assert isinstance(event, Attempt)

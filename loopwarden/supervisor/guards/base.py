@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..config import Config
 from ..events import Event
 from ..verdicts import Verdict
 
@@ -42,6 +43,9 @@ class Guard:
 
     def counters(self) -> list[Counter]:
         return []
+
+    def configure(self, config: Config) -> None:
+        """A running session's limits changed (`loopwarden set`): read the new ones from now on."""
 
 
 class BlockLedger:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import messages
-from ..config import Limits
+from ..config import Config, Limits
 from ..events import Event, Output, ResourceSample, Usage
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
@@ -25,6 +25,9 @@ class BudgetGuard(Guard):
         self.rss = 0
         self.processes = 0
         self.warned: set[str] = set()
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.limits
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is Output:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Failures
+from ..config import Config, Failures
 from ..events import Error, Event, ToolResult
 from ..verdicts import Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
@@ -18,6 +18,9 @@ class FailuresGuard(Guard):
     def __init__(self, cfg: Failures) -> None:
         self.limit = cfg.max_consecutive
         self.count = 0
+
+    def configure(self, config: Config) -> None:
+        self.limit = config.failures.max_consecutive
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         is_result = type(event) is ToolResult

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Escalation, Limits
+from ..config import Config, Escalation, Limits
 from ..events import Event, Iteration
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
@@ -28,6 +28,10 @@ class IterationsGuard(Guard):
     @property
     def model(self) -> str:
         return self.models[self.model_index] if self.model_index < len(self.models) else "human"
+
+    def configure(self, config: Config) -> None:
+        self.max_iterations = config.limits.max_iterations
+        self.cfg = config.escalation  # its ladder (`models`) was copied at the start and stays
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         assert isinstance(event, Iteration)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from math import sqrt
 
 from .. import messages
-from ..config import Loop
+from ..config import Config, Loop
 from ..events import Attempt, Collaboration, Done, Error, Event, TestResult
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
@@ -99,6 +99,9 @@ class LoopCounterGuard(Guard):
         else:
             self.trackers.move_to_end(task)
         return tracker
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.loop  # loop.history is not taken: a task's evidence keeps its length
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         task = event.task or "default"

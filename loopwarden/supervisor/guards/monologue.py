@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Repetition
+from ..config import Config, Repetition
 from ..events import AssistantMessage, Event, Iteration, ToolCall
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
@@ -20,6 +20,9 @@ class MonologueGuard(Guard):
     def __init__(self, cfg: Repetition) -> None:
         self.limit = cfg.max_monologue
         self.count = 0
+
+    def configure(self, config: Config) -> None:
+        self.limit = config.repetition.max_monologue
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is not AssistantMessage:

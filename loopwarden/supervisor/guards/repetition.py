@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import messages
-from ..config import Repetition
+from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
@@ -46,6 +46,9 @@ class RepetitionGuard(Guard):
         self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.repetition
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is ToolCall:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Limits
+from ..config import Config, Limits
 from ..events import Done, Event, ResourceSample, SystemNudge, ToolCall, ToolResult
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
@@ -27,6 +27,9 @@ class RuntimeGuard(Guard):
         self.stalled = False
         self.finished = False
         self.waiting_on_human = False
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.limits
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         kind = type(event)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from .. import messages
-from ..config import Repetition
+from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..signature import error_fingerprint
 from ..verdicts import Action, Termination, Verdict, terminate
@@ -29,6 +29,9 @@ class SameErrorGuard(Guard):
         self.armed: dict[str, tuple[str, int]] = {}
         self.tools_by_call: OrderedDict[str, str] = OrderedDict()
         self.last_tool: str | None = None
+
+    def configure(self, config: Config) -> None:
+        self.cfg = config.repetition
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is ToolCall:

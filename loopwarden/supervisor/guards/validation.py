@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import messages
-from ..config import Validation
+from ..config import Config, Validation
 from ..events import (AssistantMessage, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult,
                       ValidationError)
 from ..verdicts import Action, Termination, Verdict, terminate
@@ -25,6 +25,9 @@ class ValidationGuard(Guard):
         self.count = 0
         self.total = 0
         self.call_pending = False
+
+    def configure(self, config: Config) -> None:
+        self.limit = config.validation.max_consecutive
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         kind = type(event)

@@ -1,0 +1,64 @@
+"""Small things a newcomer trips on: read-only commands start no daemon, logs carry times, help and errors agree."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from loopwarden.supervisor.health import RESETTABLE
+from tests.live.live_harness import PY, Harness
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k != "CLAUDECODE"}, "LOOPWARDEN_HOME": str(home)}
+    return subprocess.run([PY, "-m", "loopwarden", *args], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_read_only_commands_start_no_daemon_and_say_so_in_one_line(tmp_path: Path) -> None:
+    socket = (tmp_path / "run" / "daemon.sock").resolve()
+    for args in (["ls"], ["status"], ["status", "s1"], ["gates"], ["logs", "s1"], ["audit"]):
+        proc = _cli(tmp_path, *args)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert proc.stderr == (f"loopwarden: error: no daemon is running (socket {socket}); 'loopwarden serve', "
+                               "'run' or the console starts one\n"), args
+    assert not socket.exists()
+
+
+def test_logs_lines_begin_with_the_time(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "print('hello', flush=True)", adapter="plain")
+    lw.wait_state(sid, "exited")
+    assert lw.cli("pause", sid).returncode == 2  # ended: refused, and the refusal is in the log too
+    lines = lw.cli("logs", sid).stdout.splitlines()
+    assert lines and all(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines), lines
+    assert any(line.endswith("│ hello") for line in lines)
+    assert any(" PAUSE " in line and "refused: session" in line for line in lines)
+
+
+def test_reset_counter_names_are_the_same_in_help_and_error(lw: Harness) -> None:
+    names = ", ".join(sorted(RESETTABLE))
+    help_text = " ".join(lw.cli("reset", "--help").stdout.split())
+    assert f"Reset only this counter: {names}." in help_text
+    sid = lw.scenario("repetition")
+    proc = lw.cli("reset", sid, "--counter", "nonesuch")
+    assert proc.returncode == 2
+    assert proc.stderr == f"loopwarden: error: unknown counter 'nonesuch'; use one of {names}\n"
+
+
+def test_audit_limit_below_one_is_a_usage_error(lw: Harness) -> None:
+    proc = lw.cli("audit", "--limit", "-1")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("loopwarden: error: Invalid value for '--limit': -1 is not in the range x>=1.")
+    assert "nothing" not in proc.stdout + proc.stderr
+
+
+def test_a_signal_death_reads_in_words(lw: Harness) -> None:
+    proc = lw.cli("run", "--adapter", "plain", "--name", "victim", "--", PY, "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    sid = lw.status("victim")["id"]
+    assert proc.stderr.endswith(f"loopwarden: session {sid} killed by SIGKILL\n"), proc.stderr
+    listed = [line for line in lw.cli("ls").stdout.splitlines() if line.startswith(sid + " ")]
+    assert len(listed) == 1 and "killed by SIGKILL" in listed[0] and "-9" not in listed[0]
+    assert "ended: killed by SIGKILL" in lw.cli("status", sid).stdout
