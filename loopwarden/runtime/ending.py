@@ -1,0 +1,61 @@
+"""Why a session ended, in words, from its snapshot: what `ls`, `status` and the console's ENDED column say."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination
+from ..supervisor.visible import visible
+
+# a few words per reason, for a table cell; the full sentence is the session's termination_text
+SHORT: dict[Termination, str] = {
+    Termination.MAX_RUNTIME: "max runtime reached",
+    Termination.REPETITION_LOOP: "the same call repeated",
+    Termination.VALIDATION_FAILURE: "invalid output",
+    Termination.CONSECUTIVE_FAILURES: "failures in a row",
+    Termination.MAX_ITERATIONS: "max iterations reached",
+    Termination.BUDGET: "budget exhausted",
+    Termination.LOOP_GATE_DENIED: "gate denied",
+    Termination.OPERATOR: "killed by an operator",
+    Termination.CRASHED: "the supervisor failed",
+    Termination.LOST: "the daemon restarted",
+}
+_PREFIX = "session terminated: "
+_KNOWN = frozenset(str(t) for t in Termination)  # a store written by a newer loopwarden may hold others
+
+
+def signal_name(number: int) -> str:
+    """`SIGKILL` for 9; `signal 77` for a number with no name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def exit_words(code: int | None) -> str:
+    """`exited 0`, `exited 3`, or `killed by SIGKILL` for a process a signal ended (a negative code)."""
+    if code is None:
+        return "exited"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exited {code}"
+
+
+def ending(snap: dict[str, Any], *, short: bool = False) -> str:
+    """Why the session ended (empty while it runs); `short` gives a few words instead of the full sentence.
+
+    A termination by loopwarden wins over the exit code: the process dying of the SIGTERM that ended it
+    is not the story. Agent text in the reason goes through `visible`.
+    """
+    state = str(snap.get("state") or "")
+    if state not in FINAL_STATES:
+        return ""
+    raw = str(snap.get("termination") or "")
+    if not raw or raw == Termination.EXITED:
+        words = exit_words(snap.get("exit_code"))
+        failure = snap.get("failure")
+        return visible(f"{words}: {failure}") if failure and not short else words
+    head = "lost" if state == SessionState.LOST or raw == Termination.LOST else "terminated"
+    text = str(snap.get("termination_text") or "")
+    if short or not text:
+        return visible(f"{head}: {SHORT.get(Termination(raw), raw) if raw in _KNOWN else raw}")
+    return visible(f"{head}: {text.removeprefix(_PREFIX)}")
