@@ -18,7 +18,8 @@ async def test_sessions_appear_live_with_their_state(lw: Harness) -> None:
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: sid in app.query_one("#sessions", SessionTable).rows, what="the session's row")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the final state")
-        assert cell(app, sid, "reason") == "repetition_loop"
+        assert cell(app, sid, "reason") == "the same call repeated"  # the state says terminated
+        assert cell(app, sid, "interventions") == "nudged 1 blocked 3"
         assert cell(app, sid, "name") == "repetition"
 
 
@@ -41,11 +42,11 @@ async def test_kill_asks_first_and_no_keeps_the_session(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the running row")
-        await pilot.press("k")
+        await pilot.press("ctrl+k")
         await pilot.press("n")
         await pilot.pause(0.3)
         assert lw.status(sid)["state"] == "running"
-        await pilot.press("k")
+        await pilot.press("K")
         await pilot.press("y")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
     assert lw.status(sid)["termination"] == "operator"
@@ -57,7 +58,7 @@ async def test_read_only_refuses_every_mutating_key(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, read_only=True, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the running row")
-        for key in ("k", "p", "r", "a", "w", "d", "u", "x", "i", "n"):
+        for key in ("ctrl+k", "K", "p", "r", "a", "w", "d", "u", "x", "i", "n"):
             await pilot.press(key)
         await pilot.pause(0.3)
         assert not app.screen_stack[1:]  # no confirmation was even offered

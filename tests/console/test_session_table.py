@@ -38,9 +38,9 @@ def screen_text(table: SessionTable) -> list[str]:
 
 
 def test_cells_are_text_never_markup() -> None:
-    cells = row_cells(snap("s1", name="[/]fix [red]it", termination="[b"), NOW)
+    cells = row_cells(snap("s1", name="[/]fix [red]it", state="terminated", termination="[b"), NOW)
     assert str(cells["name"]) == "[/]fix [red]it" and not cells["name"].spans
-    assert str(cells["reason"]) == "[b"
+    assert str(cells["reason"]) == "[b"  # a reason this version does not know is shown as it is
 
 
 async def test_markup_in_a_name_is_shown_as_typed() -> None:
