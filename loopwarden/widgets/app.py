@@ -375,7 +375,7 @@ class ConsoleApp(App[None]):
 
     def action_help(self) -> None:
         screen = self.screen if not isinstance(self.screen, (Sessions, SessionDetail, GatesQueue)) else None
-        self.push_screen(Help(help_sections(screen), self.read_only))
+        self.push_screen(Help(help_sections(screen, self.read_only), self.read_only))
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
@@ -492,19 +492,22 @@ def key_names(keys: str) -> str:
     return " or ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
-def help_sections(screen: Screen[Any] | None) -> list[tuple[str, list[Binding]]]:
-    """Every key, where it works: the bindings themselves, so the help cannot drift from them."""
+def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[tuple[str, list[Binding]]]:
+    """Every key, where it works: the bindings themselves, so the help cannot drift from them. A read-only
+    console lists no action keys (they would only be refused); `screen`'s own keys come first."""
     def bindings(items: Iterable[BindingType]) -> list[Binding]:
-        return [b for b in items if isinstance(b, Binding)]
+        return [b for b in items if isinstance(b, Binding)
+                and not (read_only and b.action.removeprefix("app.") in MUTATING)]
 
-    sections = [("Sessions table", bindings([*SessionTable.BINDINGS, *SESSION_KEYS, *Sessions.BINDINGS])),
+    moves = [b for b in bindings(SessionTable.BINDINGS) if b.action != "select_cursor"]  # enter: Open, below
+    sections = [("Sessions table", [*moves, *bindings([*SESSION_KEYS, *Sessions.BINDINGS])]),
                 ("Sessions and gates: actions on the selected one", bindings(ACTION_KEYS)),
                 ("Gates queue (g)", bindings(GatesQueue.BINDINGS)),
                 ("Session detail (enter)", bindings(SessionDetail.BINDINGS)),
                 ("Anywhere", bindings(GENERAL_KEYS))]
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
-    return sections
+    return [(title, keys) for title, keys in sections if keys]
 
 
 def daemon_trouble(health: dict[str, Any]) -> str | None:

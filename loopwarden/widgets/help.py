@@ -6,7 +6,9 @@ from collections.abc import Iterable
 
 from typing import ClassVar
 
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -25,28 +27,28 @@ FILTER_HELP = ("Filter (/): every word must appear in the id, name, adapter, sta
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}
 
 
-def key_table(sections: Iterable[tuple[str, Iterable[Binding]]]) -> Table:
-    table = Table(box=None, padding=(0, 2), show_header=False)
-    table.add_column(style="bold cyan", no_wrap=True)
-    table.add_column()
+def key_table(sections: Iterable[tuple[str, Iterable[Binding]]]) -> Group:
+    """One small table per section under its title, so a long title does not widen the key column."""
+    parts: list[RenderableType] = [Text("")]
     for title, bindings in sections:
-        table.add_row(f"[bold]{title}[/]", "")
+        table = Table(box=None, padding=(0, 2), show_header=False)
+        table.add_column(style="bold cyan", no_wrap=True, min_width=16)
+        table.add_column()
         for binding in bindings:
             keys = ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in binding.key.split(","))
             table.add_row(keys, binding.description)
-        table.add_row("", "")
-    return table
+        parts += [Text(title, style="bold"), table, Text("")]
+    return Group(*parts)
 
 
-def column_table() -> Table:
+def column_table() -> Group:
     """Each column of the sessions table, in the table's order, with what it shows."""
     table = Table(box=None, padding=(0, 2), show_header=False)
-    table.add_column(style="bold", no_wrap=True)
+    table.add_column(style="bold", no_wrap=True, min_width=16)
     table.add_column()
-    table.add_row("[bold]Columns[/]", "")
     for key, label in COLUMNS:
         table.add_row(label, COLUMN_HELP[key])
-    return table
+    return Group(Text("Columns of the sessions table", style="bold"), table)
 
 
 class Help(ModalScreen[None]):

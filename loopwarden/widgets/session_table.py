@@ -24,7 +24,7 @@ from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
-           ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"), ("reason", "ENDED"),
+           ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
            ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
@@ -35,10 +35,10 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
     "state": "starting, running, paused (by you), gated (waiting for a human), exited, terminated or lost",
     "interventions": "what loopwarden did to the agent so far: nudged (a message), blocked (a call refused), "
                      "gated (asked a human), spilled (large output to a file), escalated, ...",
+    "reason": "why it ended: its exit code, the signal that killed it, or the rule that terminated it",
     "runtime": "how long it has run / its max_runtime limit",
     "calls": "tool calls the agent made",
     "gates": "gates waiting for a human now",
-    "reason": "why it ended: its exit code, the signal that killed it, or the rule that terminated it",
     "repetition": "identical calls in a row / the limit before calls are blocked",
     "validation": "invalid lines or messages in a row / the limit before the session is terminated",
     "loop": "the task's loop count / the limit before a human is asked",
