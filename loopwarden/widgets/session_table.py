@@ -31,7 +31,7 @@ COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions",
 
 COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (tests keep it complete)
     "id": "the session's id; ! marks a session waiting for a human (a gate: press g)",
-    "name": "its name, unique among sessions (the command's name unless --name was given)",
+    "name": "its name (--name, else the command's name)",
     "state": "starting, running, paused (by you), gated (waiting for a human), exited, terminated or lost",
     "interventions": "what loopwarden did to the agent so far: nudged (a message), blocked (a call refused), "
                      "gated (asked a human), spilled (large output to a file), escalated, ...",
