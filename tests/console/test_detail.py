@@ -140,7 +140,7 @@ async def test_health_bars_reflect_the_counters(lw: Harness) -> None:
     assert bars["identical_calls"] == f"{value:g}/{limit:g}" == "9/5"
     assert bars["blocks"] == "3/3"
     assert bars["validation"] == "0/3"
-    assert "terminated (repetition_loop)" in text
+    assert "terminated (repeated calls)" in text  # why it ended, in words
     assert "TERMINATE repetition" in text
     assert "did not change the approach" in " ".join(text.split())
     first_bars = [words[0] for words in bar_lines]
