@@ -181,7 +181,7 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "name": lambda s: (natural_key(str(s.get("name") or "")), _by_id(s)),
     "state": lambda s: (str(s.get("state") or ""), _by_id(s)),
     "interventions": lambda s: (-sum((s.get("interventions") or {}).values()), _by_id(s)),
-    "runtime": lambda s: -float(s.get("runtime") or 0),
+    "runtime": lambda s: -runtime_of(s, time.time()),  # a quiet live session publishes no new runtime
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
     "mem": lambda s: -(s.get("rss") or 0),
@@ -302,6 +302,7 @@ class SessionTable(ScrollView, can_focus=True):
             column = Column(key, label)
             self.columns[column.key] = column
         self._column_list = list(self.columns.values())
+        self.columns[ColumnKey(self.sort_by)].content_width += 2  # the arrow of the first order
         self.rows: dict[str, Row] = {}
         self._order: list[str] = []
         self._index: dict[str, int] = {}
@@ -392,8 +393,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.show(snapshots, set(snapshots) | set(self.rows))
         changed = False
         for column in self._column_list:  # the widths fit the rows shown now, narrower too
-            label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
-            width = max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
+            width = self._fit(column)
             changed = changed or width != column.content_width
             column.content_width = width
         if changed:
@@ -403,16 +403,25 @@ class SessionTable(ScrollView, can_focus=True):
 
     def resort(self, snapshots: dict[str, dict[str, Any]], sort_by: str, reverse: bool | None = None) -> None:
         """Order the rows by `sort_by` (a key of SORTS), reversed or not (unchanged when None)."""
+        before = self.columns.get(ColumnKey(self.sort_column))
         self.sort_by = sort_by
         if reverse is not None:
             self.sort_reverse = reverse
-        column = self.columns.get(ColumnKey(self.sort_column))
-        widths = column is not None and column.content_width < column.label.cell_len + 2
-        if column is not None and widths:
-            column.content_width = column.label.cell_len + 2  # room for the arrow
+        widths = False
+        for column in (before, self.columns.get(ColumnKey(self.sort_column))):
+            if column is not None:  # room for the arrow in the sorted column's header, none kept in the last one
+                width = self._fit(column)
+                widths = widths or width != column.content_width
+                column.content_width = width
+        if widths:
             self._widths_version += 1
         self._settle(snapshots, self.selected_id(), True, widths, [])
         self.refresh()  # the header's arrow
+
+    def _fit(self, column: Column) -> int:
+        """The width of a column's widest cell or its header (with the arrow when it is the sorted one)."""
+        label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
+        return max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
 
     @property
     def sort_column(self) -> str:

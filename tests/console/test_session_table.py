@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from textual import on
 from textual.app import App, ComposeResult
 
-from loopwarden.widgets.session_table import COLUMN_HELP, COLUMNS, SessionTable, row_cells
+from loopwarden.widgets.session_table import COLUMN_HELP, COLUMNS, SORTS, SessionTable, row_cells
 
 pytestmark = pytest.mark.anyio
 
@@ -190,3 +191,11 @@ async def test_j_and_k_move_the_cursor() -> None:
 
 def test_every_column_is_explained_in_the_help() -> None:
     assert [key for key, _ in COLUMNS] == list(COLUMN_HELP)
+
+
+def test_the_runtime_sort_counts_on_for_a_quiet_live_session() -> None:
+    now = time.time()
+    old_quiet = snap("s1", started_at=now - 100, runtime=5.0)  # gated: no snapshot since 5 s in
+    young_busy = snap("s2", started_at=now - 10, runtime=9.0)
+    ended = snap("s3", state="exited", exit_code=0, started_at=now - 500, runtime=50.0)
+    assert sorted([young_busy, ended, old_quiet], key=SORTS["runtime"]) == [old_quiet, ended, young_busy]
