@@ -13,6 +13,7 @@ from textual import events, on, work
 from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
@@ -106,7 +107,8 @@ class ConsoleApp(App[None]):
     TITLE = "loopwarden"
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS]
-    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    # one provider, so the console's commands come first and in order (Textual's own follow them)
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
                  title: str | None = None, feed: Feed | None = None,
@@ -479,6 +481,9 @@ class ConsoleApp(App[None]):
             for snap in ordered[-50:]:
                 yield (f"Open {snap['id']} {escape(str(snap.get('name')))}",  # the palette reads markup
                        f"detail of a {snap.get('state')} session", partial(self._open, snap["id"]))
+        for command in self.get_system_commands(screen):  # Textual's own: keys, theme, screenshot, quit
+            if command.discover:
+                yield command.title, command.help, command.callback
 
     def _open(self, sid: str) -> None:
         if sid in self.table.rows:

@@ -129,6 +129,16 @@ async def test_sort_reverses_and_ended_sessions_hide_with_the_count_in_the_statu
         assert app.table.row_count == len(SESSIONS) and "hidden" not in status(app)
 
 
+async def palette_lines(pilot: Any, app: ConsoleApp, at_least: int) -> list[str]:
+    """Open the command palette and read the first line of each command it lists, once it lists `at_least`."""
+    await pilot.press("ctrl+p")
+    palette = await until(pilot, lambda: app.screen if isinstance(app.screen, CommandPalette) else None,
+                          what="the palette")
+    commands = palette.query_one(CommandList)
+    await until(pilot, lambda: commands.option_count >= at_least, what="the palette's commands")
+    return [str(commands.get_option_at_index(i).prompt).split("\n")[0] for i in range(commands.option_count)]
+
+
 async def test_the_palette_offers_filter_sorts_help_and_sessions_in_numeric_order() -> None:
     many = [_snap(f"s{i}", f"job-{i}", "running") for i in range(1, 13)]
     app = frozen(many)
@@ -140,12 +150,7 @@ async def test_the_palette_offers_filter_sorts_help_and_sessions_in_numeric_orde
             assert title in titles, title
         opens = [t.split()[1] for t in titles if t.startswith("Open ")]
         assert opens == [f"s{i}" for i in range(1, 13)]
-        await pilot.press("ctrl+p")
-        palette = await until(pilot, lambda: app.screen if isinstance(app.screen, CommandPalette) else None,
-                              what="the palette")
-        commands = palette.query_one(CommandList)
-        await until(pilot, lambda: commands.option_count >= len(titles), what="the palette's commands")
-        shown = [str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count)]
+        shown = await palette_lines(pilot, app, len(titles))
         listed = [line.split()[1] for line in shown if line.startswith("Open ")]
         assert listed == opens, "s10 after s9, not after s1"
         await pilot.press(*"sort by calls", "enter")
@@ -190,3 +195,12 @@ async def test_j_and_k_move_through_the_gates_queue() -> None:
         assert (queue.selected() or {}).get("ref") == "s3:g2"
         await pilot.press("k")
         assert (queue.selected() or {}).get("ref") == "s3:g1"
+
+
+async def test_the_palette_lists_the_consoles_commands_before_textuals() -> None:
+    app = frozen()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
+        shown = await palette_lines(pilot, app, 20)
+        assert shown[0] == "Filter the sessions"
+        assert shown.index("Theme") > shown.index("Open s6 nightly-build")
