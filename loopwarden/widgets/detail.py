@@ -68,8 +68,8 @@ class SessionDetail(Screen[None]):
         Binding("o", "open_spill", "Open spill", id="detail.open_spill"),
         Binding("f", "toggle_follow", "Follow", id="detail.follow"),
         Binding("l", "toggle_logs", "Stderr", id="detail.logs"),
-        Binding("j", "scroll_stream(1)", "Scroll down", id="detail.down", show=False),
-        Binding("k", "scroll_stream(-1)", "Scroll up", id="detail.up", show=False),
+        Binding("j", "scroll_stream(True)", "Scroll down", id="detail.down", show=False),
+        Binding("k", "scroll_stream(False)", "Scroll up", id="detail.up", show=False),
     ]
 
     class HistoryLoaded(Message):
@@ -331,9 +331,13 @@ class SessionDetail(Screen[None]):
             stream.write(Text("\n").join(shown))
         self._follow_subtitle()
 
-    def action_scroll_stream(self, lines: int) -> None:
-        """j and k: the stream one line down or up."""
-        self.query_one("#stream", RichLog).scroll_relative(y=lines, animate=False)
+    def action_scroll_stream(self, down: bool) -> None:
+        """j and k: the stream one line down or up, as the arrow keys scroll it."""
+        stream = self.query_one("#stream", RichLog)
+        if down:
+            stream.action_scroll_down()
+        else:
+            stream.action_scroll_up()
 
     def action_open_spill(self, spill_id: int | None = None) -> None:
         """Open a spill file: the one clicked, else the one highlighted in the list, else the newest."""

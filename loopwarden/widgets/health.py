@@ -43,8 +43,11 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     top.add_column(style="dim", no_wrap=True)
     top.add_column()
     ended = ended_text(snap)
-    top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), " (" if ended else "", ended,
-                                       ")" if ended else ""))
+    if ended.plain.startswith(state):  # "exited 0", "exited": the words say the state already
+        top.add_row("state", Text(ended.plain, style=STATE_STYLE.get(state, "")))
+    else:
+        top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), " (" if ended else "", ended,
+                                           ")" if ended else ""))
     limit = snap.get("max_runtime") or 0
     elapsed = snap.get("runtime") or 0
     if state not in FINAL_STATES and snap.get("started_at"):

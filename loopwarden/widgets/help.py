@@ -56,8 +56,8 @@ class Help(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "Close"),
-        Binding("j", "scroll(1)", "Scroll down", show=False),
-        Binding("k", "scroll(-1)", "Scroll up", show=False),
+        Binding("j", "scroll(True)", "Scroll down", show=False),
+        Binding("k", "scroll(False)", "Scroll up", show=False),
     ]
 
     def __init__(self, sections: list[tuple[str, list[Binding]]], read_only: bool) -> None:
@@ -75,5 +75,10 @@ class Help(ModalScreen[None]):
             yield Static("Every action, sort and the filter are also in the command palette (ctrl+p). "
                          "j and k scroll; escape closes this help.", classes="hint")
 
-    def action_scroll(self, lines: int) -> None:
-        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
+    def action_scroll(self, down: bool) -> None:
+        """j and k do what the arrow keys do (a burst of presses adds up)."""
+        box = self.query_one(VerticalScroll)
+        if down:
+            box.action_scroll_down()
+        else:
+            box.action_scroll_up()

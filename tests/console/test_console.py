@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console as RichConsole
 from textual.command import CommandList, CommandPalette
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from loopwarden.widgets.app import ConsoleApp
@@ -159,7 +160,7 @@ async def test_the_palette_offers_filter_sorts_help_and_sessions_in_numeric_orde
 
 async def test_help_explains_every_column_and_the_detail_keys() -> None:
     app = frozen()
-    async with app.run_test(size=(120, 60)) as pilot:
+    async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
         await pilot.press("question_mark")
         help_screen = await until(pilot, lambda: app.screen if isinstance(app.screen, Help) else None,
@@ -173,6 +174,11 @@ async def test_help_explains_every_column_and_the_detail_keys() -> None:
         for words in ("Session detail", "Stderr", "Follow", "Open spill", "Gates queue", "ctrl+k, K",
                       "up, k", "down, j", "Reverse sort", "Hide ended", "esc"):
             assert words in text, words
+        box = help_screen.query_one(VerticalScroll)
+        await pilot.press("j", "j", "j")
+        await until(pilot, lambda: box.scroll_y == 3, what="j to scroll the help")
+        await pilot.press("k")
+        await until(pilot, lambda: box.scroll_y == 2, what="k to scroll it back")
 
 
 class TwoGates(FrozenFeed):

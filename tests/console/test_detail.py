@@ -282,3 +282,18 @@ def test_a_gate_line_carries_the_time_it_opened_or_was_decided(utc: None) -> Non
                                                "decided_at": T0 + 65, "decided_by": "operator"}})
     assert opened is not None and opened.plain.startswith("12:00:00 ◆ gate g1 open")
     assert decided is not None and decided.plain.startswith("12:01:05 ◆ gate g1 approved")
+
+
+@pytest.mark.anyio
+async def test_j_and_k_scroll_the_stream(tmp_path: Path) -> None:
+    detail = SessionDetail(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}), "s7", snapshot_of=lambda sid: None,
+                           history=FIXED_HISTORY, live=False, clock=lambda: T0 + 90)
+    async with DetailApp(detail).run_test(size=(140, 12)) as pilot:
+        stream = detail.query_one("#stream", RichLog)
+        await until(pilot, lambda: detail.history_done and stream.max_scroll_y > 2, what="a stream taller than its box")
+        await until(pilot, lambda: stream.scroll_y == stream.max_scroll_y, what="the stream following its end")
+        bottom = stream.scroll_y
+        await pilot.press("k", "k")
+        await until(pilot, lambda: stream.scroll_y == bottom - 2, what="k to scroll up")
+        await pilot.press("j")
+        await until(pilot, lambda: stream.scroll_y == bottom - 1, what="j to scroll down")
