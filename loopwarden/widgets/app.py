@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from functools import partial
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
