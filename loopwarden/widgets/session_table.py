@@ -403,17 +403,15 @@ class SessionTable(ScrollView, can_focus=True):
 
     def resort(self, snapshots: dict[str, dict[str, Any]], sort_by: str, reverse: bool | None = None) -> None:
         """Order the rows by `sort_by` (a key of SORTS), reversed or not (unchanged when None)."""
-        before = self.columns.get(ColumnKey(self.sort_column))
         self.sort_by = sort_by
         if reverse is not None:
             self.sort_reverse = reverse
-        widths = False
-        for column in (before, self.columns.get(ColumnKey(self.sort_column))):
-            if column is not None:  # room for the arrow in the sorted column's header, none kept in the last one
-                width = self._fit(column)
-                widths = widths or width != column.content_width
-                column.content_width = width
-        if widths:
+        column = self.columns.get(ColumnKey(self.sort_column))
+        # room for the arrow; like every width it grows and is kept until a rebuild, so cycling the orders
+        # does not re-render every row each time
+        widths = column is not None and column.content_width < column.label.cell_len + 2
+        if column is not None and widths:
+            column.content_width = column.label.cell_len + 2
             self._widths_version += 1
         self._settle(snapshots, self.selected_id(), True, widths, [])
         self.refresh()  # the header's arrow
