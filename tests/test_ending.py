@@ -39,14 +39,14 @@ def test_a_termination_tells_its_reason_in_full_or_in_a_few_words() -> None:
     s = snap("terminated", exit_code=-15, termination="repetition_loop", termination_text=text)
     assert ending(s) == ("terminated: repetition loop: tool 'read' was called 5 times in a row "
                          "and 3 blocked repeats did not change the approach")
-    assert ending(s, short=True) == "terminated: the same call repeated"
-    assert ending(snap("terminated", termination="operator")) == "terminated: killed by an operator"
+    assert ending(s, short=True) == "terminated: repeated calls"
+    assert ending(snap("terminated", termination="operator")) == "terminated: killed by operator"
 
 
 def test_a_lost_session_says_the_daemon_restarted() -> None:
     s = snap("lost", termination="lost", termination_text=LOST_TEXT)
     assert ending(s) == f"lost: {LOST_TEXT}"
-    assert ending(s, short=True) == "lost: the daemon restarted"
+    assert ending(s, short=True) == "lost: daemon restarted"
 
 
 def test_an_unknown_reason_from_a_newer_store_is_shown_as_it_is() -> None:

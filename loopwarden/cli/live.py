@@ -764,11 +764,11 @@ def _confirm_stop(live: list[dict[str, Any]]) -> None:
 def console(read_only: bool) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
-    Sessions (enter opens one, / filters, s sorts), the gates queue (g), and
-    single-key actions: a approve, w approve with guidance, d deny, u grant
-    unblock authority, x reset counters, i inject, p pause, r resume, k kill,
-    n launch. Destructive keys ask first. ? lists every key; ctrl+p searches
-    every action.
+    Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
+    the ended), the gates queue (g), and single-key actions: a approve, w approve
+    with guidance, d deny, u grant unblock authority, x reset counters, i inject,
+    p pause, r resume, ctrl+k or K kill, n launch. Destructive keys ask first.
+    ? lists every key and column; ctrl+p searches every action.
 
     \b
     Examples:

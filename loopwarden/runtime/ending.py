@@ -10,16 +10,17 @@ from ..supervisor.visible import visible
 
 # a few words per reason, for a table cell; the full sentence is the session's termination_text
 SHORT: dict[Termination, str] = {
-    Termination.MAX_RUNTIME: "max runtime reached",
-    Termination.REPETITION_LOOP: "the same call repeated",
+    Termination.MAX_RUNTIME: "max runtime",
+    Termination.REPETITION_LOOP: "repeated calls",
     Termination.VALIDATION_FAILURE: "invalid output",
     Termination.CONSECUTIVE_FAILURES: "failures in a row",
-    Termination.MAX_ITERATIONS: "max iterations reached",
-    Termination.BUDGET: "budget exhausted",
+    Termination.MAX_ITERATIONS: "max iterations",
+    Termination.BUDGET: "over budget",
     Termination.LOOP_GATE_DENIED: "gate denied",
-    Termination.OPERATOR: "killed by an operator",
-    Termination.CRASHED: "the supervisor failed",
-    Termination.LOST: "the daemon restarted",
+    Termination.OPERATOR: "killed by operator",
+    Termination.CRASHED: "supervisor failed",
+    Termination.LOST: "daemon restarted",
+    Termination.DAEMON_STOPPED: "daemon stopped",
 }
 _PREFIX = "session terminated: "
 _KNOWN = frozenset(str(t) for t in Termination)  # a store written by a newer loopwarden may hold others

@@ -47,6 +47,7 @@ class Snapshot:
     stdin_dropped: int = 0
     rate: list[int] = field(default_factory=list)
     validation_failures: int = 0
+    interventions: dict[str, int] = field(default_factory=dict)  # verdicts by action, short of terminate
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,4 +85,5 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         termination_text=h.termination.reason if h.termination else None, handshake=handshake,
         tool_calls=tool_calls, events=h.events, counters={c.name: [c.value, c.limit] for c in h.counters()},
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
-        last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, **kinds)
+        last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
+        **kinds)

@@ -71,6 +71,7 @@ class SessionHealth:
         self.events = 0
         self.by_type: dict[str, int] = {}
         self.by_rule: Tally[str] = Tally()
+        self.by_action: Tally[str] = Tally()  # what was done to the agent (nudged, blocked...), counted as it is
         self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)
         self.last_verdict: Verdict | None = None
 
@@ -161,6 +162,7 @@ class SessionHealth:
                     continue
             out.append(verdict)
             self.by_rule[verdict.rule] += 1
+            self.by_action[verdict.action] += 1
             self.last_verdict = verdict
             if verdict.action == Action.TERMINATE:
                 self.state = TERMINATED
@@ -252,6 +254,10 @@ class SessionHealth:
         for guard in self.guards:
             out.extend(guard.counters())
         return out
+
+    def interventions(self) -> dict[str, int]:
+        """How often each kind of verdict short of ending the session was given: {"nudge": 2, "block": 1}."""
+        return {str(action): n for action, n in self.by_action.items() if action != Action.TERMINATE}
 
     @property
     def validation_total(self) -> int:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import events, on, work
 from textual._styles_cache import StylesCache
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
@@ -28,6 +30,7 @@ from .feed import Feed
 from .gates import GatesQueue
 from .help import Help
 from .keybar import KeyBar
+from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
 
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
@@ -37,6 +40,7 @@ CANNOT = {"hold": "hold a call for a gate", "inject": "receive text"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
 
+SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch"}
 
@@ -45,6 +49,8 @@ SESSION_KEYS = [
     Binding("g", "gates", "Gates", id="gates"),
     Binding("slash", "filter", "Filter", id="filter"),
     Binding("s", "sort", "Sort", id="sort"),
+    Binding("S", "reverse_sort", "Reverse sort", id="reverse_sort", show=False),
+    Binding("h", "hide_ended", "Hide ended", id="hide_ended", show=False),
 ]
 ACTION_KEYS = [
     Binding("a", "approve", "Approve", id="approve"),
@@ -55,7 +61,7 @@ ACTION_KEYS = [
     Binding("i", "inject", "Inject", id="inject", show=False),
     Binding("p", "pause", "Pause", id="pause", show=False),
     Binding("r", "resume", "Resume", id="resume", show=False),
-    Binding("k", "kill", "Kill", id="kill"),
+    Binding("ctrl+k,K", "kill", "Kill", id="kill"),  # k moves the cursor, as in k9s, lazygit and htop
     Binding("n", "launch", "New", id="launch"),
 ]
 GENERAL_KEYS = [
@@ -78,6 +84,15 @@ class FilterBox(Input):
 class Sessions(Screen[None]):
     """The main screen: the sessions table, a filter line and a status line."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "clear_filter", "Clear the filter", id="clear_filter", show=False)]
+
+    def action_clear_filter(self) -> None:
+        """Escape clears the filter from the table too, not only from the filter line."""
+        box = self.query_one(FilterBox)
+        if box.value or box.display:
+            box.action_clear()
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield SessionTable(id="sessions")
@@ -92,6 +107,8 @@ class ConsoleApp(App[None]):
     TITLE = "loopwarden"
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS]
+    # one provider, so the console's commands come first and in order (Textual's own follow them)
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
                  title: str | None = None, feed: Feed | None = None,
@@ -203,8 +220,11 @@ class ConsoleApp(App[None]):
                  Content.styled(f"{human} waiting for a human (g)", "bold magenta") if human
                  else Content("none waiting for a human")]
         if table.filter_text:
-            parts.append(Content(f"filter: {table.filter_text!r}, {table.row_count} shown"))
-        parts.append(Content(f"sort: {table.sort_by}"))
+            parts.append(Content(f"filter: {table.filter_text!r}, {table.row_count} shown (esc clears)"))
+        if table.hide_ended:
+            ended = len(self.snapshots) - live
+            parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
+        parts.append(Content(f"sort: {table.sort_text} (s, S)"))
         if self.read_only:
             parts.append(Content.styled("read-only", "yellow"))
         trouble = daemon_trouble(self.feed.daemon)
@@ -252,7 +272,7 @@ class ConsoleApp(App[None]):
         return f"{snap['id']}:{pending[0]}" if snap and pending and needs_human(snap) else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("filter", "sort", "open_detail"):
+        if action in SESSIONS_ONLY:
             return isinstance(self.screen, Sessions)
         if action in NEEDS and self._incapable(self.target(), action):
             return None  # shown greyed out: the selected session cannot do it
@@ -260,7 +280,8 @@ class ConsoleApp(App[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A greyed-out key says why instead of doing nothing (Textual does not run a disabled binding)."""
-        action = next((b.action for b in ACTION_KEYS if isinstance(b, Binding) and b.key == event.key), None)
+        action = next((b.action for b in ACTION_KEYS
+                       if isinstance(b, Binding) and event.key in (k.strip() for k in b.key.split(","))), None)
         if action in NEEDS and not isinstance(self.focused, Input) and self.screen.is_current:
             self._capable(self.target(), action)
 
@@ -337,19 +358,26 @@ class ConsoleApp(App[None]):
         box.display = bool(box.value)
         self.table.focus()
 
-    def action_sort(self) -> None:
+    def action_sort(self, sort_by: str | None = None) -> None:
+        """Sort by `sort_by`, else by the next order; the header's arrow and the status line show it."""
         order = list(SORTS)
-        nxt = order[(order.index(self.table.sort_by) + 1) % len(order)]
-        self.table.resort(self.snapshots, nxt)
+        nxt = sort_by if sort_by in SORTS else order[(order.index(self.table.sort_by) + 1) % len(order)]
+        self.table.resort(self.snapshots, nxt, reverse=False)
         self._status()
-        self.notify(f"sorted by {nxt}", timeout=2)
+
+    def action_reverse_sort(self) -> None:
+        self.table.resort(self.snapshots, self.table.sort_by, reverse=not self.table.sort_reverse)
+        self._status()
+
+    def action_hide_ended(self) -> None:
+        """Hide the sessions that have ended, or show them again."""
+        self.table.hide_ended = not self.table.hide_ended
+        self.table.rebuild(self.snapshots)
+        self._status()
 
     def action_help(self) -> None:
-        sections = [("Sessions", SESSION_KEYS), ("Gates and sessions", ACTION_KEYS), ("Anywhere", GENERAL_KEYS)]
-        screen_keys = [b for b in getattr(self.screen, "BINDINGS", []) if isinstance(b, Binding)]
-        if screen_keys and not isinstance(self.screen, Sessions):
-            sections.insert(0, (getattr(self.screen, "HELP_TITLE", "This view"), screen_keys))
-        self.push_screen(Help(sections, self.read_only))
+        screen = self.screen if not isinstance(self.screen, (Sessions, SessionDetail, GatesQueue)) else None
+        self.push_screen(Help(help_sections(screen, self.read_only), self.read_only))
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
@@ -430,23 +458,61 @@ class ConsoleApp(App[None]):
         target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
         self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3, markup=False)
 
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The command palette offers every key's action, with its key as a reminder."""
-        yield from super().get_system_commands(screen)
+    def palette_commands(self, screen: Screen[Any]) -> Iterable[tuple[str, str, Callable[[], object]]]:
+        """(title, help, callback) of what the command palette opened on `screen` offers, in its order."""
+        sessions = isinstance(screen, Sessions)
+        if sessions:
+            yield "Filter the sessions", "key /", lambda: self.run_action("filter")
+            if self.table.filter_text:
+                yield "Clear the filter", "key escape", self.main.query_one(FilterBox).action_clear
+            for order in SORTS:
+                yield f"Sort by {order}", "key s cycles the orders", partial(self.action_sort, order)
+            yield "Reverse the sort order", "key S", self.action_reverse_sort
+            yield ("Show ended sessions" if self.table.hide_ended else "Hide ended sessions"), "key h", \
+                self.action_hide_ended
+        yield "Help: every key and column", "key ?", self.action_help
         for binding in SESSION_KEYS + ACTION_KEYS:
+            if binding.action in SESSIONS_ONLY:
+                continue  # offered above, with their choices
             if self.check_action(binding.action, ()) and not (self.read_only and binding.action in MUTATING):
-                yield SystemCommand(binding.description, f"key {binding.key.replace('slash', '/')}",
-                                    lambda a=binding.action: self.run_action(a))
-        ordered = sorted(self.snapshots.values(), key=lambda s: session_number(str(s.get("id"))))
-        for snap in ordered[-50:]:
-            yield SystemCommand(f"Open {snap['id']} {escape(str(snap.get('name')))}",  # the palette reads markup
-                                f"detail of a {snap.get('state')} session",
-                                lambda sid=snap["id"]: self._open(sid))
+                yield binding.description, f"key {key_names(binding.key)}", partial(self.run_action, binding.action)
+        if sessions:
+            ordered = sorted(self.snapshots.values(), key=lambda s: session_number(str(s.get("id"))))
+            for snap in ordered[-50:]:
+                yield (f"Open {snap['id']} {escape(str(snap.get('name')))}",  # the palette reads markup
+                       f"detail of a {snap.get('state')} session", partial(self._open, snap["id"]))
+        for command in self.get_system_commands(screen):  # Textual's own: keys, theme, screenshot, quit
+            if command.discover:
+                yield command.title, command.help, command.callback
 
     def _open(self, sid: str) -> None:
         if sid in self.table.rows:
             self.table.move_cursor(row=self.table.get_row_index(sid))
             self.action_open_detail()
+
+
+def key_names(keys: str) -> str:
+    """A binding's keys as a person types them: `ctrl+k or K`, `/`, `?`."""
+    names = {"slash": "/", "question_mark": "?"}
+    return " or ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[tuple[str, list[Binding]]]:
+    """Every key, where it works: the bindings themselves, so the help cannot drift from them. A read-only
+    console lists no action keys (they would only be refused); `screen`'s own keys come first."""
+    def bindings(items: Iterable[BindingType]) -> list[Binding]:
+        return [b for b in items if isinstance(b, Binding)
+                and not (read_only and b.action.removeprefix("app.") in MUTATING)]
+
+    moves = [b for b in bindings(SessionTable.BINDINGS) if b.action != "select_cursor"]  # enter: Open, below
+    sections = [("Sessions table", [*moves, *bindings([*SESSION_KEYS, *Sessions.BINDINGS])]),
+                ("Sessions and gates: actions on the selected one", bindings(ACTION_KEYS)),
+                ("Gates queue (g)", bindings(GatesQueue.BINDINGS)),
+                ("Session detail (enter)", bindings(SessionDetail.BINDINGS)),
+                ("Anywhere", bindings(GENERAL_KEYS))]
+    if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
+        sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
+    return [(title, keys) for title, keys in sections if keys]
 
 
 def daemon_trouble(health: dict[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ from .health import HealthPanel
 from .keybar import KeyBar
 from .proctree import ProcessTree
 from .spill_viewer import SpillViewer
-from .stream import history_messages, message_key, render
+from .stream import history_messages, is_stderr, message_key, render
 
 HISTORY = 500  # newest events read from the store when the screen opens
 MAX_LINES = 1_000  # lines kept in the stream (the store has the rest); redrawn whole when `l` toggles
@@ -67,7 +67,9 @@ class SessionDetail(Screen[None]):
         Binding("escape", "back", "Back", id="detail.back"),
         Binding("o", "open_spill", "Open spill", id="detail.open_spill"),
         Binding("f", "toggle_follow", "Follow", id="detail.follow"),
-        Binding("l", "toggle_logs", "Stderr lines", id="detail.logs"),
+        Binding("l", "toggle_logs", "Stderr", id="detail.logs"),
+        Binding("j", "scroll_stream(True)", "Scroll down", id="detail.down", show=False),
+        Binding("k", "scroll_stream(False)", "Scroll up", id="detail.up", show=False),
     ]
 
     class HistoryLoaded(Message):
@@ -93,11 +95,12 @@ class SessionDetail(Screen[None]):
         self.feed = (Feed(paths, sessions=[session_id], events=True, autostart=False, multiline=True)
                      if live else None)
         self.history_done = False
-        self.show_logs = True
+        self.show_logs = False  # the agent's stderr is noise next to what it did; `l` shows it
+        self.stderr_lines = 0  # received into the stream, shown or not
         self.spills: dict[int, str] = {}  # id -> path, newest last, capped
         self._fixed_history = visible_tree(history, multiline=True)
         self._fixed_processes = visible_tree(processes)
-        self._lines: deque[tuple[Text, bool]] = deque(maxlen=MAX_LINES)  # (line, is a stderr/log line)
+        self._lines: deque[tuple[Text, bool]] = deque(maxlen=MAX_LINES)  # (line, is an agent's stderr line)
         self._seen: set[tuple[Any, ...]] = set()  # history records, so the live overlap is skipped
         self._snapshot: dict[str, Any] | None = None
         self._rate: deque[int] = deque([0] * RATE_SAMPLES, maxlen=RATE_SAMPLES)
@@ -195,6 +198,7 @@ class SessionDetail(Screen[None]):
         if self.skipped:
             self.query_one("#stream", RichLog).clear()
             self._lines.clear()
+            self.stderr_lines = 0
             note = f"… {self.skipped:,} updates came too fast for this screen; the newest {HISTORY} from the store:"
             self._write([(Text(note, style="dim italic"), False)])
             self.skipped = 0
@@ -264,7 +268,7 @@ class SessionDetail(Screen[None]):
             spill_id = self._add_spill(message) if message.get("kind") == "spill" else None
             line = render(message, spill_id) if index >= first else None
             if line is not None:
-                out.append((line, message.get("kind") == "log"))
+                out.append((line, is_stderr(message)))
         return out
 
     def _write(self, items: list[tuple[Text, bool]]) -> None:
@@ -272,6 +276,10 @@ class SessionDetail(Screen[None]):
         if not items:
             return
         self._lines.extend(items)
+        stderr = sum(1 for _, is_log in items if is_log)
+        if stderr:
+            self.stderr_lines += stderr
+            self._follow_subtitle()
         shown = [line for line, is_log in items if self.show_logs or not is_log]
         if shown:
             self.query_one("#stream", RichLog).write(Text("\n").join(shown))
@@ -295,8 +303,13 @@ class SessionDetail(Screen[None]):
         return spill_id
 
     def _follow_subtitle(self) -> None:
+        """Under the stream: following or paused, and the stderr lines hidden (or shown)."""
         stream = self.query_one("#stream", RichLog)
-        stream.border_subtitle = "following (f stops)" if stream.auto_scroll else "paused (f follows)"
+        follow = "following (f stops)" if stream.auto_scroll else "paused (f follows)"
+        n = self.stderr_lines
+        lines = f"{n:,} stderr line{'' if n == 1 else 's'}"
+        stderr = "" if not n else f" · {lines} shown (l hides)" if self.show_logs else f" · {lines} hidden (l shows)"
+        stream.border_subtitle = follow + stderr
 
     # ---- actions ------------------------------------------------------------
     def action_back(self) -> None:
@@ -316,7 +329,15 @@ class SessionDetail(Screen[None]):
         shown = [line for line, is_log in self._lines if self.show_logs or not is_log]
         if shown:
             stream.write(Text("\n").join(shown))
-        self.notify("stderr lines shown" if self.show_logs else "stderr lines hidden", timeout=2)
+        self._follow_subtitle()
+
+    def action_scroll_stream(self, down: bool) -> None:
+        """j and k: the stream one line down or up, as the arrow keys scroll it."""
+        stream = self.query_one("#stream", RichLog)
+        if down:
+            stream.action_scroll_down()
+        else:
+            stream.action_scroll_up()
 
     def action_open_spill(self, spill_id: int | None = None) -> None:
         """Open a spill file: the one clicked, else the one highlighted in the list, else the newest."""

@@ -63,6 +63,8 @@ class GatesQueue(Screen[None]):
         Binding("d", "app.deny", "Deny"),
         Binding("u", "app.grant", "Grant"),
         Binding("x", "app.reset", "Reset"),
+        Binding("j", "move_cursor(1)", "Down", show=False),
+        Binding("k", "move_cursor(-1)", "Up", show=False),
     ]
 
     def __init__(self, gates_of: Callable[[], list[dict[str, Any]]], clock: Callable[[], float] = time.time) -> None:
@@ -129,3 +131,8 @@ class GatesQueue(Screen[None]):
             return None
         ref = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self._by_ref.get(str(ref))
+
+    def action_move_cursor(self, rows: int) -> None:
+        """j and k, as in k9s, lazygit and htop."""
+        table = self.query_one("#gates", DataTable)
+        table.move_cursor(row=table.cursor_row + rows)

@@ -12,8 +12,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..supervisor.config import format_duration
-from ..supervisor.verdicts import FINAL_STATES, SessionState
-from .session_table import STATE_STYLE
+from ..supervisor.verdicts import FINAL_STATES
+from .session_table import STATE_STYLE, ended_text
 from .stream import VERDICT_STYLE
 
 
@@ -42,9 +42,12 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     top = Table.grid(padding=(0, 1))
     top.add_column(style="dim", no_wrap=True)
     top.add_column()
-    ended = f" ({snap['termination']})" if snap.get("termination") else \
-        f" (exit {snap.get('exit_code')})" if state == SessionState.EXITED else ""
-    top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), ended))
+    ended = ended_text(snap)
+    if ended.plain.startswith(state):  # "exited 0", "exited": the words say the state already
+        top.add_row("state", Text(ended.plain, style=STATE_STYLE.get(state, "")))
+    else:
+        top.add_row("state", Text.assemble((state, STATE_STYLE.get(state, "")), " (" if ended else "", ended,
+                                           ")" if ended else ""))
     limit = snap.get("max_runtime") or 0
     elapsed = snap.get("runtime") or 0
     if state not in FINAL_STATES and snap.get("started_at"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -17,15 +18,42 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from ..runtime.ending import ending
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
 
-COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("runtime", "RUNTIME"), ("calls", "CALLS"),
-           ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("gates", "GATES"),
-           ("reason", "ENDED"), ("usage", "TOKENS/$"), ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"),
-           ("adapter", "ADAPTER"))
-# most telling first: at 80 columns the table shows up to the gates, the rest scrolls into view
+COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
+           ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
+           ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
+           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
+# most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
+
+COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (tests keep it complete)
+    "id": "the session's id; ! marks a session waiting for a human (a gate: press g)",
+    "name": "its name (--name, else the command's name)",
+    "state": "starting, running, paused (by you), gated (waiting for a human), exited, terminated or lost",
+    "interventions": "what loopwarden did to the agent so far: nudged (a message), blocked (a call refused), "
+                     "gated (asked a human), spilled (large output to a file), escalated, ...",
+    "reason": "why it ended: its exit code, the signal that killed it, or the rule that terminated it",
+    "runtime": "how long it has run / its max_runtime limit",
+    "calls": "tool calls the agent made",
+    "gates": "gates waiting for a human now",
+    "repetition": "identical calls in a row / the limit before calls are blocked",
+    "validation": "invalid lines or messages in a row / the limit before the session is terminated",
+    "loop": "the task's loop count / the limit before a human is asked",
+    "usage": "the cost the agent reported, else its tokens",
+    "cpu": "CPU of its process tree (100% = one core)",
+    "mem": "memory of its process tree while it runs",
+    "agent": "the agent it runs (claude-code, codex, gemini, ...)",
+    "adapter": "how loopwarden talks to it (native, plain, claude-code, codex, acp, ...)",
+}
+
+# verdict action: (the words after it was done, colour); in the order shown
+INTERVENTION_WORDS: dict[str, tuple[str, str]] = {
+    "nudge": ("nudged", "yellow"), "block": ("blocked", "bold red"), "gate": ("gated", "magenta"),
+    "escalate": ("escalated", "bold yellow"), "force_next": ("moved on", "cyan"),
+    "unblock_authority": ("granted", "green"), "spill": ("spilled", "cyan")}
 
 STATE_STYLE: dict[str, str] = {
     SessionState.RUNNING: "green", SessionState.GATED: "bold magenta", SessionState.PAUSED: "yellow",
@@ -35,6 +63,11 @@ STATE_STYLE: dict[str, str] = {
 
 def session_number(sid: str) -> int:
     return int(sid[1:]) if sid[1:].isdigit() else 0
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """s2 before s10: the digit runs compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text.lower()))
 
 
 def runtime_of(snap: dict[str, Any], now: float) -> float:
@@ -69,6 +102,26 @@ def usage_text(snap: dict[str, Any]) -> str:
     return "-"
 
 
+def interventions_text(snap: dict[str, Any]) -> Text:
+    """`nudged 2 blocked 1`, each kind in its verdict's colour; `-` for a session left alone."""
+    counts = snap.get("interventions") or {}
+    out = Text()
+    for action, (words, style) in INTERVENTION_WORDS.items():
+        count = counts.get(action)
+        if count:
+            out.append(" " if out else "")
+            out.append(f"{words} {count}", style=style)
+    return out or Text("-", style="dim")
+
+
+def ended_text(snap: dict[str, Any]) -> Text:
+    """Why it ended, in a few words; the state column already says terminated or lost."""
+    words = ending(snap, short=True)
+    state = str(snap.get("state") or "")
+    style = "dim" if words == "exited 0" else "yellow" if state == SessionState.EXITED else "red"
+    return Text(words.removeprefix(f"{state}: "), style=style if words else "")
+
+
 def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     """The cells of one session's row, by column key; all `Text`, so `[` in a name is never markup."""
     state = str(snap.get("state") or "?")
@@ -76,7 +129,7 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     runtime = format_duration(runtime_of(snap, now)) + (f"/{format_duration(limit)}" if limit else "")
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
-    rss = snap.get("rss") or 0
+    rss = 0 if state in FINAL_STATES else snap.get("rss") or 0  # an ended session's last sample is not its use
     return {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
         "name": Text(str(snap.get("name") or "")[:24]),
@@ -86,9 +139,9 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "repetition": counter_text(snap, "identical_calls"),
         "validation": counter_text(snap, "validation"),
         "loop": counter_text(snap, "loop"),
+        "interventions": interventions_text(snap),
         "gates": Text(str(gates), style="bold magenta" if gates else "dim"),
-        "reason": Text(str(snap.get("termination")
-                           or (f"exit {snap.get('exit_code')}" if state == SessionState.EXITED else ""))),
+        "reason": ended_text(snap),
         "usage": Text(usage_text(snap)),
         "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
@@ -97,11 +150,17 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     }
 
 
-def matches(snap: dict[str, Any], text: str) -> bool:
-    """The filter: every word must appear in the id, name, adapter, state, reason or command; `!` = needs a human."""
+def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
+    """The filter: every word must appear in the id, name, adapter, state, reason, interventions or command;
+    `!` = needs a human. `hide_ended` leaves out the sessions that have ended."""
+    if hide_ended and snap.get("state") in FINAL_STATES:
+        return False
+    if not text:
+        return True
     fields = ("id", "name", "agent", "adapter", "state", "termination")
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
+    haystack += " " + " ".join(INTERVENTION_WORDS.get(k, (k,))[0] for k in snap.get("interventions") or {})
     for word in text.lower().split():
         if word == "!":
             if not needs_human(snap):
@@ -111,16 +170,29 @@ def matches(snap: dict[str, Any], text: str) -> bool:
     return True
 
 
+def _by_id(s: dict[str, Any]) -> int:
+    return session_number(str(s.get("id")))
+
+
+# each order's key, first in its natural direction (names A to Z, the longest runtime first)
 SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "id": lambda s: session_number(str(s.get("id"))),
-    "attention": lambda s: (not needs_human(s), s.get("state") in FINAL_STATES, session_number(str(s.get("id")))),
-    "name": lambda s: (str(s.get("name") or ""), session_number(str(s.get("id")))),
-    "state": lambda s: (str(s.get("state") or ""), session_number(str(s.get("id")))),
-    "runtime": lambda s: -float(s.get("runtime") or 0),
+    "id": _by_id,
+    "attention": lambda s: (not needs_human(s), s.get("state") in FINAL_STATES, _by_id(s)),
+    "name": lambda s: (natural_key(str(s.get("name") or "")), _by_id(s)),
+    "state": lambda s: (str(s.get("state") or ""), _by_id(s)),
+    "interventions": lambda s: (-sum((s.get("interventions") or {}).values()), _by_id(s)),
+    "runtime": lambda s: -runtime_of(s, time.time()),  # a quiet live session publishes no new runtime
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
     "mem": lambda s: -(s.get("rss") or 0),
 }
+DESCENDING = frozenset({"interventions", "runtime", "calls", "cpu", "mem"})  # natural direction: most first
+SORT_COLUMN = {"attention": "gates"}  # the column whose header shows the order's arrow, when not its own name
+
+
+def sort_arrow(sort_by: str, reverse: bool) -> str:
+    """▲ ascending, ▼ descending, as the rows are shown."""
+    return "▼" if (sort_by in DESCENDING) != reverse else "▲"
 
 
 def same_cell(a: Text, b: Text) -> bool:
@@ -165,8 +237,8 @@ class SessionTable(ScrollView, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "Select", show=False),
-        Binding("up", "cursor_up", "Cursor up", show=False),
-        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
         Binding("left", "scroll_left", "Scroll left", show=False),
         Binding("right", "scroll_right", "Scroll right", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
@@ -222,12 +294,15 @@ class SessionTable(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.filter_text = ""
         self.sort_by = "id"
+        self.sort_reverse = False
+        self.hide_ended = False
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
         for key, label in COLUMNS:
             column = Column(key, label)
             self.columns[column.key] = column
         self._column_list = list(self.columns.values())
+        self.columns[ColumnKey(self.sort_by)].content_width += 2  # the arrow of the first order
         self.rows: dict[str, Row] = {}
         self._order: list[str] = []
         self._index: dict[str, int] = {}
@@ -283,7 +358,7 @@ class SessionTable(ScrollView, can_focus=True):
         now = self.clock()
         for sid in sorted(changed, key=session_number):
             snap = snapshots.get(sid)
-            visible = snap is not None and matches(snap, self.filter_text)
+            visible = snap is not None and matches(snap, self.filter_text, self.hide_ended)
             row = self.rows.get(sid)
             if not visible:
                 if row is not None:
@@ -303,7 +378,7 @@ class SessionTable(ScrollView, can_focus=True):
                     row.cells = cells
                     row.version += 1
                     dirty.append(sid)
-                moved = moved or self.sort_by != "id"
+                moved = moved or self.sort_by != "id" or self.sort_reverse
             for column in self._column_list:
                 width = cells[column.name].cell_len
                 if width > column.content_width:
@@ -318,7 +393,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.show(snapshots, set(snapshots) | set(self.rows))
         changed = False
         for column in self._column_list:  # the widths fit the rows shown now, narrower too
-            width = max([column.label.cell_len] + [row.cells[column.name].cell_len for row in self.rows.values()])
+            width = self._fit(column)
             changed = changed or width != column.content_width
             column.content_width = width
         if changed:
@@ -326,9 +401,35 @@ class SessionTable(ScrollView, can_focus=True):
             self._update_virtual_size()
             self.refresh()
 
-    def resort(self, snapshots: dict[str, dict[str, Any]], sort_by: str) -> None:
+    def resort(self, snapshots: dict[str, dict[str, Any]], sort_by: str, reverse: bool | None = None) -> None:
+        """Order the rows by `sort_by` (a key of SORTS), reversed or not (unchanged when None)."""
         self.sort_by = sort_by
-        self._settle(snapshots, self.selected_id(), True, False, [])
+        if reverse is not None:
+            self.sort_reverse = reverse
+        column = self.columns.get(ColumnKey(self.sort_column))
+        # room for the arrow; like every width it grows and is kept until a rebuild, so cycling the orders
+        # does not re-render every row each time
+        widths = column is not None and column.content_width < column.label.cell_len + 2
+        if column is not None and widths:
+            column.content_width = column.label.cell_len + 2
+            self._widths_version += 1
+        self._settle(snapshots, self.selected_id(), True, widths, [])
+        self.refresh()  # the header's arrow
+
+    def _fit(self, column: Column) -> int:
+        """The width of a column's widest cell or its header (with the arrow when it is the sorted one)."""
+        label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
+        return max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
+
+    @property
+    def sort_column(self) -> str:
+        """The column whose header carries the arrow."""
+        return SORT_COLUMN.get(self.sort_by, self.sort_by)
+
+    @property
+    def sort_text(self) -> str:
+        """`runtime ▼`: the order and its direction, for the status line."""
+        return f"{self.sort_by} {sort_arrow(self.sort_by, self.sort_reverse)}"
 
     def _settle(self, snapshots: dict[str, dict[str, Any]], selected: str | None, moved: bool, widths: bool,
                 dirty: list[str]) -> None:
@@ -337,7 +438,8 @@ class SessionTable(ScrollView, can_focus=True):
         if moved:
             order = SORTS[self.sort_by]
             before = list(self._order)
-            self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else ())
+            self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (),
+                             reverse=self.sort_reverse)
             reordered = self._order != before or len(self._index) != len(self._order)
             if reordered:
                 self._index = {sid: i for i, sid in enumerate(self._order)}
@@ -402,9 +504,12 @@ class SessionTable(ScrollView, can_focus=True):
 
     def _header_strip(self, width: int) -> Strip:
         style = self.get_component_rich_style("session-table--header")
-        key = (self._widths_version, style, width)
+        key = (self._widths_version, style, width, self.sort_by, self.sort_reverse)
         if self._header_cache is None or self._header_cache[0] != key:
-            strip = self._line([column.label for column in self._column_list], style, None, width)
+            arrow = " " + sort_arrow(self.sort_by, self.sort_reverse)
+            labels = [column.label + arrow if column.name == self.sort_column else column.label
+                      for column in self._column_list]
+            strip = self._line(labels, style, None, width)
             self._header_cache = (key, strip)
         return self._header_cache[1]
 

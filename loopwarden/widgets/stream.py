@@ -37,6 +37,11 @@ def message_key(message: dict[str, Any]) -> tuple[Any, ...]:
     return message.get("kind"), data.get("seq"), data.get("ts"), data.get("action") or data.get("type")
 
 
+def is_stderr(message: dict[str, Any]) -> bool:
+    """A line the agent wrote to its stderr (hidden in the detail by default); loopwarden's own lines are not."""
+    return message.get("kind") == "log" and (message.get("data") or {}).get("stream") == "stderr"
+
+
 def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
     """The line for one message, or None for records not worth a line (snapshots, resource samples).
 
@@ -63,6 +68,8 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
     if body is None:
         return None
     stamp = data.get("ts")
+    if kind == "gate":  # a gate record has no ts: its moment is when it opened, or was decided
+        stamp = data.get("decided_at") or data.get("opened_at")
     prefix = time.strftime("%H:%M:%S ", time.localtime(stamp)) if isinstance(stamp, (int, float)) else " " * 9
     return Text.assemble((prefix, "dim"), body)
 

@@ -218,7 +218,7 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
         await until(pilot, lambda: "opened" in screen_text(app), what="the gate's toast")
         assert_safe(app, "sessions table and toast", NAME_SHOWN, f"asks{SHOWN}"[:40])
 
-        await pilot.press("k")  # the kill confirmation quotes the name
+        await pilot.press("K")  # the kill confirmation quotes the name
         await until(pilot, lambda: len(app.screen_stack) == 2, what="the confirmation")
         assert_safe(app, "kill confirmation", f"({NAME_SHOWN})?")
         await pilot.press("n")
@@ -233,6 +233,8 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
         detail = await until(pilot, lambda: isinstance(app.screen, SessionDetail) and app.screen, what="the detail")
         stream = detail.query_one("#stream", RichLog)
         await until(pilot, lambda: any("said" in strip.text for strip in stream.lines), what="the stream")
+        await pilot.press("l")  # the agent's stderr, hidden by default
+        await until(pilot, lambda: any("stderr" in strip.text for strip in stream.lines), what="the stderr lines")
         tree = detail.query_one(ProcessTree)
         await until(pilot, lambda: tree.root.children, what="the process tree")
         await pilot.pause()

@@ -20,15 +20,15 @@ def _snap(sid: str, name: str, state: str, **fields: Any) -> dict[str, Any]:
 
 SESSIONS = [
     _snap("s1", "refactor-all", "running", runtime=95.0, max_runtime=180.0, tool_calls=212, cpu_percent=3.2,
-          rss=18 << 20, counters={"identical_calls": [1, 5], "tokens": [48200, 0]}),
+          rss=18 << 20, counters={"identical_calls": [1, 5], "tokens": [48200, 0]}, interventions={"nudge": 1}),
     _snap("s2", "fix-login", "terminated", runtime=31.4, tool_calls=9, termination="repetition_loop",
-          counters={"identical_calls": [8, 5]}),
+          counters={"identical_calls": [8, 5]}, interventions={"nudge": 1, "block": 3}),
     _snap("s3", "migrations", "gated", runtime=62.0, tool_calls=14, cpu_percent=0.4, rss=21 << 20,
-          pending_gates=["g1"], counters={"loop": [3, 3], "cost_usd": [0.42, 5]}),
+          pending_gates=["g1"], counters={"loop": [3, 3], "cost_usd": [0.42, 5]}, interventions={"gate": 1}),
     _snap("s4", "edit-session", "terminated", runtime=12.0, tool_calls=2, termination="validation_failure",
-          counters={"validation": [3, 3]}),
+          counters={"validation": [3, 3]}, interventions={"nudge": 2}),
     _snap("s5", "report-json", "exited", runtime=8.1, tool_calls=6, exit_code=0,
-          counters={"tokens": [19560, 0], "cost_usd": [0.07, 0]}),
+          counters={"tokens": [19560, 0], "cost_usd": [0.07, 0]}, interventions={"nudge": 2, "spill": 1}),
     _snap("s6", "nightly-build", "paused", adapter="plain", runtime=400.0, tool_calls=0, rss=96 << 20),
 ]
 

@@ -267,7 +267,7 @@ async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Har
         await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SessionDetail), what="back to the table")
-        await pilot.press("k")
+        await pilot.press("K")
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None, what="confirm")
         assert odd in str(dialog.query_one("Label").render())
         await pilot.press("y")

@@ -19,6 +19,7 @@ from loopwarden.widgets.detail import MAX_LINES, SessionDetail
 from loopwarden.widgets.health import HealthPanel
 from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
+from loopwarden.widgets.stream import render
 from tests.console.helpers import until
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
@@ -139,7 +140,7 @@ async def test_health_bars_reflect_the_counters(lw: Harness) -> None:
     assert bars["identical_calls"] == f"{value:g}/{limit:g}" == "9/5"
     assert bars["blocks"] == "3/3"
     assert bars["validation"] == "0/3"
-    assert "terminated (repetition_loop)" in text
+    assert "terminated (repeated calls)" in text  # why it ended, in words
     assert "TERMINATE repetition" in text
     assert "did not change the approach" in " ".join(text.split())
     first_bars = [words[0] for words in bar_lines]
@@ -249,3 +250,50 @@ def test_snapshot_of_the_detail_screen(snap_compare: Any, utc: None, tmp_path: P
                            snapshot_of=lambda sid: FIXED_SNAPSHOT, history=FIXED_HISTORY,
                            processes=FIXED_PROCESSES, live=False, clock=lambda: T0 + 90)
     assert snap_compare(DetailApp(detail), terminal_size=(100, 30))
+
+
+@pytest.mark.anyio
+async def test_stderr_is_hidden_until_l_and_the_border_says_how_many(tmp_path: Path) -> None:
+    history = {**FIXED_HISTORY, "events": [
+        *FIXED_HISTORY["events"],
+        {"kind": "log", "ts": T0 + 10, "data": {"stream": "stderr", "text": "warning: deprecated", "ts": T0 + 10}},
+        {"kind": "log", "ts": T0 + 11, "data": {"stream": "loopwarden", "text": "agent stopped reading",
+                                                "ts": T0 + 11}},
+    ]}
+    detail = SessionDetail(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}), "s7", snapshot_of=lambda sid: None,
+                           history=history, live=False, clock=lambda: T0 + 90)
+    async with DetailApp(detail).run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: detail.history_done, what="the history")
+        stream = detail.query_one("#stream", RichLog)
+        text = "\n".join(stream_lines(detail))
+        assert "scripted: c2 spilled" not in text and "warning: deprecated" not in text
+        assert "loopwarden: agent stopped reading" in text  # loopwarden's own lines are not the agent's stderr
+        assert "2 stderr lines hidden (l shows)" in str(stream.border_subtitle)
+        await pilot.press("l")
+        await until(pilot, lambda: "warning: deprecated" in "\n".join(stream_lines(detail)), what="stderr shown")
+        assert "2 stderr lines shown (l hides)" in str(stream.border_subtitle)
+        await pilot.press("l")
+        await until(pilot, lambda: "warning: deprecated" not in "\n".join(stream_lines(detail)), what="hidden")
+
+
+def test_a_gate_line_carries_the_time_it_opened_or_was_decided(utc: None) -> None:
+    opened = render({"kind": "gate", "data": {"id": "g1", "status": "pending", "reason": "loop", "opened_at": T0}})
+    decided = render({"kind": "gate", "data": {"id": "g1", "status": "approved", "opened_at": T0,
+                                               "decided_at": T0 + 65, "decided_by": "operator"}})
+    assert opened is not None and opened.plain.startswith("12:00:00 ◆ gate g1 open")
+    assert decided is not None and decided.plain.startswith("12:01:05 ◆ gate g1 approved")
+
+
+@pytest.mark.anyio
+async def test_j_and_k_scroll_the_stream(tmp_path: Path) -> None:
+    detail = SessionDetail(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}), "s7", snapshot_of=lambda sid: None,
+                           history=FIXED_HISTORY, live=False, clock=lambda: T0 + 90)
+    async with DetailApp(detail).run_test(size=(140, 12)) as pilot:
+        stream = detail.query_one("#stream", RichLog)
+        await until(pilot, lambda: detail.history_done and stream.max_scroll_y > 2, what="a stream taller than its box")
+        await until(pilot, lambda: stream.scroll_y == stream.max_scroll_y, what="the stream following its end")
+        bottom = stream.scroll_y
+        await pilot.press("k", "k")
+        await until(pilot, lambda: stream.scroll_y == bottom - 2, what="k to scroll up")
+        await pilot.press("j")
+        await until(pilot, lambda: stream.scroll_y == bottom - 1, what="j to scroll down")

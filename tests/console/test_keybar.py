@@ -32,7 +32,7 @@ async def test_keybar_follows_the_screen_and_a_click_presses_the_key() -> None:
     async with app.run_test(size=(WIDTH, 40)) as pilot:
         await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
         text = bar_text(app)
-        for item in ("g Gates", "/ Filter", "s Sort", "k Kill", "? Help", "q Quit"):
+        for item in ("g Gates", "/ Filter", "s Sort", "^k Kill", "? Help", "q Quit"):
             assert item in text, f"{item!r} missing from {text!r}"
         assert "Guidance" not in text  # a gates-queue key
         assert text.rstrip().endswith("^p palette") and len(text) == WIDTH

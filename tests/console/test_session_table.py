@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from textual import on
 from textual.app import App, ComposeResult
 
-from loopwarden.widgets.session_table import SessionTable, row_cells
+from loopwarden.widgets.session_table import COLUMN_HELP, COLUMNS, SORTS, SessionTable, row_cells
 
 pytestmark = pytest.mark.anyio
 
@@ -38,9 +39,9 @@ def screen_text(table: SessionTable) -> list[str]:
 
 
 def test_cells_are_text_never_markup() -> None:
-    cells = row_cells(snap("s1", name="[/]fix [red]it", termination="[b"), NOW)
+    cells = row_cells(snap("s1", name="[/]fix [red]it", state="terminated", termination="[b"), NOW)
     assert str(cells["name"]) == "[/]fix [red]it" and not cells["name"].spans
-    assert str(cells["reason"]) == "[b"
+    assert str(cells["reason"]) == "[b"  # a reason this version does not know is shown as it is
 
 
 async def test_markup_in_a_name_is_shown_as_typed() -> None:
@@ -114,3 +115,87 @@ async def test_a_tick_renders_only_the_rows_that_changed() -> None:
         await pilot.pause()
         after = {sid: strip for sid, (_, strip) in table._line_cache.items()}
         assert [sid for sid in before if after[sid] is not before[sid]] == ["s5"]
+
+
+def test_interventions_say_what_was_done_and_a_session_left_alone_shows_a_dash() -> None:
+    cells = row_cells(snap("s1", interventions={"spill": 1, "nudge": 2, "block": 1, "gate": 1}), NOW)
+    assert str(cells["interventions"]) == "nudged 2 blocked 1 gated 1 spilled 1"
+    assert str(row_cells(snap("s2"), NOW)["interventions"]) == "-"
+
+
+def test_ended_is_told_in_words_and_an_ended_session_has_no_memory_figure() -> None:
+    exited = row_cells(snap("s1", state="exited", exit_code=-9, rss=40 << 20), NOW)
+    assert str(exited["reason"]) == "killed by SIGKILL"
+    assert str(exited["mem"]) == "-"  # the last sample of a process that is gone
+    assert str(row_cells(snap("s2", state="exited", exit_code=0), NOW)["reason"]) == "exited 0"
+    lost = row_cells(snap("s3", state="lost", termination="lost"), NOW)
+    assert str(lost["reason"]) == "daemon restarted"  # STATE already says lost
+    assert str(row_cells(snap("s4", rss=40 << 20), NOW)["mem"]) == "40M"
+
+
+async def test_sort_direction_is_in_the_header_and_reverses() -> None:
+    app = TableApp()
+    async with app.run_test(size=(160, 14)) as pilot:
+        table = app.query_one(SessionTable)
+        snaps = {f"s{i}": snap(f"s{i}", name=f"job{i}", tool_calls=i % 4) for i in range(1, 12)}
+        table.show(snaps, set(snaps))
+        await pilot.pause()
+        assert screen_text(table)[0].split()[0] == "ID" and "ID ▲" in screen_text(table)[0]
+        table.resort(snaps, "calls")
+        await pilot.pause()
+        assert "CALLS ▼" in screen_text(table)[0] and "ID ▲" not in screen_text(table)[0]
+        assert table.sort_text == "calls ▼"
+        table.resort(snaps, "calls", reverse=True)
+        await pilot.pause()
+        assert "CALLS ▲" in screen_text(table)[0]
+        assert [snaps[sid]["tool_calls"] for sid in table._order] == sorted(s["tool_calls"] for s in snaps.values())
+        table.resort(snaps, "name", reverse=False)  # natural: job2 before job10
+        assert [r.key.value for r in table.ordered_rows][:3] == ["s1", "s2", "s3"]
+        assert table.get_row_index("s10") == 9
+        table.resort(snaps, "id", reverse=True)
+        assert table.selected_id() is not None and table.ordered_rows[0].key.value == "s11"
+
+
+async def test_hide_ended_leaves_out_the_sessions_that_ended() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 10)) as pilot:
+        table = app.query_one(SessionTable)
+        snaps = {"s1": snap("s1"), "s2": snap("s2", state="exited", exit_code=0),
+                 "s3": snap("s3", state="terminated", termination="operator"), "s4": snap("s4", state="gated")}
+        table.show(snaps, set(snaps))
+        table.hide_ended = True
+        table.rebuild(snaps)
+        await pilot.pause()
+        assert set(table.rows) == {"s1", "s4"}
+        snaps["s1"] = {**snaps["s1"], "state": "exited", "exit_code": 1}  # ends while hidden ones are hidden
+        table.show(snaps, {"s1"})
+        assert set(table.rows) == {"s4"}
+        table.hide_ended = False
+        table.rebuild(snaps)
+        assert set(table.rows) == {"s1", "s2", "s3", "s4"}
+
+
+async def test_j_and_k_move_the_cursor() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 10)) as pilot:
+        table = app.query_one(SessionTable)
+        table.focus()
+        snaps = {f"s{i}": snap(f"s{i}") for i in range(1, 5)}
+        table.show(snaps, set(snaps))
+        await pilot.pause()
+        await pilot.press("j", "j")
+        assert table.selected_id() == "s3"
+        await pilot.press("k")
+        assert table.selected_id() == "s2"
+
+
+def test_every_column_is_explained_in_the_help() -> None:
+    assert [key for key, _ in COLUMNS] == list(COLUMN_HELP)
+
+
+def test_the_runtime_sort_counts_on_for_a_quiet_live_session() -> None:
+    now = time.time()
+    old_quiet = snap("s1", started_at=now - 100, runtime=5.0)  # gated: no snapshot since 5 s in
+    young_busy = snap("s2", started_at=now - 10, runtime=9.0)
+    ended = snap("s3", state="exited", exit_code=0, started_at=now - 500, runtime=50.0)
+    assert sorted([young_busy, ended, old_quiet], key=SORTS["runtime"]) == [old_quiet, ended, young_busy]
