@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main() -> None:
-    text = open(sys.argv[1], encoding="utf-8").read()
+    text = Path(sys.argv[1]).read_text(encoding="utf-8")
     records = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x]
     for record in records:
         sys.stdout.write(json.dumps(record) + "\n")
