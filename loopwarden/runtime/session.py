@@ -18,6 +18,7 @@ from anyio.abc import Process
 
 from ..sessions import detect
 from ..sessions.base import Adapter, Capability
+from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
 from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
@@ -275,6 +276,8 @@ class LiveSession:
     async def _line(self, line: bytes | Oversized, seq: int, size: int = 0) -> None:
         if self._choosing and line:
             self._choose(detect.by_first_line(line.head if type(line) is Oversized else line), final=True)
+            if type(line) is bytes and len(line) > self._max_line():  # read under auto's limit, over the chosen one's
+                line = Oversized(len(line), line[:256])
         if type(line) is Oversized:
             limit = self._max_line()
             events: list[Event] = [oversized_line(seq, line, limit)]
@@ -300,8 +303,6 @@ class LiveSession:
     def _choose(self, choice: detect.Choice, *, final: bool, announce: bool = True) -> None:
         """Hand the session to the chosen adapter. Nothing was read with the one it replaces: the auto
         adapter reads nothing, and a provisional plain one (chosen for silence) had no stdout line yet."""
-        from ..sessions.registry import adapters
-
         self._choosing = not final
         self.choice = choice
         if choice.adapter != self.adapter.name:

@@ -110,8 +110,8 @@ class AutoAdapter(Adapter):
 
     name = AUTO
     agent = "any"
-    summary = ("the default: chosen from the command (codex app-server, ACP agents) or the first output line "
-               "(native, Claude Code stream-json, codex exec --json), else plain")
+    summary = ("the default: the adapter is chosen from the command (codex app-server, ACP agents) or the first "
+               "output line (native, claude-stream, codex-exec), else plain; the session can then do what it can")
 
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:

@@ -162,3 +162,12 @@ def test_a_late_first_line_still_chooses_the_adapter(lw: Harness, tmp_path: Path
     assert [c["tool"] for c in of_kind(lw, sid, "tool_call")] == ["read_file"]
     assert of_kind(lw, sid, "output") == []
     assert [line.split(":")[0] for line in choice_lines(lw, sid)] == ["adapter plain", "adapter native"]
+
+
+def test_a_first_line_over_the_chosen_adapters_limit_is_refused_as_that_adapter_would(lw: Harness) -> None:
+    code = "import json; print(json.dumps({'type': 'hello', 'name': 'x' * (2 << 20)})); print('{}')"
+    sid = lw.run_detached(PY, "-c", code, adapter="auto")
+    snap = lw.wait_state(sid, "exited", "terminated")
+    assert (snap["adapter"], snap["state"], snap["exit_code"]) == ("native", "exited", 0), snap
+    reasons = [d["reason"] for d in of_kind(lw, sid, "invalid_line")]
+    assert len(reasons) == 2 and reasons[0].startswith("line longer than 1,048,576 bytes"), reasons
