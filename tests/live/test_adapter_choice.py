@@ -62,6 +62,15 @@ def test_an_ordinary_command_runs_plain_its_lines_shown_live_and_stored(lw: Harn
     assert "adapter plain" in logs.stdout
 
 
+def test_the_limits_plain_output_allows_still_apply_to_a_chosen_plain_session(lw: Harness) -> None:
+    code = "import time; print('working', flush=True); time.sleep(60)"
+    out = run_attached(lw, "--set", "limits.max_runtime=2s", "--", PY, "-c", code)
+    assert out.returncode == 10, out.stderr  # max_runtime
+    snap = only(lw)
+    assert (snap["adapter"], snap["termination"]) == ("plain", "max_runtime"), snap
+    assert [d["text"] for d in of_kind(lw, snap["id"], "output")] == ["working"]
+
+
 def test_the_same_command_with_adapter_native_is_still_strict(lw: Harness) -> None:
     out = run_attached(lw, "--adapter", "native", "--", PY, "-c", "print(1); print(2); print(3)")
     assert out.returncode == 12, out.stderr
