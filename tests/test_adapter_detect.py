@@ -108,4 +108,4 @@ def test_auto_is_the_default_of_run_and_its_help_says_so() -> None:
                          env={**env, "COLUMNS": "200"}, timeout=60)
     text = " ".join(out.stdout.split())
     assert "[default: auto]" in text
-    assert "Only --adapter native ends a session whose lines are not the protocol" in text
+    assert "No command is ended for not speaking loopwarden's protocol unless --adapter native asks for that" in text

@@ -69,7 +69,7 @@ def _mem(rss: int | None) -> str:
 @click.option("--adapter", type=click.Choice(registry.names()), default="auto", show_default=True,
               help="auto: chosen from the command (codex app-server, ACP agents) or from the agent's first output "
                    "line (a loopwarden event: native; Claude Code stream-json; codex exec --json), else plain; "
-                   "the choice and why are printed and shown in `status`. "
+                   "the choice and why are printed and kept in `logs`. "
                    "native: loopwarden's JSON protocol, strictly (lines that are not end the session); "
                    "plain: any command, its output shown and stored (time, output and process limits); "
                    "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
@@ -91,8 +91,9 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     Without --adapter, loopwarden chooses from what the agent does and says
     which and why: its command (codex app-server, an ACP agent), else its
     first line on stdout (loopwarden's protocol, Claude Code stream-json,
-    codex exec --json), else plain output, shown and stored. Only
-    --adapter native ends a session whose lines are not the protocol.
+    codex exec --json), else plain output, shown and stored. No command
+    is ended for not speaking loopwarden's protocol unless --adapter native
+    asks for that.
 
     Ctrl-C detaches without stopping the session. The exit code is the
     session's: the agent's own when it exits, or the termination reason's
