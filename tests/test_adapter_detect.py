@@ -71,6 +71,20 @@ def test_a_request_driven_agent_is_known_by_its_command_line(argv: list[str], ad
     assert (choice.adapter if choice else None) == adapter
 
 
+@pytest.mark.parametrize(("argv", "closed"), [
+    (["codex", "exec", "--json", "fix it"], True),
+    (["/x/codex_cli_bin/bin/codex", "exec", "fix it"], True),
+    (["codex", "app-server"], False),
+    (["claude", "-p", "--output-format", "stream-json", "--verbose", "fix it"], True),
+    (["claude", "--print", "fix it"], True),
+    (["claude", "-p", "--input-format", "stream-json"], False),  # it reads its input there
+    (["claude"], False),
+    (["python", "agent.py", "-p"], False),
+])
+def test_one_shot_agent_clis_get_their_stdin_closed(argv: list[str], closed: bool) -> None:
+    assert (detect.stdin_unused(argv) is not None) == closed
+
+
 def test_an_override_variable_names_the_agent_too() -> None:
     assert by_command(["/tmp/my-gemini", "--acp"], {"LOOPWARDEN_GEMINI": "/tmp/my-gemini"}) is not None
 

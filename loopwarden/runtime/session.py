@@ -142,6 +142,7 @@ class LiveSession:
         by_command = detect.by_command(self.spec.command, self.spec.env) if self._choosing else None
         if by_command is not None:  # it waits for its client to speak first: no line will tell
             self._choose(by_command, final=True, announce=False)
+        no_stdin = detect.stdin_unused(self.spec.command) if self._choosing else None
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
@@ -169,9 +170,11 @@ class LiveSession:
         self.health.runtime.started_at = self.health.runtime.last_activity = self.started_at
         if by_command is not None:
             self._report(by_command.line())
+        if no_stdin is not None:
+            self._report(f"stdin closed: {no_stdin}")
         self._publish()
         try:
-            await self._supervise()
+            await self._supervise(close_stdin=no_stdin is not None)
         except Exception as exc:  # noqa: BLE001 - a bug of ours: stop the agent, never leave it unwatched
             self._report_error(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent")
             self.health.state, self.health.termination = TERMINATED, terminate(
@@ -195,13 +198,15 @@ class LiveSession:
             self.state = SessionState.TERMINATED
         self._publish()
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, close_stdin: bool = False) -> None:
         assert self.process is not None
         self._out_ready = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_stdin)
             for data in self.adapter.start_lines():
                 self._send(data)
+            if close_stdin:
+                self._send(b"")
             tg.start_soon(self._ticker)
             if self._choosing:
                 tg.start_soon(self._choose_if_silent)

@@ -62,6 +62,17 @@ def _acp_agent(words: list[str], env: Mapping[str, str]) -> str | None:
     return name
 
 
+def stdin_unused(argv: list[str]) -> str | None:
+    """Why to close an agent's stdin at once, or None: a one-shot agent CLI that, given a pipe, waits for
+    its end before it starts (and no adapter it can be chosen for writes to it)."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if program == "codex" and argv[1:2] == ["exec"]:
+        return "`codex exec` reads a piped stdin to its end before it starts; it gets none"
+    if program == "claude" and ("-p" in argv or "--print" in argv) and "--input-format" not in argv:
+        return "`claude -p` waits for a piped stdin before it starts; it gets none"
+    return None
+
+
 def by_first_line(head: bytes) -> Choice:
     """The adapter for an agent whose first non-blank stdout line (or its head, when over-long) is `head`."""
     if not head.lstrip().startswith(b"{"):

@@ -25,6 +25,8 @@ def test_claude_printing_stream_json_is_watched_as_claude_stream(cc: Harness, fa
                          capture_output=True, text=True, timeout=90, check=False)
     assert out.returncode == 0, out.stderr
     assert "adapter claude-stream: its first line is Claude Code stream-json" in out.stdout
+    assert "stdin closed: `claude -p` waits for a piped stdin" in out.stdout
+    assert "no stdin data received" not in out.stdout  # it did not wait for the pipe
     (snap,) = cc.request("list")
     assert (snap["adapter"], snap["agent"], snap["exit_code"]) == ("claude-stream", "claude-code", 0), snap
     events = cc.events(snap["id"])
