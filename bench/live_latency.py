@@ -1,6 +1,6 @@
 """Detection-to-intervention latency: how long a blocked tool_call waits for its verdict.
 
-    .venv/bin/python bench/live_latency.py [-n 10000] [--background K] [--keep]
+    .venv/bin/python bench/live_latency.py [-n 10000] [--background K] [--adapter auto] [--keep]
 
 (a) baseline: tests/agents/echo_handshake.py N under a trivial peer in this
     process, over the same kind of pipes the daemon uses. The peer reads the
@@ -18,6 +18,8 @@
     verdict line. Its report (stderr) is read back from the store with the
     `logs` op. With --background K, K flood.py sessions run in the same daemon
     during (b) (extra information; the target is for one busy session).
+    --adapter auto runs (b) as `loopwarden run` does without --adapter: the
+    session chooses native from the agent's first line (sessions/detect.py).
 
 Target (from the issue): engine p99 under 5 ms with one busy session.
 """
@@ -88,14 +90,15 @@ def baseline(n: int) -> dict[str, object]:
 
 
 def engine(n: int, background: int, keep: bool, serve: list[str] | None = None,
-           background_timeout: float = 30.0) -> tuple[dict[str, object], dict[str, object], list[str]]:
+           background_timeout: float = 30.0, adapter: str = "native",
+           ) -> tuple[dict[str, object], dict[str, object], list[str]]:
     with BenchDaemon("latency", keep=keep, serve=serve) as d:
         try:
             flood_ids = [d.run([PY, FLOOD, "100000000"], name=f"flood{i}") for i in range(background)]
             if flood_ids:
                 time.sleep(1.0)  # let them start and get busy
             t0 = time.monotonic()
-            sid = d.run([PY, ECHO, str(n), "--same"], sets=SETS, name="echo-same")
+            sid = d.run([PY, ECHO, str(n), "--same"], sets=SETS, name="echo-same", adapter=adapter)
             try:
                 snap = d.wait_final([sid], timeout=background_timeout if background else 150)[sid]
                 starved = None
@@ -115,7 +118,7 @@ def engine(n: int, background: int, keep: bool, serve: list[str] | None = None,
             for v in verdicts:
                 key = f"{v.get('action')}/{v.get('rule')}"
                 rules[key] = rules.get(key, 0) + 1
-            info = {"state": snap.get("state"), "exit_code": snap.get("exit_code"),
+            info = {"adapter": snap.get("adapter"), "state": snap.get("state"), "exit_code": snap.get("exit_code"),
                     "termination": snap.get("termination"), "events": snap.get("events"),
                     "stdin_dropped": snap.get("stdin_dropped"), "verdict_rules(first 10k)": rules}
             if starved:
@@ -148,6 +151,7 @@ def main() -> int:
     ap.add_argument("--background-timeout", type=float, default=30.0,
                     help="with --background: give up on (b) after this many seconds and count its verdicts")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
+    ap.add_argument("--adapter", default="native", help="the adapter of (b): native (default) or auto")
     args = ap.parse_args()
 
     print(f"live latency: {args.n:,} handshake calls per run, {args.runs} rounds; "
@@ -158,7 +162,8 @@ def main() -> int:
     for i in range(1, args.runs + 1):
         base = baseline(args.n)
         rows.append((i, "(a) baseline", base, os.getloadavg()[0]))
-        eng, info, left_i = engine(args.n, args.background, args.keep, background_timeout=args.background_timeout)
+        eng, info, left_i = engine(args.n, args.background, args.keep, background_timeout=args.background_timeout,
+                                   adapter=args.adapter)
         rows.append((i, "(b) engine" + (f" +{args.background} floods" if args.background else ""), eng,
                      os.getloadavg()[0]))
         engines.append((eng, info))

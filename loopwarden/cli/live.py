@@ -70,8 +70,12 @@ def _mem(rss: int | None) -> str:
 @config_options
 @click.option("--name", help="A name to find the session by (default: the command's name); one a live session "
                              "has gets a suffix (python-2).")
-@click.option("--adapter", type=click.Choice(registry.names()), default="native", show_default=True,
-              help="native: loopwarden's JSON protocol; plain: any command (time, output and process limits); "
+@click.option("--adapter", type=click.Choice(registry.names()), default="auto", show_default=True,
+              help="auto: chosen from the command (codex app-server, ACP agents) or from the agent's first output "
+                   "line (a loopwarden event: native; Claude Code stream-json; codex exec --json), else plain; "
+                   "the choice and why are printed and kept in `logs`. "
+                   "native: loopwarden's JSON protocol, strictly (lines that are not end the session); "
+                   "plain: any command, its output shown and stored (time, output and process limits); "
                    "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
                    "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
                    "and the prompt last (docs/codex.md). "
@@ -88,6 +92,13 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         acp_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
+    Without --adapter, loopwarden chooses from what the agent does and says
+    which and why: its command (codex app-server, an ACP agent), else its
+    first line on stdout (loopwarden's protocol, Claude Code stream-json,
+    codex exec --json), else plain output, shown and stored. No command
+    is ended for not speaking loopwarden's protocol unless --adapter native
+    asks for that.
+
     Ctrl-C detaches without stopping the session. The exit code is the
     session's: the agent's own when it exits, or the termination reason's
     (max_runtime 10, repetition_loop 11, validation_failure 12,
@@ -101,7 +112,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     Examples:
       loopwarden run --set limits.max_runtime=5s -- python -c "import time; time.sleep(60)"
       loopwarden run --name fixer -- python -m loopwarden.sessions.scripted repetition
-      loopwarden run --adapter plain --set limits.stall_timeout=2m -- make test
+      loopwarden run --set limits.stall_timeout=2m -- make test
+      loopwarden run --adapter native -- ./my-agent
       loopwarden run --adapter claude-code -- --max-turns 30 "fix the failing test"
       loopwarden run --adapter codex -- -m gpt-5.5 "fix the failing test"
       loopwarden run --adapter acp -- opencode acp -- "fix the failing test"
@@ -115,7 +127,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     env = dict(os.environ)
     try:
         if acp_agent:
-            if adapter not in ("native", "acp"):
+            if adapter not in ("auto", "acp"):
                 raise ValueError(f"--agent {acp_agent} runs the acp adapter; leave out --adapter {adapter}")
             adapter = "acp"
             cmd = acp_agents.shortcut_words(acp_agent, cmd, env, os.getcwd())

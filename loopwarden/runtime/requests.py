@@ -22,7 +22,7 @@ class RunRequest:
     """A `run` spec whose every field has been checked."""
 
     command: list[str]
-    adapter: str = "native"
+    adapter: str = "auto"
     name: str | None = None
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -52,7 +52,7 @@ def run_request(spec: Any, adapters: Collection[str]) -> RunRequest:
         raise BadRequest("run needs a non-empty command (a list of non-empty strings)")
     if any("\0" in c for c in command):
         raise BadRequest("command: an argument holds a NUL character")
-    adapter = _optional_str(spec, "adapter") or "native"
+    adapter = _optional_str(spec, "adapter") or "auto"  # chosen from the command and its first line
     if adapter not in adapters:
         raise BadRequest(f"unknown adapter {adapter[:40]!r}; use one of {', '.join(adapters)}")
     return RunRequest(

@@ -16,7 +16,9 @@ import anyio.lowlevel
 import psutil
 from anyio.abc import Process
 
+from ..sessions import detect
 from ..sessions.base import Adapter, Capability
+from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
 from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
@@ -129,11 +131,18 @@ class LiveSession:
         self._bytes_read = 0
         self._waiting_for_store = False
         self.drain_abandoned = False
+        self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
+        self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
+        self._splitter: LineSplitter | None = None
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
         """Start the process and supervise it until it ends; never raises for the agent's faults."""
         self.adapter.cwd = self.spec.cwd or os.getcwd()  # the agent's, absolute (the CLI sends its own cwd)
+        by_command = detect.by_command(self.spec.command, self.spec.env) if self._choosing else None
+        if by_command is not None:  # it waits for its client to speak first: no line will tell
+            self._choose(by_command, final=True, announce=False)
+        no_stdin = detect.stdin_unused(self.spec.command) if self._choosing else None
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
@@ -159,9 +168,13 @@ class LiveSession:
             self._psutil = None
         self.state, self.started_at = SessionState.RUNNING, self.clock()
         self.health.runtime.started_at = self.health.runtime.last_activity = self.started_at
+        if by_command is not None:
+            self._report(by_command.line())
+        if no_stdin is not None:
+            self._report(f"stdin closed: {no_stdin}")
         self._publish()
         try:
-            await self._supervise()
+            await self._supervise(close_stdin=no_stdin is not None)
         except Exception as exc:  # noqa: BLE001 - a bug of ours: stop the agent, never leave it unwatched
             self._report_error(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent")
             self.health.state, self.health.termination = TERMINATED, terminate(
@@ -175,6 +188,8 @@ class LiveSession:
                 await self._kill_leftovers()
                 self.on_group(self.pid, False)
         self.ended_at = self.clock()
+        if self._choosing:
+            self._choose(detect.QUIET, final=True)
         if self.health.state != TERMINATED:
             self.state = SessionState.EXITED
             if self.adapter.failure and not self.exit_code:  # its process ended well, its work did not
@@ -183,14 +198,18 @@ class LiveSession:
             self.state = SessionState.TERMINATED
         self._publish()
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, close_stdin: bool = False) -> None:
         assert self.process is not None
         self._out_ready = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_stdin)
             for data in self.adapter.start_lines():
                 self._send(data)
+            if close_stdin:
+                self._send(b"")
             tg.start_soon(self._ticker)
+            if self._choosing:
+                tg.start_soon(self._choose_if_silent)
             pumps_done = anyio.Event()
             tg.start_soon(self._pumps, pumps_done)
             if self._kill_requested is not None:  # a kill that came while the process was starting
@@ -223,7 +242,7 @@ class LiveSession:
 
     async def _pump_stdout(self) -> None:
         assert self.process and self.process.stdout
-        splitter = LineSplitter(self._max_line())
+        splitter = self._splitter = LineSplitter(self._max_line())
         seq = lines = read = 0
         async for chunk in self._chunks(self.process.stdout):
             for line in splitter.feed(chunk):
@@ -260,6 +279,10 @@ class LiveSession:
             yield chunk
 
     async def _line(self, line: bytes | Oversized, seq: int, size: int = 0) -> None:
+        if self._choosing and line:
+            self._choose(detect.by_first_line(line.head if type(line) is Oversized else line), final=True)
+            if type(line) is bytes and len(line) > self._max_line():  # read under auto's limit, over the chosen one's
+                line = Oversized(len(line), line[:256])
         if type(line) is Oversized:
             limit = self._max_line()
             events: list[Event] = [oversized_line(seq, line, limit)]
@@ -274,6 +297,29 @@ class LiveSession:
             await self.handle(event, size)
             size = 0  # the line's bytes are counted once
         self._send_replies()
+
+    # ---- choosing the adapter (sessions/detect.py) ------------------------------
+    async def _choose_if_silent(self) -> None:
+        """An agent silent on stdout shows as plain meanwhile; its first line still decides."""
+        await anyio.sleep(detect.SILENCE)
+        if self._choosing and self.adapter.name == detect.AUTO:
+            self._choose(detect.silent(), final=False)
+
+    def _choose(self, choice: detect.Choice, *, final: bool, announce: bool = True) -> None:
+        """Hand the session to the chosen adapter. Nothing was read with the one it replaces: the auto
+        adapter reads nothing, and a provisional plain one (chosen for silence) had no stdout line yet."""
+        self._choosing = not final
+        self.choice = choice
+        if choice.adapter != self.adapter.name:
+            adapter = adapters()[choice.adapter]()
+            adapter.cwd = self.adapter.cwd
+            self.adapter = adapter
+            self.spec.adapter = adapter.name
+            if self._splitter is not None:
+                self._splitter.max_bytes = self._max_line()  # the next lines are read at the new adapter's limit
+            if announce:
+                self._report(choice.line())
+        self._publish()
 
     def _send_replies(self) -> None:
         for data in self.adapter.replies(self.health.state == GATED):
@@ -678,6 +724,10 @@ class LiveSession:
         return line_limit(self.config.limits.max_line_bytes, self.adapter.name)
 
     def _report_error(self, text: str) -> None:
+        self._report(text)
+
+    def _report(self, text: str) -> None:
+        """A line from loopwarden in the session's log (shown by an attached run and by `logs`)."""
         self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
 
     def _publish(self) -> None:
@@ -717,6 +767,7 @@ class LiveSession:
             processes=r.processes, open_files=r.open_files, stdin_dropped=self.stdin_dropped,
             rate=self._rate_view(now), validation_failures=self.health.validation_total,
             extra={"spill_failures": self.spill_failures, "failure": self.adapter.failure,
+                   "adapter_reason": self.choice.why if self.choice else None,
                    "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention}
                    if self.spiller else None}).to_dict()
 

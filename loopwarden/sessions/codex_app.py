@@ -130,6 +130,11 @@ def is_codex(arg: str) -> bool:
     return os.sep in arg and os.path.isfile(arg) and os.access(arg, os.X_OK)
 
 
+def _options(args: list[str]) -> list[str]:
+    """The codex words after the binary, without `app-server` when the user typed it (it is added anyway)."""
+    return args[1:] if args[:1] == ["app-server"] else args
+
+
 def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[str]:
     """The session command for `codex`: the binary, then the user's codex options and the prompt."""
     words = list(words)
@@ -141,7 +146,7 @@ def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[
             raise ValueError(f"cannot find Codex: no `codex` on PATH; install it (pip install openai-codex-cli-bin) "
                              f"or set {ENV_BINARY}")
         binary, args = found, words
-    if split_args(args).prompt is None:
+    if split_args(_options(args)).prompt is None:
         raise ValueError('no prompt for Codex: give it as the last argument, e.g. -- -m gpt-5.5 "fix the tests"')
     return [binary, *args]
 
@@ -373,7 +378,7 @@ class CodexAppServerAdapter(Adapter):
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
-        self.args = split_args(argv[1:])
+        self.args = split_args(_options(argv[1:]))
         return [argv[0], "app-server", *self.args.options]
 
     def start_lines(self) -> list[bytes]:

@@ -18,13 +18,16 @@ from .acp import AcpAdapter
 from .base import Adapter
 from .claude_live import ClaudeCodeAdapter
 from .codex_app import CodexAppServerAdapter
+from .detect import AutoAdapter
 from .native import NativeAdapter
+from .observed import ClaudeStreamAdapter, CodexExecAdapter
 from .plain import PlainAdapter
 
 GROUP = "loopwarden.adapters"
 ATTACHED = ("claude-code-hook", "codex-hook", "adopted")  # session kinds that are not launched, names taken too
-BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (NativeAdapter, PlainAdapter, ClaudeCodeAdapter,
-                                                                   CodexAppServerAdapter, AcpAdapter)}
+BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (
+    AutoAdapter, NativeAdapter, PlainAdapter, ClaudeCodeAdapter, CodexAppServerAdapter, AcpAdapter, ClaudeStreamAdapter,
+    CodexExecAdapter)}
 
 
 @dataclass(frozen=True)

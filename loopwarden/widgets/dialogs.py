@@ -81,7 +81,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
                 known = [(f"acp: {n} (the command is the prompt)", f"agent:{n}") for n in acp_agents.AGENTS]
-                yield Select([(a, a) for a in registry.names()] + known, value="native", allow_blank=False,
+                yield Select([(a, a) for a in registry.names()] + known, value="auto", allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")

@@ -1,0 +1,45 @@
+"""Agents that print their own JSON-lines stream, watched only: loopwarden reads it and never answers.
+
+`claude -p --output-format stream-json --verbose` and `codex exec --json`, run as typed (found by
+their first line when no adapter is given, sessions/detect.py). Their tool calls, results, usage and
+turns are judged like any other; a block becomes nothing the agent reads, so a gate or a terminate
+acts on the process (SIGSTOP, SIGTERM). The launched adapters (`claude-code`, `codex`) can veto.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..supervisor.events import Event
+from .base import Adapter, Capability
+from .claude_code import ClaudeCodeParser
+from .codex import CodexParser
+from .recorded import RecordParser
+
+
+class ObservedAdapter(Adapter):
+    """A recorded-stream parser over a live agent's stdout."""
+
+    parser_class: ClassVar[type[RecordParser]]
+    declared = Capability.NONE
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parser = self.parser_class()
+
+    def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
+        return self.parser.parse_line(line, seq)
+
+
+class ClaudeStreamAdapter(ObservedAdapter):
+    name = "claude-stream"
+    agent = "claude-code"
+    summary = "Claude Code run as typed with --output-format stream-json: watched, no vetoes"
+    parser_class = ClaudeCodeParser
+
+
+class CodexExecAdapter(ObservedAdapter):
+    name = "codex-exec"
+    agent = "codex"
+    summary = "`codex exec --json` run as typed: watched, no vetoes"
+    parser_class = CodexParser
