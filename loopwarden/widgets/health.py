@@ -77,6 +77,26 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     return Group(*parts)
 
 
+def limits_view(snap: dict[str, Any], now: float) -> RenderableType:
+    """A session's limits as they stand, for the limits dialog: every counter that has one, and the runtime."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(style="dim")
+    limit = float(snap.get("max_runtime") or 0)
+    elapsed = float(snap.get("runtime") or 0)
+    if snap.get("started_at") and snap.get("state") not in FINAL_STATES:
+        elapsed = max(elapsed, now - snap["started_at"])
+    grid.add_row("runtime", f"{format_duration(elapsed)} of {format_duration(limit) if limit else 'no limit'}",
+                 "limits.max_runtime")
+    for name, (value, lim) in sorted((snap.get("counters") or {}).items()):
+        if name != "runtime":
+            grid.add_row(name, f"{value:g} of {lim:g}" if lim else f"{value:g}, no limit", "")
+    preset = snap.get("preset")
+    return Group(grid, Text(f"preset {preset}; 'loopwarden config keys' lists every key" if preset else
+                            "'loopwarden config keys' lists every key", style="dim"))
+
+
 class HealthPanel(Static):
     """Draws `health_view` for the snapshot it is given; the screen calls `show` on its timer."""
 

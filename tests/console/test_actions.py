@@ -8,14 +8,14 @@ import sys
 import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
 from loopwarden.widgets.detail import SessionDetail
-from loopwarden.widgets.dialogs import AskText, Confirm, Launch
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
-from tests.console.helpers import RecordingConsole, cell, sleeper, until
+from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
 from tests.live.live_harness import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -30,6 +30,11 @@ def console_actions(lw: Harness, sid: str) -> list[dict]:
 def agent_heard(lw: Harness, sid: str, text: str) -> bool:
     """The scripted agent logs every stdin line it reads to stderr, stored as log records."""
     return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
+
+
+def dialog_text(screen: object) -> str:
+    """Everything a dialog says: its question, and the facts it shows."""
+    return " ".join(str(w.render()) for w in screen.query("Label, Static"))  # type: ignore[attr-defined]
 
 
 async def select(pilot, app: RecordingConsole, sid: str) -> None:
@@ -66,24 +71,54 @@ async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_
     assert guidance and "seed the users table first" in guidance[0]["message"]
 
 
-async def test_deny_asks_first_then_terminates_the_session(lw: Harness) -> None:
+async def test_deny_shows_the_evidence_asks_first_and_its_reason_reaches_the_audit_and_the_agent(
+        lw: Harness) -> None:
     sid = lw.scenario("gate_request")
     lw.wait_state(sid, "gated")
     ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
         await open_gates(pilot, app, ref)
+        reason = next(g for g in app.gates if g["ref"] == ref)["reason"]
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
-        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="the confirmation")
+        assert ref in dialog_text(dialog) and reason in dialog_text(dialog)  # what is decided, before deciding
+        await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
         assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the confirmation")
+        await pilot.press(*"prod data, never drop", "enter")
         await until(pilot, lambda: lw.status(sid)["state"] == "terminated", what="the denial")
     assert lw.status(sid)["termination"] == "loop_gate_denied"
-    assert [a["action"] for a in console_actions(lw, sid)] == ["deny"]
+    [deny] = console_actions(lw, sid)
+    assert (deny["action"], deny["note"]) == ("deny", "prod data, never drop")
+    [told] = [v for v in lw.verdicts(sid) if v["action"] == "terminate"]
+    assert "prod data, never drop" in told["message"]  # the text the agent is sent as it is stopped
+
+
+async def test_approve_shows_the_gates_reason_and_evidence_and_asks_first(lw: Harness) -> None:
+    sid = lw.scenario("loop_gate")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)  # from the sessions table: the same question as in the queue
+        await until(pilot, lambda: ref in {g["ref"] for g in app.gates}, what="the gate's evidence")
+        await pilot.press(key_of(app, "approve"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None,
+                             what="the approval question")
+        said = dialog_text(dialog)
+        assert f"Approve {ref}" in said and "loop_counter" in said and "T-3" in said
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, Confirm), what="the question to close")
+        assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
+        await pilot.press(key_of(app, "approve"))
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval question")
+        await pilot.press("y")
+        await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
+    assert [(a["action"], a["target"]) for a in console_actions(lw, sid)] == [("approve", ref.split(":")[1])]
 
 
 async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Harness) -> None:
@@ -211,6 +246,8 @@ async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other
         await until(p2, lambda: ref in {g["ref"] for g in two.gates}, what="the gate in the second console")
         await open_gates(p1, one, ref)
         await p1.press("a")
+        await until(p1, lambda: isinstance(one.screen, Confirm), what="the approval question")
+        await p1.press("y")
         await until(p2, lambda: cell(two, sid, "state") == "exited", what="the second console to see the end")
         # the queue reloads in a worker once the pending gates change: a moment after the row
         await until(p2, lambda: two.gates == [] and cell(two, sid, "gates") == "0",
@@ -228,10 +265,10 @@ async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
         await until(pilot, lambda: isinstance(app.screen, CommandPalette)
                     and app.screen.query_one(CommandList).option_count, what="the palette's matches")
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the kill confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the kill confirmation")
+        await pilot.press(*"runaway", "enter")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
-    assert [a["action"] for a in console_actions(lw, sid)] == ["kill"]
+    assert [(a["action"], a["note"]) for a in console_actions(lw, sid)] == [("kill", "runaway")]
 
 
 async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harness) -> None:
@@ -268,10 +305,11 @@ async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Har
         await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SessionDetail), what="back to the table")
-        await pilot.press("k")
-        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None, what="confirm")
-        assert odd in str(dialog.query_one("Label").render())
-        await pilot.press("y")
+        await pilot.press(key_of(app, "kill"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="confirm")
+        assert odd in str(dialog.query_one(Label).render())
+        await pilot.press("enter")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
 
 
