@@ -20,6 +20,7 @@ from textual.widgets import Header, Input, Static
 from ..runtime.client import DaemonError
 from ..runtime.contract import NEEDS as CONTRACT_NEEDS
 from ..paths import Paths
+from ..supervisor.config import show_value
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .detail import SessionDetail
@@ -554,12 +555,14 @@ def outcome(result: Any) -> str:
     """A reply in a few words: the changes a `set` made, else done."""
     changed = result.get("changed") if isinstance(result, dict) else None
     if isinstance(changed, dict) and changed:
-        return ", ".join(f"{key} {_pair(pair)}" for key, pair in changed.items())
+        return ", ".join(f"{key} {_pair(key, pair)}" for key, pair in changed.items())
     return "done" if not isinstance(changed, dict) else "nothing changed"
 
 
-def _pair(pair: Any) -> str:
-    return f"{pair[0]} → {pair[1]}" if isinstance(pair, list) and len(pair) == 2 else f"= {pair}"
+def _pair(key: str, pair: Any) -> str:
+    if isinstance(pair, list) and len(pair) == 2:
+        return f"{show_value(key, pair[0])} → {show_value(key, pair[1])}"
+    return f"= {pair}"
 
 
 def daemon_trouble(health: dict[str, Any]) -> str | None:

@@ -224,6 +224,9 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             yield Label("enter applies · escape cancels · 0 turns a limit off", classes="hint")
 
+    def on_mount(self) -> None:
+        self.query_one("#values", Input).focus()  # not the facts above it, which can take focus to scroll
+
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
         try:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 
 import pytest
 from rich.console import Console
+from textual.binding import Binding
 from textual.command import CommandList, CommandPalette
+from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
 from loopwarden.widgets.detail import SessionDetail
-from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
+from loopwarden.widgets.keybar import KeyBar
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
 from tests.live.live_harness import Harness, wait_for
 
@@ -32,9 +36,12 @@ def agent_heard(lw: Harness, sid: str, text: str) -> bool:
     return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
 
 
-def dialog_text(screen: object) -> str:
-    """Everything a dialog says: its question, and the facts it shows."""
-    return " ".join(str(w.render()) for w in screen.query("Label, Static"))  # type: ignore[attr-defined]
+def page_text(screen: Screen) -> str:
+    """Everything a screen's text widgets say (a dialog's question and facts, the help), as plain text."""
+    page = Console(width=120, record=True, file=io.StringIO())
+    for widget in screen.query(Static):
+        page.print(widget.content)
+    return page.export_text()
 
 
 async def select(pilot, app: RecordingConsole, sid: str) -> None:
@@ -83,7 +90,7 @@ async def test_deny_shows_the_evidence_asks_first_and_its_reason_reaches_the_aud
         await pilot.press("d")
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
                              what="the confirmation")
-        assert ref in dialog_text(dialog) and reason in dialog_text(dialog)  # what is decided, before deciding
+        assert ref in page_text(dialog) and reason in page_text(dialog)  # what is decided, before deciding
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
         assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
@@ -109,7 +116,7 @@ async def test_approve_shows_the_gates_reason_and_evidence_and_asks_first(lw: Ha
         await pilot.press(key_of(app, "approve"))
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None,
                              what="the approval question")
-        said = dialog_text(dialog)
+        said = page_text(dialog)
         assert f"Approve {ref}" in said and "loop_counter" in said and "T-3" in said
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, Confirm), what="the question to close")
@@ -336,3 +343,119 @@ async def test_keys_a_session_cannot_use_are_greyed_out_and_refused(lw: Harness)
     with pytest.raises(DaemonError, match=r"\(plain\) cannot receive text"):
         lw.request("inject", session=plain, text="hello")
     lw.request("kill", session=plain)
+
+
+async def test_actions_on_an_ended_session_say_why_at_once(lw: Harness) -> None:
+    sid = lw.scenario("healthy")
+    lw.wait_state(sid, "exited")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await until(pilot, lambda: cell(app, sid, "state") == "exited", what="the ended row")
+        for action, said in (("kill", "nothing to kill"), ("pause", "nothing to pause"),
+                             ("approve", "no gate to approve")):
+            await pilot.press(key_of(app, action))
+            await until(pilot, lambda s=said: any(f"{sid} has ended; {s}" in n for n in app.notices),
+                        what=f"the {action} refusal")
+            assert not app.screen_stack[1:]  # no confirmation for something that cannot happen
+    assert console_actions(lw, sid) == []
+
+
+async def test_the_read_only_console_shows_no_action_keys(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, read_only=True, autostart=False)
+    actions = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
+               "launch", "limits"}
+    names = {b.description for b in app.BINDINGS if isinstance(b, Binding) and b.action in actions}
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        footer = {description for _, _, description, _ in app.screen.query_one(KeyBar).shown_keys()}
+        assert footer and not footer & names
+        await pilot.press("question_mark")
+        screen = await until(pilot, lambda: app.screen if isinstance(app.screen, Help) else None, what="help")
+        text = page_text(screen)
+        assert "Gates" in text and not [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
+        await pilot.press("escape")
+        await open_gates(pilot, app, f"{sid}:g1")
+        footer = {description for _, _, description, _ in app.screen.query_one(KeyBar).shown_keys()}
+        assert "Sessions" in footer and not footer & {"Approve", "Deny", "Guidance", "Grant", "Reset"}
+        await pilot.press("a")  # a key still pressed out of habit says why nothing happens
+        await until(pilot, lambda: any("read-only console" in n for n in app.notices), what="the refusal")
+    assert console_actions(lw, sid) == []
+
+
+async def test_launch_keeps_what_was_typed_when_the_daemon_refuses_it(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.connected, what="the feed")
+        await pilot.press(key_of(app, "launch"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
+        dialog.query_one("#command", Input).value = "no-such-agent-anywhere --task T-9"
+        dialog.query_one("#name", Input).value = "keep-me"
+        await pilot.press("enter")
+        error = dialog.query_one("#error", Label)
+        await until(pilot, lambda: "launch failed" in str(error.render()), what="the daemon's refusal")
+        assert "no-such-agent-anywhere" in str(error.render())
+        assert app.screen is dialog  # still open, with what was typed
+        assert dialog.query_one("#command", Input).value == "no-such-agent-anywhere --task T-9"
+        assert dialog.query_one("#name", Input).value == "keep-me"
+        dialog.query_one("#command", Input).value = f"{sys.executable} -m loopwarden.sessions.scripted healthy"
+        await pilot.press("enter")  # fixed in place, sent again
+        await until(pilot, lambda: not isinstance(app.screen, Launch), what="the dialog to close")
+        await until(pilot, lambda: any(s.get("name") == "keep-me" for s in app.snapshots.values()), what="the row")
+
+
+async def test_enter_on_a_gate_opens_its_sessions_detail(lw: Harness) -> None:
+    other = sleeper(lw)
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_gates(pilot, app, f"{sid}:g1")
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        assert detail.session_id == sid
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
+    lw.request("kill", session=other)
+
+
+async def test_at_80x24_a_toast_covers_no_row_and_not_the_status_line(lw: Harness) -> None:
+    for _ in range(12):  # more rows than fit: any toast over the table would hide one
+        sleeper(lw)
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until(pilot, lambda: app.feed.connected and len(app.table.rows) == 12, what="the rows")
+        sid = lw.scenario("gate_request")
+        toast = await until(pilot, lambda: next(iter(app.screen.query("Toast")), None), what="the gate's toast")
+        await until(pilot, lambda: toast.region.height > 0, what="the toast to be laid out")
+        for part in (app.table, app.main.query_one("#status"), app.screen.query_one(KeyBar)):
+            assert not toast.region.overlaps(part.region), part
+        assert f"gate {sid}:g1 opened" in " ".join(app.notices)
+    for snap in lw.request("list"):
+        if snap["state"] not in ("exited", "terminated"):
+            lw.request("kill", session=snap["id"])
+
+
+async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press(key_of(app, "limits"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, SetLimits) else None,
+                             what="the limits dialog")
+        assert "limits.max_runtime" in page_text(dialog) and "4h" in page_text(dialog)
+        await pilot.press(*"max_runtime", "enter")  # not KEY=VALUE: said in the dialog, nothing sent
+        await until(pilot, lambda: "not KEY=VALUE" in str(dialog.query_one("#error", Label).render()),
+                    what="the dialog's error")
+        dialog.query_one("#values", Input).value = "limits.max_runtime=2h"
+        await pilot.press("enter")
+        await until(pilot, lambda: lw.status(sid)["max_runtime"] == 7200, what="the new limit")
+        await until(pilot, lambda: any(f"set {sid}: limits.max_runtime" in n for n in app.notices),
+                    what="the change in a toast")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["set"]
+    lw.request("kill", session=sid)

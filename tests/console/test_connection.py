@@ -1,4 +1,4 @@
-"""The console's link to the daemon: lost, retried a few seconds apart at most, found again, with actions refused meanwhile."""
+"""The console's link to the daemon: lost, retried seconds apart at most, found again; actions refused meanwhile."""
 
 from __future__ import annotations
 
