@@ -27,6 +27,13 @@ def _facts(detail: RenderableType | None) -> ComposeResult:
             yield Static(detail)
 
 
+def _fit_facts(screen: ModalScreen[Any], rows_around: int) -> None:
+    """Let the facts take what the terminal's height leaves after the dialog's other `rows_around` rows,
+    so the buttons and the input stay on screen at 80x24 (a max-height in vh is mismeasured in an auto box)."""
+    for facts in screen.query(".facts"):
+        facts.styles.max_height = max(3, screen.app.size.height - rows_around)
+
+
 class Confirm(ModalScreen[bool]):
     """A yes/no question for destructive keys; `y` or Yes confirms, `n`, escape or No declines."""
 
@@ -40,11 +47,14 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog danger"):
-            yield Label(self.question, markup=False)  # names come from agents and commands
+            yield Label(self.question, markup=False, classes="question")  # names come from agents and commands
             yield from _facts(self.detail)
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no")
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 14)
 
     @on(Button.Pressed)
     def pressed(self, event: Button.Pressed) -> None:
@@ -70,16 +80,18 @@ class ConfirmWithReason(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog danger"):
-            yield Label(self.question, markup=False)
+            yield Label(self.question, markup=False, classes="question")
             yield from _facts(self.detail)
-            yield Input(placeholder=self.placeholder, id="reason")
-            yield Label("enter confirms · escape cancels · the reason is optional", classes="hint")
+            yield Input(placeholder=self.placeholder, id="reason")  # no hint line: at 80x24 every row counts
             with Horizontal(classes="buttons"):
                 yield Button("Yes (enter)", id="yes", variant="error")
                 yield Button("No (escape)", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#reason", Input).focus()
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 18)
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#yes")
@@ -217,7 +229,7 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
         self.current = current
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
+        with Vertical(classes="dialog limits"):
             yield Label(self.title_text, markup=False)
             yield from _facts(self.current)
             yield Input(placeholder="KEY=VALUE ..., e.g. limits.max_runtime=2h limits.max_iterations=40", id="values")
@@ -226,6 +238,9 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#values", Input).focus()  # not the facts above it, which can take focus to scroll
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 17)
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:

@@ -77,24 +77,37 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     return Group(*parts)
 
 
+# the setting behind each counter's limit, to type in the limits dialog (tests/console/test_actions.py checks them)
+COUNTER_KEYS = {
+    "runtime": "limits.max_runtime", "silence": "limits.stall_timeout", "iterations": "limits.max_iterations",
+    "tokens": "limits.max_tokens", "cost_usd": "limits.max_cost_usd",
+    "identical_calls": "repetition.max_identical_calls", "blocks": "repetition.max_blocks",
+    "same_error": "repetition.max_same_error", "alternation": "repetition.alternation_window",
+    "monologue": "repetition.max_monologue", "validation": "validation.max_consecutive",
+    "failures": "failures.max_consecutive", "loop": "loop.gate_after", "attempts": "attempts.max_attempts",
+    "failed_iterations": "escalation.failures_per_model",
+}
+
+
+def _amount(name: str, value: float) -> str:
+    return format_duration(value) if name in ("runtime", "silence") else f"{value:g}"
+
+
 def limits_view(snap: dict[str, Any], now: float) -> RenderableType:
-    """A session's limits as they stand, for the limits dialog: every counter that has one, and the runtime."""
+    """A session's counters against their limits, each with the setting that moves it, for the limits dialog."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(no_wrap=True)
-    grid.add_column(style="dim")
-    limit = float(snap.get("max_runtime") or 0)
-    elapsed = float(snap.get("runtime") or 0)
-    if snap.get("started_at") and snap.get("state") not in FINAL_STATES:
-        elapsed = max(elapsed, now - snap["started_at"])
-    grid.add_row("runtime", f"{format_duration(elapsed)} of {format_duration(limit) if limit else 'no limit'}",
-                 "limits.max_runtime")
-    for name, (value, lim) in sorted((snap.get("counters") or {}).items()):
-        if name != "runtime":
-            grid.add_row(name, f"{value:g} of {lim:g}" if lim else f"{value:g}, no limit", "")
-    preset = snap.get("preset")
-    return Group(grid, Text(f"preset {preset}; 'loopwarden config keys' lists every key" if preset else
-                            "'loopwarden config keys' lists every key", style="dim"))
+    grid.add_column(style="cyan", no_wrap=True)
+    counters = dict(snap.get("counters") or {})
+    counters.setdefault("runtime", [snap.get("runtime") or 0, snap.get("max_runtime") or 0])
+    limited = counter_bars({**snap, "counters": counters}, now)  # the closest to its limit first
+    unlimited = [(name, float(value), 0.0) for name, (value, limit) in sorted(counters.items()) if not limit]
+    for name, value, limit in limited + unlimited:
+        grid.add_row(name, f"{_amount(name, value)} of {_amount(name, limit)}" if limit
+                     else f"{_amount(name, value)}, no limit", COUNTER_KEYS.get(name, ""))
+    preset = f"preset {snap['preset']}; " if snap.get("preset") else ""
+    return Group(grid, Text(f"{preset}'loopwarden config keys' lists every setting", style="dim"))
 
 
 class HealthPanel(Static):

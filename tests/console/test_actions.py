@@ -14,9 +14,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
+from loopwarden.supervisor.config import LIVE_KEYS
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from loopwarden.widgets.gates import GatesQueue
+from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
@@ -448,7 +450,8 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
         await pilot.press(key_of(app, "limits"))
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, SetLimits) else None,
                              what="the limits dialog")
-        assert "limits.max_runtime" in page_text(dialog) and "4h" in page_text(dialog)
+        said = page_text(dialog)
+        assert "limits.max_runtime" in said and "4h" in said and "repetition.max_identical_calls" in said
         await pilot.press(*"max_runtime", "enter")  # not KEY=VALUE: said in the dialog, nothing sent
         await until(pilot, lambda: "not KEY=VALUE" in str(dialog.query_one("#error", Label).render()),
                     what="the dialog's error")
@@ -459,3 +462,7 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
                     what="the change in a toast")
     assert [a["action"] for a in console_actions(lw, sid)] == ["set"]
     lw.request("kill", session=sid)
+
+
+def test_the_limits_dialog_names_settings_a_running_session_takes() -> None:
+    assert set(COUNTER_KEYS.values()) <= LIVE_KEYS
