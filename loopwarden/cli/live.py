@@ -719,15 +719,17 @@ def stop_daemon() -> None:
 
 
 @click.command()
-@click.option("--read-only", is_flag=True, help="Watch only: every action that changes something is disabled.")
+@click.option("--read-only", is_flag=True, help="Watch only: no action keys; nothing can be changed from it.")
 def console(read_only: bool) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
     Sessions (enter opens one, / filters, s sorts), the gates queue (g), and
     single-key actions: a approve, w approve with guidance, d deny, u grant
     unblock authority, x reset counters, i inject, p pause, r resume, k kill,
-    n launch. Destructive keys ask first. ? lists every key; ctrl+p searches
-    every action.
+    n launch, L limits. Approve and deny show the gate's evidence and ask
+    first; deny and kill take an optional reason. If the daemon goes away the
+    console reconnects by itself. ? lists every key; ctrl+p searches every
+    action.
 
     \b
     Examples:
