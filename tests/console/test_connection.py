@@ -6,8 +6,9 @@ import re
 import sys
 
 import pytest
-from textual.widgets import Input, Static
+from textual.widgets import Input, RichLog, Static
 
+from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import Launch
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
 from tests.live.live_harness import Harness
@@ -66,3 +67,20 @@ async def test_a_console_started_before_its_daemon_connects_once_it_runs(lw: Har
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the session in the console")
         assert app.feed.connected
     lw.request("kill", session=sid)
+
+
+async def test_an_open_detail_says_the_daemon_is_gone_and_follows_again_once_it_is_back(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: sid in app.table.rows, what="the row")
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        stream = detail.query_one("#stream", RichLog)
+        await until(pilot, lambda: detail.feed is not None and detail.feed.connected, what="the detail's feed")
+        lw.stop()
+        await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
+        lw.start()
+        await until(pilot, lambda: "following" in str(stream.border_subtitle), what="the detail to follow again")
