@@ -466,3 +466,22 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
 
 def test_the_limits_dialog_names_settings_a_running_session_takes() -> None:
     assert set(COUNTER_KEYS.values()) <= LIVE_KEYS
+
+
+async def test_approve_from_the_detail_shows_the_same_question(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
+        await pilot.press(key_of(app, "approve"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None,
+                             what="the approval question")
+        assert f"Approve {ref}" in page_text(dialog) and "rule" in page_text(dialog)
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="back to the detail")
+        await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["approve"]

@@ -91,7 +91,8 @@ def test_help(snap_compare: Any) -> None:
 
 def test_kill_confirmation(snap_compare: Any) -> None:
     app = empty_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, Confirm("Kill session s1 (refactor-all)?")))
+    ask = ConfirmWithReason("Kill session s1 (refactor-all)?", "why, for the audit log (optional)")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
 
 
 def test_guidance_dialog(snap_compare: Any) -> None:
