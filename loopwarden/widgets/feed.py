@@ -21,6 +21,7 @@ from ..supervisor.visible import visible, visible_tree
 
 BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the store has them all)
 RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 3.0)  # waits before each reconnection attempt; the last one repeats
+HINT_AFTER = 8  # attempts (about 15 s) before the status line says how to start a daemon
 
 
 class Feed:
@@ -84,8 +85,9 @@ class Feed:
             self.attempt += 1
             if not connected_once:  # never reached: say why (no daemon, a bad socket path) and keep trying
                 self.error = f"{why} — retrying (attempt {self.attempt})…"
-            else:  # a cut says why; a daemon that went away needs no more words
-                self.error = f"{self._cut or 'daemon gone'} — reconnecting (attempt {self.attempt})…"
+            else:  # a cut says why; a daemon that went away needs few words (and, after a while, a hint)
+                hint = "  ('loopwarden serve' starts one)" if self.attempt >= HINT_AFTER and not self._cut else ""
+                self.error = f"{self._cut or 'daemon gone'} — reconnecting (attempt {self.attempt})…{hint}"
             self._ready.set()
             self._stop.wait(RETRY_SECONDS[min(self.attempt, len(RETRY_SECONDS)) - 1])
         self._ready.set()
