@@ -110,7 +110,7 @@ class ConsoleApp(App[None]):
         self._gate_refs: frozenset[str] | None = None
         self._known_gates: set[str] = set()
         self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
-        self._linked: bool | None = None  # connected at the last draw: a change redraws the footer
+        self._linked: bool | None = None  # connected at the last draw (None before the first)
         if title:
             self.sub_title = title
 
@@ -488,7 +488,7 @@ class ConsoleApp(App[None]):
 
     def _launched(self, reply: dict[str, Any] | None) -> None:
         if reply is not None:
-            self.notify(f"run {reply.get('id') or ''}: started".replace("  ", " "), timeout=3, markup=False)
+            self.notify(f"session {reply.get('id') or '?'} started", timeout=3, markup=False)
 
     def _with_gate(self, ref: str, then: Callable[[dict[str, Any]], object]) -> None:
         """Call `then` with the gate's reason and evidence, read from the daemon if not loaded yet."""
@@ -503,11 +503,14 @@ class ConsoleApp(App[None]):
         try:
             gates = self.feed.request("gates")
         except (DaemonError, OSError) as exc:
-            gates, why = [], visible(str(exc))
-        else:
-            why = "the gate is no longer pending"
+            self.call_from_thread(self.notify, f"cannot read gate {ref}: {visible(str(exc))}", severity="error",
+                                  markup=False)
+            return
         gate = next((g for g in gates or [] if g.get("ref") == ref), None)
-        self.call_from_thread(then, gate or {"ref": ref, "reason": f"(cannot show its evidence: {why})"})
+        if gate is None:  # decided meanwhile (another console, an expiry): nothing left to ask about
+            self.call_from_thread(self.notify, f"gate {ref} is no longer pending", severity="warning", markup=False)
+        else:
+            self.call_from_thread(then, gate)
 
     def _confirm_with_reason(self, question: str, placeholder: str, then: Callable[[str], object],
                              detail: Any = None) -> None:
