@@ -140,8 +140,9 @@ class GatesQueue(Screen[None]):
         box.update(evidence_text(gate) if gate else "No gate is waiting.")
 
     def selected(self) -> dict[str, Any] | None:
-        table = self.query_one("#gates", DataTable)
-        if not table.row_count:
+        found = self.query("#gates").results(DataTable)
+        table = next(found, None)  # gone while the app closes, and the app's timer still asks
+        if table is None or not table.row_count:
             return None
         ref = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self._by_ref.get(str(ref))
