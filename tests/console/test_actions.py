@@ -127,7 +127,8 @@ async def test_approve_shows_the_gates_reason_and_evidence_and_asks_first(lw: Ha
         await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval question")
         await pilot.press("y")
         await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
-    assert [(a["action"], a["target"]) for a in console_actions(lw, sid)] == [("approve", ref.split(":")[1])]
+    [approve] = console_actions(lw, sid)
+    assert approve["action"] == "approve" and approve["target"].split(":")[-1] == ref.split(":")[1]
 
 
 async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Harness) -> None:
