@@ -278,7 +278,8 @@ class ConsoleApp(App[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A greyed-out key says why instead of doing nothing (Textual does not run a disabled binding)."""
-        action = next((b.action for b in ACTION_KEYS if isinstance(b, Binding) and b.key == event.key), None)
+        action = next((b.action for b in ACTION_KEYS
+                       if isinstance(b, Binding) and event.key in (k.strip() for k in b.key.split(","))), None)
         if action is None or isinstance(self.focused, Input) or not self.screen.is_current:
             return
         if self.read_only:
