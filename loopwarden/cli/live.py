@@ -772,15 +772,17 @@ def _confirm_stop(live: list[dict[str, Any]]) -> None:
 
 
 @click.command()
-@click.option("--read-only", is_flag=True, help="Watch only: every action that changes something is disabled.")
+@click.option("--read-only", is_flag=True, help="Watch only: no action keys; nothing can be changed from it.")
 def console(read_only: bool) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
     the ended), the gates queue (g), and single-key actions: a approve, w approve
     with guidance, d deny, u grant unblock authority, x reset counters, i inject,
-    p pause, r resume, ctrl+k or K kill, n launch. Destructive keys ask first.
-    ? lists every key and column; ctrl+p searches every action.
+    p pause, r resume, ctrl+k or K kill, n launch, L limits. Approve and deny show
+    the gate's evidence and ask first; deny and kill take an optional reason. If
+    the daemon goes away the console reconnects by itself. ? lists every key and
+    column; ctrl+p searches every action.
 
     \b
     Examples:

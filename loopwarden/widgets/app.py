@@ -22,12 +22,14 @@ from textual.widgets import Header, Input, Static
 from ..runtime.client import DaemonError
 from ..runtime.contract import NEEDS as CONTRACT_NEEDS
 from ..paths import Paths
+from ..supervisor.config import show_value
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .detail import SessionDetail
-from .dialogs import AskText, Confirm, Launch
+from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
-from .gates import GatesQueue
+from .gates import GatesQueue, evidence_text
+from .health import limits_view
 from .help import Help
 from .keybar import KeyBar
 from .palette import ConsoleCommands
@@ -42,7 +44,8 @@ PRUNE_SECONDS = 2.0
 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
-            "launch"}
+            "launch", "limits"}
+RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
     Binding("enter", "open_detail", "Open", id="open", show=False),
@@ -62,6 +65,7 @@ ACTION_KEYS = [
     Binding("p", "pause", "Pause", id="pause", show=False),
     Binding("r", "resume", "Resume", id="resume", show=False),
     Binding("ctrl+k,K", "kill", "Kill", id="kill"),  # k moves the cursor, as in k9s, lazygit and htop
+    Binding("L", "limits", "Limits", id="limits", show=False),
     Binding("n", "launch", "New", id="launch"),
 ]
 GENERAL_KEYS = [
@@ -123,6 +127,7 @@ class ConsoleApp(App[None]):
         self._gate_refs: frozenset[str] | None = None
         self._known_gates: set[str] = set()
         self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
+        self._linked: bool | None = None  # connected at the last draw (None before the first)
         if title:
             self.sub_title = title
 
@@ -171,14 +176,14 @@ class ConsoleApp(App[None]):
         if not (self.feed.ready and self.screen_stack and self.main.query(SessionTable)):  # not composed, or closing
             return
         changed: set[str] = set()
-        if self.feed.sessions:
-            first = not self.snapshots
-            for snap in self.feed.sessions:
-                self.snapshots[snap["id"]] = snap
+        fresh = self.feed.take_sessions()
+        if fresh is not None:  # a first snapshot: at start, or from the daemon reached again
+            changed |= set(self.snapshots)  # sessions a restarted daemon no longer knows leave the table
+            self.snapshots.clear()  # in place: open details read it through `snapshots.get`
+            self.snapshots.update((snap["id"], snap) for snap in fresh)
             changed |= set(self.snapshots)
-            if first:  # gates already open at start are in the status line, not toasts
-                self._known_gates = set(self._pending_refs())
-            self.feed.sessions = []
+            self._known_gates = set(self._pending_refs())  # gates already open are in the status line, not toasts
+            self._gate_refs = None  # read the gates again: a new daemon numbers its own
         for message in self.feed.drain():
             data = message.get("data") or {}
             if message.get("kind") == "session" and data.get("id"):
@@ -192,10 +197,18 @@ class ConsoleApp(App[None]):
         if can != self._can:  # the keys a session cannot use are greyed out
             self._can = can
             self.refresh_bindings()
+        if self.feed.connected != self._linked:
+            self._connection_changed()
         refs = self._pending_refs()
         if refs != self._gate_refs:
             self._gate_refs = refs
             self.load_gates()
+
+    def _connection_changed(self) -> None:
+        """The link went or came back; a return is said once in a toast (the status line says the rest)."""
+        was, self._linked = self._linked, self.feed.connected
+        if was is False and self._linked:
+            self.notify("reconnected to the daemon: sessions and gates are current", timeout=4)
 
     def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None]:
         snap = self.target()
@@ -210,7 +223,7 @@ class ConsoleApp(App[None]):
         """The line under the table; built as Content, since filter text and daemon errors are never markup."""
         status = self.main.query_one("#status", Static)
         if self.feed.error:
-            status.update(Content.styled(f"daemon: {self.feed.error}", "red"))
+            status.update(Content.styled(self.feed.error, "bold red"))
             return
         snaps = self.snapshots.values()
         live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
@@ -230,6 +243,9 @@ class ConsoleApp(App[None]):
         trouble = daemon_trouble(self.feed.daemon)
         if trouble:
             parts.append(Content.styled(trouble, "bold red"))
+        back = self.feed.reconnected_at
+        if back is not None and time.monotonic() - back < RECONNECTED_SECONDS:
+            parts.insert(0, Content.styled("reconnected", "bold green"))
         status.update(Content("  ·  ").join(parts))
 
     @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
@@ -274,6 +290,8 @@ class ConsoleApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in SESSIONS_ONLY:
             return isinstance(self.screen, Sessions)
+        if self.read_only and action in MUTATING:
+            return False  # a read-only console shows no action keys (footer, help, palette)
         if action in NEEDS and self._incapable(self.target(), action):
             return None  # shown greyed out: the selected session cannot do it
         return True
@@ -282,7 +300,11 @@ class ConsoleApp(App[None]):
         """A greyed-out key says why instead of doing nothing (Textual does not run a disabled binding)."""
         action = next((b.action for b in ACTION_KEYS
                        if isinstance(b, Binding) and event.key in (k.strip() for k in b.key.split(","))), None)
-        if action in NEEDS and not isinstance(self.focused, Input) and self.screen.is_current:
+        if action is None or isinstance(self.focused, Input) or not self.screen.is_current:
+            return
+        if self.read_only:
+            self._allowed(action)
+        elif action in NEEDS:
             self._capable(self.target(), action)
 
     @staticmethod
@@ -300,34 +322,50 @@ class ConsoleApp(App[None]):
             self.notify(visible(why), severity="warning")
         return why is None
 
-    def _allowed(self, what: str) -> bool:
+    def _allowed(self, verb: str) -> bool:
+        """Actions need a writable console and a live link (a request now might reach another daemon)."""
         if self.read_only:
-            self.notify(f"read-only console: {what} is disabled", severity="warning")
+            self.notify(f"read-only console: cannot {verb}", severity="warning")
+            return False
+        if not self.feed.connected:
+            self.notify(f"not connected to the daemon: cannot {verb} until the console reconnects "
+                        "(see the status line)", severity="error", markup=False)
             return False
         return True
 
-    def _session(self, what: str, action: str = "") -> dict[str, Any] | None:
-        if not self._allowed(what):
+    def _session(self, verb: str, action: str = "") -> dict[str, Any] | None:
+        """The live session an action applies to, or None after saying why there is none."""
+        if not self._allowed(verb):
             return None
         snap = self.target()
         if snap is None:
             self.notify("no session selected", severity="warning")
+            return None
+        if snap.get("state") in FINAL_STATES:  # say so now, not after a confirmation the daemon then refuses
+            self.notify(f"{snap['id']} has ended; nothing to {verb}", severity="warning", markup=False)
+            return None
         return snap if self._capable(snap, action) else None
 
-    def _gate(self, what: str, action: str = "") -> str | None:
-        if not self._allowed(what) or not self._capable(self.target(), action):
+    def _gate(self, verb: str, action: str = "") -> str | None:
+        if not self._allowed(verb):
+            return None
+        snap = self.target()
+        if snap is not None and snap.get("state") in FINAL_STATES:
+            self.notify(f"{snap['id']} has ended; no gate to {verb}", severity="warning", markup=False)
+            return None
+        if not self._capable(snap, action):
             return None
         ref = self.target_gate()
         if ref is None:
             self.notify("no gate is waiting here", severity="warning")
         return ref
 
-    def _confirm(self, question: str, then: Callable[[], object]) -> None:
+    def _confirm(self, question: str, then: Callable[[], object], detail: Any = None) -> None:
         def answer(yes: bool | None) -> None:
             if yes:
                 then()
 
-        self.push_screen(Confirm(question), answer)
+        self.push_screen(Confirm(question, detail), answer)
 
     # ---- views ----------------------------------------------------------------
     @on(SessionTable.RowSelected, "#sessions")
@@ -336,6 +374,9 @@ class ConsoleApp(App[None]):
         if sid is None:
             return
         self.push_screen(SessionDetail(self.paths, sid, snapshot_of=self.snapshots.get))
+
+    def on_gates_queue_open_session(self, message: GatesQueue.OpenSession) -> None:
+        self.push_screen(SessionDetail(self.paths, message.session_id, snapshot_of=self.snapshots.get))
 
     def action_gates(self) -> None:
         if not isinstance(self.screen, GatesQueue):
@@ -381,12 +422,14 @@ class ConsoleApp(App[None]):
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
-        ref = self._gate("approving", "approve")
+        ref = self._gate("approve", "approve")
         if ref:
-            self.act("approve", gate=ref)
+            self._with_gate(ref, lambda gate: self._confirm(
+                f"Approve {ref} ({gate.get('name') or gate.get('session')})? The call it holds goes ahead.",
+                lambda: self.act("approve", gate=ref), evidence_text(gate)))
 
     def action_approve_with_guidance(self) -> None:
-        ref = self._gate("approving", "approve_with_guidance")
+        ref = self._gate("approve", "approve_with_guidance")
         if ref:
             def approve(text: str | None) -> None:
                 if text:
@@ -396,25 +439,31 @@ class ConsoleApp(App[None]):
                              approve)
 
     def action_deny(self) -> None:
-        ref = self._gate("denying", "deny")
+        ref = self._gate("deny", "deny")
         if ref:
-            self._confirm(f"Deny {ref}? The session will be terminated (loop_gate_denied).",
-                          lambda: self.act("deny", gate=ref, note="denied from the console"))
+            def ask(gate: dict[str, Any]) -> None:
+                question = (f"Deny {ref} ({gate.get('name') or gate.get('session')})? "
+                            "The session will be terminated (loop_gate_denied).")
+                self._confirm_with_reason(question, "why, for the agent and the audit log (optional)",
+                                          lambda why: self.act("deny", gate=ref, note=why or "denied from the console"),
+                                          evidence_text(gate))
+
+            self._with_gate(ref, ask)
 
     def action_grant(self) -> None:
-        snap = self._session("granting authority", "grant")
+        snap = self._session("grant authority to", "grant")
         if snap:
             self._confirm(f"Grant session {snap['id']} ({snap.get('name')}) unblock authority?",
                           lambda: self.act("grant", session=snap["id"], note="granted from the console"))
 
     def action_reset(self) -> None:
-        snap = self._session("resetting counters")
+        snap = self._session("reset")
         if snap:
             self._confirm(f"Reset every loop counter of session {snap['id']} ({snap.get('name')})?",
                           lambda: self.act("reset", session=snap["id"], note="reset from the console"))
 
     def action_inject(self) -> None:
-        snap = self._session("injecting", "inject")
+        snap = self._session("send text to", "inject")
         if snap:
             def inject(text: str | None) -> None:
                 if text:
@@ -423,40 +472,92 @@ class ConsoleApp(App[None]):
             self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"), inject)
 
     def action_pause(self) -> None:
-        snap = self._session("pausing")
+        snap = self._session("pause")
         if snap:
             self.act("pause", session=snap["id"])
 
     def action_resume(self) -> None:
-        snap = self._session("resuming")
+        snap = self._session("resume")
         if snap:
             self.act("resume", session=snap["id"])
 
     def action_kill(self) -> None:
-        snap = self._session("killing")
+        snap = self._session("kill")
         if snap:
-            self._confirm(f"Kill session {snap['id']} ({snap.get('name')})?",
-                          lambda: self.act("kill", session=snap["id"], note="killed from the console"))
+            self._confirm_with_reason(f"Kill session {snap['id']} ({snap.get('name')})?",
+                                      "why, for the audit log (optional)",
+                                      lambda why: self.act("kill", session=snap["id"],
+                                                           note=why or "killed from the console"))
+
+    def action_limits(self) -> None:
+        snap = self._session("change limits of", "limits")
+        if snap:
+            def apply(values: dict[str, str] | None) -> None:
+                if values:
+                    self.act("set", session=snap["id"], values=values)
+
+            self.push_screen(SetLimits(f"Limits of session {snap['id']} ({snap.get('name')}): type KEY=VALUE",
+                                       limits_view(snap, self.clock())), apply)
 
     def action_launch(self) -> None:
-        if self._allowed("launching"):
-            self.push_screen(Launch(), self._launch)
+        if self._allowed("launch"):
+            self.push_screen(Launch(self._run_spec), self._launched)
 
-    def _launch(self, spec: dict[str, Any] | None) -> None:
-        if spec:
-            extra = spec.pop("env_extra", None) or {}
-            self.act("run", spec={**spec, "cwd": os.getcwd(), "env": {**os.environ, **extra}})
+    def _run_spec(self, spec: dict[str, Any]) -> Any:
+        """Send the launch dialog's spec (in its worker thread); an error stays in the dialog."""
+        if not self.feed.connected:
+            raise DaemonError("not connected to the daemon; wait until the status line says reconnected")
+        extra = spec.pop("env_extra", None) or {}
+        return self.feed.request("run", spec={**spec, "cwd": os.getcwd(), "env": {**os.environ, **extra}})
+
+    def _launched(self, reply: dict[str, Any] | None) -> None:
+        if reply is not None:
+            self.notify(f"session {reply.get('id') or '?'} started", timeout=3, markup=False)
+
+    def _with_gate(self, ref: str, then: Callable[[dict[str, Any]], object]) -> None:
+        """Call `then` with the gate's reason and evidence, read from the daemon if not loaded yet."""
+        gate = next((g for g in self.gates if g.get("ref") == ref), None)
+        if gate is not None:
+            then(gate)
+        else:
+            self._fetch_gate(ref, then)
+
+    @work(thread=True, exit_on_error=False)
+    def _fetch_gate(self, ref: str, then: Callable[[dict[str, Any]], object]) -> None:
+        try:
+            gates = self.feed.request("gates")
+        except (DaemonError, OSError) as exc:
+            self.call_from_thread(self.notify, f"cannot read gate {ref}: {visible(str(exc))}", severity="error",
+                                  markup=False)
+            return
+        gate = next((g for g in gates or [] if g.get("ref") == ref), None)
+        if gate is None:  # decided meanwhile (another console, an expiry): nothing left to ask about
+            self.call_from_thread(self.notify, f"gate {ref} is no longer pending", severity="warning", markup=False)
+        else:
+            self.call_from_thread(then, gate)
+
+    def _confirm_with_reason(self, question: str, placeholder: str, then: Callable[[str], object],
+                             detail: Any = None) -> None:
+        def answer(reason: str | None) -> None:
+            if reason is not None:
+                then(reason)
+
+        self.push_screen(ConfirmWithReason(question, placeholder, detail), answer)
 
     @work(thread=True, exit_on_error=False)
     def act(self, op: str, **fields: Any) -> None:
         """Send one request to the daemon off the UI thread; the outcome comes back as a notification."""
+        if not self.feed.connected:  # confirmed after the link was lost: this daemon may not be the one shown
+            self.call_from_thread(self.notify, f"{op}: not sent, the console is not connected to the daemon",
+                                  severity="error", markup=False)
+            return
         try:
             result = self.feed.request(op, **fields)
         except (DaemonError, OSError) as exc:
             self.call_from_thread(self.notify, f"{op}: {visible(str(exc))}", severity="error", markup=False)
             return
         target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
-        self.call_from_thread(self.notify, f"{op} {target}: done", timeout=3, markup=False)
+        self.call_from_thread(self.notify, f"{op} {target}: {outcome(result)}", timeout=3, markup=False)
 
     def palette_commands(self, screen: Screen[Any]) -> Iterable[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) of what the command palette opened on `screen` offers, in its order."""
@@ -513,6 +614,18 @@ def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[t
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
     return [(title, keys) for title, keys in sections if keys]
+def outcome(result: Any) -> str:
+    """A reply in a few words: the changes a `set` made, else done."""
+    changed = result.get("changed") if isinstance(result, dict) else None
+    if isinstance(changed, dict) and changed:
+        return ", ".join(f"{key} {_pair(key, pair)}" for key, pair in changed.items())
+    return "done" if not isinstance(changed, dict) else "nothing changed"
+
+
+def _pair(key: str, pair: Any) -> str:
+    if isinstance(pair, list) and len(pair) == 2:
+        return f"{show_value(key, pair[0])} → {show_value(key, pair[1])}"
+    return f"= {pair}"
 
 
 def daemon_trouble(health: dict[str, Any]) -> str | None:

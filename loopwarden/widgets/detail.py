@@ -109,6 +109,7 @@ class SessionDetail(Screen[None]):
         self._processes_done = False
         self._loaded_at = 0.0
         self.skipped = 0  # updates the daemon dropped since the stream was last read from the store
+        self._feed_error: str | None = None  # the feed's trouble shown under the stream
 
     # ---- layout -------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -226,8 +227,12 @@ class SessionDetail(Screen[None]):
                     self._resync()
                 else:
                     self._write(self._render_all(fresh, DRAW_LINES))
-            if self.feed.error:
-                self.query_one("#stream", RichLog).border_subtitle = Content(f"daemon: {self.feed.error}")
+            if self.feed.error != self._feed_error:  # lost, or back: the feed reconnects by itself
+                self._feed_error = self.feed.error
+                if self._feed_error:
+                    self.query_one("#stream", RichLog).border_subtitle = Content(self._feed_error)
+                else:
+                    self._follow_subtitle()
         snap = self.snapshot()
         now = self.clock()
         drawn = (id(snap), int(now))

@@ -1,21 +1,37 @@
-"""Modal dialogs with typed results: confirm, ask for text, launch a session."""
+"""Modal dialogs with typed results: confirm, confirm with a reason, ask for text, launch a session, set limits."""
 
 from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from textual import on
+from rich.console import RenderableType
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select, Static
 
 from ..sessions import acp_agents, registry
 from ..supervisor.config import PRESETS
+from ..supervisor.visible import visible
 
+
+def _facts(detail: RenderableType | None) -> ComposeResult:
+    """What the question is about (a gate's reason and evidence), scrollable when long."""
+    if detail is not None:
+        with VerticalScroll(classes="facts"):
+            yield Static(detail)
+
+
+def _fit_facts(screen: ModalScreen[Any], rows_around: int) -> None:
+    """Let the facts take what the terminal's height leaves after the dialog's other `rows_around` rows,
+    so the buttons and the input stay on screen at 80x24 (a max-height in vh is mismeasured in an auto box)."""
+    for facts in screen.query(".facts"):
+        facts.styles.max_height = max(3, screen.app.size.height - rows_around)
 
 
 class Confirm(ModalScreen[bool]):
@@ -24,16 +40,21 @@ class Confirm(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "Yes"),
                                              Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, detail: RenderableType | None = None) -> None:
         super().__init__()
         self.question = question
+        self.detail = detail
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog danger"):
-            yield Label(self.question, markup=False)  # names come from agents and commands
+            yield Label(self.question, markup=False, classes="question")  # names come from agents and commands
+            yield from _facts(self.detail)
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no")
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 14)
 
     @on(Button.Pressed)
     def pressed(self, event: Button.Pressed) -> None:
@@ -41,6 +62,45 @@ class Confirm(ModalScreen[bool]):
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
+
+
+class ConfirmWithReason(ModalScreen[str | None]):
+    """A destructive question with an optional reason for the audit log (and, on a denial, the agent).
+
+    Enter or Yes confirms with what was typed ("" for no reason); escape or No declines (None).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "No")]
+
+    def __init__(self, question: str, placeholder: str, detail: RenderableType | None = None) -> None:
+        super().__init__()
+        self.question = question
+        self.placeholder = placeholder
+        self.detail = detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog danger"):
+            yield Label(self.question, markup=False, classes="question")
+            yield from _facts(self.detail)
+            yield Input(placeholder=self.placeholder, id="reason")  # no hint line: at 80x24 every row counts
+            with Horizontal(classes="buttons"):
+                yield Button("Yes (enter)", id="yes", variant="error")
+                yield Button("No (escape)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 18)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#yes")
+    def confirmed(self) -> None:
+        self.dismiss(self.query_one("#reason", Input).value.strip())
+
+    @on(Button.Pressed, "#no")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class AskText(ModalScreen[str | None]):
@@ -71,9 +131,17 @@ class AskText(ModalScreen[str | None]):
 
 
 class Launch(ModalScreen[dict[str, Any] | None]):
-    """A new session: command, adapter, preset and an optional name; the result is a `run` spec."""
+    """A new session: command, adapter, preset and an optional name.
+
+    `submit` sends the `run` spec (blocking, so it runs in a thread) and returns the daemon's reply,
+    which is the dialog's result; when it fails the dialog stays open with what was typed and the error.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, submit: Callable[[dict[str, Any]], Any]) -> None:
+        super().__init__()
+        self.submit = submit
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog launch"):
@@ -85,7 +153,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")
-            yield Label("", id="error", classes="error")
+            yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
                 yield Button("Launch", id="launch", variant="primary")
                 yield Button("Cancel", id="cancel")
@@ -93,17 +161,27 @@ class Launch(ModalScreen[dict[str, Any] | None]):
     @on(Input.Submitted)
     @on(Button.Pressed, "#launch")
     def launch(self) -> None:
+        if self.query_one("#launch", Button).disabled:  # the previous launch is still on its way
+            return
+        spec = self.spec()
+        if spec is not None:
+            self.query_one("#error", Label).update("launching…")
+            self.query_one("#launch", Button).disabled = True
+            self.send(spec)
+
+    def spec(self) -> dict[str, Any] | None:
+        """The `run` spec from what was typed, or None after saying what is wrong."""
         text = self.query_one("#command", Input).value
         adapter = str(self.query_one("#adapter", Select).value)
         try:
             command = [text.strip()] if adapter.startswith("agent:") else shlex.split(text)
         except ValueError as exc:
             self.query_one("#error", Label).update(f"command: {exc}")
-            return
+            return None
         if not command or not command[0]:
             self.query_one("#error", Label).update("type the command to run (for an ACP agent: the prompt)")
             self.query_one("#command", Input).focus()
-            return
+            return None
         env = dict(os.environ)
         try:  # for an agent CLI the words are its arguments and prompt
             if adapter.startswith("agent:"):  # a known ACP agent: the whole text is the prompt
@@ -114,11 +192,81 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             extra = cls.launch_env(command, env, os.getcwd())
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
+            return None
+        return {"command": command, "adapter": adapter, "env_extra": extra,
+                "preset": self.query_one("#preset", Select).value,
+                "name": self.query_one("#name", Input).value.strip() or None}
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def send(self, spec: dict[str, Any]) -> None:
+        try:
+            reply = self.submit(spec)
+        except Exception as exc:  # noqa: BLE001 - any failure is shown in the dialog, in one line
+            self.app.call_from_thread(self.failed, visible(str(exc)) or type(exc).__name__)
             return
-        self.dismiss({"command": command, "adapter": adapter, "env_extra": extra,
-                      "preset": self.query_one("#preset", Select).value,
-                      "name": self.query_one("#name", Input).value.strip() or None})
+        self.app.call_from_thread(self.dismiss, reply if isinstance(reply, dict) else {})
+
+    def failed(self, error: str) -> None:
+        self.query_one("#error", Label).update(f"launch failed: {error}")
+        self.query_one("#launch", Button).disabled = False
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class SetLimits(ModalScreen[dict[str, str] | None]):
+    """KEY=VALUE settings for a running session (`limits.max_runtime=2h`), shown with its current limits.
+
+    The result maps each key to its value as typed; the daemon checks and applies them (op `set`).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, current: RenderableType) -> None:
+        super().__init__()
+        self.title_text = title
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog limits"):
+            yield Label(self.title_text, markup=False)
+            yield from _facts(self.current)
+            yield Input(placeholder="KEY=VALUE ..., e.g. limits.max_runtime=2h limits.max_iterations=40", id="values")
+            yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
+            yield Label("enter applies · escape cancels · 0 turns a limit off", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#values", Input).focus()  # not the facts above it, which can take focus to scroll
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 17)
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        try:
+            values = parse_settings(event.value)
+        except ValueError as exc:
+            self.query_one("#error", Label).update(str(exc))
+            return
+        self.dismiss(values)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def parse_settings(text: str) -> dict[str, str]:
+    """`a.b=1 c.d=2h` as {"a.b": "1", "c.d": "2h"}; ValueError (one line) on anything else."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot read that: {exc}") from None
+    if not words:
+        raise ValueError("type KEY=VALUE, e.g. limits.max_runtime=2h")
+    values: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"{word[:60]!r} is not KEY=VALUE, e.g. limits.max_runtime=2h")
+        values[key.strip()] = value.strip()
+    return values

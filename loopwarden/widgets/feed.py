@@ -1,5 +1,8 @@
 """The console's only link to the daemon: a subscription read in a thread, buffered for the UI.
 
+When the daemon goes away the feed says so (`error`, `attempt`) and subscribes again by itself,
+a few seconds apart at most; a new subscription brings a fresh first snapshot (`take_sessions`).
+
 Every record is made visible (`visible_tree`) as it arrives, off the UI thread, so no widget can
 show a control character an agent sent. Strings are made one line each, unless the reader asks for
 `multiline` (the detail's stream, which shows the first line of a text and its size).
@@ -8,6 +11,7 @@ show a control character an agent sent. Strings are made one line each, unless t
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -16,6 +20,8 @@ from ..paths import Paths
 from ..supervisor.visible import visible, visible_tree
 
 BUFFER = 20_000  # updates kept between two drains; older ones are dropped (the store has them all)
+RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 3.0)  # waits before each reconnection attempt; the last one repeats
+HINT_AFTER = 8  # attempts (about 15 s) before the status line says how to start a daemon
 
 
 class Feed:
@@ -31,10 +37,17 @@ class Feed:
         self.buffer: deque[dict[str, Any]] = deque(maxlen=BUFFER)
         self.sessions: list[dict[str, Any]] = []
         self.daemon: dict[str, Any] = {}  # what the daemon could not write or keep (a full disk), kept current
-        self.error: str | None = None
+        self.error: str | None = None  # why the feed is not connected now (None: connected, or not yet tried)
+        self.attempt = 0  # reconnection attempts since the link was lost
+        self.generation = 0  # subscriptions made so far
+        self.reconnected_at: float | None = None  # monotonic time of the last successful reconnection
         self._client: Client | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # the first snapshot and the buffer change together on a reconnection
+        self._fresh = False
+        self._cut: str | None = None  # why the daemon ended the last subscription, when it said
         self._closed = False
 
     def start(self) -> None:
@@ -46,33 +59,73 @@ class Feed:
 
     @property
     def ready(self) -> bool:
-        """The first reply has arrived (or the connection failed, see `error`)."""
+        """The first reply has arrived (or the first connection failed, see `error`)."""
         return self._ready.is_set()
 
+    @property
+    def connected(self) -> bool:
+        """Subscribed now: what is shown is live and requests reach the daemon it shows."""
+        return self._ready.is_set() and self.error is None
+
+    def take_sessions(self) -> list[dict[str, Any]] | None:
+        """The sessions of the newest first snapshot, once (None: no new subscription since the last call)."""
+        with self._lock:
+            if not (self._fresh or self.sessions):
+                return None
+            sessions, self.sessions, self._fresh = self.sessions, [], False
+            return sessions
+
     def _run(self) -> None:
+        connected_once = False
+        while not self._closed:
+            why = self._follow(autostart=self.autostart and not connected_once)
+            connected_once = connected_once or self.generation > 0
+            if self._closed:
+                break
+            self.attempt += 1
+            if not connected_once:  # never reached: say why (no daemon, a bad socket path) and keep trying
+                self.error = f"{why} — retrying (attempt {self.attempt})…"
+            else:  # a cut says why; a daemon that went away needs few words (and, after a while, a hint)
+                hint = "  ('loopwarden serve' starts one)" if self.attempt >= HINT_AFTER and not self._cut else ""
+                self.error = f"{self._cut or 'daemon gone'} — reconnecting (attempt {self.attempt})…{hint}"
+            self._ready.set()
+            self._stop.wait(RETRY_SECONDS[min(self.attempt, len(RETRY_SECONDS)) - 1])
+        self._ready.set()
+
+    def _follow(self, *, autostart: bool) -> str:
+        """Subscribe and read updates until the link ends; the reason it ended, in a few words."""
+        self._cut = None
         try:
-            self._client = Client.connect(self.paths, autostart=self.autostart, name="console")
+            client = self._client = Client.connect(self.paths, autostart=autostart, name="console")
             if self._closed:  # closed while connecting: do not stay subscribed in the background
-                self._client.close()
-                return
-            first, updates = self._client.subscribe(self.only, events=self.events)
-            self.sessions = visible_tree(list(first.get("sessions") or []), multiline=self.multiline)
-            self.daemon = visible_tree(first.get("daemon") or {})
+                client.close()
+                return "closed"
+            first, updates = client.subscribe(self.only, events=self.events)
+            with self._lock:
+                self.buffer.clear()  # updates from before the gap are older than this snapshot
+                self.sessions = visible_tree(list(first.get("sessions") or []), multiline=self.multiline)
+                self.daemon = visible_tree(first.get("daemon") or {})
+                self._fresh = True
+                self.generation += 1
+                if self.attempt:
+                    self.reconnected_at = time.monotonic()
+                self.attempt, self.error = 0, None
             self._ready.set()
             for message in updates:
                 kind = message.get("kind")
                 if kind == "daemon":
                     self.daemon = visible_tree(message.get("data") or {})
                 elif kind == "cut":  # the daemon ended the subscription: say why
-                    self.error = visible(str(message.get("reason")))
-                    return
+                    self._cut = visible(f"daemon: {message.get('reason')}")
+                    return self._cut
                 else:
                     self.buffer.append(visible_tree(message, multiline=self.multiline))
-            self.error = "the daemon closed the connection"
+            return "it closed the connection"
         except (DaemonError, OSError, ValueError) as exc:
-            self.error = visible(str(exc))
+            return visible(str(exc))
         finally:
-            self._ready.set()
+            if self._client is not None:
+                self._client.close()
 
     def drain(self) -> list[dict[str, Any]]:
         """Everything buffered since the last drain, oldest first."""
@@ -88,6 +141,7 @@ class Feed:
 
     def close(self) -> None:
         self._closed = True
+        self._stop.set()
         if self._client is not None:
             self._client.close()
 

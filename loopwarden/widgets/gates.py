@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
@@ -52,12 +54,20 @@ def _short(value: Any, limit: int = 160) -> str:
 
 
 class GatesQueue(Screen[None]):
-    """Pending gates, oldest first; the app's gate keys act on the highlighted one."""
+    """Pending gates, oldest first; the app's gate keys act on the highlighted one, enter opens its session."""
 
     HELP_TITLE = "Gates queue"
 
+    class OpenSession(Message):
+        """Enter on a gate: the app opens the detail of the session that asked."""
+
+        def __init__(self, session_id: str) -> None:
+            super().__init__()
+            self.session_id = session_id
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,g", "app.pop_screen", "Sessions", id="back"),
+        Binding("enter", "open_session", "Open its session", id="open-session"),
         Binding("a", "app.approve", "Approve"),
         Binding("w", "app.approve_with_guidance", "Guidance"),
         Binding("d", "app.deny", "Deny"),
@@ -117,6 +127,12 @@ class GatesQueue(Screen[None]):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.show_evidence()
 
+    @on(DataTable.RowSelected, "#gates")
+    def action_open_session(self) -> None:
+        gate = self.selected()
+        if gate is not None and gate.get("session"):
+            self.post_message(self.OpenSession(str(gate["session"])))
+
     def show_evidence(self) -> None:
         gate = self.selected()
         if gate is self._evidence_of and gate is not None:
@@ -126,8 +142,9 @@ class GatesQueue(Screen[None]):
         box.update(evidence_text(gate) if gate else "No gate is waiting.")
 
     def selected(self) -> dict[str, Any] | None:
-        table = self.query_one("#gates", DataTable)
-        if not table.row_count:
+        found = self.query("#gates").results(DataTable)
+        table = next(found, None)  # gone while the app closes, and the app's timer still asks
+        if table is None or not table.row_count:
             return None
         ref = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self._by_ref.get(str(ref))

@@ -80,6 +80,39 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     return Group(*parts)
 
 
+# the setting behind each counter's limit, to type in the limits dialog (tests/console/test_actions.py checks them)
+COUNTER_KEYS = {
+    "runtime": "limits.max_runtime", "silence": "limits.stall_timeout", "iterations": "limits.max_iterations",
+    "tokens": "limits.max_tokens", "cost_usd": "limits.max_cost_usd",
+    "identical_calls": "repetition.max_identical_calls", "blocks": "repetition.max_blocks",
+    "same_error": "repetition.max_same_error", "alternation": "repetition.alternation_window",
+    "monologue": "repetition.max_monologue", "validation": "validation.max_consecutive",
+    "failures": "failures.max_consecutive", "loop": "loop.gate_after", "attempts": "attempts.max_attempts",
+    "failed_iterations": "escalation.failures_per_model",
+}
+
+
+def _amount(name: str, value: float) -> str:
+    return format_duration(value) if name in ("runtime", "silence") else f"{value:g}"
+
+
+def limits_view(snap: dict[str, Any], now: float) -> RenderableType:
+    """A session's counters against their limits, each with the setting that moves it, for the limits dialog."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(style="cyan", no_wrap=True)
+    counters = dict(snap.get("counters") or {})
+    counters.setdefault("runtime", [snap.get("runtime") or 0, snap.get("max_runtime") or 0])
+    limited = counter_bars({**snap, "counters": counters}, now)  # the closest to its limit first
+    unlimited = [(name, float(value), 0.0) for name, (value, limit) in sorted(counters.items()) if not limit]
+    for name, value, limit in limited + unlimited:
+        grid.add_row(name, f"{_amount(name, value)} of {_amount(name, limit)}" if limit
+                     else f"{_amount(name, value)}, no limit", COUNTER_KEYS.get(name, ""))
+    preset = f"preset {snap['preset']}; " if snap.get("preset") else ""
+    return Group(grid, Text(f"{preset}'loopwarden config keys' lists every setting", style="dim"))
+
+
 class HealthPanel(Static):
     """Draws `health_view` for the snapshot it is given; the screen calls `show` on its timer."""
 

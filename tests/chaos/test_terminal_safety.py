@@ -33,7 +33,7 @@ from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from tests.claude_code_hook.helpers import event, hooked, pre, run_hook
-from tests.console.helpers import RecordingConsole, cell, until
+from tests.console.helpers import RecordingConsole, cell, key_of, until
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 TEXT = ("\x1b]0;PWNED\x07"  # window title
@@ -218,10 +218,10 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
         await until(pilot, lambda: "opened" in screen_text(app), what="the gate's toast")
         assert_safe(app, "sessions table and toast", NAME_SHOWN, f"asks{SHOWN}"[:40])
 
-        await pilot.press("K")  # the kill confirmation quotes the name
+        await pilot.press(key_of(app, "kill"))  # the kill confirmation quotes the name
         await until(pilot, lambda: len(app.screen_stack) == 2, what="the confirmation")
         assert_safe(app, "kill confirmation", f"({NAME_SHOWN})?")
-        await pilot.press("n")
+        await pilot.press("escape")
 
         await pilot.press("ctrl+p", *"open s")  # the command palette offers the session by name
         await until(pilot, lambda: f"Open {sid} {NAME_SHOWN}" in screen_text(app), what="the palette's entry")
@@ -257,5 +257,5 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
         await until(pilot, lambda: queue.query_one("#gates", DataTable).row_count == 1, what="the gate's row")
         await pilot.pause()
         assert_safe(app, "gates queue", NAME_SHOWN, ASKS[:60], f"request: asks{SHOWN}")
-        await pilot.press("d", "y")  # deny: the agent is stopped
+        await pilot.press("d", "enter")  # deny, with no reason typed: the agent is stopped
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the denied session to end")

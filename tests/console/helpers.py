@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual.binding import Binding
+
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
 from tests.live.live_harness import PY, Harness
@@ -27,6 +29,11 @@ async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,
 def sleeper(lw: Harness, **options: Any) -> str:
     """A plain session that sleeps for a minute: something live for the console to act on."""
     return lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", **options)
+
+
+def key_of(app: ConsoleApp, action: str) -> str:
+    """The key bound to an app action (the keys may move; the actions keep their names)."""
+    return next(b.key.split(",")[0] for b in app.BINDINGS if isinstance(b, Binding) and b.action == action)
 
 
 def cell(app: ConsoleApp, sid: str, column: str) -> str:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 
 import pytest
 from rich.console import Console
+from textual.binding import Binding
 from textual.command import CommandList, CommandPalette
-from textual.widgets import DataTable, Input, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
+from loopwarden.supervisor.config import LIVE_KEYS
 from loopwarden.widgets.detail import SessionDetail
-from loopwarden.widgets.dialogs import AskText, Confirm, Launch
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from loopwarden.widgets.gates import GatesQueue
+from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
-from tests.console.helpers import RecordingConsole, cell, sleeper, until
+from loopwarden.widgets.keybar import KeyBar
+from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
 from tests.live.live_harness import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -30,6 +36,14 @@ def console_actions(lw: Harness, sid: str) -> list[dict]:
 def agent_heard(lw: Harness, sid: str, text: str) -> bool:
     """The scripted agent logs every stdin line it reads to stderr, stored as log records."""
     return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
+
+
+def page_text(screen: Screen) -> str:
+    """Everything a screen's text widgets say (a dialog's question and facts, the help), as plain text."""
+    page = Console(width=120, record=True, file=io.StringIO())
+    for widget in screen.query(Static):
+        page.print(widget.content)
+    return page.export_text()
 
 
 async def select(pilot, app: RecordingConsole, sid: str) -> None:
@@ -65,24 +79,55 @@ async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_
     assert guidance and "seed the users table first" in guidance[0]["message"]
 
 
-async def test_deny_asks_first_then_terminates_the_session(lw: Harness) -> None:
+async def test_deny_shows_the_evidence_asks_first_and_its_reason_reaches_the_audit_and_the_agent(
+        lw: Harness) -> None:
     sid = lw.scenario("gate_request")
     lw.wait_state(sid, "gated")
     ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
         await open_gates(pilot, app, ref)
+        reason = next(g for g in app.gates if g["ref"] == ref)["reason"]
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
-        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="the confirmation")
+        assert ref in page_text(dialog) and reason in page_text(dialog)  # what is decided, before deciding
+        await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
         assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the confirmation")
+        await pilot.press(*"prod data, never drop", "enter")
         await until(pilot, lambda: lw.status(sid)["state"] == "terminated", what="the denial")
     assert lw.status(sid)["termination"] == "loop_gate_denied"
-    assert [a["action"] for a in console_actions(lw, sid)] == ["deny"]
+    [deny] = console_actions(lw, sid)
+    assert (deny["action"], deny["note"]) == ("deny", "prod data, never drop")
+    [told] = [v for v in lw.verdicts(sid) if v["action"] == "terminate"]
+    assert "prod data, never drop" in told["message"]  # the text the agent is sent as it is stopped
+
+
+async def test_approve_shows_the_gates_reason_and_evidence_and_asks_first(lw: Harness) -> None:
+    sid = lw.scenario("loop_gate")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)  # from the sessions table: the same question as in the queue
+        await until(pilot, lambda: ref in {g["ref"] for g in app.gates}, what="the gate's evidence")
+        await pilot.press(key_of(app, "approve"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None,
+                             what="the approval question")
+        said = page_text(dialog)
+        assert f"Approve {ref}" in said and "loop_counter" in said and "T-3" in said
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, Confirm), what="the question to close")
+        assert lw.status(sid)["state"] == "gated" and console_actions(lw, sid) == []
+        await pilot.press(key_of(app, "approve"))
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval question")
+        await pilot.press("y")
+        await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
+    [approve] = console_actions(lw, sid)
+    assert approve["action"] == "approve" and approve["target"].split(":")[-1] == ref.split(":")[1]
 
 
 async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Harness) -> None:
@@ -210,6 +255,8 @@ async def test_two_consoles_stay_live_and_a_gate_decided_in_one_leaves_the_other
         await until(p2, lambda: ref in {g["ref"] for g in two.gates}, what="the gate in the second console")
         await open_gates(p1, one, ref)
         await p1.press("a")
+        await until(p1, lambda: isinstance(one.screen, Confirm), what="the approval question")
+        await p1.press("y")
         await until(p2, lambda: cell(two, sid, "state") == "exited", what="the second console to see the end")
         # the queue reloads in a worker once the pending gates change: a moment after the row
         await until(p2, lambda: two.gates == [] and cell(two, sid, "gates") == "0",
@@ -227,10 +274,10 @@ async def test_the_command_palette_runs_an_action_by_name(lw: Harness) -> None:
         await until(pilot, lambda: isinstance(app.screen, CommandPalette)
                     and app.screen.query_one(CommandList).option_count, what="the palette's matches")
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the kill confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the kill confirmation")
+        await pilot.press(*"runaway", "enter")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
-    assert [a["action"] for a in console_actions(lw, sid)] == ["kill"]
+    assert [(a["action"], a["note"]) for a in console_actions(lw, sid)] == [("kill", "runaway")]
 
 
 async def test_enter_opens_the_detail_and_keys_there_act_on_its_session(lw: Harness) -> None:
@@ -267,10 +314,11 @@ async def test_markup_in_names_and_reasons_is_shown_as_text_never_parsed(lw: Har
         await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SessionDetail), what="back to the table")
-        await pilot.press("K")
-        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None, what="confirm")
-        assert odd in str(dialog.query_one("Label").render())
-        await pilot.press("y")
+        await pilot.press(key_of(app, "kill"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="confirm")
+        assert odd in str(dialog.query_one(Label).render())
+        await pilot.press("enter")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
 
 
@@ -297,3 +345,143 @@ async def test_keys_a_session_cannot_use_are_greyed_out_and_refused(lw: Harness)
     with pytest.raises(DaemonError, match=r"\(plain\) cannot receive text"):
         lw.request("inject", session=plain, text="hello")
     lw.request("kill", session=plain)
+
+
+async def test_actions_on_an_ended_session_say_why_at_once(lw: Harness) -> None:
+    sid = lw.scenario("healthy")
+    lw.wait_state(sid, "exited")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await until(pilot, lambda: cell(app, sid, "state") == "exited", what="the ended row")
+        for action, said in (("kill", "nothing to kill"), ("pause", "nothing to pause"),
+                             ("approve", "no gate to approve")):
+            await pilot.press(key_of(app, action))
+            await until(pilot, lambda s=said: any(f"{sid} has ended; {s}" in n for n in app.notices),
+                        what=f"the {action} refusal")
+            assert not app.screen_stack[1:]  # no confirmation for something that cannot happen
+    assert console_actions(lw, sid) == []
+
+
+async def test_the_read_only_console_shows_no_action_keys(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, read_only=True, autostart=False)
+    actions = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
+               "launch", "limits"}
+    names = {b.description for b in app.BINDINGS if isinstance(b, Binding) and b.action in actions}
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        footer = {description for _, _, description, _ in app.screen.query_one(KeyBar).shown_keys()}
+        assert footer and not footer & names
+        await pilot.press("question_mark")
+        screen = await until(pilot, lambda: app.screen if isinstance(app.screen, Help) else None, what="help")
+        text = page_text(screen)
+        assert "Gates" in text and not [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
+        await pilot.press("escape")
+        await open_gates(pilot, app, f"{sid}:g1")
+        footer = {description for _, _, description, _ in app.screen.query_one(KeyBar).shown_keys()}
+        assert "Sessions" in footer and not footer & {"Approve", "Deny", "Guidance", "Grant", "Reset"}
+        await pilot.press("a")  # a key still pressed out of habit says why nothing happens
+        await until(pilot, lambda: any("read-only console" in n for n in app.notices), what="the refusal")
+    assert console_actions(lw, sid) == []
+
+
+async def test_launch_keeps_what_was_typed_when_the_daemon_refuses_it(lw: Harness) -> None:
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.connected, what="the feed")
+        await pilot.press(key_of(app, "launch"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
+        dialog.query_one("#command", Input).value = "no-such-agent-anywhere --task T-9"
+        dialog.query_one("#name", Input).value = "keep-me"
+        await pilot.press("enter")
+        error = dialog.query_one("#error", Label)
+        await until(pilot, lambda: "launch failed" in str(error.render()), what="the daemon's refusal")
+        assert "no-such-agent-anywhere" in str(error.render())
+        assert app.screen is dialog  # still open, with what was typed
+        assert dialog.query_one("#command", Input).value == "no-such-agent-anywhere --task T-9"
+        assert dialog.query_one("#name", Input).value == "keep-me"
+        dialog.query_one("#command", Input).value = f"{sys.executable} -m loopwarden.sessions.scripted healthy"
+        await pilot.press("enter")  # fixed in place, sent again
+        await until(pilot, lambda: not isinstance(app.screen, Launch), what="the dialog to close")
+        await until(pilot, lambda: any(s.get("name") == "keep-me" for s in app.snapshots.values()), what="the row")
+
+
+async def test_enter_on_a_gate_opens_its_sessions_detail(lw: Harness) -> None:
+    other = sleeper(lw)
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_gates(pilot, app, f"{sid}:g1")
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        assert detail.session_id == sid
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, GatesQueue), what="back to the queue")
+    lw.request("kill", session=other)
+
+
+async def test_at_80x24_a_toast_covers_no_row_and_not_the_status_line(lw: Harness) -> None:
+    for _ in range(12):  # more rows than fit: any toast over the table would hide one
+        sleeper(lw)
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until(pilot, lambda: app.feed.connected and len(app.table.rows) == 12, what="the rows")
+        sid = lw.scenario("gate_request")
+        toast = await until(pilot, lambda: next(iter(app.screen.query("Toast")), None), what="the gate's toast")
+        await until(pilot, lambda: toast.region.height > 0, what="the toast to be laid out")
+        for part in (app.table, app.main.query_one("#status"), app.screen.query_one(KeyBar)):
+            assert not toast.region.overlaps(part.region), part
+        assert f"gate {sid}:g1 opened" in " ".join(app.notices)
+    for snap in lw.request("list"):
+        if snap["state"] not in ("exited", "terminated"):
+            lw.request("kill", session=snap["id"])
+
+
+async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press(key_of(app, "limits"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, SetLimits) else None,
+                             what="the limits dialog")
+        said = page_text(dialog)
+        assert "limits.max_runtime" in said and "4h" in said and "repetition.max_identical_calls" in said
+        await pilot.press(*"max_runtime", "enter")  # not KEY=VALUE: said in the dialog, nothing sent
+        await until(pilot, lambda: "not KEY=VALUE" in str(dialog.query_one("#error", Label).render()),
+                    what="the dialog's error")
+        dialog.query_one("#values", Input).value = "limits.max_runtime=2h"
+        await pilot.press("enter")
+        await until(pilot, lambda: lw.status(sid)["max_runtime"] == 7200, what="the new limit")
+        await until(pilot, lambda: any(f"set {sid}: limits.max_runtime" in n for n in app.notices),
+                    what="the change in a toast")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["set"]
+    lw.request("kill", session=sid)
+
+
+def test_the_limits_dialog_names_settings_a_running_session_takes() -> None:
+    assert set(COUNTER_KEYS.values()) <= LIVE_KEYS
+
+
+async def test_approve_from_the_detail_shows_the_same_question(lw: Harness) -> None:
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    ref = f"{sid}:{lw.status(sid)['pending_gates'][0]}"
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="the detail")
+        await pilot.press(key_of(app, "approve"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None,
+                             what="the approval question")
+        assert f"Approve {ref}" in page_text(dialog) and "rule" in page_text(dialog)
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="back to the detail")
+        await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
+    assert [a["action"] for a in console_actions(lw, sid)] == ["approve"]

@@ -12,12 +12,13 @@ from textual.command import CommandList, CommandPalette
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.app import ACTION_KEYS, ConsoleApp
+from loopwarden.widgets.dialogs import Confirm, ConfirmWithReason
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.session_table import COLUMNS, SessionTable
 from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed, _snap
-from tests.console.helpers import cell, sleeper, until
+from tests.console.helpers import cell, key_of, sleeper, until
 from tests.live.live_harness import Harness
 
 pytestmark = pytest.mark.anyio  # async tests run on anyio's pytest plugin (asyncio backend)
@@ -40,7 +41,9 @@ async def test_approve_the_selected_sessions_gate(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "gates") == "1", what="the gate in the table")
-        await pilot.press("a")
+        await pilot.press(key_of(app, "approve"))
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval question")
+        await pilot.press("y")
         await until(pilot, lambda: cell(app, sid, "state") in ("exited",), what="the session to finish")
     actions = lw.request("actions", session=sid)
     assert [a["action"] for a in actions if a["action"] == "approve"] == ["approve"]
@@ -53,12 +56,14 @@ async def test_kill_asks_first_and_no_keeps_the_session(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the running row")
-        await pilot.press("ctrl+k")
-        await pilot.press("n")
-        await pilot.pause(0.3)
+        await pilot.press(key_of(app, "kill"))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the kill question")
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.screen_stack[1:], what="the question to close")
         assert lw.status(sid)["state"] == "running"
-        await pilot.press("K")
-        await pilot.press("y")
+        await pilot.press(key_of(app, "kill"))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmWithReason), what="the kill question")
+        await pilot.press("enter")
         await until(pilot, lambda: cell(app, sid, "state") == "terminated", what="the kill")
     assert lw.status(sid)["termination"] == "operator"
 
@@ -69,7 +74,7 @@ async def test_read_only_refuses_every_mutating_key(lw: Harness) -> None:
     app = ConsoleApp(lw.paths, read_only=True, autostart=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: cell(app, sid, "state") == "running", what="the running row")
-        for key in ("ctrl+k", "K", "p", "r", "a", "w", "d", "u", "x", "i", "n"):
+        for key in (k.strip() for b in ACTION_KEYS if hasattr(b, "key") for k in b.key.split(",")):
             await pilot.press(key)
         await pilot.pause(0.3)
         assert not app.screen_stack[1:]  # no confirmation was even offered

@@ -14,9 +14,11 @@ import pytest
 from textual.widgets import Input
 
 from loopwarden.widgets.app import ConsoleApp
-from loopwarden.widgets.dialogs import AskText, Confirm
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, SetLimits
+from loopwarden.widgets.gates import evidence_text
+from loopwarden.widgets.health import limits_view
 from loopwarden.widgets.session_table import row_cells
-from tests.console.frozen import NOW, SESSIONS, FrozenFeed
+from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed
 from tests.console.helpers import until
 
 
@@ -89,7 +91,8 @@ def test_help(snap_compare: Any) -> None:
 
 def test_kill_confirmation(snap_compare: Any) -> None:
     app = empty_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, Confirm("Kill session s1 (refactor-all)?")))
+    ask = ConfirmWithReason("Kill session s1 (refactor-all)?", "why, for the audit log (optional)")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
 
 
 def test_guidance_dialog(snap_compare: Any) -> None:
@@ -106,3 +109,22 @@ def test_launch_dialog(snap_compare: Any) -> None:
 def test_filter_and_read_only(snap_compare: Any) -> None:
     app = frozen_app(read_only=True)
     assert snap_compare(app, terminal_size=(100, 24), run_before=settled(app, "slash", *"term"))
+
+
+def test_approve_shows_the_evidence(snap_compare: Any) -> None:
+    app = empty_app()
+    ask = Confirm("Approve s3:g1 (migrations)? The call it holds goes ahead.", evidence_text(GATES[0]))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
+
+
+def test_deny_with_a_reason(snap_compare: Any) -> None:
+    app = empty_app()
+    ask = ConfirmWithReason("Deny s3:g1 (migrations)? The session will be terminated (loop_gate_denied).",
+                            "why, for the agent and the audit log (optional)", evidence_text(GATES[0]))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
+
+
+def test_limits_dialog(snap_compare: Any) -> None:
+    app = empty_app()
+    ask = SetLimits("Limits of session s1 (refactor-all): type KEY=VALUE", limits_view(SESSIONS[0], NOW))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
