@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from .recorded_format import FORMATS, HEAD_BYTES, HEAD_LINES, Guess, guess_format
+from .sessions.formats import FORMATS, HEAD_BYTES, HEAD_LINES, Guess, guess_format
 from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult

@@ -308,13 +308,13 @@ def test_the_line_count_is_the_lines_read_not_the_last_events_number() -> None:
     ],
 )
 def test_guess_format_from_the_first_lines(head: bytes, fmt: str | None) -> None:
-    from loopwarden.recorded_format import guess_format
+    from loopwarden.sessions.formats import guess_format
 
     assert guess_format(head, complete=True).fmt == fmt
 
 
 def test_a_line_cut_by_the_head_is_not_judged() -> None:
-    from loopwarden.recorded_format import guess_format
+    from loopwarden.sessions.formats import guess_format
 
     assert guess_format(b'{"type":"tool_call","tool":"x","args":{}}\n{"type":"assistant","mess', complete=False).fmt \
         == "native"

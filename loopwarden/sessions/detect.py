@@ -10,22 +10,18 @@ speaking loopwarden's protocol unless `--adapter native` asked for it. Pure: no 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..supervisor import protocol
 from ..supervisor.events import EVENT_TYPES, Event
-from . import acp, acp_agents, codex_app
+from . import acp, acp_agents, codex_app, formats
 from .base import Adapter
 
 AUTO = "auto"
 SILENCE = 2.0  # seconds with no stdout line before the session shows as plain (its first line may still change it)
 ACP_FLAGS = {"gemini": ("--acp", "--experimental-acp"), "opencode": ("acp",)}  # without one, not in ACP mode
 ACP_ALIASES = {"claude-code-acp": "claude-acp"}  # the adapter's older npm name
-CLAUDE_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event"})
-CODEX_TYPES = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed"})
-_TYPE = re.compile(rb'"type"\s*:\s*"([A-Za-z_.]{1,60})"')
 
 
 @dataclass(frozen=True)
@@ -84,10 +80,11 @@ def by_first_line(head: bytes) -> Choice:
     if kind in EVENT_TYPES:
         what = "hello" if kind == "hello" else f"{kind} event"
         return Choice("native", f"its first line is a loopwarden {what} (docs/protocol.md)")
-    if kind in CLAUDE_TYPES and (obj is None or "session_id" in obj or "message" in obj or "subtype" in obj):
+    known = formats.record_formats({"type": kind} if obj is None else obj)
+    if "claude-code" in known and (obj is None or "session_id" in obj or "message" in obj or "subtype" in obj):
         return Choice("claude-stream", "its first line is Claude Code stream-json; watched only "
                                        "(--adapter claude-code launches Claude with vetoes)")
-    if kind is not None and (kind in CODEX_TYPES or kind.startswith("item.")):
+    if "codex" in known:
         return Choice("codex-exec", "its first line is a `codex exec --json` event; watched only "
                                     "(--adapter codex runs Codex with vetoes)")
     what = f"of an unknown type {kind!r}" if kind else "without a type"
@@ -100,7 +97,7 @@ def _kind(head: bytes) -> tuple[str | None, dict[str, object] | None]:
     try:
         obj = protocol.load_object(head)
     except protocol.LineRejected:
-        match = _TYPE.search(head)
+        match = formats.TYPE_FIELD.search(head)
         return (match.group(1).decode() if match else None), None
     kind = obj.get("type")
     return (kind if isinstance(kind, str) else None), obj

@@ -1,4 +1,5 @@
-"""Which wire format a recording is in, told from its first lines (`loopwarden replay` without --format)."""
+"""The wire formats loopwarden reads, told apart by their records: which format a recording is in from its
+first lines (`loopwarden replay` without --format), and which one a live agent speaks (sessions/detect.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ from typing import Any
 
 import orjson
 
-from .supervisor.events import EVENT_TYPES
+from ..supervisor.events import EVENT_TYPES
 
 FORMATS = ("native", "claude-code", "codex", "codex-app-server", "acp")
 HEAD_LINES = 32  # meaningful lines looked at
 HEAD_BYTES = 1 << 20
 
 # Claude Code stream-json record types (claude -p --output-format stream-json, and its control protocol)
-_CLAUDE_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event",
+CLAUDE_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event",
                            "control_request", "control_response", "control_cancel_request", "keep_alive",
                            "tool_progress", "auth_status"})
-_CODEX_PREFIXES = ("thread.", "turn.", "item.")  # codex exec --json
+CODEX_PREFIXES = ("thread.", "turn.", "item.")  # codex exec --json
 _ACP_PREFIXES = ("session/", "fs/", "terminal/")
-_TYPE_IN_ARRAY = re.compile(rb'"type"\s*:\s*"([A-Za-z_./-]{1,64})"')
+TYPE_FIELD = re.compile(rb'"type"\s*:\s*"([A-Za-z_./-]{1,64})"')  # a record's type in text that does not decode
 
 
 def record_formats(obj: Any) -> frozenset[str]:
@@ -32,8 +33,8 @@ def record_formats(obj: Any) -> frozenset[str]:
     if isinstance(kind, str):
         return frozenset(f for f, fits in (
             ("native", kind in EVENT_TYPES),
-            ("claude-code", kind in _CLAUDE_TYPES),
-            ("codex", kind.startswith(_CODEX_PREFIXES) or kind == "error"),  # `error` is native's too
+            ("claude-code", kind in CLAUDE_TYPES),
+            ("codex", kind.startswith(CODEX_PREFIXES) or kind == "error"),  # `error` is native's too
         ) if fits)
     method = obj.get("method")
     # ACP is JSON-RPC with its header; the Codex app-server leaves the header out
@@ -59,7 +60,7 @@ class Guess:
 def guess_format(head: bytes, *, complete: bool) -> Guess:
     """The likeliest format of a recording from its first bytes (`complete`: the head is the whole input)."""
     if _is_array(head):  # only claude-code reads an array; the types inside name its records' kinds
-        claude = sum("claude-code" in record_formats({"type": t.decode()}) for t in _TYPE_IN_ARRAY.findall(head))
+        claude = sum("claude-code" in record_formats({"type": t.decode()}) for t in TYPE_FIELD.findall(head))
         return _guess([frozenset({"claude-code"})] * claude, array=True)
     lines = head.split(b"\n")
     if not complete:
