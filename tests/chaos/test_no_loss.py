@@ -61,4 +61,4 @@ def test_an_operator_action_answered_ok_is_in_the_audit_even_if_the_daemon_dies_
     lw.daemon.wait(10)
     with db(lw) as conn:
         rows = conn.execute("SELECT action, target, note, outcome FROM actions WHERE session_id = ?", [sid]).fetchall()
-    assert ("approve", gate, "go on", "done") in rows
+    assert ("approve", f"{sid}:{gate}", "go on", "done") in rows  # the audit names a gate SESSION:GATE
