@@ -38,8 +38,10 @@ def message_key(message: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def is_stderr(message: dict[str, Any]) -> bool:
-    """A line the agent wrote to its stderr (hidden in the detail by default); loopwarden's own lines are not."""
-    return message.get("kind") == "log" and (message.get("data") or {}).get("stream") == "stderr"
+    """A line the agent wrote to its stderr (hidden in the detail by default); loopwarden's own lines are not.
+    A plain session's stderr is an `output` event (it counts as activity), any other's a log line."""
+    data, kind = message.get("data") or {}, message.get("kind")
+    return data.get("stream") == "stderr" and (kind == "log" or (kind == "event" and data.get("type") == "output"))
 
 
 def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:

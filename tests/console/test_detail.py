@@ -259,6 +259,8 @@ async def test_stderr_is_hidden_until_l_and_the_border_says_how_many(tmp_path: P
         {"kind": "log", "ts": T0 + 10, "data": {"stream": "stderr", "text": "warning: deprecated", "ts": T0 + 10}},
         {"kind": "log", "ts": T0 + 11, "data": {"stream": "loopwarden", "text": "agent stopped reading",
                                                 "ts": T0 + 11}},
+        _event(12, {"type": "output", "text": "plain: npm WARN old lockfile", "stream": "stderr"}),
+        _event(13, {"type": "output", "text": "plain: 12 tests passed", "stream": "stdout"}),
     ]}
     detail = SessionDetail(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}), "s7", snapshot_of=lambda sid: None,
                            history=history, live=False, clock=lambda: T0 + 90)
@@ -267,11 +269,13 @@ async def test_stderr_is_hidden_until_l_and_the_border_says_how_many(tmp_path: P
         stream = detail.query_one("#stream", RichLog)
         text = "\n".join(stream_lines(detail))
         assert "scripted: c2 spilled" not in text and "warning: deprecated" not in text
+        assert "npm WARN" not in text and "plain: 12 tests passed" in text  # a plain session's stderr, stdout
         assert "loopwarden: agent stopped reading" in text  # loopwarden's own lines are not the agent's stderr
-        assert "2 stderr lines hidden (l shows)" in str(stream.border_subtitle)
+        assert "3 stderr lines hidden (l shows)" in str(stream.border_subtitle)
         await pilot.press("l")
         await until(pilot, lambda: "warning: deprecated" in "\n".join(stream_lines(detail)), what="stderr shown")
-        assert "2 stderr lines shown (l hides)" in str(stream.border_subtitle)
+        assert "npm WARN" in "\n".join(stream_lines(detail))
+        assert "3 stderr lines shown (l hides)" in str(stream.border_subtitle)
         await pilot.press("l")
         await until(pilot, lambda: "warning: deprecated" not in "\n".join(stream_lines(detail)), what="hidden")
 
