@@ -197,7 +197,8 @@ def test_logs_show_the_newest_records_with_operator_actions_and_audit_lists_them
     lw.cli("kill", sid)
 
 
-def test_stop_daemon_on_a_terminal_asks_and_a_no_keeps_everything_running(lw: Harness) -> None:
+def _stop_daemon_answering(lw: Harness, answer: bytes) -> tuple[str, int, bytes]:
+    """`stop-daemon` on a terminal with one live session, answered `answer`: (session, exit code, what it showed)."""
     sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="sleeper")
     lw.wait_state(sid, "running")
     leader, follower = os.openpty()
@@ -207,16 +208,30 @@ def test_stop_daemon_on_a_terminal_asks_and_a_no_keeps_everything_running(lw: Ha
     os.set_blocking(leader, False)
     shown = bytearray()
 
-    def asked() -> bool:
+    def read() -> bytes:
         try:
             shown.extend(os.read(leader, 4096))
-        except BlockingIOError:
+        except (BlockingIOError, OSError):  # OSError: the terminal closed with the process
             pass
-        return b"[y/N]" in shown
+        return bytes(shown)
 
-    wait_for(asked, what="the question")
-    os.write(leader, b"n\n")  # the answer a person types
-    assert proc.wait(30) == 130
+    wait_for(lambda: b"[y/N]" in read(), what="the question")
+    os.write(leader, answer)  # the answer a person types
+    code = proc.wait(30)
+    read()
     os.close(leader)
     assert f"Stop the daemon and 1 live session with it: {sid} (sleeper)? [y/N]".encode() in shown
+    return sid, code, bytes(shown)
+
+
+def test_stop_daemon_on_a_terminal_asks_and_a_no_keeps_everything_running(lw: Harness) -> None:
+    sid, code, _ = _stop_daemon_answering(lw, b"n\n")
+    assert code == 130
     assert lw.status(sid)["state"] == "running" and lw.daemon is not None and lw.daemon.poll() is None
+
+
+def test_stop_daemon_on_a_terminal_answered_yes_stops_the_daemon_and_its_sessions(lw: Harness) -> None:
+    _, code, shown = _stop_daemon_answering(lw, b"y\n")
+    assert code == 0, shown.decode(errors="replace")
+    assert b"daemon stopped; 1 live session stopped with it" in shown
+    assert lw.daemon is not None and lw.daemon.wait(30) == 0
