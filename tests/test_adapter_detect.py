@@ -34,8 +34,9 @@ def _first(path: Path) -> bytes:
     (b'{"type": "weird"}', "plain"),
     (b'{"type": 3}', "plain"),
     (b'{"type":"hello","name":"a","protocol":1,"handshake":true}', "native"),
-    (b'{"type":"tool_call","tool":"x","args":{}}', "native"),  # hello is optional in the protocol
-    (b'  {"type":"error","message":"boom"}', "native"),  # `error` is codex's too: loopwarden's own wins
+    (b'{"type":"tool_call","tool":"x","args":{}}', "plain"),  # only a hello commits a command to native
+    (b'  {"type":"error","message":"config missing"}', "plain"),  # a structured log's words, not a protocol
+    (b'{"type":"done"}', "plain"),
     (b'{"type":"hello","args":{"cut short', "native"),  # the head of an over-long line
     (_first(DATA / "claude_turns_array__claude-code-action__sample-turns.json"), "claude-stream"),
     (b'{"type":"assistant","message":{"content":[]},"session_id":"s"}', "claude-stream"),

@@ -77,14 +77,19 @@ def by_first_line(head: bytes) -> Choice:
     kind, obj = _kind(head)
     if kind is None and obj is None:
         return Choice("plain", "its first line is not a JSON object; its output is shown and stored")
+    if kind == "hello":
+        return Choice("native", "its first line is a loopwarden hello (docs/protocol.md)")
     if kind in EVENT_TYPES:
-        what = "hello" if kind == "hello" else f"{kind} event"
-        return Choice("native", f"its first line is a loopwarden {what} (docs/protocol.md)")
+        # words such as error, done or usage are common in any structured log: only a hello, the protocol's
+        # introduction, commits a command to native, whose malformed lines end the session
+        return Choice("plain", f"its first line is JSON of type {kind!r} but not a loopwarden hello; its output "
+                               "is shown and stored (an agent speaking loopwarden's protocol sends hello first, "
+                               "or is run with --adapter native)")
     known = formats.record_formats({"type": kind} if obj is None else obj)
     if "claude-code" in known and (obj is None or "session_id" in obj or "message" in obj or "subtype" in obj):
         return Choice("claude-stream", "its first line is Claude Code stream-json; watched only "
                                        "(--adapter claude-code launches Claude with vetoes)")
-    if "codex" in known:
+    if "codex" in known and kind != "error":  # `codex exec --json` starts with thread.started, never an error
         return Choice("codex-exec", "its first line is a `codex exec --json` event; watched only "
                                     "(--adapter codex runs Codex with vetoes)")
     what = f"of an unknown type {kind!r}" if kind else "without a type"

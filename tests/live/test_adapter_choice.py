@@ -62,6 +62,17 @@ def test_an_ordinary_command_runs_plain_its_lines_shown_live_and_stored(lw: Harn
     assert "adapter plain" in logs.stdout
 
 
+def test_a_structured_log_whose_words_are_loopwarden_event_types_is_plain_not_ended(lw: Harness) -> None:
+    code = ("import json; print(json.dumps({'type': 'error', 'message': 'config missing'})); "
+            "print('using defaults'); print(json.dumps({'type': 'done'})); print('bye')")
+    out = run_attached(lw, "--", PY, "-c", code)
+    assert out.returncode == 0, out.stderr
+    snap = only(lw)
+    assert (snap["adapter"], snap["state"], snap["termination"]) == ("plain", "exited", None), snap
+    assert "but not a loopwarden hello" in " ".join(choice_lines(lw, snap["id"]))
+    assert [d["text"] for d in of_kind(lw, snap["id"], "output")][1::2] == ["using defaults", "bye"]
+
+
 def test_the_limits_plain_output_allows_still_apply_to_a_chosen_plain_session(lw: Harness) -> None:
     code = "import time; print('working', flush=True); time.sleep(60)"
     out = run_attached(lw, "--set", "limits.max_runtime=2s", "--", PY, "-c", code)
