@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from loopwarden.supervisor.config import ConfigError, load_config, parse_duration
+from loopwarden.supervisor.config import ConfigError, convert, load_config, parse_duration
 
 
 def test_defaults_come_from_the_seeds() -> None:
@@ -148,3 +150,18 @@ def test_a_reconfigured_health_judges_the_next_call_by_the_new_threshold() -> No
     assert all(v.action != "block" for c in calls[:3] for v in health.observe(c, 1.0))
     health.reconfigure(change(health.config, {"repetition.max_identical_calls": "3"}))
     assert [v.action for v in health.observe(calls[3], 2.0)] == ["block"]
+
+
+
+@pytest.mark.parametrize("key, kind, value", [
+    ("limits.max_runtime", "duration", "inf"), ("limits.max_runtime", "duration", "1e400"),
+    ("limits.stall_timeout", "duration", "1e400h"), ("limits.max_runtime", "duration", float("inf")),
+    ("limits.max_runtime", "duration", "nan"), ("loop.similarity", "float", "inf")])
+def test_infinite_or_undefined_numbers_are_a_clear_error_not_a_limit(key: str, kind: str, value: Any) -> None:
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: .* is not valid"):
+        convert(key, kind, value)
+
+
+def test_an_infinite_set_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^limits\.max_runtime: 'inf' is not valid; it accepts a duration"):
+        load_config(env={}, sets=["limits.max_runtime=inf"])

@@ -110,7 +110,7 @@ def test_speed_divides_every_pause_and_every_stretched_limit(tmp_path: Path) -> 
         assert fifty["sets"] == [*header, *(f"{k}={v / 50:g}" for k, v in agent.limits)]
 
 
-@pytest.mark.parametrize("speed", ["0", "-1", "fast"])
+@pytest.mark.parametrize("speed", ["0", "-1", "fast", "inf", "nan", "101"])
 def test_a_bad_speed_is_a_one_line_error(speed: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "loopwarden", "demo", "--speed", speed], capture_output=True,
                           text=True, timeout=60, check=False)

@@ -27,9 +27,12 @@ def demo_paths(home: Path | None = None) -> Paths:
     return default_paths({HOME_ENV: str(home or demo_home())})
 
 
+MAX_SPEED = 100.0  # faster, the stretched limits shrink to milliseconds and the story is a blur
+
+
 def _speed(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if not value > 0:
-        raise click.BadParameter("must be more than 0")
+    if not 0 < value <= MAX_SPEED:
+        raise click.BadParameter(f"must be more than 0 and at most {MAX_SPEED:g}")
     return value
 
 

@@ -151,6 +151,9 @@ class ControlOperations(DaemonParts):
             raise RequestError(missing)
         sid = self._new_id()
         env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
+        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
+        self._refuse_after_audit(who, sid, "run")
+        # named after the last await, so that two runs at once never both take a free name
         asked = spec_in.name or default_name(command)[:80]
         name, renamed = self._unique_name(asked)  # a live session has it: name-2
         spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
@@ -158,8 +161,6 @@ class ControlOperations(DaemonParts):
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
-        await self._audited(who, sid, "run", " ".join(command)[:200], None, "started")
-        self._refuse_after_audit(who, sid, "run")
         session = LiveSession(spec, config, adapters()[spec_in.adapter](), sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid))  # its cgroup, once it is sure to start
@@ -190,10 +191,10 @@ class ControlOperations(DaemonParts):
         except (PermissionError, psutil.AccessDenied):
             raise RequestError(f"process {pid} belongs to another user") from None
         sid = session.spec.id = self._new_id()
-        asked = session.spec.name
-        session.spec.name, renamed = self._unique_name(asked)
         await self._audited(who, sid, "adopt", str(pid), None, "watching")
         self._refuse_after_audit(who, sid, "adopt")
+        asked = session.spec.name  # named after the last await, as in op_run
+        session.spec.name, renamed = self._unique_name(asked)
         self.sessions[sid] = session
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
@@ -414,7 +415,8 @@ class ControlOperations(DaemonParts):
         note = "; ".join(f"{k}: {show_value(k, value_of(before, k))} -> {show_value(k, value_of(config, k))}"
                          for k in moved)
         await self._audited(who, session.spec.id, "set", ",".join(values)[:200], note or "no change", "done")
-        session.reconfigure(config)
+        before = session.config  # another `set` may have landed while the audit row was written: keep its keys
+        session.reconfigure(change(before, values))
         after = session.config  # an attached session keeps its own rules (no stall)
         return {"session": session.spec.id,
                 "changed": {k: [value_of(before, k), value_of(after, k)] for k in moved

@@ -213,7 +213,7 @@ class LiveSession:
             pumps_done = anyio.Event()
             tg.start_soon(self._pumps, pumps_done)
             if self._kill_requested is not None:  # a kill that came while the process was starting
-                tg.start_soon(self.stop, Termination.OPERATOR, self._kill_requested)
+                tg.start_soon(self.stop, self.health.termination_reason or Termination.OPERATOR, self._kill_requested)
             self.exit_code = await self.process.wait()
             await self._kill_leftovers()  # nothing the agent started writes on after it, so EOF comes
             await self._drain(pumps_done)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tomllib
@@ -221,10 +222,10 @@ def convert(key: str, kind: str, value: Any) -> Any:
     raw = value
     try:
         if kind == "duration":
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-                return float(value)
             if isinstance(value, str):
-                return parse_duration(value)
+                value = parse_duration(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf:
+                return float(value)  # 0 means off; infinity is not a limit anyone can show or reach
         elif kind == "int":
             if isinstance(value, str):
                 value = int(value.strip().replace("_", ""))
@@ -233,7 +234,7 @@ def convert(key: str, kind: str, value: Any) -> Any:
         elif kind == "float":
             if isinstance(value, str):
                 value = float(value.strip())
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf:
                 return float(value)
         elif kind == "bool":
             if isinstance(value, bool):
