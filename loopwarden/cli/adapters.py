@@ -32,6 +32,11 @@ def adapters(as_json: bool) -> None:
       interrupt      end the running turn and keep the session
       rewind         drop turns from the model's history
       process_group  owns its process group: pause, resume and kill reach every process
+
+    \b
+    Examples:
+      loopwarden adapters
+      loopwarden adapters --json
     """
     found, broken = discover()
     # launched: loopwarden leads its process group, and SIGSTOP of the group holds any agent for a gate

@@ -190,13 +190,26 @@ def _for(agent: str, install: bool, scope: str, file: str | None) -> None:
 
 @click.group()
 def hook() -> None:
-    """Attach Claude Code or Codex sessions started in a terminal, through their hooks."""
+    """Attach Claude Code or Codex sessions started in a terminal, through their hooks.
+
+    \b
+    Examples:
+      loopwarden hook install                    Claude Code sessions in this directory
+      loopwarden hook install --user             every Claude Code session of this user
+      loopwarden hook install --agent codex      Codex sessions (its hooks.json)
+      loopwarden hook uninstall
+    """
 
 
 @hook.command("claude-code")
 def claude_code() -> None:
     """The hook command itself: reads a hook event on stdin, prints the daemon's answer. Never blocks
-    the agent when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s)."""
+    the agent when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s).
+
+    \b
+    Example (Claude Code runs it; `loopwarden hook install` puts it in the settings):
+      echo '{"hook_event_name":"SessionStart","session_id":"x"}' | loopwarden hook claude-code
+    """
     from ..hook_client import main
 
     sys.exit(main())
@@ -205,7 +218,12 @@ def claude_code() -> None:
 @hook.command("codex")
 def codex() -> None:
     """The Codex PreToolUse hook command: reads the event on stdin, prints the daemon's answer. Never
-    blocks Codex when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s)."""
+    blocks Codex when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s).
+
+    \b
+    Example (Codex runs it; `loopwarden hook install --agent codex` puts it in hooks.json):
+      loopwarden hook codex < pre_tool_use_event.json
+    """
     from ..hook_client import main
 
     sys.exit(main(agent="codex"))
@@ -215,7 +233,15 @@ def codex() -> None:
 @_where
 @_agent
 def install(agent: str, scope: str, file: str | None) -> None:
-    """Add the loopwarden hooks to Claude Code's settings, or Codex's (idempotent; other settings are kept)."""
+    """Add the loopwarden hooks to Claude Code's settings, or Codex's (idempotent; other settings are kept).
+
+    \b
+    Examples:
+      loopwarden hook install
+      loopwarden hook install --user
+      loopwarden hook install --file .claude/settings.local.json
+      loopwarden hook install --agent codex
+    """
     _for(agent, True, scope, file)
 
 
@@ -223,5 +249,11 @@ def install(agent: str, scope: str, file: str | None) -> None:
 @_where
 @_agent
 def uninstall(agent: str, scope: str, file: str | None) -> None:
-    """Remove the loopwarden hooks from Claude Code's settings, or Codex's (other hooks are kept)."""
+    """Remove the loopwarden hooks from Claude Code's settings, or Codex's (other hooks are kept).
+
+    \b
+    Examples:
+      loopwarden hook uninstall
+      loopwarden hook uninstall --agent codex
+    """
     _for(agent, False, scope, file)

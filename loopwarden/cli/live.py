@@ -410,6 +410,8 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             seen.add(_key(kind, data, row))
             _emit(kind, sid, data, as_json, row.get("ts") if kind != "log" else data.get("ts"))
         if follower is None or updates is None:
+            if not as_json:
+                _ended_line(sid)
             return
         if any(s.get("state") in FINAL for s in first["sessions"]):
             sys.exit(_final(first["sessions"][0]))
@@ -432,6 +434,19 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
 
 
 _ORDER = ("event", "verdict", "action")
+
+
+def _ended_line(ref: str) -> None:
+    """The last line of `logs` for an ended session: when and how it ended (the records do not say)."""
+    with connect() as client:
+        try:
+            snap = client.request("status", session=ref)
+        except DaemonError:
+            return  # pruned meanwhile: the records printed are all there is
+    if snap.get("state") in FINAL:
+        when = snap.get("ended_at")
+        stamp = time.strftime("%H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "--:--:--"
+        click.echo(f"{stamp}  {_end_line(visible(str(snap.get('id', ref))), snap).removeprefix('loopwarden: ')}")
 
 
 def _history(session: str, limit: int) -> Any:

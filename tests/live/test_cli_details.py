@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from loopwarden.supervisor.health import RESETTABLE
 from tests.live.live_harness import PY, Harness
@@ -37,6 +38,17 @@ def test_logs_lines_begin_with_the_time(lw: Harness) -> None:
     assert any(" PAUSE " in line and "refused: session" in line for line in lines)
 
 
+def test_logs_of_an_ended_session_end_with_how_it_ended(lw: Harness) -> None:
+    sid = lw.run_detached("sh", "-c", "echo working; exit 3", adapter="plain")
+    lw.wait_state(sid, "exited")
+    lines = lw.cli("logs", sid).stdout.splitlines()
+    assert re.fullmatch(rf"\d\d:\d\d:\d\d  session {sid} exited 3", lines[-1]), lines
+    running = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(running, "running")
+    assert "session" not in lw.cli("logs", running).stdout.splitlines()[-1]  # still running: no end line
+    lw.cli("kill", running)
+
+
 def test_reset_counter_names_are_the_same_in_help_and_error(lw: Harness) -> None:
     names = ", ".join(sorted(RESETTABLE))
     help_text = " ".join(lw.cli("reset", "--help").stdout.split())
@@ -62,3 +74,19 @@ def test_a_signal_death_reads_in_words(lw: Harness) -> None:
     listed = [line for line in lw.cli("ls").stdout.splitlines() if line.startswith(sid + " ")]
     assert len(listed) == 1 and "killed by SIGKILL" in listed[0] and "-9" not in listed[0]
     assert "ended: killed by SIGKILL" in lw.cli("status", sid).stdout
+
+
+def test_every_command_has_an_example_in_its_help() -> None:
+    """The README promises it: a newcomer learns a command from its --help."""
+    import click
+
+    from loopwarden.cli import main
+
+    def walk(cmd: click.Command, path: list[str]) -> Any:
+        yield path, cmd
+        for name, sub in (cmd.commands.items() if isinstance(cmd, click.Group) else ()):
+            yield from walk(sub, [*path, name])
+
+    missing = [" ".join(path) for path, cmd in walk(main, ["loopwarden"])
+               if not re.search(r"^\s*(Examples?|Start here)\b", cmd.get_help(click.Context(cmd)), re.M)]
+    assert missing == []
