@@ -16,6 +16,7 @@ from loopwarden.paths import default_paths
 from loopwarden.runtime.client import Client
 from loopwarden.sessions.demo import DEMO_AGENTS, demo_specs, scripted_seconds
 from loopwarden.sessions.scripted import load_scenario
+from loopwarden.supervisor.config import format_duration
 from tests.live.live_harness import wait_for
 
 FAST = "50"  # the tests play the demo fifty times faster than a person watches it
@@ -59,6 +60,11 @@ def test_no_console_lists_the_agents_and_says_how_to_watch_and_stop_them(demo: D
     listed = [line.split() for line in lines[1:1 + len(DEMO_AGENTS)]]
     assert [(row[0], row[1]) for row in listed] == [(f"s{i}", a.scenario) for i, a in enumerate(DEMO_AGENTS, 1)]
     assert lines[1].endswith(DEMO_AGENTS[0].shows)
+    stall = next(a for a in DEMO_AGENTS if a.scenario == "stall")
+    limit = float(FAST)  # the times said are the times this round keeps, not the speed-1 ones
+    assert f"a tool silent for {format_duration(stall.silence / limit)}: a stall nudge after " \
+           f"{format_duration(20 / limit)}" in proc.stdout
+    assert f"stopped at its {format_duration(180 / limit)} limit" in proc.stdout
     hints = "\n".join(lines[1 + len(DEMO_AGENTS):])
     assert "loopwarden demo " in hints and "ctrl+r restarts" in hints
     assert f"LOOPWARDEN_HOME={demo.home} loopwarden status" in hints and "loopwarden demo --stop" in hints

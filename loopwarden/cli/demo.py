@@ -98,7 +98,7 @@ def demo(again: bool, stop: bool, no_console: bool, read_only: bool, speed: floa
     except OSError as exc:
         raise DaemonFail(f"cannot use the demo directory {home}: {exc.strerror or exc}") from None
     if no_console:
-        _print_round(started, live, home)
+        _print_round(started, live, home, speed)
         return
     from ..widgets.demo_console import DemoConsole
 
@@ -106,9 +106,9 @@ def demo(again: bool, stop: bool, no_console: bool, read_only: bool, speed: floa
                 new_round=lambda: demo_specs(home, speed)).run()
 
 
-def _print_round(started: list[dict[str, Any]], live: list[dict[str, Any]], home: Path) -> None:
+def _print_round(started: list[dict[str, Any]], live: list[dict[str, Any]], home: Path, speed: float) -> None:
     """What `demo --no-console` started (or found running), and how to watch and stop it."""
-    shows = {agent.scenario: agent.shows for agent in DEMO_AGENTS}
+    shows = {agent.scenario: agent.describe(speed) for agent in DEMO_AGENTS}
     sessions = started or live
     if started:
         click.echo(f"started {len(started)} scripted agents on the demo daemon (its files: {home}):")

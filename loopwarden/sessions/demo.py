@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..supervisor.config import format_duration
 from .scripted import PACE_RHYTHM, Scenario, load_scenario, step_kind
 
 
@@ -25,6 +26,12 @@ class DemoAgent:
     pace: float  # mean seconds before each line it writes (the model thinking)
     slow: float = 1.0  # the scenario's sleeps and tool times are multiplied by this
     limits: tuple[tuple[str, float], ...] = ()  # duration settings, in seconds at speed 1
+    silence: float = 0.0  # seconds a tool is silent at speed 1, when the story is about that
+
+    def describe(self, speed: float = 1.0) -> str:
+        """What to watch for, its times at `speed` (`{stall_timeout}`: the setting of that name)."""
+        times = {key.rsplit(".", 1)[-1]: format_duration(seconds / speed) for key, seconds in self.limits}
+        return self.shows.format(silence=format_duration(self.silence / speed), **times)
 
     def spec_args(self, speed: float) -> tuple[list[str], list[str]]:
         """The scripted agent's pacing arguments and the settings, at `speed` times the demo's pace."""
@@ -37,15 +44,15 @@ DEMO_AGENTS: tuple[DemoAgent, ...] = (
     DemoAgent("healthy", "a varied, successful session: no intervention", 10, 20),
     DemoAgent("repetition", "re-reads one file: nudged, blocked, then stopped (repetition_loop)", 8),
     DemoAgent("validation", "writes malformed lines: nudged twice, then stopped (validation_failure)", 15, 20),
-    DemoAgent("stall", "a tool silent for 36 s: a stall nudge after 20 s", 12, 20,
-              (("limits.stall_timeout", 20),)),
+    DemoAgent("stall", "a tool silent for {silence}: a stall nudge after {stall_timeout}", 12, 20,
+              (("limits.stall_timeout", 20),), silence=36),
     DemoAgent("huge_output", "300,000 characters of logs: spilled to a file", 16),
     DemoAgent("gate_request", "asks a human before dropping a table: decide it (g)", 16),
     DemoAgent("same_error", "the same connection error 4 times: the 4th run is blocked", 12, 20),
     DemoAgent("alternation", "reads A, greps B, again and again: nudged, then blocked", 6, 20),
     DemoAgent("loop_gate", "the same error after 4 fixes: a gate waits for a human", 10, 20),
     DemoAgent("blocked_spin", "blocked 3 times on one blocker: granted authority to work around it", 12, 20),
-    DemoAgent("max_runtime", "never finishes: stopped at its 3 minute limit (max_runtime)", 8, 20,
+    DemoAgent("max_runtime", "never finishes: stopped at its {max_runtime} limit (max_runtime)", 8, 20,
               (("limits.max_runtime", 180),)),
 )
 
