@@ -45,7 +45,14 @@ def test_replay_prints_one_json_line_per_verdict_with_seq_action_rule_reason(tmp
     [nudge] = verdicts(proc)
     assert nudge["seq"] == 4 and nudge["action"] == "nudge" and nudge["rule"] == "repetition"
     assert "grep" in nudge["message"] and nudge["reason"]
-    assert "final state: running" in proc.stderr.decode()
+    assert "final state: running (the recording ends here; nothing stopped the session)" in proc.stderr.decode()
+
+
+def test_a_one_line_recording_reads_one_line(tmp_path: Path) -> None:
+    stream = tmp_path / "one.jsonl"
+    stream.write_text('{"type":"tool_call","tool":"grep","args":{"q":"x"}}\n', encoding="utf-8")
+    proc = lw("replay", str(stream))
+    assert proc.returncode == 0 and "; 1 line read, 0 ignored; 1 events" in proc.stderr.decode()
 
 
 def test_replay_reads_stdin_and_reports_every_bad_input_kind_without_crashing() -> None:

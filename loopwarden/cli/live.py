@@ -291,7 +291,7 @@ def ls(as_json: bool, show_all: bool) -> None:
                    f"{s.get('adapter', '')!s:<{width}} "
                    f"{_state(s)[:34]:<34} {_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
-                   f"{_mem(s.get('rss')):>6}")
+                   f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6}")  # ended: no memory
 
 
 def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -350,7 +350,7 @@ def status(session: str | None, as_json: bool) -> None:
     limit_text = _age(snap.get("max_runtime")) if snap.get("max_runtime") else "no limit"
     click.echo(f"runtime {_age(snap.get('runtime'))} of {limit_text}, {_plural(snap.get('events') or 0, 'event')}, "
                f"{_plural(snap.get('tool_calls') or 0, 'tool call')}, cpu {snap.get('cpu_percent') or 0}%, "
-               f"mem {_mem(snap.get('rss'))}")
+               f"mem {_mem(snap.get('rss') if snap.get('state') not in FINAL else None)}")
     if snap.get("state") in FINAL:
         click.echo(f"ended: {_ending(snap)}")
     click.echo("counters (value / limit):")

@@ -91,13 +91,16 @@ def render_summary(s: ReplaySummary) -> str:
     rules = ", ".join(f"{k} {v:,}" for k, v in sorted(s.by_rule.items(), key=lambda kv: -kv[1])) or "none"
     how = "detected" if s.detected else "as given"
     lines = [
-        f"replay: {s.format} ({how}); {s.lines:,} {s.unit} read, {s.ignored:,} ignored; {s.events:,} events"
+        f"replay: {s.format} ({how}); {s.lines:,} {s.unit if s.lines != 1 else s.unit[:-1]} read, "
+        f"{s.ignored:,} ignored; {s.events:,} events"
         + (f" ({types})" if types else ""),
         f"verdicts: {s.verdicts:,} ({rules})",
         f"validation failures: {s.validation_failures:,}"
         + "".join(f"\n  line {v['seq']}: {visible(str(v['reason']))}" for v in s.validation_examples[:10]),
     ]
     final = s.state
+    if s.state == "running" and not s.pending_gates:  # a recording of a session that was not stopped
+        final += " (the recording ends here; nothing stopped the session)"
     if s.termination:
         final += f" ({s.termination}) at line {s.stopped_at:,}; the rest of the input was not judged"
     if s.pending_gates:

@@ -41,6 +41,8 @@ def test_logs_lines_begin_with_the_time(lw: Harness) -> None:
 def test_logs_of_an_ended_session_end_with_how_it_ended(lw: Harness) -> None:
     sid = lw.run_detached("sh", "-c", "echo working; exit 3", adapter="plain")
     lw.wait_state(sid, "exited")
+    assert lw.cli("ls").stdout.splitlines()[-1].endswith(" -")  # an ended session holds no memory
+    assert lw.cli("status", sid).stdout.count("mem -") == 1
     lines = lw.cli("logs", sid).stdout.splitlines()
     assert re.fullmatch(rf"\d\d:\d\d:\d\d  session {sid} exited 3", lines[-1]), lines
     running = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
