@@ -701,7 +701,8 @@ def _signal_command(op: str, help_text: str) -> Any:
     @click.option("--note", help="Why; recorded in the audit log.")
     def command(session: str, note: str | None) -> None:
         result = call(op, session=session, note=note)
-        click.echo(f"{result['session']}: {result['state']}")
+        unchanged = result.get("changed") is False  # pause twice: say so rather than claim a second pause
+        click.echo(f"{result['session']}: {result['state']}" + (" already" if unchanged else ""))
 
     command.help = help_text + f"\n\n\b\nExample:\n  loopwarden {op} s3"
     return command

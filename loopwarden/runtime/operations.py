@@ -444,14 +444,18 @@ class ControlOperations(DaemonParts):
     async def op_pause(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))
         warning = await self._audited(who, session.spec.id, "pause", None, request_note(req), "done", stops=True)
+        was = session.snapshot()["state"]
         session.pause()
-        return _warned({"session": session.spec.id, "state": session.snapshot()["state"]}, warning)
+        state = session.snapshot()["state"]
+        return _warned({"session": session.spec.id, "state": state, "changed": state != was}, warning)
 
     async def op_resume(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))
         await self._audited(who, session.spec.id, "resume", None, request_note(req), "done")
+        was = session.snapshot()["state"]
         session.resume()
-        return {"session": session.spec.id, "state": session.snapshot()["state"]}
+        state = session.snapshot()["state"]
+        return {"session": session.spec.id, "state": state, "changed": state != was}
 
     async def op_kill(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._live(req.get("session"))

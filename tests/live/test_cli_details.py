@@ -92,3 +92,13 @@ def test_every_command_has_an_example_in_its_help() -> None:
     missing = [" ".join(path) for path, cmd in walk(main, ["loopwarden"])
                if not re.search(r"^\s*(Examples?|Start here)\b", cmd.get_help(click.Context(cmd)), re.M)]
     assert missing == []
+
+
+def test_pausing_twice_says_already_paused(lw: Harness) -> None:
+    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
+    lw.wait_state(sid, "running")
+    assert lw.cli("pause", sid).stdout == f"{sid}: paused\n"
+    assert lw.cli("pause", sid).stdout == f"{sid}: paused already\n"
+    assert lw.cli("resume", sid).stdout == f"{sid}: running\n"
+    assert lw.cli("resume", sid).stdout == f"{sid}: running already\n"
+    lw.cli("kill", sid)
