@@ -83,7 +83,8 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         runtime=round((ended_at or now) - (started_at or created_at), 3), max_runtime=config.limits.max_runtime,
         exit_code=exit_code, termination=str(reason) if reason else None,
         termination_text=h.termination.reason if h.termination else None, handshake=handshake,
-        tool_calls=tool_calls, events=h.events, counters={c.name: [c.value, c.limit] for c in h.counters()},
+        tool_calls=tool_calls, events=h.events,
+        counters={c.name: [c.value, c.limit] for c in h.counters(None if ended_at else now)},
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
         last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
         **kinds)

@@ -249,10 +249,11 @@ class SessionHealth:
     def pending_gates(self) -> list[Gate]:
         return self.gates.pending()
 
-    def counters(self) -> list[Counter]:
+    def counters(self, now: float | None = None) -> list[Counter]:
+        """Every counter against its limit; the clock's counters as of `now` when given (a live session)."""
         out = [Counter("blocks", self.ledger.count, self.ledger.max_blocks)]
         for guard in self.guards:
-            out.extend(guard.counters())
+            out.extend(self.runtime.counters(now) if guard is self.runtime else guard.counters())
         return out
 
     def interventions(self) -> dict[str, int]:

@@ -93,3 +93,16 @@ def test_max_runtime_is_hard_even_while_a_gate_waits_for_a_human():
     assert [v.action for v in s.at(10.0, gate_request("may I drop the table?"))] == [Action.GATE]
     assert s.tick(3599.0) == []
     assert [v.termination for v in s.tick(3600.0)] == [Termination.MAX_RUNTIME]
+
+
+def test_the_clock_counters_read_as_of_now_when_asked_and_never_go_back():
+    s = started_with_web_fetch()
+    s.at(10.0, ok("web_fetch", "200 OK"))
+
+    def clock_counters(now=None):
+        return {c.name: c.value for c in s.health.counters(now) if c.name in ("runtime", "silence")}
+
+    assert clock_counters() == {"runtime": 10.0, "silence": 0.0}  # as of the last event
+    assert clock_counters(25.0) == {"runtime": 25.0, "silence": 15.0}  # a quiet session, asked at 25 s
+    assert clock_counters(5.0) == {"runtime": 10.0, "silence": 0.0}  # an earlier clock changes nothing
+    assert s.tick(25.0) == []  # asking judged nothing: the stall is still the tick's to give

@@ -94,8 +94,11 @@ class RuntimeGuard(Guard):
             candidates.append(self.last_activity + stall)
         return min(candidates) if candidates else None
 
-    def counters(self) -> list[Counter]:
-        elapsed = 0.0 if self.started_at is None else self.now - self.started_at
-        silent = 0.0 if self.last_activity is None else max(0.0, self.now - self.last_activity)
+    def counters(self, now: float | None = None) -> list[Counter]:
+        """Runtime and silence as of the last event or tick, or as of `now` (a quiet session has no events
+        to move them, and a status should not lag behind its own clock)."""
+        now = self.now if now is None else max(self.now, now)
+        elapsed = 0.0 if self.started_at is None else now - self.started_at
+        silent = 0.0 if self.last_activity is None else max(0.0, now - self.last_activity)
         return [Counter("runtime", round(elapsed, 1), self.cfg.max_runtime),
                 Counter("silence", round(silent, 1), self.cfg.stall_timeout)]
