@@ -435,8 +435,9 @@ class ConsoleApp(App[None]):
                 if text:
                     self.act("approve", gate=ref, note=text)
 
-            self.push_screen(AskText(f"Approve {ref} with guidance for the agent:", "what the agent should do next"),
-                             approve)
+            self._with_gate(ref, lambda gate: self.push_screen(
+                AskText(f"Approve {ref} ({gate.get('name') or gate.get('session')}) with guidance for the agent:",
+                        "what the agent should do next", detail=evidence_text(gate)), approve))
 
     def action_deny(self) -> None:
         ref = self._gate("deny", "deny")

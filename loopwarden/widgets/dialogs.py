@@ -104,21 +104,33 @@ class ConfirmWithReason(ModalScreen[str | None]):
 
 
 class AskText(ModalScreen[str | None]):
-    """One line of text for the agent (guidance, an injected message); empty or escape cancels."""
+    """One line of text for the agent (guidance, an injected message); empty or escape cancels.
+
+    `detail` is what the text is about (a gate's reason and evidence), shown above the input.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False) -> None:
+    def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False,
+                 detail: RenderableType | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.placeholder = placeholder
         self.allow_empty = allow_empty
+        self.detail = detail
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text, markup=False)
+            yield Label(self.title_text, markup=False, classes="question")
+            yield from _facts(self.detail)
             yield Input(placeholder=self.placeholder, id="text")
             yield Label("enter sends · escape cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#text", Input).focus()  # not the facts above it, which can take focus to scroll
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 15)
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:

@@ -69,7 +69,10 @@ async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_
         evidence = str(screen.query_one("#evidence", Static).render())
         assert ref in evidence and "loop_counter" in evidence and "T-3" in evidence
         await pilot.press("w")
-        await until(pilot, lambda: isinstance(app.screen, AskText), what="the guidance dialog")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, AskText) else None,
+                             what="the guidance dialog")
+        said = page_text(dialog)  # what is approved, before approving it
+        assert ref in said and "loop_counter" in said and "T-3" in said
         await pilot.press(*"seed the users table first")
         await pilot.press("enter")
         await until(pilot, lambda: ref not in screen.query_one("#gates", DataTable).rows, what="the gate to go")
