@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import pytest
 from textual.widgets import Input, RichLog, Static
 
+from loopwarden.runtime.store import Batch, Store
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import Launch
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
@@ -84,3 +86,27 @@ async def test_an_open_detail_says_the_daemon_is_gone_and_follows_again_once_it_
         await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
         lw.start()
         await until(pilot, lambda: "following" in str(stream.border_subtitle), what="the detail to follow again")
+
+
+async def test_an_open_detail_reads_what_was_recorded_while_it_was_cut_off(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: sid in app.table.rows, what="the row")
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        stream = detail.query_one("#stream", RichLog)
+        await until(pilot, lambda: detail.feed is not None and detail.feed.connected and detail.history_done,
+                    what="the detail's history")
+        lw.stop()
+        await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
+        with Store.open(lw.paths.database) as store:  # a record the live feed never carried: only the store has it
+            store.write(Batch(actions=[{"ts": time.time(), "actor": "uid 0 (test)", "client": "cli pid 1",
+                                        "session_id": sid, "action": "kill", "target": sid,
+                                        "note": "written during the gap", "outcome": "ok"}]))
+        lw.start()
+        await until(pilot, lambda: any("written during the gap" in s.text for s in stream.lines),
+                    what="the gap's record in the stream")
+        assert any("reconnected to the daemon" in s.text for s in stream.lines)
