@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from ..sessions import acp_agents, registry
-from ..supervisor.config import PRESETS
+from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
 
@@ -268,17 +268,12 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
 
 
 def parse_settings(text: str) -> dict[str, str]:
-    """`a.b=1 c.d=2h` as {"a.b": "1", "c.d": "2h"}; ValueError (one line) on anything else."""
+    """`a.b=1 c.d=2h` as {"a.b": "1", "c.d": "2h"}: each word read as `loopwarden set` reads it (`parse_set`);
+    ValueError (one line) on anything else."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
         raise ValueError(f"cannot read that: {exc}") from None
     if not words:
         raise ValueError("type KEY=VALUE, e.g. limits.max_runtime=2h")
-    values: dict[str, str] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"{word[:60]!r} is not KEY=VALUE, e.g. limits.max_runtime=2h")
-        values[key.strip()] = value.strip()
-    return values
+    return dict(parse_set(word, "setting") for word in words)
