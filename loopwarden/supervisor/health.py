@@ -29,6 +29,7 @@ from .verdicts import Action, Termination, Verdict, terminate
 
 RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
 _DECIDED_GATES_KEPT = 200
+OPERATOR_RULE = "operator"  # the rule of the verdicts that carry an operator's own decision (guidance, grant, kill)
 # names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
 RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
@@ -162,7 +163,8 @@ class SessionHealth:
                     continue
             out.append(verdict)
             self.by_rule[verdict.rule] += 1
-            self.by_action[verdict.action] += 1
+            if verdict.rule != OPERATOR_RULE:  # the operator's own decisions are not loopwarden's interventions
+                self.by_action[verdict.action] += 1
             self.last_verdict = verdict
             if verdict.action == Action.TERMINATE:
                 self.state = TERMINATED
@@ -201,7 +203,7 @@ class SessionHealth:
             verdict = terminate("gate", Termination.LOOP_GATE_DENIED, text, gate=gate.id)
             return self._settle([verdict], gate.seq, now)
         if note:
-            return self._settle([Verdict(Action.NUDGE, "operator", f"guidance on gate {gate.id}",
+            return self._settle([Verdict(Action.NUDGE, OPERATOR_RULE, f"guidance on gate {gate.id}",
                                          message=messages.gate_guidance(note), gate_id=gate.id)], gate.seq, now)
         return []
 
@@ -224,14 +226,14 @@ class SessionHealth:
 
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
         """An operator grants scoped unblock authority (seed 001); the text is injected."""
-        verdict = Verdict(Action.UNBLOCK_AUTHORITY, "operator", "unblock authority granted by an operator",
+        verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",
                           message=messages.operator_authority(task, note))
         self.reset_counters()
         return self._settle([verdict], 0, now)[0]
 
     def operator_terminate(self, now: float, note: str | None = None) -> list[Verdict]:
         text = "session terminated by an operator" + (f": {note}" if note else "")
-        return self._settle([terminate("operator", Termination.OPERATOR, text)], 0, now)
+        return self._settle([terminate(OPERATOR_RULE, Termination.OPERATOR, text)], 0, now)
 
     def kill_terminate(self, now: float, note: str | None = None, *, daemon_stopping: bool = False) -> list[Verdict]:
         """An operator's kill, or (`daemon_stopping`) the daemon stopping (stop-daemon, or a signal to it):

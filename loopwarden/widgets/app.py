@@ -30,7 +30,7 @@ from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
 from .gates import GatesQueue, evidence_text
 from .health import limits_view
-from .help import Help
+from .help import Help, key_names
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
@@ -435,8 +435,9 @@ class ConsoleApp(App[None]):
                 if text:
                     self.act("approve", gate=ref, note=text)
 
-            self.push_screen(AskText(f"Approve {ref} with guidance for the agent:", "what the agent should do next"),
-                             approve)
+            self._with_gate(ref, lambda gate: self.push_screen(
+                AskText(f"Approve {ref} ({gate.get('name') or gate.get('session')}) with guidance for the agent:",
+                        "what the agent should do next", detail=evidence_text(gate)), approve))
 
     def action_deny(self) -> None:
         ref = self._gate("deny", "deny")
@@ -565,7 +566,7 @@ class ConsoleApp(App[None]):
         if sessions:
             yield "Filter the sessions", "key /", lambda: self.run_action("filter")
             if self.table.filter_text:
-                yield "Clear the filter", "key escape", self.main.query_one(FilterBox).action_clear
+                yield "Clear the filter", "key esc", self.main.query_one(FilterBox).action_clear
             for order in SORTS:
                 yield f"Sort by {order}", "key s cycles the orders", partial(self.action_sort, order)
             yield "Reverse the sort order", "key S", self.action_reverse_sort
@@ -592,12 +593,6 @@ class ConsoleApp(App[None]):
             self.action_open_detail()
 
 
-def key_names(keys: str) -> str:
-    """A binding's keys as a person types them: `ctrl+k or K`, `/`, `?`."""
-    names = {"slash": "/", "question_mark": "?"}
-    return " or ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
-
-
 def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[tuple[str, list[Binding]]]:
     """Every key, where it works: the bindings themselves, so the help cannot drift from them. A read-only
     console lists no action keys (they would only be refused); `screen`'s own keys come first."""
@@ -614,6 +609,8 @@ def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[t
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
     return [(title, keys) for title, keys in sections if keys]
+
+
 def outcome(result: Any) -> str:
     """A reply in a few words: the changes a `set` made, else done."""
     changed = result.get("changed") if isinstance(result, dict) else None

@@ -60,7 +60,7 @@ class DemoConsole(ConsoleApp):
                                 self.action_restart_demo)
 
     def action_restart_demo(self) -> None:
-        if self.read_only:
+        if not self._allowed("restart the demo"):  # refused while disconnected, like every other action
             return
         live = sorted(sid for sid, s in self.snapshots.items() if s.get("state") not in FINAL_STATES)
         if not live:

@@ -73,10 +73,11 @@ class SessionDetail(Screen[None]):
     ]
 
     class HistoryLoaded(Message):
-        def __init__(self, messages: list[dict[str, Any]], error: str | None = None) -> None:
+        def __init__(self, messages: list[dict[str, Any]], error: str | None = None, generation: int = 0) -> None:
             super().__init__()
             self.messages = messages
             self.error = error
+            self.generation = generation  # the feed's subscription the history was read after
 
     class ProcessesLoaded(Message):
         def __init__(self, rows: list[dict[str, Any]], error: str | None = None) -> None:
@@ -110,6 +111,8 @@ class SessionDetail(Screen[None]):
         self._loaded_at = 0.0
         self.skipped = 0  # updates the daemon dropped since the stream was last read from the store
         self._feed_error: str | None = None  # the feed's trouble shown under the stream
+        self._history_generation = 0  # the feed's subscription the shown history was read after
+        self._reconnected = False  # the next history read redraws the stream: the gap is only in the store
 
     # ---- layout -------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -160,12 +163,13 @@ class SessionDetail(Screen[None]):
         """After the live subscription is in place (so nothing falls between), read the newest events."""
         assert self.feed is not None
         self.feed.wait_ready()
+        generation = self.feed.generation
         try:
             logs = self._request("logs", multiline=True, session=self.session_id, tail=True, limit=HISTORY)
         except (DaemonError, OSError) as exc:
-            self.post_message(self.HistoryLoaded([], f"cannot read the history: {visible(str(exc))}"))
+            self.post_message(self.HistoryLoaded([], f"cannot read the history: {visible(str(exc))}", generation))
             return
-        self.post_message(self.HistoryLoaded(history_messages(logs, HISTORY)))
+        self.post_message(self.HistoryLoaded(history_messages(logs, HISTORY), generation=generation))
 
     def poll_processes(self) -> None:
         """Ask for the process tree, until it has come back empty for an ended session."""
@@ -183,7 +187,9 @@ class SessionDetail(Screen[None]):
 
     # ---- handlers: the only code that touches widgets ------------------------
     def on_session_detail_history_loaded(self, message: HistoryLoaded) -> None:
+        self._history_generation = message.generation
         if message.error:
+            self._reconnected = False  # keep what is shown: the store could not be read to replace it
             self._write([(Text(message.error, style="red"), False)])
         self._show_history(message.messages)
 
@@ -196,13 +202,14 @@ class SessionDetail(Screen[None]):
             self._processes_done = not message.rows and state in FINAL_STATES
 
     def _show_history(self, messages: list[dict[str, Any]]) -> None:
-        if self.skipped:
+        if self.skipped or self._reconnected:
             self.query_one("#stream", RichLog).clear()
             self._lines.clear()
             self.stderr_lines = 0
-            note = f"… {self.skipped:,} updates came too fast for this screen; the newest {HISTORY} from the store:"
-            self._write([(Text(note, style="dim italic"), False)])
-            self.skipped = 0
+            why = (f"{self.skipped:,} updates came too fast for this screen" if self.skipped
+                   else "reconnected to the daemon")
+            self._write([(Text(f"… {why}; the newest {HISTORY} from the store:", style="dim italic"), False)])
+            self.skipped, self._reconnected = 0, False
         self._seen = {message_key(m) for m in messages}
         self._write(self._render_all(messages, HISTORY))
         self.history_done = True
@@ -216,9 +223,11 @@ class SessionDetail(Screen[None]):
     def draw(self) -> None:
         """Apply what the feed buffered since the last tick: one write to the stream, one health update."""
         if self.feed is not None:
-            if self.feed.sessions:
-                self._snapshot = self.feed.sessions[-1]
-                self.feed.sessions = []
+            first = self.feed.take_sessions()
+            if first:
+                self._snapshot = first[-1]
+            if self.history_done and self.feed.generation != self._history_generation:
+                self._reread()  # a new subscription: what happened in the gap is only in the store
             if self.history_done:  # until then the feed keeps buffering, so the order stays right
                 fresh = [m for m in self.feed.drain() if self._fresh(m)]
                 self._rate.append(sum(1 for m in fresh if m.get("kind") == "event"))
@@ -253,6 +262,12 @@ class SessionDetail(Screen[None]):
         if time.monotonic() - self._loaded_at >= RESYNC_SECONDS:
             self.history_done = False
             self.load_history()
+
+    def _reread(self) -> None:
+        """Read the history again after the feed subscribed anew, redrawing the stream with it."""
+        self._reconnected = self._history_generation > 0  # a first subscription after a failed read: no note
+        self.history_done = False
+        self.load_history()
 
     def _fresh(self, message: dict[str, Any]) -> bool:
         if message.get("kind") == "session":

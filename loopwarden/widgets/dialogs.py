@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from ..sessions import acp_agents, registry
-from ..supervisor.config import PRESETS
+from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
 
@@ -104,21 +104,33 @@ class ConfirmWithReason(ModalScreen[str | None]):
 
 
 class AskText(ModalScreen[str | None]):
-    """One line of text for the agent (guidance, an injected message); empty or escape cancels."""
+    """One line of text for the agent (guidance, an injected message); empty or escape cancels.
+
+    `detail` is what the text is about (a gate's reason and evidence), shown above the input.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False) -> None:
+    def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False,
+                 detail: RenderableType | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.placeholder = placeholder
         self.allow_empty = allow_empty
+        self.detail = detail
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text, markup=False)
+            yield Label(self.title_text, markup=False, classes="question")
+            yield from _facts(self.detail)
             yield Input(placeholder=self.placeholder, id="text")
             yield Label("enter sends · escape cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#text", Input).focus()  # not the facts above it, which can take focus to scroll
+
+    def on_resize(self) -> None:
+        _fit_facts(self, 15)
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -256,17 +268,12 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
 
 
 def parse_settings(text: str) -> dict[str, str]:
-    """`a.b=1 c.d=2h` as {"a.b": "1", "c.d": "2h"}; ValueError (one line) on anything else."""
+    """`a.b=1 c.d=2h` as {"a.b": "1", "c.d": "2h"}: each word read as `loopwarden set` reads it (`parse_set`);
+    ValueError (one line) on anything else."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
         raise ValueError(f"cannot read that: {exc}") from None
     if not words:
         raise ValueError("type KEY=VALUE, e.g. limits.max_runtime=2h")
-    values: dict[str, str] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"{word[:60]!r} is not KEY=VALUE, e.g. limits.max_runtime=2h")
-        values[key.strip()] = value.strip()
-    return values
+    return dict(parse_set(word, "setting") for word in words)

@@ -77,8 +77,10 @@ class Feed:
 
     def _run(self) -> None:
         connected_once = False
-        while not self._closed:
-            why = self._follow(autostart=self.autostart and not connected_once)
+        first = True
+        while not self._closed:  # a daemon is started on the first attempt only: a failed start is not repeated
+            why = self._follow(autostart=self.autostart and first)
+            first = False
             connected_once = connected_once or self.generation > 0
             if self._closed:
                 break

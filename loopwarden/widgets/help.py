@@ -27,6 +27,11 @@ FILTER_HELP = ("Filter (/): every word must appear in the id, name, adapter, sta
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}
 
 
+def key_names(keys: str, sep: str = " or ") -> str:
+    """A binding's keys as a person types them: `ctrl+k or K`, `/`, `?`, `esc`."""
+    return sep.join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
 def key_table(sections: Iterable[tuple[str, Iterable[Binding]]]) -> Group:
     """One small table per section under its title, so a long title does not widen the key column."""
     parts: list[RenderableType] = [Text("")]
@@ -35,8 +40,7 @@ def key_table(sections: Iterable[tuple[str, Iterable[Binding]]]) -> Group:
         table.add_column(style="bold cyan", no_wrap=True, min_width=16)
         table.add_column()
         for binding in bindings:
-            keys = ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in binding.key.split(","))
-            table.add_row(keys, binding.description)
+            table.add_row(key_names(binding.key, ", "), binding.description)
         parts += [Text(title, style="bold"), table, Text("")]
     return Group(*parts)
 

@@ -122,6 +122,11 @@ def ended_text(snap: dict[str, Any]) -> Text:
     return Text(words.removeprefix(f"{state}: "), style=style if words else "")
 
 
+def memory_of(snap: dict[str, Any]) -> int:
+    """The RSS of its process tree; 0 once it ended (its last sample is not its use: the MEM cell says -)."""
+    return 0 if snap.get("state") in FINAL_STATES else int(snap.get("rss") or 0)
+
+
 def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     """The cells of one session's row, by column key; all `Text`, so `[` in a name is never markup."""
     state = str(snap.get("state") or "?")
@@ -129,7 +134,7 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     runtime = format_duration(runtime_of(snap, now)) + (f"/{format_duration(limit)}" if limit else "")
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
-    rss = 0 if state in FINAL_STATES else snap.get("rss") or 0  # an ended session's last sample is not its use
+    rss = memory_of(snap)
     return {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
         "name": Text(str(snap.get("name") or "")[:24]),
@@ -151,7 +156,8 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
 
 
 def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
-    """The filter: every word must appear in the id, name, adapter, state, reason, interventions or command;
+    """The filter: every word must appear in the id, name, adapter, state, reason (raw or as ENDED says it),
+    interventions or command;
     `!` = needs a human. `hide_ended` leaves out the sessions that have ended."""
     if hide_ended and snap.get("state") in FINAL_STATES:
         return False
@@ -161,6 +167,7 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     haystack += " " + " ".join(INTERVENTION_WORDS.get(k, (k,))[0] for k in snap.get("interventions") or {})
+    haystack += " " + ending(snap, short=True).lower()  # the ENDED column's words: killed, sigkill, max runtime
     for word in text.lower().split():
         if word == "!":
             if not needs_human(snap):
@@ -184,7 +191,7 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "runtime": lambda s: -runtime_of(s, time.time()),  # a quiet live session publishes no new runtime
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
-    "mem": lambda s: -(s.get("rss") or 0),
+    "mem": lambda s: -memory_of(s),
 }
 DESCENDING = frozenset({"interventions", "runtime", "calls", "cpu", "mem"})  # natural direction: most first
 SORT_COLUMN = {"attention": "gates"}  # the column whose header shows the order's arrow, when not its own name

@@ -14,9 +14,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
-from loopwarden.supervisor.config import LIVE_KEYS
+from loopwarden.supervisor.config import LIVE_KEYS, ConfigError, parse_set
 from loopwarden.widgets.detail import SessionDetail
-from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits, parse_settings
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
@@ -69,7 +69,10 @@ async def test_gates_queue_shows_the_evidence_and_approve_with_guidance_reaches_
         evidence = str(screen.query_one("#evidence", Static).render())
         assert ref in evidence and "loop_counter" in evidence and "T-3" in evidence
         await pilot.press("w")
-        await until(pilot, lambda: isinstance(app.screen, AskText), what="the guidance dialog")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, AskText) else None,
+                             what="the guidance dialog")
+        said = page_text(dialog)  # what is approved, before approving it
+        assert ref in said and "loop_counter" in said and "T-3" in said
         await pilot.press(*"seed the users table first")
         await pilot.press("enter")
         await until(pilot, lambda: ref not in screen.query_one("#gates", DataTable).rows, what="the gate to go")
@@ -453,8 +456,10 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
         said = page_text(dialog)
         assert "limits.max_runtime" in said and "4h" in said and "repetition.max_identical_calls" in said
         await pilot.press(*"max_runtime", "enter")  # not KEY=VALUE: said in the dialog, nothing sent
-        await until(pilot, lambda: "not KEY=VALUE" in str(dialog.query_one("#error", Label).render()),
-                    what="the dialog's error")
+        with pytest.raises(ConfigError) as wrong:
+            parse_set("max_runtime", "setting")
+        await until(pilot, lambda: str(dialog.query_one("#error", Label).render()) == str(wrong.value),
+                    what="the dialog's error, worded as loopwarden set words it")
         dialog.query_one("#values", Input).value = "limits.max_runtime=2h"
         await pilot.press("enter")
         await until(pilot, lambda: lw.status(sid)["max_runtime"] == 7200, what="the new limit")
@@ -466,6 +471,15 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
 
 def test_the_limits_dialog_names_settings_a_running_session_takes() -> None:
     assert set(COUNTER_KEYS.values()) <= LIVE_KEYS
+
+
+def test_the_limits_dialog_reads_each_word_as_loopwarden_set_does() -> None:
+    typed = "limits.max_runtime=2h 'limits.stall_timeout=10 m' gates.timeout="
+    assert parse_settings(typed) == dict(parse_set(w) for w in
+                                         ("limits.max_runtime=2h", "limits.stall_timeout=10 m", "gates.timeout="))
+    for wrong in ("", "=2h", "max_runtime", "'unclosed"):
+        with pytest.raises(ValueError):
+            parse_settings(wrong)
 
 
 async def test_approve_from_the_detail_shows_the_same_question(lw: Harness) -> None:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import pytest
 from textual.widgets import Input, RichLog, Static
 
+from loopwarden.paths import HOME_ENV, default_paths
+from loopwarden.runtime import client
+from loopwarden.runtime.store import Batch, Store
+from loopwarden.widgets.feed import Feed
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import Launch
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
-from tests.live.live_harness import Harness
+from tests.live.live_harness import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -84,3 +89,44 @@ async def test_an_open_detail_says_the_daemon_is_gone_and_follows_again_once_it_
         await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
         lw.start()
         await until(pilot, lambda: "following" in str(stream.border_subtitle), what="the detail to follow again")
+
+
+async def test_an_open_detail_reads_what_was_recorded_while_it_was_cut_off(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: sid in app.table.rows, what="the row")
+        await pilot.press("enter")
+        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                             what="the detail")
+        stream = detail.query_one("#stream", RichLog)
+        await until(pilot, lambda: detail.feed is not None and detail.feed.connected and detail.history_done,
+                    what="the detail's history")
+        lw.stop()
+        await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
+        with Store.open(lw.paths.database) as store:  # a record the live feed never carried: only the store has it
+            store.write(Batch(actions=[{"ts": time.time(), "actor": "uid 0 (test)", "client": "cli pid 1",
+                                        "session_id": sid, "action": "kill", "target": sid,
+                                        "note": "written during the gap", "outcome": "ok"}]))
+        lw.start()
+        await until(pilot, lambda: any("written during the gap" in s.text for s in stream.lines),
+                    what="the gap's record in the stream")
+        assert any("reconnected to the daemon" in s.text for s in stream.lines)
+
+
+def test_a_feed_starts_a_daemon_on_its_first_attempt_only(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(client, "START_TIMEOUT", 0.5)  # the daemon below cannot start: give up on it soon
+    paths = default_paths()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    paths.runtime.symlink_to(elsewhere)  # the daemon refuses a symlinked runtime directory and exits
+    feed = Feed(paths, autostart=True)
+    feed.start()
+    try:
+        wait_for(lambda: feed.attempt >= 3, what="three attempts")
+        assert paths.daemon_log.exists()  # the first attempt did start one (its output goes there)
+        assert feed.error is not None and "no daemon is running" in feed.error, feed.error  # not started again
+    finally:
+        feed.close()

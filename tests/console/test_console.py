@@ -15,7 +15,7 @@ from textual.widgets import Static
 from loopwarden.widgets.app import ACTION_KEYS, ConsoleApp
 from loopwarden.widgets.dialogs import Confirm, ConfirmWithReason
 from loopwarden.widgets.gates import GatesQueue
-from loopwarden.widgets.help import Help
+from loopwarden.widgets.help import Help, key_names
 from loopwarden.widgets.session_table import COLUMNS, SessionTable
 from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed, _snap
 from tests.console.helpers import cell, key_of, sleeper, until
@@ -215,3 +215,8 @@ async def test_the_palette_lists_the_consoles_commands_before_textuals() -> None
         shown = await palette_lines(pilot, app, 20)
         assert shown[0] == "Filter the sessions"
         assert shown.index("Theme") > shown.index("Open s6 nightly-build")
+
+
+def test_the_help_and_the_palette_name_keys_the_same_way() -> None:
+    assert key_names("escape,q,question_mark", ", ") == "esc, q, ?"  # the help's key column
+    assert key_names("ctrl+k,K") == "ctrl+k or K" and key_names("slash") == "/" and key_names("escape") == "esc"

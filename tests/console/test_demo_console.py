@@ -16,7 +16,7 @@ from loopwarden.widgets.dialogs import Confirm
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from loopwarden.supervisor.verdicts import FINAL_STATES
-from tests.console.helpers import until
+from tests.console.helpers import RecordingConsole, until
 from tests.live.live_harness import PY, Harness
 
 pytestmark = pytest.mark.anyio
@@ -29,6 +29,10 @@ def round_of_two(cwd: Path) -> list[dict[str, Any]]:
     return [{"name": f"busy{i}", "adapter": "native", "cwd": str(cwd), "env": {},
              "command": [PY, "-m", "loopwarden.sessions.scripted", "max_runtime", "--pace", "0.2"],
              "sets": ["limits.max_runtime=10m"], "config_env": {}} for i in (1, 2)]
+
+
+class RecordingDemo(RecordingConsole, DemoConsole):
+    """The demo's console, also keeping every notification it showed."""
 
 
 def live_ids(app: ConsoleApp) -> set[str]:
@@ -108,3 +112,19 @@ async def test_the_consoles_own_profile_has_no_restart_key(lw: Harness) -> None:
     async with app.run_test(size=SIZE):
         assert "Restart demo" not in shown_actions(app)
         assert "restart_demo" not in {b.action for b in app._bindings.key_to_bindings.get("ctrl+r", [])}
+
+
+async def test_ctrl_r_is_refused_while_the_daemon_is_gone(lw: Harness, tmp_path: Path) -> None:
+    started = [lw.request("run", spec=spec)["id"] for spec in round_of_two(tmp_path)]
+    rounds: list[int] = []
+    app = RecordingDemo(lw.paths, autostart=False, agents=2,
+                        new_round=lambda: rounds.append(1) or round_of_two(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live_ids(app) == set(started), what="the live round")
+        lw.stop()
+        await until(pilot, lambda: not app.feed.connected, what="the link to go")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: any("not connected to the daemon: cannot restart the demo" in n
+                                       for n in app.notices), what="the restart to be refused")
+        assert not app.screen_stack[1:]  # refused at once: no question whose requests would go nowhere
+    assert rounds == []

@@ -9,7 +9,7 @@ import pytest
 from textual import on
 from textual.app import App, ComposeResult
 
-from loopwarden.widgets.session_table import COLUMN_HELP, COLUMNS, SORTS, SessionTable, row_cells
+from loopwarden.widgets.session_table import COLUMN_HELP, COLUMNS, SORTS, SessionTable, matches, row_cells
 
 pytestmark = pytest.mark.anyio
 
@@ -199,3 +199,16 @@ def test_the_runtime_sort_counts_on_for_a_quiet_live_session() -> None:
     young_busy = snap("s2", started_at=now - 10, runtime=9.0)
     ended = snap("s3", state="exited", exit_code=0, started_at=now - 500, runtime=50.0)
     assert sorted([young_busy, ended, old_quiet], key=SORTS["runtime"]) == [old_quiet, ended, young_busy]
+
+
+def test_the_memory_sort_puts_ended_sessions_with_the_idle_ones() -> None:
+    ended = snap("s1", state="exited", exit_code=0, rss=900 << 20)  # its MEM cell says -
+    live = snap("s2", rss=40 << 20)
+    assert sorted([ended, live], key=SORTS["mem"]) == [live, ended]
+
+
+def test_the_filter_finds_the_words_the_ended_column_shows() -> None:
+    signalled = snap("s1", state="exited", exit_code=-9)
+    timed_out = snap("s2", state="terminated", termination="max_runtime")
+    assert matches(signalled, "SIGKILL") and matches(signalled, "killed") and not matches(timed_out, "sigkill")
+    assert matches(timed_out, "max runtime") and matches(timed_out, "max_runtime")

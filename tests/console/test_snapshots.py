@@ -97,7 +97,8 @@ def test_kill_confirmation(snap_compare: Any) -> None:
 
 def test_guidance_dialog(snap_compare: Any) -> None:
     app = empty_app()
-    ask = AskText("Approve s3:g1 with guidance for the agent:", "what the agent should do next")
+    ask = AskText("Approve s3:g1 (migrations) with guidance for the agent:", "what the agent should do next",
+                  detail=evidence_text(GATES[0]))
     assert snap_compare(app, terminal_size=(80, 24), run_before=dialog(app, ask))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.engine.helpers import Session, call, ok
+from tests.engine.helpers import Action, Session, call, gate_request, ok, one
 
 SQL = {"query": "SELECT 1"}
 
@@ -20,3 +20,11 @@ def test_a_session_left_alone_has_no_interventions():
     s = Session()
     s.feed(call("read", {"path": "a"}), ok("read"), call("read", {"path": "b"}), ok("read"))
     assert s.health.interventions() == {}
+
+
+def test_the_operators_own_decisions_are_not_counted_as_interventions():
+    s = Session()
+    gate = one(s.feed(gate_request("drop table?")), Action.GATE)
+    s.decide(gate.gate_id, True, note="Drop only the _bak copy.")  # approve with guidance: a nudge by the operator
+    s.health.grant_authority(s.now)
+    assert s.health.interventions() == {"gate": 1}  # loopwarden gated; the nudge and the grant were the human's
