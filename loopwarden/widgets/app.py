@@ -493,12 +493,17 @@ class ConsoleApp(App[None]):
     def action_limits(self) -> None:
         snap = self._session("change limits of", "limits")
         if snap:
-            def apply(values: dict[str, str] | None) -> None:
-                if values:
-                    self.act("set", session=snap["id"], values=values)
+            def send(values: dict[str, str]) -> Any:  # in the dialog's thread; a refusal stays in the dialog
+                if not self.feed.connected:
+                    raise DaemonError("not connected to the daemon; wait until the status line says reconnected")
+                return self.feed.request("set", session=snap["id"], values=values)
+
+            def done(reply: dict[str, Any] | None) -> None:
+                if reply is not None:
+                    self.notify(f"set {snap['id']}: {outcome(reply)}", timeout=3, markup=False)
 
             self.push_screen(SetLimits(f"Limits of session {snap['id']} ({snap.get('name')}): type KEY=VALUE",
-                                       limits_view(snap, self.clock())), apply)
+                                       limits_view(snap, self.clock()), send), done)
 
     def action_launch(self) -> None:
         if self._allowed("launch"):

@@ -227,18 +227,21 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         self.dismiss(None)
 
 
-class SetLimits(ModalScreen[dict[str, str] | None]):
+class SetLimits(ModalScreen[dict[str, Any] | None]):
     """KEY=VALUE settings for a running session (`limits.max_runtime=2h`), shown with its current limits.
 
-    The result maps each key to its value as typed; the daemon checks and applies them (op `set`).
+    `submit` sends the values (op `set`, blocking, so in a thread) and returns the daemon's reply, which is
+    the dialog's result; when the daemon refuses them the dialog stays open with what was typed and why.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, current: RenderableType) -> None:
+    def __init__(self, title: str, current: RenderableType,
+                 submit: Callable[[dict[str, str]], Any] | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.current = current
+        self.submit = submit
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog limits"):
@@ -261,7 +264,21 @@ class SetLimits(ModalScreen[dict[str, str] | None]):
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return
-        self.dismiss(values)
+        if self.submit is None:
+            self.dismiss(values)
+            return
+        self.query_one("#error", Label).update("applying…")
+        self.send(values)
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def send(self, values: dict[str, str]) -> None:
+        assert self.submit is not None
+        try:
+            reply = self.submit(values)
+        except Exception as exc:  # noqa: BLE001 - any refusal is shown in the dialog, in one line
+            self.app.call_from_thread(self.query_one("#error", Label).update, visible(str(exc)) or type(exc).__name__)
+            return
+        self.app.call_from_thread(self.dismiss, reply if isinstance(reply, dict) else {})
 
     def action_cancel(self) -> None:
         self.dismiss(None)

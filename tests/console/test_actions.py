@@ -460,12 +460,19 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
             parse_set("max_runtime", "setting")
         await until(pilot, lambda: str(dialog.query_one("#error", Label).render()) == str(wrong.value),
                     what="the dialog's error, worded as loopwarden set words it")
+        dialog.query_one("#values", Input).value = "limits.max_runtime=banana"
+        await pilot.press("enter")  # the daemon refuses the value: said in the dialog, what was typed kept
+        await until(pilot, lambda: "'banana' is not valid" in str(dialog.query_one("#error", Label).render()),
+                    what="the daemon's refusal in the dialog")
+        assert app.screen is dialog and dialog.query_one("#values", Input).value == "limits.max_runtime=banana"
         dialog.query_one("#values", Input).value = "limits.max_runtime=2h"
         await pilot.press("enter")
         await until(pilot, lambda: lw.status(sid)["max_runtime"] == 7200, what="the new limit")
+        await until(pilot, lambda: not isinstance(app.screen, SetLimits), what="the dialog to close")
         await until(pilot, lambda: any(f"set {sid}: limits.max_runtime" in n for n in app.notices),
                     what="the change in a toast")
-    assert [a["action"] for a in console_actions(lw, sid)] == ["set"]
+    sets = [(a["action"], a["outcome"].split(":")[0]) for a in console_actions(lw, sid)]
+    assert sets == [("set", "refused"), ("set", "done")]  # the refusal is audited too
     lw.request("kill", session=sid)
 
 
