@@ -15,6 +15,7 @@ from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .app import ConsoleApp
 from .help import Help
+from .session_table import session_number
 
 RESTART = Binding("ctrl+r", "restart_demo", "Restart demo", id="restart_demo")
 
@@ -35,12 +36,22 @@ class DemoConsole(ConsoleApp):
                  **kwargs: Any) -> None:
         super().__init__(*args, title=f"demo · {agents} scripted agents", **kwargs)
         self.new_round = new_round
+        self.ordered = False  # the first rows seen decide whether the newest round goes on top
 
     def draw(self) -> None:
         super().draw()
         title = demo_title(self.snapshots.values())
         if self.snapshots and title != self.sub_title:
             self.sub_title = title
+        if self.snapshots and not self.ordered:
+            self.ordered = True
+            if earlier_rounds(self.snapshots.values()):
+                self.newest_first()
+
+    def newest_first(self) -> None:
+        """The newest round on top: a new round must not start below the screen, under the ended ones."""
+        self.table.resort(self.snapshots, "id", reverse=True)
+        self._status()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "restart_demo":
@@ -85,4 +96,14 @@ class DemoConsole(ConsoleApp):
             self.call_from_thread(self.notify, f"restart: {visible(str(exc))}", severity="error", markup=False)
             return
         news = f"demo restarted: {len(started)} new sessions ({started[0]} to {started[-1]})"
+        self.call_from_thread(self.newest_first)
         self.call_from_thread(self.notify, news, timeout=4, markup=False)
+
+
+def earlier_rounds(snapshots: Iterable[dict[str, Any]]) -> bool:
+    """Whether sessions of an earlier round (ended, older than every live one) are in the table."""
+    snaps = list(snapshots)
+    live = [session_number(str(s.get("id"))) for s in snaps if s.get("state") not in FINAL_STATES]
+    first_live = min(live) if live else None
+    return first_live is not None and any(session_number(str(s.get("id"))) < first_live
+                                          and s.get("state") in FINAL_STATES for s in snaps)

@@ -60,6 +60,8 @@ async def test_ctrl_r_starts_a_round_then_asks_before_stopping_the_live_one_for_
         await until(pilot, lambda: len(app.snapshots) == 4 and live_ids(app).isdisjoint(first)
                     and len(live_ids(app)) == 2, what="the old round stopped, a new one live")
         await until(pilot, lambda: app.sub_title == "demo · 4 scripted agents, 2 live", what="the header")
+        await until(pilot, lambda: {r.key.value for r in app.table.ordered_rows[:2]} == live_ids(app),
+                    what="the new round on top, not below the ended one")
     for sid in first:
         [kill] = [a for a in lw.request("actions", session=sid) if a["action"] == "kill"]
         assert kill["note"] == "demo restarted from the console"
@@ -128,3 +130,17 @@ async def test_ctrl_r_is_refused_while_the_daemon_is_gone(lw: Harness, tmp_path:
                                        for n in app.notices), what="the restart to be refused")
         assert not app.screen_stack[1:]  # refused at once: no question whose requests would go nowhere
     assert rounds == []
+
+
+async def test_a_console_opened_after_earlier_rounds_shows_the_live_round_first(lw: Harness, tmp_path: Path) -> None:
+    old = [lw.request("run", spec=spec)["id"] for spec in round_of_two(tmp_path)]
+    for sid in old:
+        lw.request("kill", session=sid)
+        lw.wait_state(sid, "terminated")
+    new = {lw.request("run", spec=spec)["id"] for spec in round_of_two(tmp_path)}
+    app = DemoConsole(lw.paths, autostart=False, agents=2, new_round=lambda: round_of_two(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(app.table.ordered_rows) == 4, what="every row")
+        await until(pilot, lambda: {r.key.value for r in app.table.ordered_rows[:2]} == new, what="newest first")
+    for sid in new:
+        lw.request("kill", session=sid)
