@@ -174,11 +174,24 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     except DaemonError as exc:
         raise failure(exc) from None
     try:
+        # what the session wrote before the subscription began (a fast command may have ended already) is in
+        # the store: print it first, then skip it in the live stream, as `logs -f` does
+        seen: set[tuple[Any, ...]] = set()
+        for _, kind, data, row in _history(sid, RUN_BACKLOG):
+            seen.add(_key(kind, data, row))
+            if as_json:
+                click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
+            else:
+                _print_record(kind, data)
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
+                if not as_json:
+                    click.echo(_end_line(sid, snap), err=True)
                 return _final(snap)
         for message in updates:
             kind, data = message.get("kind"), message.get("data") or {}
+            if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
+                continue
             if kind == "cut":  # this terminal fell too far behind: the session goes on, unwatched here
                 raise DaemonFail(f"{message.get('reason')}; session {sid} keeps running (loopwarden logs -f {sid})")
             if kind == "skipped" and not as_json:
@@ -201,6 +214,9 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
                "(a guardian stops what the daemon started)", err=True)
     return Termination.LOST.exit_code
+
+
+RUN_BACKLOG = 1000  # records an attached `run` reads back from the store: those before it subscribed
 
 
 def _final(snap: dict[str, Any]) -> int:

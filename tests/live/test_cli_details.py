@@ -102,3 +102,20 @@ def test_pausing_twice_says_already_paused(lw: Harness) -> None:
     assert lw.cli("resume", sid).stdout == f"{sid}: running\n"
     assert lw.cli("resume", sid).stdout == f"{sid}: running already\n"
     lw.cli("kill", sid)
+
+
+def test_an_attached_run_shows_what_a_session_wrote_before_it_subscribed(lw: Harness, capsys: Any,
+                                                                       monkeypatch: Any) -> None:
+    """The worst case of a late subscription: the session has ended before `run` follows it."""
+    from loopwarden.cli.common import connect
+    from loopwarden.cli.live import _follow
+
+    sid = lw.run_detached(PY, "-c", "print('first'); print('second'); raise SystemExit(3)", adapter="plain")
+    lw.wait_state(sid, "exited")
+    monkeypatch.setenv("LOOPWARDEN_HOME", lw.env["LOOPWARDEN_HOME"])  # the CLI's own profile lookup
+    with connect() as client:
+        code = _follow(client, sid, as_json=False)
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert "│ first" in out and "│ second" in out and out.index("│ first") < out.index("│ second")
+    assert err.endswith(f"loopwarden: session {sid} exited 3\n")
