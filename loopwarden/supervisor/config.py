@@ -435,6 +435,16 @@ def show_value(key: str, value: Any) -> str:
     return str(value)
 
 
+_DEFAULTS = Config()
+
+
+def changed_settings(config: Config) -> dict[str, str]:
+    """Every key whose value differs from its default (by the preset, a file, the environment, --set or
+    `loopwarden set`), as a person writes it: what `loopwarden explain` calls retuned or switched off."""
+    return {key: show_value(key, value_of(config, key)) for key in KEYS
+            if value_of(config, key) != value_of(_DEFAULTS, key)}
+
+
 def change(config: Config, values: Mapping[str, Any]) -> Config:
     """A running session's config with `values` (raw strings or TOML scalars) applied, or ConfigError naming
     an unknown key, a bad value, or a key a running session cannot take (see LIVE_KEYS)."""
