@@ -44,6 +44,8 @@ RULES: dict[str, str] = {
     "blocked_task_spin": "a blocked task attempted again and again",
     "no_progress_repeat": "attempts of a task that change nothing",
     "iterations": "failed iterations per model, stuck iteration patterns, max iterations",
+    "model_escalation": "failed iterations on one model: the next model up, then a human",
+    "stuck_loop": "iterations stuck in one pattern (the same error, files or failing tests)",
     "budget": "tokens, cost, output, memory or processes over their limits",
     "large_output": "a tool output too large to pass on (spilled to a file)",
     "gate_request": "the agent asking a human to approve something",

@@ -138,3 +138,8 @@ def test_silence_while_a_waiting_command_runs_is_not_a_stall_and_after_it_is():
 def test_waiting_can_be_emptied_so_sleep_is_judged_like_any_call():
     assert any(v.action == "block" for v in run(repeats(12, "Bash", {"command": "sleep 60"}, output=""),
                                                 config("tools.waiting=")))
+
+
+def test_every_guard_and_every_rule_it_names_can_be_switched_off():
+    health = SessionHealth(config())
+    assert {g.name for g in health.guards} <= set(RULES)  # a new guard adds its name to config.RULES
