@@ -4,6 +4,7 @@ settings the session ran with (which rules were off or retuned, and what `loopwa
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+import textwrap
 from typing import Any
 
 import click
@@ -11,6 +12,7 @@ import orjson
 
 from ..runtime.client import DaemonError
 from ..supervisor.config import RULES, format_duration
+from ..supervisor.messages import clip
 from ..supervisor.visible import visible_tree
 from .common import call, connect, failure
 
@@ -22,6 +24,8 @@ _ACTORS = {
     "supervisor": "the supervisor itself: an agent that stopped reading its input",
 }
 _PAGE = 10_000
+_WIDTH = 100
+_REASON_SHOWN = 160  # characters of a reason (--json has them whole)
 MAX_VERDICTS = 1_000_000  # read at most this many (counted, not kept: memory stays one page)
 
 
@@ -80,11 +84,11 @@ def render(e: dict[str, Any]) -> str:
     for r in e["rules"]:
         actions = ", ".join(f"{a} {n}" for a, n in r["actions"].items())
         lines.append(f"  {r['rule']}  {r['count']}x ({actions}): {r['why']}")
-        lines.append(f"    first, at line {r['first']['seq']}: {r['first']['action']}: {r['first']['reason']}")
-        if r["count"] > 1:
-            lines.append(f"    last, at line {r['last']['seq']}: {r['last']['action']}: {r['last']['reason']}")
+        for which in ("first", "last") if r["count"] > 1 else ("first",):
+            v = r[which]
+            lines.append(f"    {which}, at line {v['seq']}: {v['action']}: {clip(str(v['reason']), _REASON_SHOWN)}")
     if e["quiet"]:
-        lines.append("rules that never fired: " + ", ".join(e["quiet"]))
+        lines += textwrap.wrap("rules that never fired: " + ", ".join(e["quiet"]), _WIDTH, subsequent_indent="  ")
     return "\n".join(lines) + "\n"
 
 
