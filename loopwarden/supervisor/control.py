@@ -21,6 +21,7 @@ NOTHING: frozenset[str] = frozenset()
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
 _SHELL_WRAPPER = re.compile(r"(?:/usr)?(?:/bin/)?(?:ba|z|da)?sh\s+-l?c\s+(['\"])(.*)\1", re.DOTALL)
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _BLANKS = re.compile(r"[ \t]+")
 _MAX_COMMAND = 300
 _MAX_WORDS = 16
@@ -35,7 +36,7 @@ def command_words(args: dict[str, Any]) -> list[str] | None:
     if isinstance(raw, list):
         if not all(isinstance(w, str) for w in raw) or len(raw) > _MAX_WORDS:
             return None
-        if len(raw) == 3 and raw[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash") and raw[1] in ("-c", "-lc"):
+        if len(raw) == 3 and raw[0].rsplit("/", 1)[-1] in _SHELLS and raw[1] in ("-c", "-lc"):
             raw = raw[2]
         else:
             raw = " ".join(raw)
@@ -74,6 +75,11 @@ class ToolControl:
 
     def is_waiting(self, args: dict[str, Any]) -> bool:
         """Whether the call's command is only a waiting command from `tools.waiting`."""
+        raw = args.get("command", args.get("cmd"))
+        if isinstance(raw, str):  # the hot path: most commands are told apart by their first word
+            first = raw.split(None, 1)[0] if raw and not raw.isspace() else ""
+            if first not in self.waiting_firsts and first.rsplit("/", 1)[-1] not in _SHELLS:
+                return False
         words = command_words(args)
         if not words or words[0] not in self.waiting_firsts:
             return False
