@@ -143,3 +143,18 @@ def test_waiting_can_be_emptied_so_sleep_is_judged_like_any_call():
 def test_every_guard_and_every_rule_it_names_can_be_switched_off():
     health = SessionHealth(config())
     assert {g.name for g in health.guards} <= set(RULES)  # a new guard adds its name to config.RULES
+
+
+def test_rules_and_tools_come_from_a_toml_file_the_environment_and_set(tmp_path):
+    from loopwarden.supervisor.config import load_config
+
+    path = tmp_path / "lw.toml"
+    path.write_text('[rules]\ndisabled = ["monologue"]\n[tools]\nexempt = ["Read:repetition"]\nwaiting = []\n')
+    cfg = load_config(file=path, env={"LOOPWARDEN_RULES_DISABLED": "alternation,monologue"})
+    assert cfg.rules.disabled == ["alternation", "monologue"]  # the environment over the file
+    assert cfg.tools.exempt == ["Read:repetition"] and cfg.tools.waiting == []
+    assert load_config(file=path, env={}).rules.disabled == ["monologue"]
+    live = change(cfg, {"tools.waiting": "sleep,gh run watch", "rules.disabled": ""})  # a running session takes them
+    assert live.tools.waiting == ["sleep", "gh run watch"] and live.rules.disabled == []
+    with pytest.raises(ConfigError, match=r"rules\.disabled: 7 is not valid"):
+        change(cfg, {"rules.disabled": 7})
