@@ -56,6 +56,9 @@ RULES: dict[str, str] = {
 }
 RULE_ALIASES = {"max_runtime": "runtime", "max_iterations": "iterations"}
 
+# The keys one tool may have its own value of (`tools.limits`): thresholds judged per call of that tool.
+TOOL_KEYS = ("repetition.nudge_after", "repetition.max_identical_calls", "repetition.max_same_error")
+
 # Commands that only wait, exempt by default from the repetition rules and the stall (tools.waiting).
 WAITING_COMMANDS = ["sleep", "wait", "watch", "tail -f", "tail -F", "gh run watch", "gh pr checks --watch",
                     "kubectl rollout status", "kubectl wait", "docker wait", "docker compose wait"]
@@ -156,6 +159,9 @@ class Tools:
     waiting: list[str] = _list_key("commands that only wait (a shell call that is just one of them): exempt "  # noqa: RUF009
                                    "from repetition, same_error, alternation, consecutive_failures and stall",
                                    WAITING_COMMANDS, "names")
+    limits: list[str] = _list_key("one tool's own thresholds: TOOL:KEY=VALUE, KEY one of "  # noqa: RUF009
+                                  + ", ".join(TOOL_KEYS) + " (e.g. WebFetch:repetition.max_identical_calls=10)",
+                                  [], "tool_limits")
 
 
 @dataclass(frozen=True)
@@ -267,6 +273,7 @@ def _accepts(kind: str) -> str:
         "list": "a list of names (comma-separated outside TOML)",
         "names": "a list of names, possibly empty (comma-separated outside TOML)",
         "rules": "a list of rule names, possibly empty: " + ", ".join(RULES),
+        "tool_limits": "a list of TOOL:KEY=VALUE, possibly empty",
     }[kind]
 
 
@@ -311,6 +318,8 @@ def convert(key: str, kind: str, value: Any) -> Any:
                 return list(value)
         elif kind in ("names", "rules"):
             return _names(key, kind, value)
+        elif kind == "tool_limits":
+            return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
         elif kind.startswith("choice:"):
             if isinstance(value, str) and value.strip() in kind[7:].split(","):
                 return value.strip()
@@ -336,6 +345,23 @@ def _names(key: str, kind: str, value: Any) -> list[str]:
                 hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(RULES)}"
                 raise ConfigError(f"{key}: unknown rule {name!r}{hint}")
     return list(dict.fromkeys(names))
+
+
+def tool_limits(key: str, entries: list[str]) -> list[tuple[str, str, Any]]:
+    """'WebFetch:repetition.max_identical_calls=10' entries as (tool, key, converted value), or ConfigError.
+    A tool name may hold colons (an MCP server's): the key is what follows the last one before '='."""
+    out = []
+    for entry in entries:
+        left, sep, raw = entry.partition("=")
+        tool, colon, name = left.rpartition(":")
+        if not sep or not colon or not tool.strip():
+            raise ConfigError(f"{key}: {entry!r} is not TOOL:KEY=VALUE, "
+                              "e.g. WebFetch:repetition.max_identical_calls=10")
+        if name.strip() not in TOOL_KEYS:
+            raise ConfigError(f"{key}: {name.strip()!r} cannot be set per tool; it accepts {', '.join(TOOL_KEYS)}")
+        name = name.strip()
+        out.append((tool.strip(), name, convert(f"{key} {tool.strip()}:{name}", KEYS[name], raw)))
+    return out
 
 
 def _all_keys() -> dict[str, str]:

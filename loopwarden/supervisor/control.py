@@ -12,7 +12,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .config import RULES, Config
+from .config import RULES, Config, change, tool_limits
+
+# The guards that read a tool's own thresholds (tools.limits) while they judge that tool's events
+TUNED_GUARDS = frozenset({"repetition", "same_error"})
 
 # The rules a waiting command, or a tool exempt without naming a rule, is taken out of: the ones that
 # count repeats and failures of calls, and the stall while the call waits.
@@ -62,6 +65,10 @@ class ToolControl:
             tool, rule = split_exemption(entry)
             by_tool.setdefault(tool, set()).update((rule,) if rule else REPEAT_RULES)
         self.by_tool = {tool: frozenset(rules) for tool, rules in by_tool.items()}
+        per_tool: dict[str, dict[str, Any]] = {}
+        for tool, key, value in tool_limits("tools.limits", config.tools.limits):
+            per_tool.setdefault(tool, {})[key] = value
+        self.tuned = {tool: change(config, values) for tool, values in per_tool.items()}  # each tool's own config
         self.waiting = [w.split() for w in config.tools.waiting if w.split()]
         self.waiting_tools = frozenset(w[0] for w in self.waiting if len(w) == 1)
         self.waiting_firsts = frozenset(w[0] for w in self.waiting)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from . import messages
 from .config import Config
-from .control import NOTHING, ToolControl
+from .control import NOTHING, TUNED_GUARDS, ToolControl
 from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult, UserMessage,
                      ValidationError)
 from .gates import Gate, GateBook
@@ -70,6 +70,7 @@ class SessionHealth:
         self._route()
         self._exempt_calls: deque[tuple[ToolCall, frozenset[str]]] = deque(maxlen=_EXEMPT_CALLS_KEPT)
         self.waiting_call: ToolCall | None = None  # a waiting command in flight: silence is not a stall
+        self._last_tool: str | None = None
         self.gates = GateBook()
         self._gate_timeout = config.gates.timeout
         self.state = RUNNING
@@ -118,10 +119,14 @@ class SessionHealth:
             exempt = self._call_exemptions(event)  # type: ignore[arg-type]
         elif kind is ToolResult and self._exempt_calls:
             exempt = self._result_exemptions(event)  # type: ignore[arg-type]
+        tuned = self._tool_config(event, kind) if self.control.tuned else None
         for guard in self._dispatch[kind]:
             if exempt and guard.name in exempt:
                 continue
-            verdicts = guard.observe(event, now)
+            if tuned is not None and guard.name in TUNED_GUARDS:
+                verdicts = self._observe_tuned(guard, tuned, event, now)
+            else:
+                verdicts = guard.observe(event, now)
             if verdicts:
                 found.extend(verdicts)
         if kind is UserMessage and self.config.repetition.reset_on_user_message:
@@ -139,8 +144,25 @@ class SessionHealth:
         self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
                           for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
 
+    def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
+        """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""
+        if kind is ToolCall:
+            return self.control.tuned.get(event.tool)  # type: ignore[attr-defined]
+        if kind is ToolResult:
+            return self.control.tuned.get(event.tool or self._last_tool or "")  # type: ignore[attr-defined]
+        return None
+
+    def _observe_tuned(self, guard: Guard, tuned: Config, event: Event, now: float) -> Sequence[Verdict]:
+        """Judge one event by the tool's own thresholds, then go back to the session's."""
+        guard.configure(tuned)
+        try:
+            return guard.observe(event, now)
+        finally:
+            guard.configure(self.config)
+
     def _call_exemptions(self, call: ToolCall) -> frozenset[str]:
         """The rules that skip this call (`tools.exempt`, `tools.waiting`); remembered for its result."""
+        self._last_tool = call.tool
         exempt = self.control.exempt(call.tool, call.args)
         self.waiting_call = call if "stall" in exempt else None
         if exempt:

@@ -158,3 +158,32 @@ def test_rules_and_tools_come_from_a_toml_file_the_environment_and_set(tmp_path)
     assert live.tools.waiting == ["sleep", "gh run watch"] and live.rules.disabled == []
     with pytest.raises(ConfigError, match=r"rules\.disabled: 7 is not valid"):
         change(cfg, {"rules.disabled": 7})
+
+
+# ---- tools.limits --------------------------------------------------------------
+def test_a_tool_with_its_own_threshold_is_judged_by_it_and_other_tools_by_the_sessions():
+    cfg = config("tools.limits=WebFetch:repetition.max_identical_calls=10,WebFetch:repetition.nudge_after=4")
+    web = summary(run(repeats(11, "WebFetch", {"url": "https://x"}), cfg))
+    assert web == [("nudge", "repetition", 8), ("block", "repetition", 21)]  # nudge at 4, the 11th blocked
+    read = summary(run(repeats(6, "Read", {"path": "x"}), cfg))
+    assert read == [("nudge", "repetition", 4), ("block", "repetition", 11)]  # near miss: the defaults, 2 and 6th
+
+
+def test_a_tools_own_same_error_threshold_is_read_when_its_result_comes():
+    cfg = config("tools.limits=Bash:repetition.max_same_error=5")
+    events = []
+    for n in range(5):  # a Read between keeps consecutive_failures out of it
+        events += [call("Bash", {"command": f"make t{n}"}), ok("Bash", "x"), call("Read", {"p": n}), ok("Read")]
+        events[-3].is_error, events[-3].output = True, "error: no rule to make target"
+    assert run([*events[:12], call("Bash", {"command": "make z"})], cfg) == []  # 3 the same: under its 5
+    assert [v.rule for v in run([*events[:12], call("Bash", {"command": "make z"})])] == ["same_error"]  # default 3
+    assert [v.rule for v in run([*events, call("Bash", {"command": "make z"})], cfg)] == ["same_error"]
+
+
+def test_bad_per_tool_limits_are_one_line_errors():
+    with pytest.raises(ConfigError, match=r"cannot be set per tool; it accepts repetition\.nudge_after"):
+        config("tools.limits=Bash:limits.max_runtime=1h")
+    with pytest.raises(ConfigError, match="is not TOOL:KEY=VALUE"):
+        config("tools.limits=Bash=3")
+    with pytest.raises(ConfigError, match="a whole number"):
+        config("tools.limits=Bash:repetition.nudge_after=-1")
