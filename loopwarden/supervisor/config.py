@@ -60,8 +60,9 @@ RULE_ALIASES = {"max_runtime": "runtime", "max_iterations": "iterations"}
 TOOL_KEYS = ("repetition.nudge_after", "repetition.max_identical_calls", "repetition.max_same_error")
 
 # Commands that only wait, exempt by default from the repetition rules and the stall (tools.waiting).
+# A one-word entry also names a tool: Claude Code's BashOutput polls a shell it started in the background.
 WAITING_COMMANDS = ["sleep", "wait", "watch", "tail -f", "tail -F", "gh run watch", "gh pr checks --watch",
-                    "kubectl rollout status", "kubectl wait", "docker wait", "docker compose wait"]
+                    "kubectl rollout status", "kubectl wait", "docker wait", "docker compose wait", "BashOutput"]
 
 
 @dataclass(frozen=True)

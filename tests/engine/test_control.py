@@ -109,6 +109,7 @@ def test_a_codex_command_list_and_a_tool_named_wait_count_as_waiting():
     assert command_words({"command": ["bash", "-lc", "sleep 30"]}) == ["sleep", "30"]
     assert run(repeats(12, "shell", {"command": ["bash", "-lc", "sleep 30"]}, output="")) == []
     assert run(repeats(12, "wait", {"seconds": 30}, output="")) == []
+    assert run(repeats(12, "BashOutput", {"bash_id": "bash_1"}, output="")) == []  # polling a background shell
 
 
 def test_a_poll_between_sleeps_is_judged_as_if_the_sleeps_were_not_there():
