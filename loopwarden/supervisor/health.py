@@ -35,7 +35,7 @@ RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
                         "iterations", "escalation"})
 _VALIDATION_KEPT = 1000
-_EXEMPT_CALLS_KEPT = 64  # calls some rules skip whose results have not come yet
+_EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
 # off drops their verdicts, never their observing
 _ALWAYS_OBSERVE = frozenset({"runtime", "validation"})
@@ -165,8 +165,13 @@ class SessionHealth:
         self._last_tool = call.tool
         exempt = self.control.exempt(call.tool, call.args)
         self.waiting_call = call if "stall" in exempt else None
+        pending = self._exempt_calls
+        if pending and call.call_id is None:  # without ids a result answers the tool's latest call
+            for i in range(len(pending) - 1, -1, -1):
+                if pending[i][0].call_id is None and pending[i][0].tool == call.tool:
+                    del pending[i]
         if exempt:
-            self._exempt_calls.append((call, exempt))
+            pending.append((call, exempt))
         return exempt
 
     def _result_exemptions(self, result: ToolResult) -> frozenset[str]:

@@ -188,3 +188,11 @@ def test_bad_per_tool_limits_are_one_line_errors():
         config("tools.limits=Bash=3")
     with pytest.raises(ConfigError, match="a whole number"):
         config("tools.limits=Bash:repetition.nudge_after=-1")
+
+
+def test_a_result_without_an_id_answers_the_latest_call_of_its_tool_not_an_older_waiting_one():
+    s = Session()
+    s.feed(call("Bash", {"command": "sleep 60"}))  # its result never comes
+    for n in range(3):  # three failures of make: every one counts, the first too
+        s.feed(call("Bash", {"command": f"make t{n}"}), ok("Bash", "x", is_error=True))
+    assert [v.rule for v in s.feed(call("Bash", {"command": "make t4"}))] == ["same_error"]
