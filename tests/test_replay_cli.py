@@ -166,14 +166,15 @@ def test_real_transcripts_replay_with_hand_counted_tool_calls(name: str, fmt: st
     assert summary["state"] != "terminated"
 
 
-def test_the_long_real_session_trips_the_same_error_rule_on_make_lint_fix() -> None:
+def test_the_long_real_session_is_not_blocked_for_lint_errors_it_fixed_one_by_one() -> None:
+    """make lint-fix fails three times, each time with other compile errors the agent then fixes: the
+    same make summary line is not the same error (it was blocked before issue 14: a false alarm)."""
     path = TRANSCRIPTS / "claude_stream-json__ccagent__claude_response1.jsonl"
     if not path.exists():
         pytest.skip("transcript not available")
     proc = lw("replay", "--format", "claude-code", "--no-spill", str(path))
-    [block] = verdicts(proc)
-    assert block["action"] == "block" and block["rule"] == "same_error" and block["seq"] == 132
-    assert "make: *** [lint-fix] Error 1" in block["message"]
+    assert proc.returncode == 0, proc.stderr
+    assert verdicts(proc) == []
 
 
 def test_a_claude_code_json_array_fixture_replays() -> None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import adapters, demo, hook, live, offline
+from . import adapters, demo, explain, hook, live, offline
 from .common import EXIT_USAGE, Fail
 
 
@@ -26,6 +26,7 @@ def main(ctx: click.Context) -> None:
       loopwarden                                   the console on your own sessions
       loopwarden run -- python agent.py            supervise a command (Ctrl-C detaches)
       loopwarden ls / gates / approve s3:g1        see sessions, decide what waits for you
+      loopwarden explain s3                        which rules fired on a session, and why
       loopwarden replay --format claude-code run.jsonl
       loopwarden config keys                       every setting, its default and what it accepts
     """
@@ -35,7 +36,7 @@ def main(ctx: click.Context) -> None:
 
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
-                live.resume, live.kill, live.adopt, live.audit, live.prune, live.console, live.serve,
+                live.resume, live.kill, live.adopt, live.audit, explain.explain, live.prune, live.console, live.serve,
                 live.stop_daemon, hook.hook, adapters.adapters):
     main.add_command(command)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..sessions.base import Capability, capability_names
-from ..supervisor.config import Config
+from ..supervisor.config import Config, changed_settings
 from ..supervisor.health import GATED, SessionHealth
 from ..supervisor.verdicts import SessionState
 
@@ -48,6 +48,7 @@ class Snapshot:
     rate: list[int] = field(default_factory=list)
     validation_failures: int = 0
     interventions: dict[str, int] = field(default_factory=dict)  # verdicts by action, short of terminate
+    settings: dict[str, str] = field(default_factory=dict)  # keys that differ from their defaults, as shown
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,4 +88,18 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         counters={c.name: [c.value, c.limit] for c in h.counters(None if ended_at else now)},
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
         last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
-        **kinds)
+        settings=_settings(config), **kinds)
+
+
+_SETTINGS_KEPT = 256
+_settings_by_config: dict[int, tuple[Config, dict[str, str]]] = {}
+
+
+def _settings(config: Config) -> dict[str, str]:
+    """changed_settings, computed once per config object (a snapshot is built on every publish)."""
+    cached = _settings_by_config.get(id(config))
+    if cached is None or cached[0] is not config:  # the config is kept in the entry, so its id is not reused
+        if len(_settings_by_config) >= _SETTINGS_KEPT:
+            _settings_by_config.clear()
+        cached = _settings_by_config[id(config)] = (config, changed_settings(config))
+    return dict(cached[1])

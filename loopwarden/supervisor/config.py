@@ -23,8 +23,46 @@ def _key(kind: str, help: str, default: Any) -> Any:
     return field(default=default, metadata={"kind": kind, "help": help})
 
 
-def _list_key(help: str, default: list[str]) -> Any:
-    return field(default_factory=lambda: list(default), metadata={"kind": "list", "help": help})
+def _list_key(help: str, default: list[str], kind: str = "list") -> Any:
+    return field(default_factory=lambda: list(default), metadata={"kind": kind, "help": help})
+
+
+# Every rule a verdict can name, with what it watches, in the README's table order: `rules.disabled`,
+# `tools.exempt` and `loopwarden explain` use these names. A new guard adds its name here.
+RULES: dict[str, str] = {
+    "repetition": "the same call with the same arguments, consecutively",
+    "same_error": "one tool returning the same error, whatever its arguments",
+    "alternation": "two calls alternating A,B,A,B with identical results",
+    "monologue": "assistant messages in a row with no tool call",
+    "stall": "silence: no event for limits.stall_timeout",
+    "runtime": "wall clock over limits.max_runtime",
+    "validation": "malformed lines or model outputs in a row",
+    "consecutive_failures": "failures in a row with no success between",
+    "loop_counter": "the same failure repeated within a task, test regressions, repeated requests for help",
+    "attempts": "attempts of one task: a done task revisited, a blocked spin, no-progress repeats",
+    "completed_task_revisit": "a task already done, attempted again",
+    "blocked_task_spin": "a blocked task attempted again and again",
+    "no_progress_repeat": "attempts of a task that change nothing",
+    "iterations": "failed iterations per model, stuck iteration patterns, max iterations",
+    "model_escalation": "failed iterations on one model: the next model up, then a human",
+    "stuck_loop": "iterations stuck in one pattern (the same error, files or failing tests)",
+    "budget": "tokens, cost, output, memory or processes over their limits",
+    "large_output": "a tool output too large to pass on (spilled to a file)",
+    "gate_request": "the agent asking a human to approve something",
+    "condensation": "context trimming that frees no room, back to back",
+    "reread": "the same file read again and again without being written",
+    "chanting": "one message repeating the same passage",
+    "reflection": "failed test or lint rounds since the last human message",
+}
+RULE_ALIASES = {"max_runtime": "runtime", "max_iterations": "iterations"}
+
+# The keys one tool may have its own value of (`tools.limits`): thresholds judged per call of that tool.
+TOOL_KEYS = ("repetition.nudge_after", "repetition.max_identical_calls", "repetition.max_same_error")
+
+# Commands that only wait, exempt by default from the repetition rules and the stall (tools.waiting).
+# A one-word entry also names a tool: Claude Code's BashOutput polls a shell it started in the background.
+WAITING_COMMANDS = ["sleep", "wait", "watch", "tail -f", "tail -F", "gh run watch", "gh pr checks --watch",
+                    "kubectl rollout status", "kubectl wait", "docker wait", "docker compose wait", "BashOutput"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +148,24 @@ class Gates:
 
 
 @dataclass(frozen=True)
+class Rules:
+    disabled: list[str] = _list_key("rules switched off, e.g. alternation,monologue (names as in the rule table)",  # noqa: RUF009
+                                    [], "rules")
+
+
+@dataclass(frozen=True)
+class Tools:
+    exempt: list[str] = _list_key("tools the repetition rules skip: TOOL, or TOOL:RULE for one rule "  # noqa: RUF009
+                                  "(e.g. Read:repetition)", [], "names")
+    waiting: list[str] = _list_key("commands that only wait (a shell call that is just one of them): exempt "  # noqa: RUF009
+                                   "from repetition, same_error, alternation, consecutive_failures and stall",
+                                   WAITING_COMMANDS, "names")
+    limits: list[str] = _list_key("one tool's own thresholds: TOOL:KEY=VALUE, KEY one of "  # noqa: RUF009
+                                  + ", ".join(TOOL_KEYS) + " (e.g. WebFetch:repetition.max_identical_calls=10)",
+                                  [], "tool_limits")
+
+
+@dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
     repetition: Repetition = field(default_factory=Repetition)
@@ -121,6 +177,8 @@ class Config:
     spill: Spill = field(default_factory=Spill)
     gates: Gates = field(default_factory=Gates)
     store: Store = field(default_factory=Store)
+    rules: Rules = field(default_factory=Rules)
+    tools: Tools = field(default_factory=Tools)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -134,7 +192,7 @@ class Config:
 SECTIONS: dict[str, type] = {
     "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
-    "store": Store,
+    "store": Store, "rules": Rules, "tools": Tools,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -214,6 +272,9 @@ def _accepts(kind: str) -> str:
         "size": "a size such as 1048576, 64KiB or 1MiB",
         "path": "a directory path",
         "list": "a list of names (comma-separated outside TOML)",
+        "names": "a list of names, possibly empty (comma-separated outside TOML)",
+        "rules": "a list of rule names, possibly empty: " + ", ".join(RULES),
+        "tool_limits": "a list of TOOL:KEY=VALUE, possibly empty",
     }[kind]
 
 
@@ -256,12 +317,52 @@ def convert(key: str, kind: str, value: Any) -> Any:
                 value = [v.strip() for v in value.split(",") if v.strip()]
             if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
                 return list(value)
+        elif kind in ("names", "rules"):
+            return _names(key, kind, value)
+        elif kind == "tool_limits":
+            return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
         elif kind.startswith("choice:"):
             if isinstance(value, str) and value.strip() in kind[7:].split(","):
                 return value.strip()
+    except ConfigError:
+        raise
     except ValueError:
         pass
     raise ConfigError(f"{key}: {raw!r} is not valid; it accepts {_accepts(kind)}")
+
+
+def _names(key: str, kind: str, value: Any) -> list[str]:
+    """A possibly empty list of names; rule names are checked (with a did-you-mean) and aliases resolved."""
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(key)
+    names = [v.strip() for v in value]
+    if kind == "rules":
+        names = [RULE_ALIASES.get(n, n) for n in names]
+        for name in names:
+            if name not in RULES:
+                close = difflib.get_close_matches(name, RULES, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(RULES)}"
+                raise ConfigError(f"{key}: unknown rule {name!r}{hint}")
+    return list(dict.fromkeys(names))
+
+
+def tool_limits(key: str, entries: list[str]) -> list[tuple[str, str, Any]]:
+    """'WebFetch:repetition.max_identical_calls=10' entries as (tool, key, converted value), or ConfigError.
+    A tool name may hold colons (an MCP server's): the key is what follows the last one before '='."""
+    out = []
+    for entry in entries:
+        left, sep, raw = entry.partition("=")
+        tool, colon, name = left.rpartition(":")
+        if not sep or not colon or not tool.strip():
+            raise ConfigError(f"{key}: {entry!r} is not TOOL:KEY=VALUE, "
+                              "e.g. WebFetch:repetition.max_identical_calls=10")
+        if name.strip() not in TOOL_KEYS:
+            raise ConfigError(f"{key}: {name.strip()!r} cannot be set per tool; it accepts {', '.join(TOOL_KEYS)}")
+        name = name.strip()
+        out.append((tool.strip(), name, convert(f"{key} {tool.strip()}:{name}", KEYS[name], raw)))
+    return out
 
 
 def _all_keys() -> dict[str, str]:
@@ -340,7 +441,8 @@ def parse_set(item: str, where: str = "--set") -> tuple[str, str]:
 LIVE_KEYS = frozenset(
     {f"limits.{k}" for k in ("max_runtime", "stall_timeout", "max_iterations", "max_tokens", "max_cost_usd",
                              "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
-    | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates")}
+    | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates", "rules",
+                                             "tools")}
     | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
 )
 
@@ -358,8 +460,18 @@ def show_value(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return ",".join(map(str, value))
+        return ",".join(map(str, value)) or "(none)"
     return str(value)
+
+
+_DEFAULTS = Config()
+
+
+def changed_settings(config: Config) -> dict[str, str]:
+    """Every key whose value differs from its default (by the preset, a file, the environment, --set or
+    `loopwarden set`), as a person writes it: what `loopwarden explain` calls retuned or switched off."""
+    return {key: show_value(key, value_of(config, key)) for key in KEYS
+            if value_of(config, key) != value_of(_DEFAULTS, key)}
 
 
 def change(config: Config, values: Mapping[str, Any]) -> Config:

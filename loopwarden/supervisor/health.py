@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from . import messages
 from .config import Config
-from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, UserMessage,
+from .control import NOTHING, TUNED_GUARDS, ToolControl
+from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult, UserMessage,
                      ValidationError)
 from .gates import Gate, GateBook
 from .guards.alternation import AlternationGuard
@@ -19,7 +20,7 @@ from .guards.failures import FailuresGuard
 from .guards.iterations import IterationsGuard
 from .guards.loop_counter import LoopCounterGuard, Similarity, lexical_similarity
 from .guards.monologue import MonologueGuard
-from .guards.repetition import RepetitionGuard
+from .guards.repetition import RepetitionGuard, result_matches
 from .guards.requests import GateRequestGuard, LargeOutputGuard
 from .guards.runtime import RuntimeGuard
 from .guards.same_error import SameErrorGuard
@@ -35,6 +36,10 @@ RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
                         "iterations", "escalation"})
 _VALIDATION_KEPT = 1000
+_EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
+# guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
+# off drops their verdicts, never their observing
+_ALWAYS_OBSERVE = frozenset({"runtime", "validation"})
 
 
 class SessionHealth:
@@ -61,10 +66,12 @@ class SessionHealth:
             LargeOutputGuard(config.spill),
             GateRequestGuard(),
         ]
-        self._dispatch: dict[type[Event], tuple[Guard, ...]] = {
-            kind: tuple(g for g in self.guards if issubclass(kind, g.handles))
-            for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)
-        }
+        self._dispatch: dict[type[Event], tuple[Guard, ...]] = {}
+        self.control = ToolControl(config)
+        self._route()
+        self._exempt_calls: deque[tuple[ToolCall, frozenset[str]]] = deque(maxlen=_EXEMPT_CALLS_KEPT)
+        self.waiting_call: ToolCall | None = None  # a waiting command in flight: silence is not a stall
+        self._last_tool: str | None = None
         self.gates = GateBook()
         self._gate_timeout = config.gates.timeout
         self.state = RUNNING
@@ -108,8 +115,19 @@ class SessionHealth:
         elif kind is Done and self.state == RUNNING:
             self.state = DONE
         found: list[Verdict] = []
+        exempt = NOTHING
+        if kind is ToolCall:
+            exempt = self._call_exemptions(event)  # type: ignore[arg-type]
+        elif kind is ToolResult and self._exempt_calls:
+            exempt = self._result_exemptions(event)  # type: ignore[arg-type]
+        tuned = self._tool_config(event, kind) if self.control.tuned else None
         for guard in self._dispatch[kind]:
-            verdicts = guard.observe(event, now)
+            if exempt and guard.name in exempt:
+                continue
+            if tuned is not None and guard.name in TUNED_GUARDS:
+                verdicts = self._observe_tuned(guard, tuned, event, now)
+            else:
+                verdicts = guard.observe(event, now)
             if verdicts:
                 found.extend(verdicts)
         if kind is UserMessage and self.config.repetition.reset_on_user_message:
@@ -120,6 +138,53 @@ class SessionHealth:
             out.extend(self._settle(found, event.seq, now))
         return out
 
+    def _route(self) -> None:
+        """Which guards see each event type: every guard but those whose rule is switched off."""
+        off = self.control.disabled
+        on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
+        self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
+                          for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
+
+    def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
+        """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""
+        if kind is ToolCall:
+            return self.control.tuned.get(event.tool)  # type: ignore[attr-defined]
+        if kind is ToolResult:
+            return self.control.tuned.get(event.tool or self._last_tool or "")  # type: ignore[attr-defined]
+        return None
+
+    def _observe_tuned(self, guard: Guard, tuned: Config, event: Event, now: float) -> Sequence[Verdict]:
+        """Judge one event by the tool's own thresholds, then go back to the session's."""
+        guard.configure(tuned)
+        try:
+            return guard.observe(event, now)
+        finally:
+            guard.configure(self.config)
+
+    def _call_exemptions(self, call: ToolCall) -> frozenset[str]:
+        """The rules that skip this call (`tools.exempt`, `tools.waiting`); remembered for its result."""
+        self._last_tool = call.tool
+        exempt = self.control.exempt(call.tool, call.args)
+        self.waiting_call = call if "stall" in exempt else None
+        pending = self._exempt_calls
+        if pending and call.call_id is None:  # without ids a result answers the tool's latest call
+            for i in range(len(pending) - 1, -1, -1):
+                if pending[i][0].call_id is None and pending[i][0].tool == call.tool:
+                    del pending[i]
+        if exempt:
+            pending.append((call, exempt))
+        return exempt
+
+    def _result_exemptions(self, result: ToolResult) -> frozenset[str]:
+        for i in range(len(self._exempt_calls) - 1, -1, -1):
+            call, exempt = self._exempt_calls[i]
+            if result_matches(result, call.call_id, call.tool):
+                del self._exempt_calls[i]
+                if self.waiting_call is call:
+                    self.waiting_call = None
+                return exempt
+        return NOTHING
+
     def tick(self, now: float) -> list[Verdict]:
         """Time-based checks: max runtime, stall, gate expiry."""
         return self._tick(now, 0)
@@ -128,7 +193,7 @@ class SessionHealth:
         """The next moment a time-based rule could fire, so a live shell can sleep until then."""
         if self.state == TERMINATED:
             return None
-        self.runtime.waiting_on_human = self.state == GATED
+        self.runtime.waiting_on_human = self._waiting()
         candidates = [d for d in (self.runtime.next_deadline(),) if d is not None]
         timeout = self.config.gates.timeout
         if timeout:
@@ -141,7 +206,7 @@ class SessionHealth:
         self.runtime.now = now
         if self.runtime.quiet_until(now) and not self.config.gates.timeout:
             return []
-        self.runtime.waiting_on_human = self.state == GATED
+        self.runtime.waiting_on_human = self._waiting()
         found = list(self.runtime.tick(now))
         out = self._settle(found, seq, now) if found else []
         for gate in self.gates.expired(now, self.config.gates.timeout):
@@ -151,12 +216,20 @@ class SessionHealth:
                                    by="policy", note=None, expired=True))
         return out
 
+    def _waiting(self) -> bool:
+        """A human is deciding a gate, or a waiting command runs: neither is a stall."""
+        return self.state == GATED or (self.waiting_call is not None and "stall" not in self.control.disabled)
+
     def _settle(self, found: Iterable[Verdict], seq: int, now: float) -> list[Verdict]:
-        """Stamp verdicts, open gates, keep at most one terminate (and nothing after it)."""
+        """Stamp verdicts, open gates, keep at most one terminate (and nothing after it); a verdict of a
+        rule switched off (`rules.disabled`) is dropped here, whichever guard gave it."""
         out: list[Verdict] = []
+        off = self.control.disabled
         for verdict in found:
             if self.state == TERMINATED:
                 break  # the first reason to end a session is the one it ends with
+            if off and verdict.rule in off:
+                continue
             verdict.seq = seq
             if verdict.action == Action.GATE or (verdict.action == Action.ESCALATE and verdict.target == "human"):
                 if not self._open_gate(verdict, now):
@@ -216,6 +289,8 @@ class SessionHealth:
         self._gate_timeout = config.gates.timeout
         for guard in self.guards:
             guard.configure(config)
+        self.control = ToolControl(config)
+        self._route()
 
     def reset_counters(self, counter: str | None = None) -> None:
         """A human intervention: reset every counter, or the one named."""

@@ -110,6 +110,23 @@ def normalise_error(line: str) -> str:
     return " ".join(line.split())[:_FINGERPRINT_LIMIT]
 
 
+# A build runner's own summary line says that a step failed, not which error: the same
+# "make: *** [lint-fix] Error 1" closes three different compile errors fixed one after another.
+_RUNNER_LINE = re.compile(
+    r"\s*(?:make(?:\[\d+\])?: \*\*\* |npm ERR! (?:code|errno) |error Command failed with exit code "
+    r"|Process completed with exit code )"
+)
+_DIAGNOSTIC = re.compile(r"\s*[\w./\\-]+:\d+(?::\d+)?:")  # path:line[:col]: what compilers and linters print
+
+
 def error_fingerprint(tool: str, output: str) -> str:
-    """tool + the normalised line that carries the error."""
-    return f"{tool}: {normalise_error(error_line(output))}"
+    """tool + the normalised line that carries the error; when that line is only a build runner's summary,
+    a digest of the diagnostics (path:line: lines) tells one failure from another."""
+    line = error_line(output)
+    fingerprint = f"{tool}: {normalise_error(line)}"
+    if _RUNNER_LINE.match(line):
+        diagnostics = [normalise_error(d) for d in output.splitlines()[:400] if _DIAGNOSTIC.match(d)]
+        if diagnostics:
+            digest = hashlib.blake2b("\n".join(diagnostics).encode("utf-8", "surrogatepass"), digest_size=4)
+            fingerprint += f" (diagnostics {digest.hexdigest()})"
+    return fingerprint

@@ -73,7 +73,7 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 def test_a_looping_model_is_rejected_with_its_reason_then_terminated(ca: Harness, fake_api: FakeAnthropic) -> None:
     fake_api.play(lambda body: call("Bash", SLEEP), max_turns=30)  # `sleep` asks only through loopwarden's layer
-    sid = start(ca, "keep waiting")
+    sid = start(ca, "keep waiting", sets=("tools.waiting=",))  # sleep is waiting by default: judge it as any call
     snap = ca.wait_state(sid, "terminated", "exited", timeout=60)
     assert (snap["state"], snap["termination"]) == ("terminated", "repetition_loop"), snap
     assert snap["agent"] == "claude-acp", snap
