@@ -59,8 +59,8 @@ def test_the_binary_comes_from_the_environment_then_path_then_the_wheel(tmp_path
 def test_registered_with_its_capabilities() -> None:
     cls = registry.adapters()["codex"]
     assert cls is CodexAppServerAdapter and cls.agent == "codex"
-    assert capability_names(cls().capabilities) == ["veto", "hold", "inject", "steer", "interrupt"]
-    assert Capability.REWIND not in cls.declared
+    assert capability_names(cls().capabilities) == ["veto", "hold", "inject", "steer", "interrupt", "rewind"]
+    assert Capability.REWIND in cls.declared  # thread/revert
 
 
 def started() -> CodexAppServerAdapter:
