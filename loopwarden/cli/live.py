@@ -695,6 +695,49 @@ def inject(session: str, text: str) -> None:
     click.echo(f"{result['session']}: sent")
 
 
+@click.command()
+@click.argument("session")
+@click.option("--turns", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="How many of the latest turns to drop (the first of them is retried).")
+@click.option("--note", help="Guidance added to the loop's evidence; also recorded in the audit log.")
+def rewind(session: str, turns: int, note: str | None) -> None:
+    """Rewind an agent's conversation to before its loop and retry, with the loop's evidence as guidance.
+
+    The latest turns are dropped from the model's history (files they changed stay
+    changed), and the first of them is started again with its own input and a
+    message that tells the model what looped. Only agents that can rewind take it
+    (Codex, through thread/revert: see 'loopwarden adapters'); restart the others.
+    With recovery.on_loop=rewind a loop rewinds by itself instead of ending the session.
+
+    \b
+    Example:
+      loopwarden rewind s3 --note "the log grows by itself; read it once"
+    """
+    result = call("rewind", session=session, turns=turns, note=note)
+    click.echo(f"{result['session']}: rewound {_plural(result['turns'], 'turn')}; the retry carries: "
+               f"{result['guidance']}")
+
+
+@click.command()
+@click.argument("session")
+@click.option("--note", help="Added to the summary the new run reads first; also recorded in the audit log.")
+def restart(session: str, note: str | None) -> None:
+    """Start a session's task again as a new session, told first what failed (how it ended, its last errors).
+
+    A session still running is stopped first. The summary is the new run's first
+    message: a native agent reads it as an inject right after its welcome, Codex
+    before its prompt. Agents that cannot take a message (plain output, observed
+    streams) are refused: start those again with 'loopwarden run'.
+
+    \b
+    Example:
+      loopwarden restart s3 --note "the tests need the database running"
+    """
+    result = call("restart", session=session, note=note)
+    click.echo(f"{result['restarted']}: restarted as {result['id']} ({result['name']})")
+    click.echo(f"its first message: {result['summary']}")
+
+
 def _signal_command(op: str, help_text: str) -> Any:
     @click.command(op)
     @click.argument("session")
