@@ -23,6 +23,7 @@ from .principal import Principal, agent_environment, hook_agent
 from .processes import adoption_refusal, process_rows
 from .procfs import ancestry
 from .registry import HOOKED_ENDED_KEPT, UnknownSession, _row_snapshot
+from .restarts import Restartable
 from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
@@ -465,26 +466,30 @@ class ControlOperations(DaemonParts):
         self._refuse_while_stopping("restart")
         sid = await self._resolve(req.get("session"))
         old = self.sessions.get(sid)
-        if not isinstance(old, LiveSession):
+        if isinstance(old, LiveSession):
+            task = Restartable(old.spec, old.config, *old.failed())
+        elif old is None and (kept := self.restartable.get(sid)) is not None:
+            task = kept
+        else:
             why = ("was not launched by loopwarden" if old is not None else
                    "is no longer in this daemon's memory (its environment is never stored)")
             raise RequestError(f"session {sid} {why}; start its task again with 'loopwarden run'")
         from ..sessions.registry import adapters
 
         note = request_note(req)
-        summary = old.restart_summary(note)
-        adapter = adapters()[old.spec.adapter]()
+        summary = task.summary(note)
+        adapter = adapters()[task.spec.adapter]()
         if not adapter.preface(summary):
-            raise RequestError(f"session {sid} ({old.spec.adapter}) cannot take a first message, so a restart could "
+            raise RequestError(f"session {sid} ({task.spec.adapter}) cannot take a first message, so a restart could "
                                "not tell it what failed; start it again with 'loopwarden run' (see 'loopwarden "
                                "adapters')")
         new = self._new_id()
         warning = await self._audited(who, sid, "restart", new, summary[:500], "restarting", stops=True)
         self._refuse_after_audit(who, new, "restart")
-        if not old.final:
+        if old is not None and not old.final:
             self._tg.start_soon(old.kill, f"restarted as {new}" + (f": {note}" if note else ""))
-        spec = replace(old.spec, id=new, env=dict(old.spec.env), sets=list(old.spec.sets))
-        started = self._launch(spec, old.config, adapter)
+        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets))
+        started = self._launch(spec, task.config, adapter)
         return _warned({**started, "restarted": sid, "summary": summary}, warning)
 
     async def _capable(self, req: dict[str, Any], op: str) -> Supervised:

@@ -565,14 +565,11 @@ class LiveSession:
         self._publish()
         return verdict
 
-    def restart_summary(self, note: str | None) -> str:
-        """What a restarted run is told first: how this one ended, its last intervention and errors."""
-        ended = self.health.termination.reason if self.health.termination else None
-        if ended is None and self.adapter.failure:
-            ended = self.adapter.failure
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
+        ended = self.health.termination.reason if self.health.termination else self.adapter.failure
         last = self.last_intervention
-        return messages.restart_summary(self.spec.task, ended, (last.message or last.reason) if last else None,
-                                        list(self.errors), note)
+        return ended, (last.message or last.reason) if last else None, list(self.errors)
 
     def reset(self, counter: str | None) -> None:
         self.health.reset_counters(counter)
