@@ -660,7 +660,7 @@ def set_limits(session: str, values: tuple[str, ...]) -> None:
     """Change a running session's limits: the engine judges by them at once, and the change is audited.
 
     A running session takes the limits (not max_line_bytes or stdin_backlog), the
-    repetition, validation, failures, attempts and gates keys, loop.gate_after and
+    repetition, validation, failures, attempts, gates and recovery keys, loop.gate_after and
     loop.similarity, and the escalation thresholds; the others shaped how it
     started ('loopwarden config keys' lists every key). Counters so far stay.
 
@@ -837,8 +837,9 @@ def console(read_only: bool) -> None:
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
     the ended), the gates queue (g), and single-key actions: a approve, w approve
     with guidance, d deny, u grant unblock authority, x reset counters, i inject,
-    p pause, r resume, ctrl+k or K kill, n launch, L limits. Approve and deny show
-    the gate's evidence and ask first; deny and kill take an optional reason. If
+    p pause, r resume, b rewind, R restart, ctrl+k or K kill, n launch, L limits.
+    Approve and deny show the gate's evidence and ask first; deny and kill take an
+    optional reason. If
     the daemon goes away the console reconnects by itself. ? lists every key and
     column; ctrl+p searches every action.
 
