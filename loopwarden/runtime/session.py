@@ -526,8 +526,13 @@ class LiveSession:
         most recovery.max_rewinds times; the terminate verdict gives way to the rewind's."""
         end = verdicts[-1]
         recovery = self.config.recovery
-        if (recovery.on_loop != "rewind" or end.termination != Termination.REPETITION_LOOP
-                or self.rewinds >= recovery.max_rewinds or Capability.REWIND not in self.capabilities):
+        if recovery.on_loop != "rewind" or end.termination != Termination.REPETITION_LOOP:
+            return verdicts
+        if Capability.REWIND not in self.capabilities or self.rewinds >= recovery.max_rewinds:
+            n = self.rewinds
+            why = (f"after {n} rewind{'s' if n != 1 else ''} (recovery.max_rewinds)"
+                   if Capability.REWIND in self.capabilities else f"the {self.adapter.name} adapter cannot rewind")
+            self._report(f"recovery.on_loop=rewind: the loop ends the session: {why}")
             return verdicts
         try:
             rewound = self.rewind(1, None, by="policy", instead_of=end)

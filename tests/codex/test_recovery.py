@@ -76,6 +76,8 @@ def test_the_rewind_policy_rewinds_a_loop_instead_of_ending_it_then_ends_the_nex
     retried = [b for b in fake_model.requests() if guided(b)]
     assert retried and calls_made(retried[0]) == 0
     assert any("POLICY-TASK loop" in t for t in user_texts(retried[0]))
+    logs = [str(e["data"].get("text")) for e in cx.events(sid) if e["kind"] == "log"]
+    assert "recovery.on_loop=rewind: the loop ends the session: after 1 rewind (recovery.max_rewinds)" in logs
 
 
 def test_rewind_is_refused_before_codex_started_a_turn(cx: Harness, fake_model: FakeResponses) -> None:

@@ -77,3 +77,12 @@ def test_rewind_is_refused_for_a_session_without_the_capability(lw: Harness) -> 
 def test_rewind_turns_must_be_a_whole_number_in_range(lw: Harness) -> None:
     done = lw.cli("rewind", "s1", "--turns", "0")
     assert done.returncode == 2 and "--turns" in done.stderr
+
+
+def test_the_rewind_policy_leaves_a_session_that_cannot_rewind_to_end_as_usual(lw: Harness) -> None:
+    sid = lw.scenario("repetition", "recovery.on_loop=rewind")
+    snap = lw.wait_state(sid, "terminated")
+    assert snap["termination"] == "repetition_loop"
+    assert "rewind" not in {v["rule"] for v in lw.verdicts(sid)}
+    wait_for(lambda: heard(lw, sid, "recovery.on_loop=rewind: the loop ends the session: the native adapter "
+                                    "cannot rewind"), 10, "the line that says why")
