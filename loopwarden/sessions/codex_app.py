@@ -429,8 +429,12 @@ class CodexAppServerAdapter(Adapter):
         if "id" in obj and isinstance(method, str):
             return self._server_request(obj, method, seq)
         if isinstance(method, str):
+            dropped = method == "turn/completed" and self.rewinding is not None
             self._track(method, obj.get("params"))
-            return self.parser.feed(obj, seq)
+            events = self.parser.feed(obj, seq)
+            if dropped:  # the turn a rewind ends is not a failed iteration: it is no longer in the history
+                events = [e for e in events if type(e) is not ev.Iteration]
+            return events
         if "id" in obj:
             return self._response(obj, seq)
         return [invalid(obj, seq, "neither a request, a response nor a notification")]
@@ -526,6 +530,8 @@ class CodexAppServerAdapter(Adapter):
             raise ValueError("a rewind of this session is already under way")
         if not self.thread_id or not self.turn_inputs:
             raise ValueError("Codex has not started a turn yet; nothing to rewind")
+        if self.starting:
+            raise ValueError("a turn is starting; rewind once it runs")
         if turns < 1 or turns > len(self.turn_inputs):
             have = len(self.turn_inputs)
             raise ValueError(f"cannot rewind {turns} turns: this thread has {have} turn{'s' if have != 1 else ''}")

@@ -135,7 +135,9 @@ def test_a_rewind_reverts_the_turn_then_retries_its_input_with_the_guidance() ->
     with pytest.raises(ValueError, match="already under way"):
         adapter.rewind_line(1, "again")
     assert adapter.inject_line("a nudge", "nudge", "repetition") is None  # held for the retry
-    adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}', 4)
+    ended = adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}',
+                                 4)
+    assert ended == []  # the dropped turn is no failed iteration
     assert adapter.replies(False) == []  # the turn ended, but the revert is not answered yet: stdin stays open
     adapter.parse_stdout(json.dumps({"id": revert["id"], "result": {"thread": {"id": "t1"}}}).encode(), 5)
     (retry,) = lines(b"".join(adapter.replies(False)))

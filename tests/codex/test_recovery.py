@@ -58,6 +58,8 @@ def test_an_operator_rewinds_a_looping_turn_and_the_retry_carries_the_guidance(
     assert guidance.endswith(answer["guidance"]) and "NOTE-42" in guidance
     assert block["message"][:60] in guidance  # the loop's evidence: the blocked call and its outcome
     assert rules(cx.verdicts(sid))[-1] == ("nudge", "rewind")
+    iterations = [e["data"]["status"] for e in cx.events(sid) if e["kind"] == "iteration"]
+    assert iterations == ["pass"]  # the dropped turn is not counted as a failed iteration
     audit = [a for a in cx.request("actions", session=sid) if a["action"] == "rewind"]
     assert [(a["target"], a["outcome"]) for a in audit] == [("1 turn", "rewinding")]
     assert "NOTE-42" in audit[0]["note"]
