@@ -39,6 +39,8 @@ STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dr
 READ_CHUNK = 1 << 16
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
 ERRORS_KEPT = 3  # the agent's last errors, for a restart's summary
+# verdicts that tell what a loop did (a rewind's guidance and a restart's summary quote the last one)
+EVIDENCE = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
 
 
 @dataclass
@@ -417,7 +419,7 @@ class LiveSession:
         now = self.clock()
         for verdict in verdicts:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
-            if verdict.action != Action.TERMINATE and verdict.rule != "rewind":
+            if verdict.action in EVIDENCE and verdict.rule != "rewind":
                 self.last_intervention = verdict
             if verdict.gate_id:
                 gate = self.health.gates.gates.get(verdict.gate_id)
