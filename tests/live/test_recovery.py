@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
@@ -86,3 +87,21 @@ def test_the_rewind_policy_leaves_a_session_that_cannot_rewind_to_end_as_usual(l
     assert "rewind" not in {v["rule"] for v in lw.verdicts(sid)}
     wait_for(lambda: heard(lw, sid, "recovery.on_loop=rewind: the loop ends the session: the native adapter "
                                     "cannot rewind"), 10, "the line that says why")
+
+
+def test_an_adopted_process_can_be_neither_rewound_nor_restarted(lw: Harness) -> None:
+    victim = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        done = lw.cli("adopt", str(victim.pid))
+        assert done.returncode == 0, done.stderr
+        sid = done.stdout.strip()
+        for args, refused in ((("rewind", sid), "(adopted) cannot rewind its conversation"),
+                              (("restart", sid), f"session {sid} was not launched by loopwarden")):
+            out = lw.cli(*args)
+            assert out.returncode == 2 and refused in out.stderr, out.stderr
+        assert victim.poll() is None and lw.status(sid)["state"] == "running"  # nothing was stopped
+        lw.request("kill", session=sid)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        victim.wait(10)
