@@ -512,3 +512,14 @@ async def test_rewind_is_greyed_out_without_the_capability_and_restart_starts_an
     new = row["target"]
     wait_for(lambda: agent_heard(lw, new, "restarted by a supervisor"), what="the summary to reach the new run")
     lw.request("kill", session=new)
+
+
+def test_rewind_is_offered_for_a_session_that_can_rewind_and_says_why_for_one_that_cannot() -> None:
+    from loopwarden.widgets.app import ConsoleApp
+
+    codex = {"id": "s1", "adapter": "codex", "capabilities": ["veto", "hold", "inject", "steer", "interrupt", "rewind"]}
+    native = {"id": "s2", "adapter": "native", "capabilities": ["veto", "hold", "inject"]}
+    assert ConsoleApp._incapable(codex, "rewind") is None
+    why = ConsoleApp._incapable(native, "rewind")
+    assert why == "session s2 (native) cannot rewind its conversation (restart it: R)"
+    assert ConsoleApp._incapable(native, "restart") is None  # restart needs no capability: the daemon decides
