@@ -102,3 +102,23 @@ def test_rewind_is_refused_before_codex_started_a_turn(cx: Harness, fake_model: 
     assert snap["state"] == "exited"
     assert ("rewind", "failed: cannot rewind 2 turns: this thread has 1 turn") in [
         (a["action"], a["outcome"]) for a in cx.request("actions", session=sid)]
+
+
+def test_a_codex_session_ended_by_its_loop_restarts_told_what_failed(cx: Harness, fake_model: FakeResponses) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if any("restarted by a supervisor" in t for t in user_texts(body)):
+            return say("Starting over differently. Done.")
+        return run("echo looping")
+
+    fake_model.play(script, max_replies=40)
+    old = start(cx, "RESTART-TASK list the files")
+    assert cx.wait_state(old, "terminated", timeout=60)["termination"] == "repetition_loop"
+    new = cx.request("restart", session=old, note="NOTE-11")["id"]
+    snap = cx.wait_state(new, "exited", "terminated", timeout=60)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    first = next(b for b in fake_model.requests() if any("restarted by a supervisor" in t for t in user_texts(b)))
+    texts = user_texts(first)
+    summary = next(n for n, t in enumerate(texts) if "restarted by a supervisor" in t)
+    prompt = next(n for n, t in enumerate(texts) if "RESTART-TASK list the files" in t)
+    assert summary < prompt and calls_made(first) == 0  # a new thread: the summary, then the task
+    assert "repetition loop" in texts[summary] and "NOTE-11" in texts[summary]
