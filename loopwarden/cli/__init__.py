@@ -36,8 +36,8 @@ def main(ctx: click.Context) -> None:
 
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
-                live.resume, live.kill, live.adopt, live.audit, explain.explain, live.prune, live.console, live.serve,
-                live.stop_daemon, hook.hook, adapters.adapters):
+                live.resume, live.kill, live.rewind, live.restart, live.adopt, live.audit, explain.explain, live.prune,
+                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters):
     main.add_command(command)
 
 

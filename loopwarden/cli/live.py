@@ -676,7 +676,7 @@ def set_limits(session: str, values: tuple[str, ...]) -> None:
     """Change a running session's limits: the engine judges by them at once, and the change is audited.
 
     A running session takes the limits (not max_line_bytes or stdin_backlog), the
-    repetition, validation, failures, attempts and gates keys, loop.gate_after and
+    repetition, validation, failures, attempts, gates and recovery keys, loop.gate_after and
     loop.similarity, and the escalation thresholds; the others shaped how it
     started ('loopwarden config keys' lists every key). Counters so far stay.
 
@@ -709,6 +709,49 @@ def inject(session: str, text: str) -> None:
     """
     result = call("inject", session=session, text=text)
     click.echo(f"{result['session']}: sent")
+
+
+@click.command()
+@click.argument("session")
+@click.option("--turns", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="How many of the latest turns to drop (the first of them is retried).")
+@click.option("--note", help="Guidance added to the loop's evidence; also recorded in the audit log.")
+def rewind(session: str, turns: int, note: str | None) -> None:
+    """Rewind an agent's conversation to before its loop and retry, with the loop's evidence as guidance.
+
+    The latest turns are dropped from the model's history (files they changed stay
+    changed), and the first of them is started again with its own input and a
+    message that tells the model what looped. Only agents that can rewind take it
+    (Codex, through thread/revert: see 'loopwarden adapters'); restart the others.
+    With recovery.on_loop=rewind a loop rewinds by itself instead of ending the session.
+
+    \b
+    Example:
+      loopwarden rewind s3 --note "the log grows by itself; read it once"
+    """
+    result = call("rewind", session=session, turns=turns, note=note)
+    click.echo(f"{result['session']}: rewound {_plural(result['turns'], 'turn')}; the retry carries: "
+               f"{result['guidance']}")
+
+
+@click.command()
+@click.argument("session")
+@click.option("--note", help="Added to the summary the new run reads first; also recorded in the audit log.")
+def restart(session: str, note: str | None) -> None:
+    """Start a session's task again as a new session, told first what failed (how it ended, its last errors).
+
+    A session still running is stopped first. The summary is the new run's first
+    message: a native agent reads it as an inject right after its welcome, Codex
+    before its prompt. Agents that cannot take a message (plain output, observed
+    streams) are refused: start those again with 'loopwarden run'.
+
+    \b
+    Example:
+      loopwarden restart s3 --note "the tests need the database running"
+    """
+    result = call("restart", session=session, note=note)
+    click.echo(f"{result['restarted']}: restarted as {result['id']} ({result['name']})")
+    click.echo(f"its first message: {result['summary']}")
 
 
 def _signal_command(op: str, help_text: str) -> Any:
@@ -811,8 +854,9 @@ def console(read_only: bool) -> None:
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
     the ended), the gates queue (g), and single-key actions: a approve, w approve
     with guidance, d deny, u grant unblock authority, x reset counters, i inject,
-    p pause, r resume, ctrl+k or K kill, n launch, L limits. Approve and deny show
-    the gate's evidence and ask first; deny and kill take an optional reason. If
+    p pause, r resume, b rewind, R restart, ctrl+k or K kill, n launch, L limits.
+    Approve and deny show the gate's evidence and ask first; deny and kill take an
+    optional reason. If
     the daemon goes away the console reconnects by itself. ? lists every key and
     column; ctrl+p searches every action.
 

@@ -19,7 +19,7 @@ from .spill import Spiller
 
 # what each operation needs, for the refusal and the console (an operation not listed needs nothing)
 NEEDS = {"grant": Capability.INJECT, "inject": Capability.INJECT, "approve": Capability.HOLD,
-         "deny": Capability.HOLD}
+         "deny": Capability.HOLD, "rewind": Capability.REWIND}
 
 
 class NotCapable(Exception):
@@ -75,5 +75,6 @@ def refusal(session: Supervised, op: str) -> str | None:
     if need is None or need in session.capabilities:
         return None
     what = {"grant": "be granted authority", "inject": "receive text",
-            "approve": "hold a call for a gate", "deny": "hold a call for a gate"}[op]
+            "approve": "hold a call for a gate", "deny": "hold a call for a gate",
+            "rewind": "rewind its conversation (only Codex can; restart it instead)"}[op]
     return f"session {session.spec.id} ({session.spec.adapter}) cannot {what} (see 'loopwarden adapters')"

@@ -18,6 +18,7 @@ from .cgroups import CgroupTree
 from .contract import Supervised
 from .guardian_link import GuardianLink
 from .history import EndedSessions
+from .restarts import Restartables
 from .hooked import HookedSession
 from .operations import ControlOperations
 from .parts import SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
@@ -43,6 +44,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self.attached: dict[str, HookedSession] = {}  # session id -> the attached session, while in `sessions`
         self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
         self.recent = EndedSessions(RECENT_BYTES)  # the newest ended sessions' snapshots; the store has them all
+        self.restartable = Restartables()  # the newest ended launched sessions' specs, for `restart`
         self.recorder = Recorder(paths.database, log=self._log, clock=clock, on_requeue_sessions=self._requeue)
         self.subscribers: list[Subscriber] = []
         self.queue_budget = QueueBudget()

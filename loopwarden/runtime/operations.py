@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import anyio
 import psutil
 
-from ..sessions.base import Capability
-from ..supervisor.config import ConfigError, change, load_config, show_value, value_of
+from ..sessions.base import Adapter, Capability
+from ..supervisor.config import Config, ConfigError, change, load_config, show_value, value_of
 from ..supervisor.gates import GateError
 from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
@@ -22,6 +23,7 @@ from .principal import Principal, agent_environment, hook_agent
 from .processes import adoption_refusal, process_rows
 from .procfs import ancestry
 from .registry import HOOKED_ENDED_KEPT, UnknownSession, _row_snapshot
+from .restarts import Restartable
 from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
@@ -34,6 +36,7 @@ LOGS_LIMIT = 10_000  # rows of each table in one `logs` page
 LOGS_BYTES = 4 << 20  # text in one `logs` page: a reply (and the daemon) never holds more per request
 SPILLS_SHOWN = 200  # the newest spill files listed with a `logs` page
 INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
+REWIND_TURNS = 100  # turns one `rewind` may drop
 CURSOR = {"events": "after", "verdicts": "verdicts_after", "actions": "actions_after"}
 
 
@@ -155,13 +158,19 @@ class ControlOperations(DaemonParts):
         self._refuse_after_audit(who, sid, "run")
         # named after the last await, so that two runs at once never both take a free name
         asked = spec_in.name or default_name(command)[:80]
-        name, renamed = self._unique_name(asked)  # a live session has it: name-2
-        spec = SessionSpec(id=sid, name=name, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
+        spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
                            preset=config.preset, sets=spec_in.sets, task=spec_in.task)
+        return self._launch(spec, config, adapters()[spec_in.adapter]())
+
+    def _launch(self, spec: SessionSpec, config: Config, adapter: Adapter) -> dict[str, Any]:
+        """Name `spec` (unique among live sessions), start it, and reply its id and name."""
+        asked = spec.name
+        name, renamed = self._unique_name(asked)  # a live session has it: name-2
+        spec.name, sid = name, spec.id
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
                           session=sid)
-        session = LiveSession(spec, config, adapters()[spec_in.adapter](), sink=self.sink, spiller=spiller,
+        session = LiveSession(spec, config, adapter, sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid))  # its cgroup, once it is sure to start
         self.sessions[sid] = session
@@ -432,6 +441,56 @@ class ControlOperations(DaemonParts):
         await self._audited(who, session.spec.id, "inject", None, text[:500], "sent")
         session.inject(text)
         return {"session": session.spec.id}
+
+    async def op_rewind(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Drop the last `turns` turns of the agent's conversation and retry with the loop's evidence as guidance."""
+        session = await self._capable(req, "rewind")
+        turns = req.get("turns", 1)
+        if not isinstance(turns, int) or isinstance(turns, bool) or not 1 <= turns <= REWIND_TURNS:
+            raise RequestError(f"'turns' must be a whole number from 1 to {REWIND_TURNS}")
+        if not isinstance(session, LiveSession):
+            raise RequestError(f"session {session.spec.id} was not launched by loopwarden; it cannot be rewound")
+        note = request_note(req)
+        await self._audited(who, session.spec.id, "rewind", f"{turns} turn{'s' if turns != 1 else ''}", note,
+                            "rewinding")
+        try:
+            verdict = session.rewind(turns, note, by=who.actor)
+        except ValueError as exc:
+            self._audit(who, session.spec.id, "rewind", None, note, f"failed: {exc}")
+            raise AlreadyAudited(f"session {session.spec.id}: {exc}") from None
+        return {"session": session.spec.id, "turns": turns, "guidance": verdict.evidence["guidance"]}
+
+    async def op_restart(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Start the task of a launched session again, as a new session whose first message is a summary of
+        what failed; a session still running is stopped first."""
+        self._refuse_while_stopping("restart")
+        sid = await self._resolve(req.get("session"))
+        old = self.sessions.get(sid)
+        if isinstance(old, LiveSession):
+            task = Restartable(old.spec, old.config, *old.failed())
+        elif old is None and (kept := self.restartable.get(sid)) is not None:
+            task = kept
+        else:
+            why = ("was not launched by loopwarden" if old is not None else
+                   "is no longer in this daemon's memory (its environment is never stored)")
+            raise RequestError(f"session {sid} {why}; start its task again with 'loopwarden run'")
+        from ..sessions.registry import adapters
+
+        note = request_note(req)
+        summary = task.summary(note)
+        adapter = adapters()[task.spec.adapter]()
+        if not adapter.preface(summary):
+            raise RequestError(f"session {sid} ({task.spec.adapter}) cannot take a first message, so a restart could "
+                               "not tell it what failed; start it again with 'loopwarden run' (see 'loopwarden "
+                               "adapters')")
+        new = self._new_id()
+        warning = await self._audited(who, sid, "restart", new, summary[:500], "restarting", stops=True)
+        self._refuse_after_audit(who, new, "restart")
+        if old is not None and not old.final:
+            self._tg.start_soon(old.kill, f"restarted as {new}" + (f": {note}" if note else ""))
+        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets))
+        started = self._launch(spec, task.config, adapter)
+        return _warned({**started, "restarted": sid, "summary": summary}, warning)
 
     async def _capable(self, req: dict[str, Any], op: str) -> Supervised:
         """The live session a request names, if it can carry out `op` (see contract.NEEDS)."""

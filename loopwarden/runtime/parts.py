@@ -19,6 +19,7 @@ from .containment import Containment
 from .contract import Supervised
 from .guardian_link import GuardianLink
 from .history import EndedSessions
+from .restarts import Restartables
 from .hooked import HookedSession
 from ..paths import Paths
 from .principal import Principal
@@ -56,6 +57,7 @@ class DaemonParts:
     hooked: dict[str, HookedSession]  # the agent's own session id -> its attached session
     attached: dict[str, HookedSession]  # session id -> the attached session, while it is in `sessions`
     recent: EndedSessions  # the newest ended sessions' snapshots; the store has them all
+    restartable: Restartables  # the newest ended launched sessions' specs and failures, for `restart`
     recorder: Recorder
     subscribers: list[Subscriber]
     queue_budget: QueueBudget

@@ -30,7 +30,7 @@ READ_ONLY_OPS = frozenset({"ping", "list", "status", "logs", "processes", "gates
                            "subscribe"})
 HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which runs inside Claude Code
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
-                          "kill", "shutdown", "prune", "set"})
+                          "kill", "shutdown", "prune", "set", "rewind", "restart"})
 
 TRACE_ATTEMPTS = 3  # an ancestor that exits mid-walk re-parents its children: walk again
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "yash", "busybox"})

@@ -10,6 +10,8 @@ from ..supervisor.verdicts import SessionState
 from .contract import Supervised
 from .parts import DaemonParts, RequestError
 from .requests import NAME_CHARS
+from .restarts import Restartable
+from .session import LiveSession
 from .store import Store
 
 RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
@@ -155,6 +157,8 @@ class SessionRegistry(DaemonParts):
             self.recorder.forget(sid)
             if session is not None:
                 self.recent.add(sid, self._live_snapshot(session))
+                if isinstance(session, LiveSession):
+                    self.restartable.add(sid, Restartable(session.spec, session.config, *session.failed()))
                 key = session.hook_key
                 if key is not None and session.state != SessionState.TERMINATED and self.hooked.get(key) is session:
                     del self.hooked[key]

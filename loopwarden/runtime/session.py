@@ -21,7 +21,7 @@ from ..sessions.base import Adapter, Capability
 from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
-from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
+from ..supervisor.events import Error, Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
@@ -38,6 +38,9 @@ YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte bu
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 READ_CHUNK = 1 << 16
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
+ERRORS_KEPT = 3  # the agent's last errors, for a restart's summary
+# verdicts that tell what a loop did (a rewind's guidance and a restart's summary quote the last one)
+EVIDENCE = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
 
 
 @dataclass
@@ -134,6 +137,9 @@ class LiveSession:
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
         self._splitter: LineSplitter | None = None
+        self.rewinds = 0  # conversations rewound (recovery.on_loop and operators), for recovery.max_rewinds
+        self.last_intervention: Verdict | None = None  # the last verdict short of an end: a loop's evidence
+        self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -398,6 +404,10 @@ class LiveSession:
                     self._spill(verdict, event, now)
         if type(event) is ToolCall:
             self.tool_calls += 1
+        elif type(event) is Error:
+            self.errors.append(event.message)
+        if verdicts and verdicts[-1].action == Action.TERMINATE:
+            verdicts = self._recover(verdicts)
         record = event.to_dict()
         record["seq"] = event.seq
         self.sink("event", self.spec.id, record, size)
@@ -409,6 +419,8 @@ class LiveSession:
         now = self.clock()
         for verdict in verdicts:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
+            if verdict.action in EVIDENCE and verdict.rule != "rewind":
+                self.last_intervention = verdict
             if verdict.gate_id:
                 gate = self.health.gates.gates.get(verdict.gate_id)
                 if gate:
@@ -509,6 +521,62 @@ class LiveSession:
         self._inject(verdict.message or "", "authority", "operator")
         self._publish()
         return verdict
+
+    # ---- recovery -------------------------------------------------------------
+    def _recover(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """recovery.on_loop=rewind: a loop that would end a session that can rewind rewinds it instead, at
+        most recovery.max_rewinds times; the terminate verdict gives way to the rewind's."""
+        end = verdicts[-1]
+        recovery = self.config.recovery
+        if recovery.on_loop != "rewind" or end.termination != Termination.REPETITION_LOOP:
+            return verdicts
+        if Capability.REWIND not in self.capabilities or self.rewinds >= recovery.max_rewinds:
+            n = self.rewinds
+            why = (f"after {n} rewind{'s' if n != 1 else ''} (recovery.max_rewinds)"
+                   if Capability.REWIND in self.capabilities else f"the {self.adapter.name} adapter cannot rewind")
+            self._report(f"recovery.on_loop=rewind: the loop ends the session: {why}")
+            return verdicts
+        try:
+            rewound = self.rewind(1, None, by="policy", instead_of=end)
+        except ValueError as exc:
+            self._report(f"recovery.on_loop=rewind could not rewind ({exc}); the session ends")
+            return verdicts
+        self.health.withdraw_termination()
+        return [*verdicts[:-1], rewound]
+
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator",
+               instead_of: Verdict | None = None) -> Verdict:
+        """Drop the last `turns` turns from the agent's conversation and retry with guidance built from the
+        loop's evidence (and `note`). Gates are settled, held calls dropped, loop counters reset. Returns the
+        rewind's verdict (recorded; its guidance is sent by the adapter, not injected again). Raises ValueError
+        (one line) when the adapter cannot rewind now."""
+        evidence = self.last_intervention
+        shown = (evidence.message or evidence.reason) if evidence else (instead_of.reason if instead_of else None)
+        guidance = messages.rewind_guidance(turns, shown, note)
+        line = self.adapter.rewind_line(turns, guidance)
+        self.rewinds += 1
+        self._send(line)
+        self.held.clear()  # the adapter's agent resolves the calls of the turns it drops
+        now = self.clock()
+        for gate in self.health.pending_gates():
+            self._record(self.health.decide(gate.id, True, now, by=by, note=None))
+        self._after_gates()
+        self.health.reset_counters()
+        why = f"instead of terminating ({instead_of.reason})" if instead_of else f"by {by}"
+        verdict = Verdict(Action.NUDGE, "rewind", f"rewound {turns} turn{'s' if turns != 1 else ''} {why}",
+                          seq=instead_of.seq if instead_of else 0,
+                          evidence={"turns": turns, "by": by, "rewinds": self.rewinds, "guidance": guidance})
+        if instead_of is None:
+            self._record([verdict])
+        self._wake.set()
+        self._publish()
+        return verdict
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
+        ended = self.health.termination.reason if self.health.termination else self.adapter.failure
+        last = self.last_intervention
+        return ended, (last.message or last.reason) if last else None, list(self.errors)
 
     def reset(self, counter: str | None) -> None:
         self.health.reset_counters(counter)

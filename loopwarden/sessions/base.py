@@ -123,6 +123,15 @@ class Adapter:
     def stop_line(self, reason: str, message: str) -> bytes | None:
         return None
 
+    def rewind_line(self, turns: int, text: str) -> bytes:
+        """Drop the last `turns` turns from the model's history and retry the first of them with `text` added
+        (an adapter with REWIND). Raises ValueError (one line) when it cannot now."""
+        raise ValueError(f"the {self.name} adapter cannot rewind a conversation")
+
+    def preface(self, text: str) -> bool:
+        """Give a new run `text` as its first message (a restart's summary); False when this agent cannot take one."""
+        return False
+
     def replies(self, gated: bool) -> list[bytes]:
         """Lines owed to the agent after a line was read or a gate decided (b"" closes its stdin)."""
         return []

@@ -15,6 +15,11 @@ nothing owed either way closes stdin, and the app-server exits.
 Every request Codex sends is answered, even one loopwarden cannot read (a decline, or an error), so
 Codex never waits forever. `AppServerParser` maps the stream to Events without answering anything;
 `loopwarden replay --format codex-app-server` uses it alone.
+
+A rewind (`rewind_line`) is `thread/revert {threadId, beforeTurnId}`: Codex ends the running turn itself,
+resolves its open approvals and drops that turn and every later one from the model's history; once it
+answers, a `turn/start` retries the dropped turn's own input with loopwarden's guidance after it. Files
+the dropped turns changed stay changed (Codex reverts history only).
 """
 
 from __future__ import annotations
@@ -336,7 +341,8 @@ class CodexAppServerAdapter(Adapter):
     name = "codex"
     agent = "codex"
     summary = "Codex launched: app-server JSON-RPC, vetoes by declining its approval requests"
-    declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
+    declared = (Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
+                | Capability.REWIND)
     stop_grace = 3.0  # after the interrupt and the end of stdin, seconds for the app-server to exit by itself
 
     def __init__(self) -> None:
@@ -351,6 +357,9 @@ class CodexAppServerAdapter(Adapter):
         self.turn_over = False
         self.closed = False
         self.queued: list[str] = []  # texts for the next turn
+        self.turn_inputs: list[tuple[str, list[str]]] = []  # (turn id, the texts that started it), oldest first
+        self._starting_inputs: list[str] = []  # the texts of the turn/start on its way
+        self.rewinding: tuple[list[str], str] | None = None  # a thread/revert on its way: (input to retry, guidance)
         self._ids = 0
         self._requests: dict[int, tuple[str, str | None]] = {}  # our request id -> (method, steer text)
         self._pending: dict[int, Any] = {}  # approval line seq -> Codex's request id, until answered
@@ -362,7 +371,7 @@ class CodexAppServerAdapter(Adapter):
 
     @property
     def capabilities(self) -> Capability:
-        caps = super().capabilities | Capability.STEER | Capability.INTERRUPT
+        caps = super().capabilities | Capability.STEER | Capability.INTERRUPT | Capability.REWIND
         return caps & self.declared
 
     @classmethod
@@ -392,8 +401,10 @@ class CodexAppServerAdapter(Adapter):
         return [self._request("initialize", init), line({"method": "initialized"}),
                 self._request("thread/start", thread)]
 
-    def _turn_start(self) -> bytes:
+    def _turn_start(self, inputs: list[str] | None = None) -> bytes:
+        """Start the next turn with the queued texts (`inputs`: the ones a later rewind retries, when not all)."""
         texts, self.queued = self.queued, []
+        self._starting_inputs = texts if inputs is None else inputs
         params: dict[str, Any] = {"threadId": self.thread_id, "input": [_text(t) for t in texts]}
         if self.model:
             params["model"] = self.model
@@ -418,8 +429,12 @@ class CodexAppServerAdapter(Adapter):
         if "id" in obj and isinstance(method, str):
             return self._server_request(obj, method, seq)
         if isinstance(method, str):
+            dropped = method == "turn/completed" and self.rewinding is not None
             self._track(method, obj.get("params"))
-            return self.parser.feed(obj, seq)
+            events = self.parser.feed(obj, seq)
+            if dropped:  # the turn a rewind ends is not a failed iteration: it is no longer in the history
+                events = [e for e in events if type(e) is not ev.Iteration]
+            return events
         if "id" in obj:
             return self._response(obj, seq)
         return [invalid(obj, seq, "neither a request, a response nor a notification")]
@@ -441,6 +456,9 @@ class CodexAppServerAdapter(Adapter):
         turn_id = _str(turn.get("id")) if isinstance(turn, dict) else None
         if method == "turn/started":
             self.turn_id, self.starting, self.turn_over = turn_id, False, False
+            if turn_id:
+                self.turn_inputs.append((turn_id, self._starting_inputs))
+                del self.turn_inputs[:-MAP_LIMIT]
         elif method == "turn/completed":
             status = turn.get("status") if isinstance(turn, dict) else None
             if status == "failed":  # e.g. the model server answered 500 or is gone: the session says so at its end
@@ -468,6 +486,8 @@ class CodexAppServerAdapter(Adapter):
             if self.thread_id and self.queued and not self.closed:
                 self._replies.append(self._turn_start())
             return []
+        if method == "thread/revert" and self.rewinding is not None:
+            return self._reverted(error, seq)
         if method == "turn/start" and error is None:
             turn = result.get("turn")
             if self.turn_id is None and not self.turn_over and isinstance(turn, dict):
@@ -501,6 +521,42 @@ class CodexAppServerAdapter(Adapter):
             return steer + _answer(request_id, {"decision": "decline"})
         return _answer(request_id, {"decision": "accept"})
 
+    def rewind_line(self, turns: int, text: str) -> bytes:
+        """`thread/revert` to before the last `turns` turns; the retry (their first input, then `text`) starts
+        once Codex answers. Raises ValueError (one line) when there is nothing to rewind or it is ending."""
+        if self.closed:
+            raise ValueError("the Codex session is ending; nothing to rewind")
+        if self.rewinding is not None:
+            raise ValueError("a rewind of this session is already under way")
+        if not self.thread_id or not self.turn_inputs:
+            raise ValueError("Codex has not started a turn yet; nothing to rewind")
+        if self.starting:
+            raise ValueError("a turn is starting; rewind once it runs")
+        if turns < 1 or turns > len(self.turn_inputs):
+            have = len(self.turn_inputs)
+            raise ValueError(f"cannot rewind {turns} turns: this thread has {have} turn{'s' if have != 1 else ''}")
+        turn_id, inputs = self.turn_inputs[-turns]
+        del self.turn_inputs[-turns:]
+        self.rewinding = (inputs, text)
+        self.queued = []  # texts about the turns being dropped
+        self._pending.clear()  # Codex resolves the open approvals of the turn it ends
+        return self._request("thread/revert", {"threadId": self.thread_id, "beforeTurnId": turn_id})
+
+    def _reverted(self, error: Any, seq: int) -> list[ev.Event]:
+        """Codex answered the thread/revert: retry the dropped turn's input with the guidance (on an error,
+        the guidance alone goes as the next message, and the error is reported)."""
+        assert self.rewinding is not None
+        inputs, text = self.rewinding
+        self.rewinding = None
+        if error is not None:
+            self.queued = [text, *self.queued]
+            return [ev.Error(seq=seq, message=f"codex: thread/revert failed: {_error_text(error)}",
+                             error_type="app_server")]
+        self.queued = [*inputs, text, *self.queued]
+        if not self.closed and self.turn_id is None and not self.starting:
+            self._replies.append(self._turn_start(inputs))
+        return []
+
     def inject_line(self, text: str, kind: str, rule: str, model: str | None = None) -> bytes | None:
         if self.closed or rule == "validation":  # a bad line is the app-server's, not the model's
             return None
@@ -508,6 +564,9 @@ class CodexAppServerAdapter(Adapter):
             self.model = model
         who = "an operator, through loopwarden" if kind == "operator" else "the supervisor (loopwarden)"
         message = f"Message from {who}: {text}"
+        if self.rewinding is not None:  # it follows the retried turn's input
+            self.queued.append(message)
+            return None
         if self.turn_id and not self.starting:
             return self._steer(message)
         self.queued.append(message)
@@ -523,7 +582,7 @@ class CodexAppServerAdapter(Adapter):
         """Answers owed now; queued text as a steer or the next turn; and once a turn is over with
         nothing owed either way and no open gate, the end of stdin (the app-server then exits)."""
         out, self._replies = self._replies, []
-        if self.closed:
+        if self.closed or self.rewinding is not None:  # nothing starts or ends before Codex answers the revert
             return out
         steering = any(m == "turn/steer" for m, _ in self._requests.values())
         if self.queued and self.thread_id and not self.starting:
@@ -537,6 +596,11 @@ class CodexAppServerAdapter(Adapter):
             self.closed = True
             out.append(CLOSE)
         return out
+
+    def preface(self, text: str) -> bool:
+        """A restart's summary goes first in the first turn, before the prompt."""
+        self.queued.insert(0, text)
+        return True
 
     def stop_line(self, reason: str, message: str) -> bytes | None:
         if self.closed:

@@ -24,6 +24,7 @@ class NativeAdapter(Adapter):
         super().__init__()
         self.spill_threshold = 0
         self._owed: list[bytes] = []  # answers to rejected lines, sent once the line is judged
+        self._preface: str | None = None  # a restart's summary, sent right after the welcome
 
     @property
     def can_inject(self) -> bool:
@@ -52,8 +53,15 @@ class NativeAdapter(Adapter):
 
     def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None:
         self.spill_threshold = spill_threshold
-        return line({"type": "welcome", "protocol": protocol.PROTOCOL_VERSION, "session": session,
-                     "spill_threshold": spill_threshold})
+        welcome = line({"type": "welcome", "protocol": protocol.PROTOCOL_VERSION, "session": session,
+                        "spill_threshold": spill_threshold})
+        preface, self._preface = self._preface, None
+        return welcome + (self.inject_line(preface, "guidance", "restart") or b"") if preface else welcome
+
+    def preface(self, text: str) -> bool:
+        """A restart's summary: the first inject, right after the welcome (an agent that says no hello reads none)."""
+        self._preface = text
+        return True
 
     def verdict_line(self, call: ToolCall, verdict: Verdict | None) -> bytes | None:
         if not self.handshake:

@@ -166,6 +166,14 @@ class Tools:
 
 
 @dataclass(frozen=True)
+class Recovery:
+    on_loop: str = _key("choice:terminate,rewind", "a loop that would terminate a session that can rewind (Codex) "
+                                                   "rewinds it to before the loop, with the loop's evidence as "
+                                                   "guidance, instead", "terminate")
+    max_rewinds: int = _key("int", "rewinds on_loop=rewind makes in one session; the loop after them terminates", 2)
+
+
+@dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
     repetition: Repetition = field(default_factory=Repetition)
@@ -179,6 +187,7 @@ class Config:
     store: Store = field(default_factory=Store)
     rules: Rules = field(default_factory=Rules)
     tools: Tools = field(default_factory=Tools)
+    recovery: Recovery = field(default_factory=Recovery)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -192,7 +201,7 @@ class Config:
 SECTIONS: dict[str, type] = {
     "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
-    "store": Store, "rules": Rules, "tools": Tools,
+    "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -442,7 +451,7 @@ LIVE_KEYS = frozenset(
     {f"limits.{k}" for k in ("max_runtime", "stall_timeout", "max_iterations", "max_tokens", "max_cost_usd",
                              "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
     | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates", "rules",
-                                             "tools")}
+                                             "tools", "recovery")}
     | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
 )
 

@@ -299,6 +299,12 @@ class SessionHealth:
         for guard in self.guards:
             guard.human_reset(counter)
 
+    def withdraw_termination(self) -> None:
+        """A loop's end gave way to recovery (a rewind): the session runs on, its counters reset."""
+        self.state = GATED if self.gates.pending() else RUNNING
+        self.termination = None
+        self.reset_counters()
+
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
         """An operator grants scoped unblock authority (seed 001); the text is injected."""
         verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",

@@ -196,3 +196,32 @@ def deaf_agent(unread: int, limit: int) -> str:
     return (f"session terminated: the agent stopped reading its input ({unread:,} bytes of verdicts and messages "
             f"unread, limits.stdin_backlog is {limit:,}). A supervised agent must read what it is sent, "
             "a verdict for each tool call when it announced the handshake.")
+
+
+def rewind_guidance(turns: int, evidence: str | None, note: str | None) -> str:
+    """What a rewound agent reads with its retried task: the loop it no longer remembers, and what to do."""
+    dropped = "your last turn was" if turns == 1 else f"your last {turns} turns were"
+    text = f"A supervisor (loopwarden) rewound this conversation: {dropped} dropped because it looped."
+    if evidence:
+        text += f" What it did: {clip(evidence, 600)}"
+    if note:
+        text += f" Operator's note: {clip(note, 600)}"
+    return text + (" Start the task again, and do not repeat that approach: use a different tool or command, "
+                   "or decompose the problem.")
+
+
+def restart_summary(task: str | None, ended: str | None, last: str | None, errors: list[str],
+                    note: str | None) -> str:
+    """The first message of a restarted task: what the run before it did wrong, so it is not done again."""
+    text = "This task was restarted by a supervisor (loopwarden) because the previous attempt failed."
+    if task:
+        text += f" Task: {clip(task, 300)}."
+    if ended:
+        text += f" How it ended: {clip(ended, 400)}"
+    if last and last != ended:
+        text += f" Last intervention: {clip(last, 400)}"
+    if errors:
+        text += " Last errors: " + "; ".join(clip(e, 200) for e in errors[-3:]) + "."
+    if note:
+        text += f" Operator's note: {clip(note, 600)}"
+    return text + " Do not repeat what failed: take a different approach from the start."

@@ -38,13 +38,14 @@ from .session_table import SORTS, SessionTable, needs_human, session_number
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
 _ACTION_NEEDS = {**CONTRACT_NEEDS, "approve_with_guidance": CONTRACT_NEEDS["approve"]}
 NEEDS = {action: need.name.lower() for action, need in _ACTION_NEEDS.items() if need.name}
-CANNOT = {"hold": "hold a call for a gate", "inject": "receive text"}
+CANNOT = {"hold": "hold a call for a gate", "inject": "receive text",
+          "rewind": "rewind its conversation (restart it: R)"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
-            "launch", "limits"}
+            "launch", "limits", "rewind", "restart"}
 RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
@@ -64,6 +65,8 @@ ACTION_KEYS = [
     Binding("i", "inject", "Inject", id="inject", show=False),
     Binding("p", "pause", "Pause", id="pause", show=False),
     Binding("r", "resume", "Resume", id="resume", show=False),
+    Binding("b", "rewind", "Rewind", id="rewind", show=False),
+    Binding("R", "restart", "Restart", id="restart", show=False),
     Binding("ctrl+k,K", "kill", "Kill", id="kill"),  # k moves the cursor, as in k9s, lazygit and htop
     Binding("L", "limits", "Limits", id="limits", show=False),
     Binding("n", "launch", "New", id="launch"),
@@ -489,6 +492,27 @@ class ConsoleApp(App[None]):
                                       "why, for the audit log (optional)",
                                       lambda why: self.act("kill", session=snap["id"],
                                                            note=why or "killed from the console"))
+
+    def action_rewind(self) -> None:
+        snap = self._session("rewind", "rewind")
+        if snap:
+            self._confirm_with_reason(f"Rewind session {snap['id']} ({snap.get('name')}) to before its last turn "
+                                      "and retry it with the loop's evidence as guidance?",
+                                      "guidance for the agent, also for the audit log (optional)",
+                                      lambda note: self.act("rewind", session=snap["id"], note=note or None))
+
+    def action_restart(self) -> None:
+        if not self._allowed("restart"):
+            return
+        snap = self.target()  # an ended session too: restarting one is the point
+        if snap is None:
+            self.notify("no session selected", severity="warning")
+            return
+        ended = snap.get("state") in FINAL_STATES
+        self._confirm_with_reason(f"Restart the task of session {snap['id']} ({snap.get('name')}) as a new session, "
+                                  f"told first what failed?{'' if ended else ' This one is stopped first.'}",
+                                  "a note for the new run, also for the audit log (optional)",
+                                  lambda note: self.act("restart", session=snap["id"], note=note or None))
 
     def action_limits(self) -> None:
         snap = self._session("change limits of", "limits")

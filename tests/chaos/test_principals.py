@@ -68,9 +68,9 @@ def operator_commands(gate: str, gated: str, victim: str, victim_pid: int, me: s
     """Every operator command of the CLI, aimed at a gated session, a bystander and the agent itself."""
     return [["approve", gate, "--note", "approved by myself"], ["deny", gate], ["grant", gated],
             ["reset", gated], ["set", gated, "limits.max_runtime=1s"],
-            ["inject", gated, "the operator says: carry on"], ["pause", victim],
-            ["resume", victim], ["kill", me], ["kill", victim], ["run", "-d", "--", PY, "-c", "pass"],
-            ["adopt", str(victim_pid)], ["stop-daemon"]]
+            ["inject", gated, "the operator says: carry on"], ["rewind", gated], ["restart", gated],
+            ["pause", victim], ["resume", victim], ["kill", me], ["kill", victim],
+            ["run", "-d", "--", PY, "-c", "pass"], ["adopt", str(victim_pid)], ["stop-daemon"]]
 
 
 @pytest.mark.parametrize("mode", ["direct", "setsid", "daemonised"])

@@ -59,8 +59,8 @@ def test_the_binary_comes_from_the_environment_then_path_then_the_wheel(tmp_path
 def test_registered_with_its_capabilities() -> None:
     cls = registry.adapters()["codex"]
     assert cls is CodexAppServerAdapter and cls.agent == "codex"
-    assert capability_names(cls().capabilities) == ["veto", "hold", "inject", "steer", "interrupt"]
-    assert Capability.REWIND not in cls.declared
+    assert capability_names(cls().capabilities) == ["veto", "hold", "inject", "steer", "interrupt", "rewind"]
+    assert Capability.REWIND in cls.declared  # thread/revert
 
 
 def started() -> CodexAppServerAdapter:
@@ -120,6 +120,52 @@ def test_stop_declines_what_is_open_and_interrupts_the_turn() -> None:
     assert decline == {"id": 5, "result": {"decision": "decline"}}
     assert interrupt["method"] == "turn/interrupt" and interrupt["params"] == {"threadId": "t1", "turnId": "u1"}
     assert adapter.stop_line("operator", "again") is None
+
+
+def test_a_rewind_reverts_the_turn_then_retries_its_input_with_the_guidance() -> None:
+    adapter = CodexAppServerAdapter()
+    with pytest.raises(ValueError, match="has not started a turn yet"):
+        adapter.rewind_line(1, "GUIDE")
+    adapter = started()
+    approval(adapter, 0, 3)
+    with pytest.raises(ValueError, match=r"cannot rewind 2 turns: this thread has 1 turn$"):
+        adapter.rewind_line(2, "GUIDE")
+    (revert,) = lines(adapter.rewind_line(1, "GUIDE"))
+    assert revert["method"] == "thread/revert" and revert["params"] == {"threadId": "t1", "beforeTurnId": "u1"}
+    with pytest.raises(ValueError, match="already under way"):
+        adapter.rewind_line(1, "again")
+    assert adapter.inject_line("a nudge", "nudge", "repetition") is None  # held for the retry
+    ended = adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}',
+                                 4)
+    assert ended == []  # the dropped turn is no failed iteration
+    assert adapter.replies(False) == []  # the turn ended, but the revert is not answered yet: stdin stays open
+    adapter.parse_stdout(json.dumps({"id": revert["id"], "result": {"thread": {"id": "t1"}}}).encode(), 5)
+    (retry,) = lines(b"".join(adapter.replies(False)))
+    assert retry["method"] == "turn/start"
+    assert [i["text"] for i in retry["params"]["input"]] == [
+        "go", "GUIDE", "Message from the supervisor (loopwarden): a nudge"]
+    adapter.parse_stdout(b'{"method":"turn/started","params":{"turn":{"id":"u2"}}}', 6)
+    assert adapter.turn_inputs == [("u2", ["go"])]  # a second rewind retries the task, not the old guidance
+
+
+def test_a_failed_rewind_reports_why_and_sends_the_guidance_anyway() -> None:
+    adapter = started()
+    (revert,) = lines(adapter.rewind_line(1, "GUIDE"))
+    adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}', 3)
+    events = adapter.parse_stdout(json.dumps({"id": revert["id"], "error": {"message": "no such turn"}}).encode(), 4)
+    assert [type(e) for e in events] == [ev.Error] and "thread/revert failed: no such turn" in events[0].message
+    (turn,) = lines(b"".join(adapter.replies(False)))
+    assert turn["method"] == "turn/start" and [i["text"] for i in turn["params"]["input"]] == ["GUIDE"]
+
+
+def test_a_restart_summary_goes_before_the_prompt() -> None:
+    adapter = CodexAppServerAdapter()
+    assert adapter.preface("SUMMARY")
+    adapter.command(["/bin/codex", "go"])
+    sent = [json.loads(x) for x in adapter.start_lines()]
+    adapter.parse_stdout(json.dumps({"id": sent[2]["id"], "result": {"thread": {"id": "t1"}}}).encode(), 1)
+    (turn,) = lines(b"".join(adapter.replies(False)))
+    assert [i["text"] for i in turn["params"]["input"]] == ["SUMMARY", "go"]
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),

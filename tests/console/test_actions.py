@@ -506,3 +506,41 @@ async def test_approve_from_the_detail_shows_the_same_question(lw: Harness) -> N
         await until(pilot, lambda: isinstance(app.screen, SessionDetail), what="back to the detail")
         await until(pilot, lambda: lw.status(sid)["pending_gates"] == [], what="the approval")
     assert [a["action"] for a in console_actions(lw, sid)] == ["approve"]
+
+
+async def test_rewind_is_greyed_out_without_the_capability_and_restart_starts_an_ended_task_again(
+        lw: Harness) -> None:
+    """A native agent cannot rewind: b is dimmed and says why. R restarts an ended session, confirmed."""
+    sid = lw.scenario("repetition")
+    lw.wait_state(sid, "terminated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await until(pilot, lambda: app.check_action("rewind", ()) is None, what="rewind greyed out for native")
+        assert app.check_action("restart", ()) is True
+        await pilot.press(key_of(app, "rewind"))
+        await until(pilot, lambda: any("cannot rewind its conversation" in n for n in app.notices),
+                    what="the refusal")
+        assert not app.screen_stack[1:]
+        await pilot.press(key_of(app, "restart"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="the restart confirmation")
+        assert "Restart the task of session" in page_text(dialog)
+        await pilot.press(*"NOTE-9", "enter")
+        await until(pilot, lambda: console_actions(lw, sid), what="the restart")
+    [row] = console_actions(lw, sid)
+    assert row["action"] == "restart" and "NOTE-9" in row["note"]
+    new = row["target"]
+    wait_for(lambda: agent_heard(lw, new, "restarted by a supervisor"), what="the summary to reach the new run")
+    lw.request("kill", session=new)
+
+
+def test_rewind_is_offered_for_a_session_that_can_rewind_and_says_why_for_one_that_cannot() -> None:
+    from loopwarden.widgets.app import ConsoleApp
+
+    codex = {"id": "s1", "adapter": "codex", "capabilities": ["veto", "hold", "inject", "steer", "interrupt", "rewind"]}
+    native = {"id": "s2", "adapter": "native", "capabilities": ["veto", "hold", "inject"]}
+    assert ConsoleApp._incapable(codex, "rewind") is None
+    why = ConsoleApp._incapable(native, "rewind")
+    assert why == "session s2 (native) cannot rewind its conversation (restart it: R)"
+    assert ConsoleApp._incapable(native, "restart") is None  # restart needs no capability: the daemon decides
