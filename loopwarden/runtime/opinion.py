@@ -179,6 +179,8 @@ class SecondOpinion:
         """The client, or None and why not (None, None when it is simply off)."""
         if not cfg.enabled:
             return None, None
+        if not cfg.timeout:
+            return None, "second opinion off: opinion.timeout is 0 (a question needs a time limit)"
         key = daemon_env.get(cfg.api_key_env, "")
         if not key:
             return None, f"second opinion off: {cfg.api_key_env} is not set in the daemon's environment"

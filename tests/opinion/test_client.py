@@ -152,6 +152,8 @@ def test_off_or_without_a_key_there_is_no_client() -> None:
     assert SecondOpinion.create(Opinion(), {"ANTHROPIC_API_KEY": KEY}, {}) == (None, None)
     made, why = SecondOpinion.create(Opinion(enabled=True, api_key_env="LW_NO_SUCH_KEY"), {}, {})
     assert made is None and why is not None and "LW_NO_SUCH_KEY is not set" in why
+    made, why = SecondOpinion.create(Opinion(enabled=True, timeout=0.0), {"ANTHROPIC_API_KEY": KEY}, {})
+    assert made is None and why is not None and "opinion.timeout is 0" in why
 
 
 def test_only_marked_nudges_and_gates_are_askable() -> None:
