@@ -28,7 +28,7 @@ from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_li
 from ..supervisor.opinion import askable
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
-from .opinion import SecondOpinion
+from .opinion import Outcome, SecondOpinion
 from .principal import Claim
 from .procfs import ProcTable
 from .snapshot import build
@@ -501,6 +501,10 @@ class LiveSession:
         assert self.opinion is not None
         try:
             out = await self.opinion.ask(kind, verdict)
+        except anyio.get_cancelled_exc_class():  # the session ended first: the call is audited all the same
+            ended = Outcome(self.opinion.cfg.model, failure="the session ended before the answer")
+            self.sink("action", self.spec.id, self.opinion.audit(kind, verdict, ended, self.clock()))
+            raise
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not end supervision: the rule decides
             self.opinion.busy = False
             self._report_error(f"second opinion failed ({type(exc).__name__}); the rule's verdict stands")

@@ -8,13 +8,14 @@ asks the model; only "progress" above `opinion.min_confidence` withholds the nud
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.anthropic_server import FakeAnthropic, say
+from tests.fakes.anthropic_server import FakeAnthropic, hang, say
 from tests.live.live_harness import AGENTS, PY, Harness, wait_for
 
 KEY = "sk-ant-daemon-key-0123456789"
@@ -59,16 +60,18 @@ def opinions(lw: Harness, sid: str, n: int = 1) -> list[dict[str, Any]]:
 
 
 def received(lw: Harness, sid: str, record: Path) -> list[dict[str, Any]]:
-    """Everything the agent got on stdin, up to the stop line of a kill (so nothing queued is missed)."""
+    """Everything the agent got on stdin before an operator's marker (its stdin is in order, so a nudge
+    queued before the marker is there), then the session is killed."""
+    lw.request("inject", session=sid, text="END-MARKER")
+    lines = wait_for(lambda: record.exists() and "END-MARKER" in record.read_text() and record.read_text(),
+                     what="the operator's marker")
     lw.request("kill", session=sid)
     lw.wait_state(sid, "terminated", "exited")
-    lines = wait_for(lambda: record.exists() and record.read_text().count('"stop"') and record.read_text(),
-                     what="the agent's stop line")
     return [json.loads(line) for line in lines.splitlines()]
 
 
 def injected(lines: list[dict[str, Any]]) -> list[str]:
-    return [m.get("rule", "") for m in lines if m.get("type") == "inject"]
+    return [m.get("rule", "") for m in lines if m.get("type") == "inject" and m.get("kind") != "operator"]
 
 
 def test_progress_withholds_the_nudge_and_the_call_is_audited(keyed: Harness, tmp_path: Path,
@@ -97,6 +100,33 @@ def test_loop_or_low_confidence_lets_the_nudge_through(keyed: Harness, tmp_path:
     assert opinions(keyed, sid)[0]["outcome"] == outcome
     wait_for(lambda: record.exists() and '"inject"' in record.read_text(), what="the nudge")
     assert injected(received(keyed, sid, record)) == ["monologue"]
+
+
+def test_a_hanging_api_times_out_and_the_rule_decides(
+        keyed: Harness, tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    fake_api.play(lambda body: hang(120.0, answer("progress", 1.0)))
+    sid, record, _ = start(keyed, tmp_path, "waiting", opinion_sets(fake_api, "opinion.timeout=4s"))
+    wait_for(lambda: fake_api.messages, what="the question")
+    asked = time.monotonic()
+    row = opinions(keyed, sid)[0]
+    assert row["outcome"] == "stands: timed out after 4s" and "no answer" in row["note"]
+    wait_for(lambda: record.exists() and '"inject"' in record.read_text(), what="the rule's nudge")
+    assert time.monotonic() - asked < 60  # the hang is 120 s: only the timeout ended the wait
+    assert injected(received(keyed, sid, record)) == ["monologue"]
+
+
+def test_asking_holds_only_the_verdict_and_a_session_ended_meanwhile_audits_the_call(keyed: Harness, tmp_path: Path,
+                                                                fake_api: FakeAnthropic) -> None:
+    fake_api.play(lambda body: hang(120.0))
+    sid, record, _ = start(keyed, tmp_path, "ending", opinion_sets(fake_api, "opinion.timeout=60s"))
+    wait_for(lambda: fake_api.messages, what="the question")
+    other = keyed.run_detached(PY, "-c", "print('hi')", name="other")  # the daemon serves others meanwhile
+    assert keyed.wait_state(other, "exited")["exit_code"] == 0
+    said = [e["data"]["text"] for e in keyed.events(sid) if e["kind"] == "assistant_message"]
+    assert said[-1].startswith("step 3")  # its events were stored meanwhile
+    assert injected(received(keyed, sid, record)) == []  # killed while asking: the nudge was held, never sent
+    row = opinions(keyed, sid)[0]
+    assert row["outcome"] == "stands: the session ended before the answer"
 
 
 def test_progress_approves_the_gate_and_loop_leaves_it_to_a_human(keyed: Harness, tmp_path: Path,
