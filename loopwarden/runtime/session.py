@@ -519,6 +519,10 @@ class LiveSession:
                 verdict.ask = None  # asked once: carried out now as the rule said
                 await self._carry_out([verdict], None)
             return
+        assert out.answer is not None
+        self._record([Verdict(Action.ALLOW, "second-opinion", f"{verdict.rule} {verdict.action} withheld: "
+                              f"progress at {out.answer.confidence:.2f}: {out.answer.reason}", seq=verdict.seq,
+                              evidence={"withheld": verdict.to_dict()})])
         if verdict.gate_id:
             try:
                 decided = self.health.decide(verdict.gate_id, True, self.clock(), by="second-opinion")

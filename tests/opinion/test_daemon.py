@@ -83,6 +83,10 @@ def test_progress_withholds_the_nudge_and_the_call_is_audited(keyed: Harness, tm
     assert row["outcome"] == "withheld: progress" and row["target"].startswith("nudge monologue at seq")
     assert "progress at 0.95" in row["note"] and " in, " in row["note"] and "price unknown" not in row["note"]
     assert injected(received(keyed, sid, record)) == []  # the rule's nudge never reached the agent
+    shown = [(v["action"], v["rule"], v["reason"]) for v in keyed.verdicts(sid)]
+    assert ("nudge", "monologue", "3 assistant messages with no tool call") in shown  # what the rule decided
+    assert ("allow", "second-opinion", "monologue nudge withheld: progress at 0.95: the agent is in a progress") \
+        in shown  # ... and what became of it, in the history `logs` and `explain` read
     sent = json.dumps(fake_api.messages)
     assert "step 3: still explaining" in sent  # the recent events went with the question
     assert AGENT_SECRET not in sent and KEY not in sent  # ... without the secrets the agent printed
@@ -138,6 +142,8 @@ def test_progress_approves_the_gate_and_loop_leaves_it_to_a_human(keyed: Harness
     go.touch()  # messages 4-6: the gate
     gate_row = opinions(keyed, sid, 2)[-1]
     assert gate_row["outcome"] == "withheld: progress" and "(gate g1)" in gate_row["target"]
+    assert any(v["rule"] == "second-opinion" and v["reason"].startswith("monologue gate withheld")
+               for v in keyed.verdicts(sid))
     wait_for(lambda: keyed.status(sid)["state"] == "running", what="the gate approved")
     assert not [g for g in keyed.request("gates") if g["session"] == sid]
 
