@@ -131,7 +131,8 @@ class RecentEvents:
             self.size -= len(self.lines.popleft()) + 1
 
     def text(self) -> str:
-        return b"\n".join(self.lines).decode("utf-8", "replace")
+        """The lines, with no way for an agent's text to close the <events> block it is quoted in."""
+        return b"\n".join(self.lines).decode("utf-8", "replace").replace("</events", "<\\/events")
 
 
 def parse_answer(text: str) -> Answer | None:
