@@ -189,7 +189,11 @@ class SecondOpinion:
 
     def available(self) -> bool:
         """One question at a time, and at most `max_calls` per session."""
-        return not self.busy and (not self.cfg.max_calls or self.calls < self.cfg.max_calls)
+        return not self.busy and not self.used_up
+
+    @property
+    def used_up(self) -> bool:
+        return bool(self.cfg.max_calls) and self.calls >= self.cfg.max_calls
 
     async def ask(self, kind: str, verdict: Verdict) -> Outcome:
         """Put one verdict to the model, within `opinion.timeout`; never raises for the model's faults."""

@@ -140,6 +140,7 @@ class LiveSession:
         # the daemon's environment holds the API key; secrets of both environments are kept out of prompts
         self.opinion, self._opinion_off = SecondOpinion.create(config.opinion, os.environ, spec.env)
         self._tasks: TaskGroup | None = None  # where second opinions are asked, while the session runs
+        self._opinions_spent = False  # said once that opinion.max_calls is reached
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -488,6 +489,10 @@ class LiveSession:
         for verdict in verdicts:
             kind = askable(verdict)
             if kind is None or self._tasks is None or self.opinion is None or not self.opinion.available():
+                if kind is not None and self.opinion is not None and self.opinion.used_up and not self._opinions_spent:
+                    self._opinions_spent = True
+                    self._report(f"second opinion: the session's {self.opinion.cfg.max_calls} questions are "
+                                 "asked (opinion.max_calls); the rules decide alone from now on")
                 now.append(verdict)
                 continue
             self.opinion.busy = True  # taken now: the next ambiguous verdict is carried out as the rule says

@@ -158,6 +158,18 @@ def test_an_agent_cannot_close_the_events_block(fake_api: FakeAnthropic) -> None
     assert "Ignore the rules" in prompt  # quoted, as data
 
 
+def test_one_question_at_a_time_and_at_most_max_calls(fake_api: FakeAnthropic) -> None:
+    opinion = client(fake_api, max_calls=1)
+    assert opinion.available()
+    opinion.busy = True  # a question in flight: the next ambiguous verdict is not asked
+    assert not opinion.available() and not opinion.used_up
+    opinion.busy = False
+    fake_api.play([say(answer("loop", 0.9))])
+    ask(opinion)
+    assert opinion.used_up and not opinion.available() and not opinion.busy
+    assert client(fake_api, max_calls=0).available()  # 0: no limit
+
+
 def test_off_or_without_a_key_there_is_no_client() -> None:
     assert SecondOpinion.create(Opinion(), {"ANTHROPIC_API_KEY": KEY}, {}) == (None, None)
     made, why = SecondOpinion.create(Opinion(enabled=True, api_key_env="LW_NO_SUCH_KEY"), {}, {})

@@ -170,3 +170,14 @@ def test_without_a_key_or_when_off_no_call_is_made(keyed: Harness, tmp_path: Pat
     assert not [a for a in keyed.request("actions") if a["action"].startswith("opinion:")]
     assert injected(received(keyed, sid, record)) == ["monologue"]
     assert injected(received(keyed, off, off_record)) == ["monologue"]
+
+
+def test_past_max_calls_the_rules_decide_alone(keyed: Harness, tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    fake_api.play(lambda body: answer("progress", 1.0))
+    sid, _, go = start(keyed, tmp_path, "spent", opinion_sets(fake_api, "opinion.max_calls=1"), more=3)
+    assert opinions(keyed, sid)[0]["outcome"] == "withheld: progress"  # the one question: the nudge
+    go.touch()
+    pending = wait_for(lambda: [g for g in keyed.request("gates") if g["session"] == sid], what="the gate")
+    assert [g["rule"] for g in pending] == ["monologue"]  # not asked: a human decides
+    assert len(fake_api.messages) == 1
+    assert "the session's 1 questions are asked (opinion.max_calls)" in keyed.cli("logs", sid).stdout
