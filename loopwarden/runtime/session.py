@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.lowlevel
 import psutil
-from anyio.abc import Process
+from anyio.abc import Process, TaskGroup
 
 from ..sessions import detect
 from ..sessions.base import Adapter, Capability
@@ -22,10 +22,13 @@ from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
 from ..supervisor.events import Error, Event, Hello, ResourceSample, ToolCall, ToolResult
+from ..supervisor.gates import GateError
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
+from ..supervisor.opinion import askable
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
+from .opinion import Outcome, SecondOpinion
 from .principal import Claim
 from .procfs import ProcTable
 from .snapshot import build
@@ -140,6 +143,10 @@ class LiveSession:
         self.rewinds = 0  # conversations rewound (recovery.on_loop and operators), for recovery.max_rewinds
         self.last_intervention: Verdict | None = None  # the last verdict short of an end: a loop's evidence
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
+        # the daemon's environment holds the API key; secrets of both environments are kept out of prompts
+        self.opinion, self._opinion_off = SecondOpinion.create(config.opinion, os.environ, spec.env)
+        self._tasks: TaskGroup | None = None  # where second opinions are asked, while the session runs
+        self._opinions_spent = False  # said once that opinion.max_calls is reached
 
     # ---- lifecycle --------------------------------------------------------
     async def run(self) -> None:
@@ -178,6 +185,8 @@ class LiveSession:
             self._report(by_command.line())
         if no_stdin is not None:
             self._report(f"stdin closed: {no_stdin}")
+        if self._opinion_off:
+            self._report(self._opinion_off)
         self._publish()
         try:
             await self._supervise(close_stdin=no_stdin is not None)
@@ -193,6 +202,8 @@ class LiveSession:
             with anyio.CancelScope(shield=True):
                 await self._kill_leftovers()
                 self.on_group(self.pid, False)
+                if self.opinion is not None:
+                    await self.opinion.aclose()
         self.ended_at = self.clock()
         if self._choosing:
             self._choose(detect.QUIET, final=True)
@@ -208,6 +219,7 @@ class LiveSession:
         assert self.process is not None
         self._out_ready = anyio.Event()
         async with anyio.create_task_group() as tg:
+            self._tasks = tg
             tg.start_soon(self._write_stdin)
             for data in self.adapter.start_lines():
                 self._send(data)
@@ -411,6 +423,8 @@ class LiveSession:
         record = event.to_dict()
         record["seq"] = event.seq
         self.sink("event", self.spec.id, record, size)
+        if self.opinion is not None:
+            self.opinion.recent.add(record)
         self._record(verdicts)
         return verdicts
 
@@ -438,6 +452,8 @@ class LiveSession:
                                               "path": result.path, "size": result.size})
 
     async def _carry_out(self, verdicts: list[Verdict], event: Event | None) -> None:
+        if self.opinion is not None and verdicts:
+            verdicts = self._ask_opinions(verdicts)
         adapter = self.adapter
         if type(event) is Hello:
             reply = adapter.hello_reply(event, self.spec.id, self.config.spill.threshold_chars)
@@ -476,6 +492,63 @@ class LiveSession:
         if any(v.gate_id for v in verdicts):
             self._wake.set()
         self._publish()
+
+    # ---- second opinions (runtime/opinion.py) ------------------------------
+    def _ask_opinions(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """Start a second opinion on each ambiguous verdict; the verdicts to carry out now. A nudge waits
+        for the answer; a gate is open meanwhile (it holds the agent, as it would for a human)."""
+        now: list[Verdict] = []
+        for verdict in verdicts:
+            kind = askable(verdict)
+            if kind is None or self._tasks is None or self.opinion is None or not self.opinion.available():
+                if kind is not None and self.opinion is not None and self.opinion.used_up and not self._opinions_spent:
+                    self._opinions_spent = True
+                    self._report(f"second opinion: the session's {self.opinion.cfg.max_calls} questions are "
+                                 "asked (opinion.max_calls); the rules decide alone from now on")
+                now.append(verdict)
+                continue
+            self.opinion.busy = True  # taken now: the next ambiguous verdict is carried out as the rule says
+            self._tasks.start_soon(self._second_opinion, kind, verdict)
+            if verdict.gate_id:
+                now.append(verdict)
+        return now
+
+    async def _second_opinion(self, kind: str, verdict: Verdict) -> None:
+        """Ask, audit, then withhold the verdict (progress) or carry it out as the rule said."""
+        assert self.opinion is not None
+        try:
+            out = await self.opinion.ask(kind, verdict)
+        except anyio.get_cancelled_exc_class():  # the session ended first: the call is audited all the same
+            ended = Outcome(self.opinion.cfg.model, failure="the session ended before the answer")
+            self.sink("action", self.spec.id, self.opinion.audit(kind, verdict, ended, self.clock()))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not end supervision: the rule decides
+            self.opinion.busy = False
+            self._report_error(f"second opinion failed ({type(exc).__name__}); the rule's verdict stands")
+            out = None
+        if out is not None:
+            self.sink("action", self.spec.id, self.opinion.audit(kind, verdict, out, self.clock()))
+            self._report(f"second opinion on {verdict.rule} ({verdict.action}): {out.outcome}")
+        if self.final or self.stopping:
+            return
+        if out is None or not out.overrules:
+            if not verdict.gate_id:
+                verdict.ask = None  # asked once: carried out now as the rule said
+                await self._carry_out([verdict], None)
+            return
+        assert out.answer is not None
+        self._record([Verdict(Action.ALLOW, "second-opinion", f"{verdict.rule} {verdict.action} withheld: "
+                              f"progress at {out.answer.confidence:.2f}: {out.answer.reason}", seq=verdict.seq,
+                              evidence={"withheld": verdict.to_dict()})])
+        if verdict.gate_id:
+            try:
+                decided = self.health.decide(verdict.gate_id, True, self.clock(), by="second-opinion")
+            except GateError:
+                return  # a human (or an expiry) decided it first
+            self._wake.set()
+            self._record(decided)
+            self._after_gates()
+            self._publish()
 
     def _release_held(self) -> None:
         while self.held and self.health.state != GATED:

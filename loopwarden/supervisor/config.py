@@ -174,6 +174,20 @@ class Recovery:
 
 
 @dataclass(frozen=True)
+class Opinion:
+    enabled: bool = _key("bool", "put ambiguous cases (a poll at its ceiling, alternation with changing output, a long "
+                                 "monologue) to a model; needs the API key in the daemon's environment", False)
+    model: str = _key("text", "the model asked for a second opinion", "claude-haiku-4-5")
+    timeout: float = _key("duration", "the answer must come within this, or the rule's own verdict stands", 10.0)
+    min_confidence: float = _key("float", "the model overrules a verdict only at this confidence or above (0-1)", 0.8)
+    base_url: str = _key("text", "the Messages API address; empty = the SDK's default (or ANTHROPIC_BASE_URL)", "")
+    api_key_env: str = _key("text", "the environment variable of the daemon that holds the API key (the key "
+                                    "itself is never stored, logged or sent to the agent)", "ANTHROPIC_API_KEY")
+    max_bytes: int = _key("size", "bytes of recent events sent with a question (sanitised, newest kept)", 16 << 10)
+    max_calls: int = _key("int", "questions per session at most; then the rules decide alone; 0 = no limit", 20)
+
+
+@dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
     repetition: Repetition = field(default_factory=Repetition)
@@ -188,6 +202,7 @@ class Config:
     rules: Rules = field(default_factory=Rules)
     tools: Tools = field(default_factory=Tools)
     recovery: Recovery = field(default_factory=Recovery)
+    opinion: Opinion = field(default_factory=Opinion)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -201,7 +216,7 @@ class Config:
 SECTIONS: dict[str, type] = {
     "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
-    "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery,
+    "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -280,6 +295,7 @@ def _accepts(kind: str) -> str:
         "bool": "true or false",
         "size": "a size such as 1048576, 64KiB or 1MiB",
         "path": "a directory path",
+        "text": "a text",
         "list": "a list of names (comma-separated outside TOML)",
         "names": "a list of names, possibly empty (comma-separated outside TOML)",
         "rules": "a list of rule names, possibly empty: " + ", ".join(RULES),
@@ -318,7 +334,7 @@ def convert(key: str, kind: str, value: Any) -> Any:
                 m = _SIZE.fullmatch(value.strip())
                 if m:
                     return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()]
-        elif kind == "path":
+        elif kind in ("path", "text"):
             if isinstance(value, str):
                 return value
         elif kind == "list":

@@ -86,6 +86,7 @@ class Verdict:
     target: str | None = None
     gate_id: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    ask: str | None = None  # an ambiguous case a second opinion may overrule: its question kind (supervisor/opinion.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,6 +105,8 @@ class Verdict:
             out["gate_id"] = self.gate_id
         if self.evidence:
             out["evidence"] = self.evidence
+        if self.ask is not None:
+            out["ask"] = self.ask
         return out
 
 

@@ -51,6 +51,7 @@ class Turn:
     status: int = 200
     error_type: str | None = None
     error_message: str = ""
+    delay: float = 0.0  # seconds before answering (ended early when the server stops)
 
 
 def say(text: str) -> Turn:
@@ -68,6 +69,12 @@ def calls(*pairs: tuple[str, dict[str, Any]], text: str | None = None) -> Turn:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     blocks += [{"type": "tool_use", "name": name, "input": input} for name, input in pairs]
     return Turn(blocks, "tool_use")
+
+
+def hang(seconds: float = 60.0, then: Turn | None = None) -> Turn:
+    """No answer for `seconds` (a client's timeout must end the wait), then `then` (default: a short text)."""
+    turn = then or say("(fake server) late answer")
+    return Turn(turn.content, turn.stop_reason, turn.status, turn.error_type, turn.error_message, delay=seconds)
 
 
 def fail(status: int = 529, kind: str = "overloaded_error", message: str = "Overloaded") -> Turn:
@@ -140,6 +147,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._started = time.monotonic()
         self._httpd: ThreadingHTTPServer | None = None
+        self.stopping = threading.Event()  # ends every `hang` at once
 
     # -- setup
     def play(self, script: Script, *, max_turns: int | None = None) -> FakeAnthropic:
@@ -157,6 +165,7 @@ class FakeAnthropic:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -328,6 +337,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", "messages: field required")
             return
         turn = self.fake.turn_for(body)
+        if turn.delay and self.fake.stopping.wait(turn.delay):
+            return  # stopped while hanging: no answer at all
         if turn.error_type:
             self._error(turn.status, turn.error_type, turn.error_message)
             return

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from .. import messages
 from ..config import Config, Repetition
 from ..events import AssistantMessage, Event, Iteration, ToolCall
+from ..opinion import MONOLOGUE
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -34,10 +35,11 @@ class MonologueGuard(Guard):
         evidence = {"count": self.count, "last": messages.clip(event.text, 160)}
         if self.count == self.limit:
             return (Verdict(Action.NUDGE, self.name, f"{self.count} assistant messages with no tool call",
-                            message=messages.monologue_nudge(self.count), evidence=evidence),)
+                            message=messages.monologue_nudge(self.count), evidence=evidence, ask=MONOLOGUE),)
         if self.count == 2 * self.limit:
             return (Verdict(Action.GATE, self.name,
-                            f"{self.count} assistant messages with no tool call, after a nudge", evidence=evidence),)
+                            f"{self.count} assistant messages with no tool call, after a nudge", evidence=evidence,
+                            ask=MONOLOGUE),)
         return NO_VERDICTS
 
     def human_turn(self) -> None:
