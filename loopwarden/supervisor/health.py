@@ -30,7 +30,7 @@ from .verdicts import Action, Termination, Verdict, terminate
 RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
 _DECIDED_GATES_KEPT = 200
 # names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
-RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue",
+RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "polling",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
                         "iterations", "escalation"})
 _VALIDATION_KEPT = 1000
