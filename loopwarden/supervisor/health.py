@@ -15,11 +15,15 @@ from .guards.alternation import AlternationGuard
 from .guards.attempts import AttemptsGuard
 from .guards.base import BlockLedger, Counter, Guard
 from .guards.budget import BudgetGuard
+from .guards.chanting import ChantingGuard
+from .guards.condensation import CondensationGuard
 from .guards.failures import FailuresGuard
 from .guards.iterations import IterationsGuard
 from .guards.loop_counter import LoopCounterGuard, Similarity, lexical_similarity
 from .guards.monologue import MonologueGuard
+from .guards.reflections import ReflectionsGuard
 from .guards.repetition import RepetitionGuard
+from .guards.rereads import RereadsGuard
 from .guards.requests import GateRequestGuard, LargeOutputGuard
 from .guards.runtime import RuntimeGuard
 from .guards.same_error import SameErrorGuard
@@ -32,7 +36,8 @@ _DECIDED_GATES_KEPT = 200
 # names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
 RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "polling",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
-                        "iterations", "escalation"})
+                        "iterations", "escalation", "condensation", "rereads", "chanting",
+                        "reflections"})
 _VALIDATION_KEPT = 1000
 
 
@@ -52,6 +57,10 @@ class SessionHealth:
             SameErrorGuard(config.repetition, self.ledger),
             AlternationGuard(config.repetition, self.ledger),
             MonologueGuard(config.repetition),
+            RereadsGuard(config, self.ledger),
+            ChantingGuard(config),
+            CondensationGuard(config),
+            ReflectionsGuard(config),
             FailuresGuard(config.failures),
             LoopCounterGuard(config.loop, similarity),
             AttemptsGuard(config.attempts),

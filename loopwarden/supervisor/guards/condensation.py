@@ -1,0 +1,53 @@
+"""Back-to-back context condensations with no work between them: condensing frees no room (OpenHands)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import messages
+from ..config import Config
+from ..events import AssistantMessage, Condensation, Event, Output, ToolCall, ToolResult
+from ..verdicts import Action, Verdict
+from .base import NO_VERDICTS, Counter, Guard
+
+
+class CondensationGuard(Guard):
+    """Counts condensations in a row; a tool call, a result, a message or output in between is work.
+
+    OpenHands' `context_window_error` fires at 10 such condensations and pauses the agent: here a gate.
+    """
+
+    name = "condensation"
+    handles = (Condensation, ToolCall, ToolResult, AssistantMessage, Output)
+
+    def __init__(self, config: Config) -> None:
+        self.limit = config.condensation.max_in_a_row
+        self.count = 0
+        self.first_seq = 0
+
+    def configure(self, config: Config) -> None:
+        self.limit = config.condensation.max_in_a_row
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is not Condensation:
+            self.count = 0
+            return NO_VERDICTS
+        self.count += 1
+        if self.count == 1:
+            self.first_seq = event.seq
+        if not self.limit or self.count != self.limit:
+            return NO_VERDICTS
+        evidence = {"count": self.count, "first_seq": self.first_seq,
+                    "last": messages.clip(event.text or "", 160)}
+        return (Verdict(Action.GATE, self.name, f"{self.count} context condensations in a row with no work between",
+                        message=messages.condensation_gate(self.count), evidence=evidence),)
+
+    def human_turn(self) -> None:
+        self.count = 0
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "condensation"):
+            self.count = 0
+
+    def counters(self) -> list[Counter]:
+        return [Counter("condensation", self.count, self.limit)]

@@ -1,0 +1,96 @@
+"""The same file read again and again (any offset) with no write to it (Goose fork, REP-003)."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from .. import messages
+from ..config import Config
+from ..events import Event, ToolCall
+from ..verdicts import Action, Verdict
+from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+
+_MAX_TRACKED = 512
+_PATH_KEYS = ("file_path", "path", "filePath", "absolute_path", "target_file", "file", "filename", "uri")
+_VIEW = "view"  # str_replace_editor and text_editor read with command=view and write with every other command
+
+
+def _path(args: dict[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if type(value) is str and value:
+            return posixpath.normpath(value.removeprefix("file://"))
+    return None
+
+
+class RereadsGuard(Guard):
+    """Per path, reads since its last write: past `max_reads` the next read is blocked, then gated.
+
+    The Goose fork denies the read and escalates a repeat to a user-visible stop; a write or edit of the
+    path (or a human turn) starts its count over.
+    """
+
+    name = "rereads"
+    handles = (ToolCall,)
+
+    def __init__(self, config: Config, ledger: BlockLedger) -> None:
+        self.ledger = ledger  # a call the repetition rules already blocked is not blocked twice
+        self.reads: OrderedDict[str, list[int]] = OrderedDict()  # path -> [reads, verdicts given]
+        self.configure(config)
+
+    def configure(self, config: Config) -> None:
+        cfg = config.rereads
+        self.limit = cfg.max_reads
+        self.read_tools = frozenset(t.lower() for t in cfg.read_tools)
+        self.write_tools = frozenset(t.lower() for t in cfg.write_tools)
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        call: ToolCall = event  # type: ignore[assignment]
+        tool = call.tool.lower()
+        tool = tool.rpartition("__")[2]  # an MCP server's prefix (developer__text_editor)
+        is_read = tool in self.read_tools
+        is_write = tool in self.write_tools
+        if not (is_read or is_write):
+            return NO_VERDICTS
+        path = _path(call.args)
+        if path is None:
+            return NO_VERDICTS
+        if is_write and call.args.get("command") == _VIEW:
+            is_read, is_write = True, False
+        if is_write:
+            self.reads.pop(path, None)
+            return NO_VERDICTS
+        entry = self.reads.get(path)
+        if entry is None:
+            entry = self.reads[path] = [0, 0]
+            if len(self.reads) > _MAX_TRACKED:
+                self.reads.popitem(last=False)
+        else:
+            self.reads.move_to_end(path)
+        entry[0] += 1
+        if not self.limit or entry[0] <= self.limit or self.ledger.blocked_seq == call.seq:
+            return NO_VERDICTS
+        entry[1] += 1
+        evidence = {"tool": call.tool, "path": messages.clip(path, 200), "reads": entry[0] - 1,
+                    "args": messages.show_args(call.args)}
+        if entry[1] == 1:
+            return (Verdict(Action.BLOCK, self.name, f"{path} read {entry[0] - 1}x without a write",
+                            message=messages.reread_block(path, entry[0] - 1), evidence=evidence),)
+        if entry[1] == 2:
+            return (Verdict(Action.GATE, self.name, f"{path} read again after a blocked re-read",
+                            message=messages.reread_gate(path, entry[0] - 1), evidence=evidence),)
+        return NO_VERDICTS
+
+    def human_turn(self) -> None:
+        self.reads.clear()
+
+    def human_reset(self, counter: str | None = None) -> None:
+        if counter in (None, "rereads"):
+            self.reads.clear()
+
+    def counters(self) -> list[Counter]:
+        worst = max((reads for reads, _ in self.reads.values()), default=0)
+        return [Counter("rereads", worst, self.limit)]
