@@ -76,6 +76,8 @@ _WRITE_TOOLS = ["write", "write_file", "edit", "edit_file", "multiedit", "str_re
 class Rereads:
     max_reads: int = _key("int", "reads of one file (any offset) with no write to it allowed; the next read is "
                                  "blocked (Goose fork: 5); 0 = off", 5)
+    window: int = _key("int", "a read counts only if the file's previous read was among this many tool calls "
+                              "(OpenHands V1 judges the last 20 events)", 20)
     read_tools: list[str] = _list_key("tools that read a file (names compared case-insensitively)", _READ_TOOLS)  # noqa: RUF009 - a default_factory
     write_tools: list[str] = _list_key("tools that write or edit a file", _WRITE_TOOLS)  # noqa: RUF009 - a default_factory
 

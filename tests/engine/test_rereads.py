@@ -3,7 +3,7 @@ no write to it. 5 reads run; the 6th is blocked; a further read opens a gate."""
 
 from __future__ import annotations
 
-from tests.engine.helpers import Action, call, config, ok, one, run, summary, user
+from tests.engine.helpers import Action, call, condensation, config, ok, one, run, summary, user
 
 
 def reads(n, path="src/app.py", tool="Read", start=0):
@@ -51,3 +51,12 @@ def test_an_identical_read_blocked_by_repetition_is_not_blocked_twice():
         same += [call("Read", {"file_path": "a.py"}), ok("Read", "x")]
     blocks = [v for v in run(same[:-1]) if v.action == Action.BLOCK]
     assert [v.rule for v in blocks] == ["repetition"]
+
+
+def test_near_miss_reads_spread_out_or_after_a_condensation():
+    spread = []
+    for i in range(8):
+        spread += reads(1, start=i) + [call("Grep", {"pattern": f"p{i}.{j}"}) for j in range(20)]
+    assert run(spread) == []
+    assert run(reads(4) + [condensation()] + reads(4, start=4)) == []
+    assert one(run(spread, config("rereads.window=0")), Action.BLOCK, "rereads")

@@ -46,16 +46,20 @@ def prose(text: str) -> list[str]:
 def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
     """A cheap pre-check (C-speed `find`/`count` on sampled pieces): could some chunk recur `repeats` times?
 
-    Every chunk's first occurrence contains a sampled piece (stride chunk//2, length chunk - stride + 1),
-    which recurs wherever the chunk does.
+    Sound: of `repeats` occurrences with an average spacing of at most 5 chunks, two are at most 5
+    chunks apart; the occurrence before that smallest gap holds a sampled piece (stride chunk//2,
+    length chunk - stride + 1) which recurs within the gap. Either the gap is shorter than the piece,
+    or no two occurrences overlap and the piece occurs `repeats` times around it.
     """
     stride = max(1, chunk // 2)
     piece = chunk - stride + 1
-    span = 5 * chunk * (repeats - 1) + chunk
+    gap = 5 * chunk
+    span = gap * (repeats - 1) + chunk
+    find = text.find
     for i in range(0, len(text) - chunk + 1, stride):
         sub = text[i:i + piece]
-        j = text.find(sub, i + 1, i + span + piece)
-        if j >= 0 and (j - i < piece or text.count(sub, i, i + span + piece) >= repeats // 2):
+        j = find(sub, i + 1, i + gap + piece)
+        if j >= 0 and (j - i < piece or text.count(sub, max(0, i - span), i + span + piece) >= repeats):
             return True
     return False
 

@@ -63,6 +63,15 @@ class ReflectionsGuard(Guard):
     def configure(self, config: Config) -> None:
         self.limit = config.reflections.max_rounds
         self.pattern = commands_pattern(config.reflections.commands)
+        self.first_words = frozenset(c.split()[0] for c in config.reflections.commands if c.split())
+
+    def _is_check(self, command: str) -> bool:
+        """Cheap pre-check first (a word of the command, path stripped, starts an entry), then the pattern."""
+        first = self.first_words
+        for word in command.split():
+            if word.rpartition("/")[2] in first:
+                return self.pattern.search(command) is not None
+        return False
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         kind = type(event)
@@ -77,7 +86,7 @@ class ReflectionsGuard(Guard):
 
     def _call(self, call: ToolCall) -> Sequence[Verdict]:
         command = command_text(call.args)
-        if command is None or not self.limit or self.pattern.search(command) is None:
+        if command is None or not self.limit or not self._is_check(command):
             self.pending_any = None
             return NO_VERDICTS
         self.pending_any, self.pending_task = command, call.task

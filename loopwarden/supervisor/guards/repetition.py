@@ -18,6 +18,9 @@ from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
 
 
+_CLASSIFY_FROM = 3  # a call repeated once with a new output is common; normalising outputs is left to longer runs
+
+
 def result_matches(result: ToolResult, call_id: str | None, tool: str | None) -> bool:
     """Whether a result answers the call with this id and tool (absent ids match by tool)."""
     if result.call_id is not None and call_id is not None:
@@ -112,7 +115,8 @@ class RepetitionGuard(Guard):
             digest = result_digest(result)
             if self.last_ok_digest is not None and digest != self.last_ok_digest:
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
-                self._changed(result.output)
+                if self.run >= _CLASSIFY_FROM:
+                    self._changed(result.output)
                 nudge_after = self.cfg.progress_nudge_after
                 if nudge_after and self.run >= nudge_after and not self.poll_nudged:
                     self.poll_nudged = True
@@ -126,6 +130,7 @@ class RepetitionGuard(Guard):
 
     @property
     def changes(self) -> int:
+        """Changes classified so far (from the `_CLASSIFY_FROM`-th call of the run on)."""
         return self.volatile_changes + self.content_changes
 
     def _changed(self, output: str) -> None:

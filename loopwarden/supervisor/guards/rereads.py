@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import messages
 from ..config import Config
-from ..events import Event, ToolCall
+from ..events import Condensation, Event, ToolCall
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
 
@@ -30,25 +30,33 @@ class RereadsGuard(Guard):
     """Per path, reads since its last write: past `max_reads` the next read is blocked, then gated.
 
     The Goose fork denies the read and escalates a repeat to a user-visible stop; a write or edit of the
-    path (or a human turn) starts its count over.
+    path, a human turn or a condensation (the content left the context) starts its count over, and so
+    does a read more than `window` tool calls after the previous one: re-reading is a loop when the
+    reads come back to back, not when a file is looked at again hours later.
     """
 
     name = "rereads"
-    handles = (ToolCall,)
+    handles = (ToolCall, Condensation)
 
     def __init__(self, config: Config, ledger: BlockLedger) -> None:
         self.ledger = ledger  # a call the repetition rules already blocked is not blocked twice
-        self.reads: OrderedDict[str, list[int]] = OrderedDict()  # path -> [reads, verdicts given]
+        self.reads: OrderedDict[str, list[int]] = OrderedDict()  # path -> [reads, verdicts given, last call]
+        self.calls = 0
         self.configure(config)
 
     def configure(self, config: Config) -> None:
         cfg = config.rereads
         self.limit = cfg.max_reads
+        self.window = cfg.window
         self.read_tools = frozenset(t.lower() for t in cfg.read_tools)
         self.write_tools = frozenset(t.lower() for t in cfg.write_tools)
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is Condensation:
+            self.reads.clear()
+            return NO_VERDICTS
         call: ToolCall = event  # type: ignore[assignment]
+        self.calls += 1
         tool = call.tool.lower()
         tool = tool.rpartition("__")[2]  # an MCP server's prefix (developer__text_editor)
         is_read = tool in self.read_tools
@@ -65,12 +73,15 @@ class RereadsGuard(Guard):
             return NO_VERDICTS
         entry = self.reads.get(path)
         if entry is None:
-            entry = self.reads[path] = [0, 0]
+            entry = self.reads[path] = [0, 0, 0]
             if len(self.reads) > _MAX_TRACKED:
                 self.reads.popitem(last=False)
         else:
             self.reads.move_to_end(path)
+            if self.window and self.calls - entry[2] > self.window:
+                entry[0] = entry[1] = 0  # the previous read is long past
         entry[0] += 1
+        entry[2] = self.calls
         if not self.limit or entry[0] <= self.limit or self.ledger.blocked_seq == call.seq:
             return NO_VERDICTS
         entry[1] += 1
@@ -92,5 +103,5 @@ class RereadsGuard(Guard):
             self.reads.clear()
 
     def counters(self) -> list[Counter]:
-        worst = max((reads for reads, _ in self.reads.values()), default=0)
+        worst = max((entry[0] for entry in self.reads.values()), default=0)
         return [Counter("rereads", worst, self.limit)]
