@@ -50,6 +50,7 @@ class SessionHealth:
         self.ledger = BlockLedger(config.repetition.max_blocks)
         self.runtime = RuntimeGuard(config.limits, started_at)
         self._validation = ValidationGuard(config.validation)
+        self.by_type: dict[str, int] = {}
         self.guards: list[Guard] = [
             self._validation,
             self.runtime,
@@ -59,7 +60,7 @@ class SessionHealth:
             MonologueGuard(config.repetition),
             RereadsGuard(config, self.ledger),
             ChantingGuard(config),
-            CondensationGuard(config),
+            CondensationGuard(config, self.by_type),
             ReflectionsGuard(config),
             FailuresGuard(config.failures),
             LoopCounterGuard(config.loop, similarity),
@@ -78,7 +79,6 @@ class SessionHealth:
         self.state = RUNNING
         self.termination: Verdict | None = None
         self.events = 0
-        self.by_type: dict[str, int] = {}
         self.by_rule: Tally[str] = Tally()
         self.by_action: Tally[str] = Tally()  # what was done to the agent (nudged, blocked...), counted as it is
         self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)

@@ -97,6 +97,8 @@ class ReflectionsGuard(Guard):
         return NO_VERDICTS
 
     def _result(self, result: ToolResult) -> Sequence[Verdict]:
+        if self.pending_any is None and not self.pending:
+            return NO_VERDICTS  # no check command is waiting for its result
         command = self.pending.pop(result.call_id, None) if result.call_id is not None else None
         command = command or self.pending_any
         self.pending_any = None

@@ -15,6 +15,7 @@ from .base import NO_VERDICTS, BlockLedger, Counter, Guard
 
 _MAX_TRACKED = 512
 _PATH_KEYS = ("file_path", "path", "filePath", "absolute_path", "target_file", "file", "filename", "uri")
+_READ, _WRITE, _OTHER = 1, 2, 0
 _VIEW = "view"  # str_replace_editor and text_editor read with command=view and write with every other command
 
 
@@ -50,6 +51,14 @@ class RereadsGuard(Guard):
         self.window = cfg.window
         self.read_tools = frozenset(t.lower() for t in cfg.read_tools)
         self.write_tools = frozenset(t.lower() for t in cfg.write_tools)
+        self.kinds: dict[str, int] = {}  # tool name -> read, write or other, worked out once per name
+
+    def _kind(self, tool: str) -> int:
+        name = tool.lower().rpartition("__")[2]  # an MCP server's prefix (developer__text_editor)
+        kind = _READ if name in self.read_tools else _WRITE if name in self.write_tools else _OTHER
+        if len(self.kinds) < _MAX_TRACKED:
+            self.kinds[tool] = kind
+        return kind
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         if type(event) is Condensation:
@@ -57,17 +66,17 @@ class RereadsGuard(Guard):
             return NO_VERDICTS
         call: ToolCall = event  # type: ignore[assignment]
         self.calls += 1
-        tool = call.tool.lower()
-        tool = tool.rpartition("__")[2]  # an MCP server's prefix (developer__text_editor)
-        is_read = tool in self.read_tools
-        is_write = tool in self.write_tools
-        if not (is_read or is_write):
+        kind = self.kinds.get(call.tool)
+        if kind is None:
+            kind = self._kind(call.tool)
+        if kind == _OTHER:
             return NO_VERDICTS
+        is_write = kind == _WRITE
         path = _path(call.args)
         if path is None:
             return NO_VERDICTS
         if is_write and call.args.get("command") == _VIEW:
-            is_read, is_write = True, False
+            is_write = False
         if is_write:
             self.reads.pop(path, None)
             return NO_VERDICTS
