@@ -3,7 +3,7 @@ no write to it. 5 reads run; the 6th is blocked; a further read opens a gate."""
 
 from __future__ import annotations
 
-from tests.engine.helpers import Action, call, condensation, config, ok, one, run, summary, user
+from tests.engine.helpers import Action, Session, call, condensation, config, ok, one, run, summary, user
 
 
 def reads(n, path="src/app.py", tool="Read", start=0):
@@ -60,3 +60,11 @@ def test_near_miss_reads_spread_out_or_after_a_condensation():
     assert run(spread) == []
     assert run(reads(4) + [condensation()] + reads(4, start=4)) == []
     assert one(run(spread, config("rereads.window=0")), Action.BLOCK, "rereads")
+
+
+def test_the_very_same_read_again_is_left_to_the_repetition_rule():
+    session = Session()
+    for _ in range(9):
+        session.feed(call("Read", {"file_path": "a.py"}), ok("Read", "x"))
+    assert {v.rule for v in session.verdicts} == {"repetition"}
+    assert [c.value for c in session.health.counters() if c.name == "rereads"] == [1]

@@ -27,6 +27,16 @@ def _path(args: dict[str, Any]) -> str | None:
     return None
 
 
+class _Reads:
+    """One path's reads since its last write."""
+
+    __slots__ = ("count", "fired", "last_call", "sig")
+
+    def __init__(self) -> None:
+        self.count = self.fired = self.last_call = 0
+        self.sig: bytes | None = None
+
+
 class RereadsGuard(Guard):
     """Per path, reads since its last write: past `max_reads` the next read is blocked, then gated.
 
@@ -41,7 +51,7 @@ class RereadsGuard(Guard):
 
     def __init__(self, config: Config, ledger: BlockLedger) -> None:
         self.ledger = ledger  # a call the repetition rules already blocked is not blocked twice
-        self.reads: OrderedDict[str, list[int]] = OrderedDict()  # path -> [reads, verdicts given, last call]
+        self.reads: OrderedDict[str, _Reads] = OrderedDict()
         self.calls = 0
         self.configure(config)
 
@@ -80,28 +90,34 @@ class RereadsGuard(Guard):
         if is_write:
             self.reads.pop(path, None)
             return NO_VERDICTS
+        if self.ledger.blocked_seq == call.seq:
+            return NO_VERDICTS  # blocked by a repetition rule: it does not run, so it is no read
         entry = self.reads.get(path)
         if entry is None:
-            entry = self.reads[path] = [0, 0, 0]
+            entry = self.reads[path] = _Reads()
             if len(self.reads) > _MAX_TRACKED:
                 self.reads.popitem(last=False)
         else:
             self.reads.move_to_end(path)
-            if self.window and self.calls - entry[2] > self.window:
-                entry[0] = entry[1] = 0  # the previous read is long past
-        entry[0] += 1
-        entry[2] = self.calls
-        if not self.limit or entry[0] <= self.limit or self.ledger.blocked_seq == call.seq:
+            if self.window and self.calls - entry.last_call > self.window:
+                entry.count = entry.fired = 0  # the previous read is long past
+            elif call.sig == entry.sig:
+                entry.last_call = self.calls
+                return NO_VERDICTS  # the very same read again: the repetition rule's to judge
+        entry.count += 1
+        entry.last_call, entry.sig = self.calls, call.sig
+        reads = entry.count - 1
+        if not self.limit or reads < self.limit:
             return NO_VERDICTS
-        entry[1] += 1
-        evidence = {"tool": call.tool, "path": messages.clip(path, 200), "reads": entry[0] - 1,
+        entry.fired += 1
+        evidence = {"tool": call.tool, "path": messages.clip(path, 200), "reads": reads,
                     "args": messages.show_args(call.args)}
-        if entry[1] == 1:
-            return (Verdict(Action.BLOCK, self.name, f"{path} read {entry[0] - 1}x without a write",
-                            message=messages.reread_block(path, entry[0] - 1), evidence=evidence),)
-        if entry[1] == 2:
+        if entry.fired == 1:
+            return (Verdict(Action.BLOCK, self.name, f"{path} read {reads}x without a write",
+                            message=messages.reread_block(path, reads), evidence=evidence),)
+        if entry.fired == 2:
             return (Verdict(Action.GATE, self.name, f"{path} read again after a blocked re-read",
-                            message=messages.reread_gate(path, entry[0] - 1), evidence=evidence),)
+                            message=messages.reread_gate(path, reads), evidence=evidence),)
         return NO_VERDICTS
 
     def human_turn(self) -> None:
@@ -112,5 +128,5 @@ class RereadsGuard(Guard):
             self.reads.clear()
 
     def counters(self) -> list[Counter]:
-        worst = max((entry[0] for entry in self.reads.values()), default=0)
+        worst = max((entry.count for entry in self.reads.values()), default=0)
         return [Counter("rereads", worst, self.limit)]
