@@ -31,6 +31,7 @@ def _list_key(help: str, default: list[str], kind: str = "list") -> Any:
 # `tools.exempt` and `loopwarden explain` use these names. A new guard adds its name here.
 RULES: dict[str, str] = {
     "repetition": "the same call with the same arguments, consecutively",
+    "polling": "the same call again and again while its output keeps changing (a poll with no ceiling)",
     "same_error": "one tool returning the same error, whatever its arguments",
     "alternation": "two calls alternating A,B,A,B with identical results",
     "monologue": "assistant messages in a row with no tool call",
@@ -50,9 +51,9 @@ RULES: dict[str, str] = {
     "large_output": "a tool output too large to pass on (spilled to a file)",
     "gate_request": "the agent asking a human to approve something",
     "condensation": "context trimming that frees no room, back to back",
-    "reread": "the same file read again and again without being written",
+    "rereads": "the same file read again and again without being written",
     "chanting": "one message repeating the same passage",
-    "reflection": "failed test or lint rounds since the last human message",
+    "reflections": "failed test or lint rounds since the last human message",
 }
 RULE_ALIASES = {"max_runtime": "runtime", "max_iterations": "iterations"}
 
@@ -92,6 +93,53 @@ class Repetition:
     alternation_window: int = _key("int", "calls in an A,B,A,B pattern with identical results", 6)
     max_monologue: int = _key("int", "assistant messages in a row with no tool call", 3)
     reset_on_user_message: bool = _key("bool", "a human turn resets the windows and failure count", True)
+    progress_nudge_after: int = _key("int", "identical calls in a row whose output keeps changing (polling, paging) "
+                                            "before a nudge; 0 = off", 10)
+    progress_gate_after: int = _key("int", "identical calls in a row whose output keeps changing allowed; the next "
+                                           "waits for a human (a gate); 0 = off", 30)
+
+
+@dataclass(frozen=True)
+class Condensation:
+    max_in_a_row: int = _key("int", "context condensations in a row with no work between them before a gate "
+                                    "(OpenHands: 10); 0 = off", 10)
+
+
+_READ_TOOLS = ["read", "read_file", "readfile", "view", "view_file", "open_file", "cat", "fs/read_text_file"]
+_WRITE_TOOLS = ["write", "write_file", "edit", "edit_file", "multiedit", "str_replace", "str_replace_editor",
+                "str_replace_based_edit_tool", "text_editor", "create_file", "apply_patch", "notebookedit", "replace",
+                "fs/write_text_file"]
+
+
+@dataclass(frozen=True)
+class Rereads:
+    max_reads: int = _key("int", "reads of one file (any offset) with no write to it allowed; the next read is "
+                                 "blocked (Goose fork: 5); 0 = off", 5)
+    window: int = _key("int", "a read counts only if the file's previous read was among this many tool calls "
+                              "(OpenHands V1 judges the last 20 events)", 20)
+    read_tools: list[str] = _list_key("tools that read a file (names compared case-insensitively)", _READ_TOOLS)  # noqa: RUF009 - a default_factory
+    write_tools: list[str] = _list_key("tools that write or edit a file", _WRITE_TOOLS)  # noqa: RUF009 - a default_factory
+
+
+@dataclass(frozen=True)
+class Chanting:
+    repeats: int = _key("int", "times one passage recurs close together in an assistant message before a nudge "
+                               "(Gemini CLI: 10); 0 = off", 10)
+    chunk_chars: int = _key("int", "length of the passage compared (Gemini CLI: 50)", 50)
+
+
+_CHECK_COMMANDS = ["pytest", "py.test", "tox", "nox", "unittest", "jest", "vitest", "mocha", "rspec", "phpunit",
+                   "ctest", "npm test", "npm run test", "npm run lint", "pnpm test", "pnpm lint", "yarn test",
+                   "yarn lint", "bun test", "cargo test", "cargo clippy", "cargo check", "go test", "go vet",
+                   "dotnet test", "mvn test", "gradle test", "make test", "make check", "make lint", "ruff",
+                   "flake8", "pylint", "mypy", "pyright", "eslint", "tsc", "golangci-lint", "shellcheck", "rubocop"]
+
+
+@dataclass(frozen=True)
+class Reflections:
+    max_rounds: int = _key("int", "failed test or lint rounds per task since the last human message or passing "
+                                  "round; the next failed round opens a gate (Aider: 3); 0 = off", 3)
+    commands: list[str] = _list_key("shell commands that are a test or lint round", _CHECK_COMMANDS)  # noqa: RUF009 - a default_factory
 
 
 @dataclass(frozen=True)
@@ -193,6 +241,10 @@ class Config:
     repetition: Repetition = field(default_factory=Repetition)
     validation: Validation = field(default_factory=Validation)
     failures: Failures = field(default_factory=Failures)
+    condensation: Condensation = field(default_factory=Condensation)
+    rereads: Rereads = field(default_factory=Rereads)
+    chanting: Chanting = field(default_factory=Chanting)
+    reflections: Reflections = field(default_factory=Reflections)
     loop: Loop = field(default_factory=Loop)
     attempts: Attempts = field(default_factory=Attempts)
     escalation: Escalation = field(default_factory=Escalation)
@@ -217,6 +269,7 @@ SECTIONS: dict[str, type] = {
     "limits": Limits, "repetition": Repetition, "validation": Validation, "failures": Failures,
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
+    "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -467,7 +520,8 @@ LIVE_KEYS = frozenset(
     {f"limits.{k}" for k in ("max_runtime", "stall_timeout", "max_iterations", "max_tokens", "max_cost_usd",
                              "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
     | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates", "rules",
-                                             "tools", "recovery")}
+                                             "tools", "recovery", "condensation", "rereads", "chanting",
+                                             "reflections")}
     | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
 )
 

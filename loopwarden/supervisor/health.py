@@ -16,11 +16,15 @@ from .guards.alternation import AlternationGuard
 from .guards.attempts import AttemptsGuard
 from .guards.base import BlockLedger, Counter, Guard
 from .guards.budget import BudgetGuard
+from .guards.chanting import ChantingGuard
+from .guards.condensation import CondensationGuard
 from .guards.failures import FailuresGuard
 from .guards.iterations import IterationsGuard
 from .guards.loop_counter import LoopCounterGuard, Similarity, lexical_similarity
 from .guards.monologue import MonologueGuard
+from .guards.reflections import ReflectionsGuard
 from .guards.repetition import RepetitionGuard, result_matches
+from .guards.rereads import RereadsGuard
 from .guards.requests import GateRequestGuard, LargeOutputGuard
 from .guards.runtime import RuntimeGuard
 from .guards.same_error import SameErrorGuard
@@ -32,9 +36,10 @@ RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
 _DECIDED_GATES_KEPT = 200
 OPERATOR_RULE = "operator"  # the rule of the verdicts that carry an operator's own decision (guidance, grant, kill)
 # names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
-RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue",
+RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "polling",
                         "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
-                        "iterations", "escalation"})
+                        "iterations", "escalation", "condensation", "rereads", "chanting",
+                        "reflections"})
 _VALIDATION_KEPT = 1000
 _EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
@@ -51,6 +56,7 @@ class SessionHealth:
         self.ledger = BlockLedger(config.repetition.max_blocks)
         self.runtime = RuntimeGuard(config.limits, started_at)
         self._validation = ValidationGuard(config.validation)
+        self.by_type: dict[str, int] = {}
         self.guards: list[Guard] = [
             self._validation,
             self.runtime,
@@ -58,6 +64,10 @@ class SessionHealth:
             SameErrorGuard(config.repetition, self.ledger),
             AlternationGuard(config.repetition, self.ledger),
             MonologueGuard(config.repetition),
+            RereadsGuard(config, self.ledger),
+            ChantingGuard(config),
+            CondensationGuard(config, self.by_type),
+            ReflectionsGuard(config),
             FailuresGuard(config.failures),
             LoopCounterGuard(config.loop, similarity),
             AttemptsGuard(config.attempts),
@@ -77,7 +87,6 @@ class SessionHealth:
         self.state = RUNNING
         self.termination: Verdict | None = None
         self.events = 0
-        self.by_type: dict[str, int] = {}
         self.by_rule: Tally[str] = Tally()
         self.by_action: Tally[str] = Tally()  # what was done to the agent (nudged, blocked...), counted as it is
         self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)

@@ -225,3 +225,68 @@ def restart_summary(task: str | None, ended: str | None, last: str | None, error
     if note:
         text += f" Operator's note: {clip(note, 600)}"
     return text + " Do not repeat what failed: take a different approach from the start."
+
+
+def _change(volatile_only: bool) -> str:
+    return "only numbers, sizes or times changed" if volatile_only else "its content changed"
+
+
+def polling_nudge(tool: str, args: dict[str, Any], count: int, volatile_only: bool) -> str:
+    return (
+        f'Tool "{tool}" has been called {count} times in a row with identical arguments {show_args(args)}; '
+        f"its output kept changing, but {_change(volatile_only)}. If you are waiting for a long process, wait "
+        "for it once (with a timeout) instead of polling; if you are paging, read the rest in one call. "
+        "Otherwise stop repeating the call and try a different approach."
+    )
+
+
+def polling_gate(tool: str, count: int, volatile_only: bool) -> str:
+    return (
+        f"Tool '{tool}' was called {count} times in a row with identical arguments and {_change(volatile_only)} "
+        "between outputs. Waiting for a human decision."
+    )
+
+
+def condensation_gate(count: int) -> str:
+    return (
+        f"The context was condensed {count} times in a row with no work in between: condensing frees no room. "
+        "Waiting for a human decision."
+    )
+
+
+def reread_block(path: str, reads: int) -> str:
+    return (
+        f"Tool call blocked: you have read '{clip(path, _ARGS_LIMIT)}' {reads} times without changing it. "
+        "Its content is already in your context: use what you read, search it for what you need, "
+        "or edit the file, instead of reading it again."
+    )
+
+
+def reread_gate(path: str, reads: int) -> str:
+    return (
+        f"'{clip(path, _ARGS_LIMIT)}' was read {reads} times without a write, and a blocked read did not "
+        "change the approach. Waiting for a human decision."
+    )
+
+
+def chanting_nudge(passage: str, count: int) -> str:
+    return (
+        f"Your last message repeats the same passage over and over ({count} times: "
+        f"'{clip(passage, _OUTCOME_LIMIT)}'). Stop repeating it: say in one sentence what you are trying to do, "
+        "then take one concrete action."
+    )
+
+
+def chanting_gate(passage: str, count: int) -> str:
+    return (
+        f"An assistant message repeats the same passage {count} times ('{clip(passage, _OUTCOME_LIMIT)}') "
+        "after a warning. Waiting for a human decision."
+    )
+
+
+def reflections_gate(rounds: int, limit: int, task: str | None, last: str) -> str:
+    scope = f"task {task}" if task else "this task"
+    return (
+        f"{rounds} failed test or lint rounds on {scope} since the last human message (budget {limit}; "
+        f"last: {clip(last, _OUTCOME_LIMIT)}). Waiting for a human decision."
+    )

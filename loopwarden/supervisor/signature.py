@@ -130,3 +130,40 @@ def error_fingerprint(tool: str, output: str) -> str:
             digest = hashlib.blake2b("\n".join(diagnostics).encode("utf-8", "surrogatepass"), digest_size=4)
             fingerprint += f" (diagnostics {digest.hexdigest()})"
     return fingerprint
+
+
+# Outputs are compared with every number hidden as well: a directory listing whose sizes grow, a poll whose
+# percentage or age ticks, is the same output. (Error fingerprints keep small numbers: a line number or an
+# error code there tells two errors apart.)
+_SIZE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:[KMGTP]i?B|[KMGTP]\b|bytes?\b|B\b)", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_OUTPUT_HEAD = 64 * 1024  # normalise this much; a change past it is told by the raw tail's digest
+
+
+def normalise_output(output: str) -> str:
+    """A tool output with its volatile parts (times, ids, temp paths, sizes, every number) hidden."""
+    text = output[:_OUTPUT_HEAD]
+    for pattern, repl in _VOLATILE:
+        text = pattern.sub(repl, text)
+    return _NUMBER.sub("<n>", _SIZE.sub("<n>", text))
+
+
+def output_shape(output: str) -> bytes:
+    """A digest of the normalised output: equal for two outputs that differ only in volatile parts."""
+    h = hashlib.blake2b(normalise_output(output).encode("utf-8", "surrogatepass"), digest_size=16)
+    if len(output) > _OUTPUT_HEAD:
+        h.update(output[_OUTPUT_HEAD:].encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def first_difference(before: str, after: str, limit: int = 80) -> tuple[str, str]:
+    """The first line that differs between two outputs (each clipped), for evidence."""
+    old, new = before.splitlines(), after.splitlines()
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            return a[:limit], b[:limit]
+    if len(old) == len(new):
+        return before[:limit], after[:limit]
+    longer = old if len(old) > len(new) else new
+    extra = longer[min(len(old), len(new))][:limit]
+    return ("", extra) if longer is new else (extra, "")

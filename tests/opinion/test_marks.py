@@ -19,3 +19,12 @@ def test_a_plain_repeat_is_not_ambiguous() -> None:
     verdicts = run([e for _ in range(3) for e in (call("ls", {"path": "."}), ok("ls", "a b"))])
     assert [(v.action, v.rule) for v in verdicts] == [(Action.NUDGE, "repetition")]
     assert verdicts[0].ask is None and "ask" not in verdicts[0].to_dict()
+
+
+def test_a_poll_at_its_ceiling_marks_its_nudge_and_its_gate() -> None:
+    from loopwarden.supervisor.opinion import POLL
+
+    polls = [e for i in range(31) for e in (call("ls", {"path": "logs"}), ok("ls", f"build.log {1000 + i} bytes"))]
+    verdicts = [v for v in run(polls) if v.rule == "polling"]
+    assert [(v.action, v.ask) for v in verdicts] == [(Action.NUDGE, POLL), (Action.GATE, POLL)]
+    assert all(askable(v) == POLL for v in verdicts)

@@ -1,4 +1,9 @@
-"""Identical consecutive tool calls: nudge, then block, then terminate (seeds 000 and 003)."""
+"""Identical consecutive tool calls: nudge, then block, then terminate (seeds 000 and 003).
+
+An identical call whose output keeps changing (polling, paging) is progress for a while; past a
+ceiling it is nudged, then gated, as the rule `polling` (issue 14: 600 listings of a directory
+whose log grew ran with no verdict).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,13 @@ from typing import Any
 from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
-from ..signature import result_digest
+from ..opinion import POLL
+from ..signature import first_difference, output_shape, result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+
+
+_CLASSIFY_FROM = 3  # a call repeated once with a new output is common; normalising outputs is left to longer runs
 
 
 def result_matches(result: ToolResult, call_id: str | None, tool: str | None) -> bool:
@@ -25,10 +34,12 @@ class RepetitionGuard(Guard):
 
     A success whose output differs from the streak's previous successful output
     (paging, polling a build) is progress, and starts the streak over; errors
-    never count as progress.
+    never count as progress. The run of identical calls (`run`) is not started
+    over by a changed output: it is what the polling ceiling counts.
     """
 
     name = "repetition"
+    polling = "polling"
     handles = (ToolCall, ToolResult)
 
     def __init__(self, cfg: Repetition, ledger: BlockLedger) -> None:
@@ -46,6 +57,13 @@ class RepetitionGuard(Guard):
         self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
+        self.run = 0  # identical calls in a row, whatever their outputs
+        self.volatile_changes = 0  # outputs that changed only in numbers, sizes, times, ids, temp paths
+        self.content_changes = 0
+        self.last_ok_output: str | None = None
+        self.last_ok_shape: bytes | None = None
+        self.change: tuple[str, str] = ("", "")  # the first differing line of the last change, before and after
+        self.poll_nudged = self.poll_gated = False
 
     def configure(self, config: Config) -> None:
         self.cfg = config.repetition
@@ -62,10 +80,16 @@ class RepetitionGuard(Guard):
             out.append(self._nudge())
         if call.sig == self.sig:
             self.streak += 1
+            self.run += 1
         else:
             self._clear()
-            self.sig, self.tool, self.args, self.streak = call.sig, call.tool, call.args, 1
+            self.sig, self.tool, self.args, self.streak, self.run = call.sig, call.tool, call.args, 1, 1
         self.call_id = call.call_id
+        gate_after = self.cfg.progress_gate_after
+        if (gate_after and self.run > gate_after and not self.poll_gated and self.changes
+                and self.ledger.blocked_seq != call.seq and self.streak <= (self.cfg.max_identical_calls or self.run)):
+            self.poll_gated = True
+            out.append(self._polling(Action.GATE))
         limit = self.cfg.max_identical_calls
         if limit and self.streak > limit and self.ledger.blocked_seq != call.seq:
             evidence = {"tool": call.tool, "args": messages.show_args(call.args), "count": self.streak,
@@ -87,15 +111,59 @@ class RepetitionGuard(Guard):
         if self.sig is None or not result_matches(result, self.call_id, self.tool):
             return NO_VERDICTS
         failed = result.failed
+        out: Sequence[Verdict] = NO_VERDICTS
         if not failed:
             digest = result_digest(result)
             if self.last_ok_digest is not None and digest != self.last_ok_digest:
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
+                if self.run >= _CLASSIFY_FROM:
+                    self._changed(result.output)
+                nudge_after = self.cfg.progress_nudge_after
+                if nudge_after and self.run >= nudge_after and not self.poll_nudged:
+                    self.poll_nudged = True
+                    out = (self._polling(Action.NUDGE),)
             self.last_ok_digest = digest
+            self.last_ok_output = result.output
         self.last_result = result
         if self.nudge_due:
-            return (self._nudge(),)
-        return NO_VERDICTS
+            return (*out, self._nudge())
+        return out
+
+    @property
+    def changes(self) -> int:
+        """Changes classified so far (from the `_CLASSIFY_FROM`-th call of the run on)."""
+        return self.volatile_changes + self.content_changes
+
+    def _changed(self, output: str) -> None:
+        """Tell a change in volatile parts only from one in content (outputs normalised as error lines are)."""
+        before = self.last_ok_output or ""
+        if self.last_ok_shape is None:
+            self.last_ok_shape = output_shape(before)
+        shape = output_shape(output)
+        if shape == self.last_ok_shape:
+            self.volatile_changes += 1
+        else:
+            self.content_changes += 1
+        self.last_ok_shape = shape
+        self.change = (before, output)
+
+    def _polling(self, action: Action) -> Verdict:
+        """The ceiling on the progress exemption: a nudge, then a gate, with what changed between outputs."""
+        tool = self.tool or "?"
+        volatile_only = self.content_changes == 0
+        before, after = first_difference(*self.change)
+        evidence = {"tool": tool, "args": messages.show_args(self.args), "count": self.run,
+                    "changed": "volatile" if volatile_only else "content",
+                    "volatile_changes": self.volatile_changes, "content_changes": self.content_changes,
+                    "before": before, "after": after}
+        what = "only numbers, sizes or times changed" if volatile_only else "content changed"
+        reason = f"{tool} called {self.run}x with identical arguments; its output kept changing ({what})"
+        if action == Action.NUDGE:
+            text = messages.polling_nudge(tool, self.args, self.run, volatile_only)
+        else:
+            text = messages.polling_gate(tool, self.run, volatile_only)
+            reason = f"{tool} called over {self.cfg.progress_gate_after}x with identical arguments and changing output"
+        return Verdict(action, self.polling, reason, message=text, evidence=evidence, ask=POLL)  # ambiguous
 
     def _nudge(self) -> Verdict:
         self.nudge_due = False
@@ -117,8 +185,9 @@ class RepetitionGuard(Guard):
         self._clear()
 
     def human_reset(self, counter: str | None = None) -> None:
-        if counter in (None, "repetition", "identical_calls"):
+        if counter in (None, "repetition", "identical_calls", "polling"):
             self._clear()
 
     def counters(self) -> list[Counter]:
-        return [Counter("identical_calls", self.streak, self.cfg.max_identical_calls)]
+        return [Counter("identical_calls", self.streak, self.cfg.max_identical_calls),
+                Counter("polling", self.run if self.changes else 0, self.cfg.progress_gate_after)]

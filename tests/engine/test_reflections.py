@@ -1,0 +1,62 @@
+"""Reflections (Aider's max_reflections = 3): failed test or lint rounds per task since the last
+human message or passing round. Three are allowed; the 4th failed round opens a gate."""
+
+from __future__ import annotations
+
+from tests.engine.helpers import (Action, call, config, fail, ok, one, result, run, suite, summary, user)
+
+
+_edits = iter(range(10**6))
+
+
+def round_(command="pytest -q tests", passed=False, output=None, edit=True, **kw):
+    """An edit (each one different), then a test or lint command that fails (or passes)."""
+    n = next(_edits)
+    change = {"file_path": "a.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}
+    out = [call("Edit", change), ok("Edit")] if edit else []
+    out.append(call("Bash", {"command": command}, **kw))
+    output = output or f"FAILED tests/test_a.py::test_{n} - assert {n} == {n + 1}"  # a different failure each round
+    out.append(ok("Bash", "10 passed") if passed else result(output, tool="Bash", exit_code=1))
+    return out
+
+
+def test_fourth_failed_round_opens_a_gate_with_the_rounds_as_evidence():
+    events = round_() + round_("ruff check .", output="E501 line too long") + round_() + round_()
+    verdicts = run(events)
+    gate = one(verdicts, Action.GATE, "reflections")
+    assert summary(verdicts) == [("gate", "reflections", 16)]
+    assert gate.evidence["rounds"] == 4 and gate.evidence["limit"] == 3
+    assert [r["round"] for r in gate.evidence["history"]][:2] == ["pytest -q tests", "ruff check ."]
+    assert "4 failed test or lint rounds" in gate.message and "budget 3" in gate.message
+
+
+def test_near_miss_three_failed_rounds_and_a_pass_between():
+    assert run(round_() * 1 + round_() + round_()) == []
+    assert run(round_() + round_() + round_(passed=True) + round_() + round_()) == []
+    assert run(round_() + round_() + round_() + [suite(0, task=None)] + round_()) == []
+
+
+def test_a_human_message_starts_a_new_budget_and_tasks_are_apart():
+    assert run(round_() + round_() + round_() + [user()] + round_() + round_()) == []
+    a = round_(task="A") + round_(task="A")
+    b = round_(task="B") + round_(task="B")
+    assert run(a + b) == []
+
+
+def test_other_commands_and_failures_do_not_count():
+    events = []
+    for _ in range(5):
+        events += [call("Bash", {"command": "git status --porcelain"}), fail("Bash", "fatal: not a git repository")]
+        events += [call("Bash", {"command": "ls pytest_notes"}), ok("Bash", "x")]
+    assert [v for v in run(events) if v.rule == "reflections"] == []
+    argv = [call("shell", {"command": ["bash", "-lc", "cargo test"]}), result("test failed", exit_code=101)]
+    assert one(run(argv * 4), Action.GATE, "reflections").evidence["rounds"] == 4
+
+
+def test_the_budget_is_a_key():
+    assert summary(run(round_() + round_(), config("reflections.max_rounds=1"))) == [("gate", "reflections", 8)]
+    assert run(round_() * 0 + round_() + round_() + round_() + round_() + round_(),
+               config("reflections.max_rounds=0")) == []
+    custom = config("reflections.commands=just check")
+    assert one(run(round_("just check") * 1 + round_("just check") + round_("just check") + round_("just check"),
+                   custom), Action.GATE, "reflections")
