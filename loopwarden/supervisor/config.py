@@ -58,7 +58,8 @@ RULES: dict[str, str] = {
 RULE_ALIASES = {"max_runtime": "runtime", "max_iterations": "iterations"}
 
 # The keys one tool may have its own value of (`tools.limits`): thresholds judged per call of that tool.
-TOOL_KEYS = ("repetition.nudge_after", "repetition.max_identical_calls", "repetition.max_same_error")
+TOOL_KEYS = ("repetition.nudge_after", "repetition.max_identical_calls", "repetition.max_same_error",
+             "repetition.progress_nudge_after", "repetition.progress_gate_after")
 
 # Commands that only wait, exempt by default from the repetition rules and the stall (tools.waiting).
 # A one-word entry also names a tool: Claude Code's BashOutput polls a shell it started in the background.

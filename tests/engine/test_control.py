@@ -181,6 +181,16 @@ def test_a_tools_own_same_error_threshold_is_read_when_its_result_comes():
     assert [v.rule for v in run([*events, call("Bash", {"command": "make z"})], cfg)] == ["same_error"]
 
 
+def test_a_tool_may_poll_longer_before_the_polling_ceiling_while_others_keep_the_sessions():
+    cfg = config("tools.limits=gh_run_view:repetition.progress_nudge_after=40")
+
+    def polls(tool: str, n: int) -> list:
+        return [e for i in range(n) for e in (call(tool, {"run": 7}), ok(tool, f"in progress, {i} jobs left"))]
+
+    assert [v.rule for v in run(polls("gh_run_view", 30), cfg)] == []  # its own ceiling: 40
+    assert [v.rule for v in run(polls("Bash", 10), cfg)] == ["polling"]  # near miss: the session's 10
+
+
 def test_bad_per_tool_limits_are_one_line_errors():
     with pytest.raises(ConfigError, match=r"cannot be set per tool; it accepts repetition\.nudge_after"):
         config("tools.limits=Bash:limits.max_runtime=1h")
