@@ -77,6 +77,14 @@ def alternation_nudge(a: str, b: str, cycles: int) -> str:
     )
 
 
+def alternation_changing_nudge(a: str, b: str, cycles: int) -> str:
+    return (
+        f"You have alternated between '{a}' and '{b}' {cycles} times with the same arguments; their output "
+        "keeps changing, but the pattern does not. If you are waiting on something, wait for it once (with a "
+        "timeout); otherwise say what you expect to change and try a different approach."
+    )
+
+
 def alternation_block(tool: str, a: str, b: str) -> str:
     return (
         f"Tool call blocked: '{tool}' continues an A,B,A,B loop between '{a}' and '{b}' that you "

@@ -42,6 +42,25 @@ def test_changing_results_are_not_a_loop():
     assert run(events) == []
 
 
+def changing_cycles(n):
+    return [e for i in range(n) for e in a(f"def main(): ...  # line {i}") + b(f"{i} failed, {i + 1} passed")]
+
+
+def test_alternating_with_changing_results_is_nudged_once_at_the_polling_ceiling():
+    from loopwarden.supervisor.opinion import ALTERNATION
+
+    verdicts = run(changing_cycles(14))
+    assert summary(verdicts) == [("nudge", "alternation", 39)]  # the 10th cycle's B call (10 by default)
+    nudge = verdicts[0]
+    assert nudge.ask == ALTERNATION and nudge.evidence["cycles"] == 10 and nudge.evidence["changed"] == "output"
+    assert "read_file" in nudge.message and "bash" in nudge.message and "keeps changing" in nudge.message
+
+
+def test_near_miss_nine_changing_cycles_and_the_ceiling_off():
+    assert run(changing_cycles(9)) == []
+    assert run(changing_cycles(14), config("repetition.progress_nudge_after=0")) == []
+
+
 def test_one_changing_result_in_the_window_breaks_it():
     assert run(a() + b() + a("def main(): return 1") + b() + a() + b()) == []
 

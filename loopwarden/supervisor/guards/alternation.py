@@ -1,4 +1,6 @@
-"""Two calls alternating A,B,A,B with identical results: nudge once, then block the pattern."""
+"""Two calls alternating A,B,A,B with identical results: nudge once, then block the pattern. Alternating
+with changing results is progress for a while (a poll and a look at the log): past the polling ceiling's
+count of cycles it gets one nudge, an ambiguous one a second opinion may withhold."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Sequence
 from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
+from ..opinion import ALTERNATION
 from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Guard
@@ -22,7 +25,11 @@ class AlternationGuard(Guard):
 
     def __init__(self, cfg: Repetition, ledger: BlockLedger) -> None:
         self.window = cfg.alternation_window
+        self.ceiling = cfg.progress_nudge_after  # cycles of A,B with changing results before the nudge
         self.ledger = ledger
+        self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
+        self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
+        self.changing_nudged = False
         self.pairs: deque[tuple[bytes | None, bytes, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
@@ -30,6 +37,7 @@ class AlternationGuard(Guard):
 
     def configure(self, config: Config) -> None:
         self.window = config.repetition.alternation_window
+        self.ceiling = config.repetition.progress_nudge_after
         self.pairs = deque(self.pairs, maxlen=max(self.window, 1))
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
@@ -42,8 +50,9 @@ class AlternationGuard(Guard):
 
     def _call(self, call: ToolCall) -> Sequence[Verdict]:
         self.pending = call
+        changing = self._changing(call)
         if not self.armed:
-            return NO_VERDICTS
+            return changing
         expected = self.pairs[-2][0] if len(self.pairs) >= 2 else None
         if call.sig != expected:
             self.armed = False
@@ -83,6 +92,24 @@ class AlternationGuard(Guard):
         return (Verdict(Action.NUDGE, self.name, f"alternating {a} / {b} {cycles}x with identical results",
                         message=messages.alternation_nudge(a, b, cycles), evidence={"pattern": [a, b]}),)
 
+    def _changing(self, call: ToolCall) -> Sequence[Verdict]:
+        """A,B,A,B by the calls alone: past `ceiling` cycles, one nudge unless identical results had one."""
+        recent = self.recent
+        if len(recent) == 2 and call.sig == recent[0].sig and call.sig != recent[1].sig:
+            self.continued += 1
+        else:
+            self.continued = 0
+            self.changing_nudged = False
+        recent.append(call)
+        cycles = (self.continued + 2) // 2
+        if not self.ceiling or cycles < self.ceiling or self.changing_nudged or self.nudged or self.armed:
+            return NO_VERDICTS
+        self.changing_nudged = True
+        a, b = _label(recent[0]), _label(call)
+        reason = f"alternating {a} / {b} {cycles}x; the results keep changing"
+        return (Verdict(Action.NUDGE, self.name, reason, message=messages.alternation_changing_nudge(a, b, cycles),
+                        evidence={"pattern": [a, b], "cycles": cycles, "changed": "output"}, ask=ALTERNATION),)
+
     def _alternating(self) -> bool:
         pairs = self.pairs
         if len(pairs) < self.window or self.window < 4:
@@ -94,8 +121,10 @@ class AlternationGuard(Guard):
 
     def _clear(self) -> None:
         self.pairs.clear()
+        self.recent.clear()
         self.pending = None
-        self.nudged = self.armed = False
+        self.continued = 0
+        self.nudged = self.armed = self.changing_nudged = False
 
     def human_turn(self) -> None:
         self._clear()
