@@ -177,12 +177,15 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
         # what the session wrote before the subscription began (a fast command may have ended already) is in
         # the store: print it first, then skip it in the live stream, as `logs -f` does
         seen: set[tuple[Any, ...]] = set()
-        for _, kind, data, row in _history(sid, RUN_BACKLOG):
-            seen.add(_key(kind, data, row))
-            if as_json:
-                click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
-            else:
-                _print_record(kind, data)
+        try:
+            for _, kind, data, row in _history(sid, RUN_BACKLOG):
+                seen.add(_key(kind, data, row))
+                if as_json:
+                    click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
+                else:
+                    _print_record(kind, data)
+        except (KeyError, TypeError, AttributeError):  # a reply of another shape: follow without the backlog
+            pass
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
                 if not as_json:

@@ -4,6 +4,7 @@ blank lines costs linear time. Each bound is measured on the real daemon's RSS."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -182,26 +183,35 @@ def test_an_attached_run_that_is_cut_off_says_why_and_does_not_call_its_session_
     server.bind(str(path))
     server.listen()
 
+    cursors = {"after": 0, "verdicts_after": 0, "actions_after": 0}
+    empty_logs = {"session": "s1", "start": cursors, "end": cursors, "next": cursors, "more": False,
+                  "events": [], "verdicts": [], "actions": []}
+
     def serve() -> None:
         while True:
             try:
                 conn, _ = server.accept()
             except OSError:
                 return
-            with conn, conn.makefile("rwb") as f:
-                for line in f:
-                    req = orjson.loads(line)
-                    if req["op"] == "run":
-                        f.write(orjson.dumps({"id": req["id"], "ok": True,
-                                              "result": {"id": "s1", "name": "x"}}) + b"\n")
-                    elif req["op"] == "subscribe":
-                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"sessions": [
-                            {"id": "s1", "state": "running"}]}}) + b"\n")
-                        f.write(b'{"kind":"skipped","count":1200}\n')
-                        f.write(b'{"kind":"cut","reason":"cut off: took no message for 31 s"}\n')
-                    else:
-                        f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {}}) + b"\n")
-                    f.flush()
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()  # `run` reads its backlog aside
+
+    def answer(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn, conn.makefile("rwb") as f:
+            for line in f:
+                req = orjson.loads(line)
+                if req["op"] == "logs":
+                    f.write(orjson.dumps({"id": req["id"], "ok": True, "result": empty_logs}) + b"\n")
+                elif req["op"] == "run":
+                    f.write(orjson.dumps({"id": req["id"], "ok": True,
+                                          "result": {"id": "s1", "name": "x"}}) + b"\n")
+                elif req["op"] == "subscribe":
+                    f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {"sessions": [
+                        {"id": "s1", "state": "running"}]}}) + b"\n")
+                    f.write(b'{"kind":"skipped","count":1200}\n')
+                    f.write(b'{"kind":"cut","reason":"cut off: took no message for 31 s"}\n')
+                else:
+                    f.write(orjson.dumps({"id": req["id"], "ok": True, "result": {}}) + b"\n")
+                f.flush()
 
     threading.Thread(target=serve, daemon=True).start()
     try:

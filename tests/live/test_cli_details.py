@@ -55,10 +55,12 @@ def test_reset_counter_names_are_the_same_in_help_and_error(lw: Harness) -> None
     names = ", ".join(sorted(RESETTABLE))
     help_text = " ".join(lw.cli("reset", "--help").stdout.split())
     assert f"Reset only this counter: {names}." in help_text
-    sid = lw.scenario("repetition")
+    sid = lw.scenario("max_runtime")  # runs until stopped: a live session to reset (a looping one may end first)
+    lw.wait_state(sid, "running")
     proc = lw.cli("reset", sid, "--counter", "nonesuch")
     assert proc.returncode == 2
     assert proc.stderr == f"loopwarden: error: unknown counter 'nonesuch'; use one of {names}\n"
+    lw.cli("kill", sid)
 
 
 def test_audit_limit_below_one_is_a_usage_error(lw: Harness) -> None:
