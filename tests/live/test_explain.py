@@ -25,7 +25,7 @@ def test_explain_tells_which_rules_fired_and_why_on_an_ended_session(lw: Harness
     assert "first, at line" in text and "read_file called 2x with identical arguments" in text
     assert "last, at line" in text and "session terminated" in text
     assert "rules switched off: none" in text
-    assert "rules that never fired: same_error, alternation" in text  # near miss: the quiet rules are named
+    assert "rules that never fired: polling, same_error, alternation" in text  # near miss: the quiet rules are named
     as_json = json.loads(lw.cli("explain", "--json", sid).stdout)
     assert [(r["rule"], r["count"], r["actions"]) for r in as_json["rules"]] == [
         ("repetition", 5, {"nudge": 1, "block": 3, "terminate": 1})]
