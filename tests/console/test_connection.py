@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from typing import Any
 
 import pytest
 from textual.widgets import Input, RichLog, Static
@@ -74,16 +75,21 @@ async def test_a_console_started_before_its_daemon_connects_once_it_runs(lw: Har
     lw.request("kill", session=sid)
 
 
+async def open_detail(pilot: Any, app: RecordingConsole, sid: str) -> tuple[SessionDetail, RichLog]:
+    """Enter on the session's row: its detail screen and the stream in it."""
+    await until(pilot, lambda: sid in app.table.rows, what="the row")
+    await pilot.press("enter")
+    detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
+                         what="the detail")
+    return detail, detail.query_one("#stream", RichLog)
+
+
 async def test_an_open_detail_says_the_daemon_is_gone_and_follows_again_once_it_is_back(lw: Harness) -> None:
     sid = sleeper(lw)
     lw.wait_state(sid, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: sid in app.table.rows, what="the row")
-        await pilot.press("enter")
-        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
-                             what="the detail")
-        stream = detail.query_one("#stream", RichLog)
+        detail, stream = await open_detail(pilot, app, sid)
         await until(pilot, lambda: detail.feed is not None and detail.feed.connected, what="the detail's feed")
         lw.stop()
         await until(pilot, lambda: "daemon gone" in str(stream.border_subtitle), what="the detail to say so")
@@ -96,11 +102,7 @@ async def test_an_open_detail_reads_what_was_recorded_while_it_was_cut_off(lw: H
     lw.wait_state(sid, "running")
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: sid in app.table.rows, what="the row")
-        await pilot.press("enter")
-        detail = await until(pilot, lambda: app.screen if isinstance(app.screen, SessionDetail) else None,
-                             what="the detail")
-        stream = detail.query_one("#stream", RichLog)
+        detail, stream = await open_detail(pilot, app, sid)
         await until(pilot, lambda: detail.feed is not None and detail.feed.connected and detail.history_done,
                     what="the detail's history")
         lw.stop()
