@@ -30,6 +30,12 @@ class Paths:
     runtime: Path
     data: Path
     cache: Path
+    config_dir: Path | None = None  # the daemon's own settings (alerts); None: the data directory
+
+    @property
+    def config_file(self) -> Path:
+        """The daemon's config file (`[notify]` ...): read at its start and by `loopwarden notify test`."""
+        return (self.config_dir or self.data) / "config.toml"
 
     @property
     def socket(self) -> Path:
@@ -69,11 +75,12 @@ def default_paths(env: dict[str, str] | None = None) -> Paths:
     home = env.get(HOME_ENV)
     if home:
         base = Path(home).expanduser().resolve()
-        return Paths(base / "run", base / "data", base / "cache")
+        return Paths(base / "run", base / "data", base / "cache", base)
     with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: platformdirs falls back to /tmp/runtime-UID, checked below
         warnings.simplefilter("ignore")
         runtime = Path(platformdirs.user_runtime_dir(APP))
-    return Paths(runtime, Path(platformdirs.user_data_dir(APP)), Path(platformdirs.user_cache_dir(APP)))
+    return Paths(runtime, Path(platformdirs.user_data_dir(APP)), Path(platformdirs.user_cache_dir(APP)),
+                 Path(platformdirs.user_config_dir(APP)))
 
 
 def private_dir(path: Path) -> Path:

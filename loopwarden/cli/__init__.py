@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import adapters, demo, explain, hook, live, offline
+from . import adapters, demo, explain, hook, live, notify, offline
 from .common import EXIT_USAGE, Fail
 
 
@@ -29,6 +29,7 @@ def main(ctx: click.Context) -> None:
       loopwarden explain s3                        which rules fired on a session, and why
       loopwarden replay --format claude-code run.jsonl
       loopwarden config keys                       every setting, its default and what it accepts
+      loopwarden notify test                       check that alerts reach your phone (notify.urls)
     """
     if ctx.invoked_subcommand is None:
         ctx.invoke(live.console)
@@ -37,7 +38,7 @@ def main(ctx: click.Context) -> None:
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
                 live.resume, live.kill, live.rewind, live.restart, live.adopt, live.audit, explain.explain, live.prune,
-                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters):
+                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify):
     main.add_command(command)
 
 

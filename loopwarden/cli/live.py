@@ -20,6 +20,7 @@ from ..runtime.principal import EXPLANATION
 from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
+from .notify import alerts_lines
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
                      operator_connection, profile_paths, shutdown_daemon)
 
@@ -354,6 +355,8 @@ def status(session: str | None, as_json: bool) -> None:
                        f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
             for line in _daemon_troubles(info):
                 click.echo(click.style(line, fg="yellow"))
+            for line, trouble in alerts_lines(info):
+                click.echo(click.style(line, fg="yellow") if trouble else line)
         return
     snap = call("status", session=session)
     if as_json:

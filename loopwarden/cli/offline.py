@@ -12,7 +12,7 @@ import click
 import orjson
 
 from ..replay import FORMATS, Replayer, ReplaySummary, WrongFormat, choose_format, open_recording
-from ..supervisor.config import Config, describe_keys, format_duration, load_config
+from ..supervisor.config import Config, describe_keys, format_duration, load_config, redact_url
 from ..runtime.spill import Spiller
 from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
@@ -185,6 +185,9 @@ def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ..
         for key, value in values.items():
             if _is_duration(f"{section}.{key}"):
                 value = format_duration(value)
+            if section == "notify" and key == "urls" and value:  # they hold tokens: never printed whole
+                click.echo(f"urls = {_toml_value([redact_url(v) for v in value])}  # hidden, they hold secrets")
+                continue
             click.echo(f"{key} = {_toml_value(value)}")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import psutil
 
+from .alerting import Alerting
 from .cgroups import CgroupTree
 from .contract import Supervised
 from .guardian_link import GuardianLink
@@ -34,7 +35,7 @@ from .subscribers import QueueBudget, Subscriber
 from .upkeep import Upkeep
 
 
-class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegistry, RecordRouting):
+class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegistry, RecordRouting, Alerting):
     """Owns every session, is the only writer of the store, serves the control socket; its jobs are the parts."""
 
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
@@ -70,6 +71,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self._tg: Any = None
         self._proc_cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
         self.unserialisable = 0  # records subscribers got as a clipped copy because orjson could not write them
+        self._alerts_init()
 
     @property
     def store(self) -> Store | None:
@@ -108,6 +110,9 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
                 tg.start_soon(self._pruner)
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
+                self._alerts_configure()
+                tg.start_soon(self.notifier.run)
+                self._alert_lost(lost)
                 if ready:
                     ready()
                 await self._stop.wait()

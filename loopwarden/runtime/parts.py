@@ -2,7 +2,8 @@
 
 The daemon (`daemon.py`) is one object made of parts, one module per job: the socket server
 (`server.py`), the session registry (`registry.py`), record routing (`routing.py`), the control
-operations (`operations.py`), the agents' processes (`processes.py`) and disk upkeep (`upkeep.py`).
+operations (`operations.py`), the agents' processes (`processes.py`), disk upkeep (`upkeep.py`) and
+alerts (`alerting.py`).
 Each part is a class over this state; `Daemon` puts them together and owns the lifecycle.
 """
 
@@ -140,6 +141,15 @@ class DaemonParts:
     def _audit(self, who: Principal, session_id: str | None, action: str, target: str | None,
                note: str | None, outcome: str) -> int:
         raise NotImplementedError  # routing.py
+
+    def _alert_record(self, kind: str, session_id: str, data: dict[str, Any]) -> None:
+        raise NotImplementedError  # alerting.py
+
+    def _alert_ended(self, snap: dict[str, Any]) -> None:
+        raise NotImplementedError  # alerting.py
+
+    def _alert_health(self) -> dict[str, Any] | None:
+        raise NotImplementedError  # alerting.py
 
     def _containment(self, sid: str) -> Containment:
         raise NotImplementedError  # processes.py

@@ -57,9 +57,11 @@ class RecordRouting(DaemonParts):
             return
         if kind == "verdict":
             self.recorder.add("verdicts", session_id, {"session_id": session_id, **_verdict_row(data)})
+            self._alert_record(kind, session_id, data)
         elif kind == "gate":
             self.recorder.add("gates", session_id, {"session_id": session_id, "gate_id": data["id"],
                                                     **{k: v for k, v in data.items() if k != "id"}})
+            self._alert_record(kind, session_id, data)
         elif kind == "spill":
             self.recorder.add("spills", session_id, {"session_id": session_id, **data})
         elif kind == "action":
@@ -113,8 +115,12 @@ class RecordRouting(DaemonParts):
 
     def _health(self) -> dict[str, Any]:
         """What the daemon could not write or keep since it started (all zero on a good day)."""
-        return {"store": self.recorder.health.to_dict(), "dropped_events": sum(self.recorder.dropped.values()),
-                "log_errors": self.log_errors}
+        health = {"store": self.recorder.health.to_dict(), "dropped_events": sum(self.recorder.dropped.values()),
+                  "log_errors": self.log_errors}
+        alerts = self._alert_health()
+        if alerts is not None:
+            health["alerts"] = alerts
+        return health
 
     def _publish_dirty(self) -> None:
         for session_id in list(self.dirty):
@@ -126,6 +132,7 @@ class RecordRouting(DaemonParts):
             self._broadcast("session", session_id, snap, is_event=False)
             if session.final:
                 self.releasing[session_id] = self.recorder.mark(session_id)
+                self._alert_ended(snap)
         self.dirty.clear()
 
     async def _flush(self) -> None:

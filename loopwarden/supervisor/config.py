@@ -236,6 +236,27 @@ class Opinion:
     max_calls: int = _key("int", "questions per session at most; then the rules decide alone; 0 = no limit", 20)
 
 
+ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
+
+
+@dataclass(frozen=True)
+class Notify:
+    urls: list[str] = _list_key("where alerts go, as apprise URLs (ntfys://ntfy.sh/TOPIC, tgram://TOKEN/CHAT, "  # noqa: RUF009
+                                "json://HOST:PORT/PATH, ...); empty = no alerts. They hold secrets: never shown "
+                                "whole", [], "urls")
+    events: list[str] = _list_key("what is alerted: gate (a gate opened), ask (an agent asks a human), stall "  # noqa: RUF009
+                                  "(silent past limits.stall_timeout), ended (terminated, crashed or lost)",
+                                  list(ALERT_EVENTS), "alert_events")
+    dedup_window: float = _key("duration", "the same alert (session, kind, reason) again within this is not sent; "
+                                           "0 = send every one", 600.0)
+    max_per_minute: int = _key("int", "alerts sent per minute at most (the rest counted, then summed up in one); "
+                                      "0 = no limit", 10)
+    retries: int = _key("int", "tries again after a failed send, waiting 1 s, 2 s, 4 s ...", 3)
+    timeout: float = _key("duration", "one send's connect and read timeout", 10.0)
+    link: str = _key("text", "a link added to each alert, {session} and {gate} filled in, e.g. "
+                             "https://lw.example/gates/{session}:{gate}; empty = none", "")
+
+
 @dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
@@ -256,6 +277,7 @@ class Config:
     tools: Tools = field(default_factory=Tools)
     recovery: Recovery = field(default_factory=Recovery)
     opinion: Opinion = field(default_factory=Opinion)
+    notify: Notify = field(default_factory=Notify)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -271,6 +293,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
+    "notify": Notify,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -354,6 +377,8 @@ def _accepts(kind: str) -> str:
         "names": "a list of names, possibly empty (comma-separated outside TOML)",
         "rules": "a list of rule names, possibly empty: " + ", ".join(RULES),
         "tool_limits": "a list of TOOL:KEY=VALUE, possibly empty",
+        "urls": "a list of URLs such as ntfys://ntfy.sh/mytopic, possibly empty (comma-separated outside TOML)",
+        "alert_events": "a list of " + ", ".join(ALERT_EVENTS) + ", possibly empty",
     }[kind]
 
 
@@ -398,6 +423,14 @@ def convert(key: str, kind: str, value: Any) -> Any:
                 return list(value)
         elif kind in ("names", "rules"):
             return _names(key, kind, value)
+        elif kind == "urls":
+            return _urls(key, value)
+        elif kind == "alert_events":
+            events = _names(key, "names", value)
+            unknown = [e for e in events if e not in ALERT_EVENTS]
+            if unknown:
+                raise ConfigError(f"{key}: unknown event {unknown[0]!r}; it accepts {', '.join(ALERT_EVENTS)}")
+            return events
         elif kind == "tool_limits":
             return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
         elif kind.startswith("choice:"):
@@ -425,6 +458,25 @@ def _names(key: str, kind: str, value: Any) -> list[str]:
                 hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(RULES)}"
                 raise ConfigError(f"{key}: unknown rule {name!r}{hint}")
     return list(dict.fromkeys(names))
+
+
+def _urls(key: str, value: Any) -> list[str]:
+    """A possibly empty list of URLs (SCHEME://...); the message never repeats one (they hold secrets)."""
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s]+", value) if v]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key}: expected a list of URLs such as ntfys://ntfy.sh/mytopic")
+    urls = [v.strip() for v in value if v.strip()]
+    for n, url in enumerate(urls, 1):
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", url):
+            raise ConfigError(f"{key}: entry {n} is not a URL (SCHEME://...), e.g. ntfys://ntfy.sh/mytopic")
+    return list(dict.fromkeys(urls))
+
+
+def redact_url(url: str) -> str:
+    """A notify URL as it may be shown: its scheme only (the rest may be a token, a password, a private topic)."""
+    scheme, sep, _ = url.partition("://")
+    return f"{scheme}://…" if sep and scheme.isascii() and scheme.replace("+", "").isalnum() else "(not a URL)"
 
 
 def tool_limits(key: str, entries: list[str]) -> list[tuple[str, str, Any]]:
@@ -539,6 +591,8 @@ def show_value(key: str, value: Any) -> str:
         return format_duration(value) if value else "0 (off)"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if kind == "urls" and isinstance(value, list):
+        value = [redact_url(str(v)) for v in value]
     if isinstance(value, list):
         return ",".join(map(str, value)) or "(none)"
     return str(value)
