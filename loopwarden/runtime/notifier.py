@@ -340,4 +340,4 @@ class Notifier:
         """The counters for `status` and the daemon's snapshot: never a URL, only labels."""
         return {"targets": [t.to_dict() for t in self.targets], **self.counts,
                 "last_error": self.last_error, "last_error_at": self.last_error_at,
-                "config_error": self.config_error, "events": sorted(self.settings.events)}
+                "config_error": self.config_error, "events": list(self.settings.events)}

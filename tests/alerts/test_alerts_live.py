@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 import signal
 import socket
+import sqlite3
 
-from tests.alerts.conftest import Start, alert_rows, wait_rows
+from tests.alerts.conftest import Start, alert_rows, launch, scenario, wait_rows
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.live.live_harness import AGENTS, PY, wait_for
 
@@ -22,7 +23,7 @@ def _decide_line(message: str, verb: str) -> list[str]:
 
 def test_a_gate_is_alerted_with_the_exact_command_that_decides_it(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = lw.scenario("loop_gate")
+    sid = scenario(lw, "loop_gate")
     ref = f"{sid}:g1"
     got = webhook.wait_for(lambda r: ref in r.message)[0]
     assert got.title == f"loop_gate ({sid}) on {socket.gethostname()}: a gate waits for a human"
@@ -41,7 +42,7 @@ def test_a_gate_is_alerted_with_the_exact_command_that_decides_it(alerted: Start
 
 def test_an_agent_asking_a_human_is_an_ask_alert(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = lw.scenario("gate_request")
+    sid = scenario(lw, "gate_request")
     got = webhook.wait_for(lambda r: f"{sid}:g1" in r.message)[0]
     assert "an agent asks a human" in got.title
     assert got.message.startswith("agent asks: About to drop the legacy_users table in the staging database")
@@ -51,7 +52,7 @@ def test_an_agent_asking_a_human_is_an_ask_alert(alerted: Start, webhook: Webhoo
 
 def test_agent_text_reaches_the_webhook_only_made_visible(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = lw.run_detached(PY, str(AGENTS / "hostile_text.py"), ESC, name="hostile")
+    sid = launch(lw, PY, str(AGENTS / "hostile_text.py"), ESC, name="hostile")
     got = webhook.wait_for(lambda r: f"{sid}:g1" in r.message)[0]
     for text in (got.title, got.message):
         assert "\x1b" not in text and "\x07" not in text
@@ -60,12 +61,12 @@ def test_agent_text_reaches_the_webhook_only_made_visible(alerted: Start, webhoo
 
 def test_a_stall_is_alerted_and_a_clean_exit_is_not(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = lw.scenario("stall")
+    sid = scenario(lw, "stall")
     got = webhook.wait_for(lambda r: "a session is stalled" in r.title)[0]
     assert f"({sid})" in got.title and got.message.startswith("stalled: no activity for ")
     assert f"see: LOOPWARDEN_HOME={lw.home} loopwarden logs {sid}" in got.message
     assert lw.wait_state(sid, "exited")["exit_code"] == 0
-    crash = lw.run_detached(PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
+    crash = launch(lw, PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
     webhook.wait_for(lambda r: f"({crash})" in r.title)  # alerts go out in order: the stall's ending had its turn
     assert [r for r in webhook.messages() if f"({sid})" in r.title] == [got]
     assert wait_rows(lw, target=f"stall {sid}")[0]["outcome"] == "sent"
@@ -73,14 +74,14 @@ def test_a_stall_is_alerted_and_a_clean_exit_is_not(alerted: Start, webhook: Web
 
 def test_abnormal_endings_are_alerted_and_the_operators_own_are_not(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    killed = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="killed")
-    clean = lw.run_detached(PY, "-c", "print('ok')", adapter="plain", name="clean")
+    killed = launch(lw, PY, "-c", "import time; time.sleep(60)", adapter="plain", name="killed")
+    clean = launch(lw, PY, "-c", "print('ok')", adapter="plain", name="clean")
     lw.wait_state(killed, "running")
-    assert lw.cli("kill", killed).returncode == 0
+    lw.request("kill", session=killed)
     lw.wait_state(killed, "terminated")
     lw.wait_state(clean, "exited")
-    crash = lw.run_detached(PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
-    timed = lw.scenario("max_runtime")
+    crash = launch(lw, PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
+    timed = scenario(lw, "max_runtime")
     crashed = webhook.wait_for(lambda r: f"({crash})" in r.title)[0]
     assert "a session ended abnormally" in crashed.title and crashed.message.startswith("exited 3")
     assert crashed.body["type"] == "failure"
@@ -95,8 +96,14 @@ def test_abnormal_endings_are_alerted_and_the_operators_own_are_not(alerted: Sta
 
 def test_sessions_lost_with_their_daemon_are_alerted_by_the_next_one(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphan")
+    sid = launch(lw, PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphan")
     lw.wait_state(sid, "running")
+
+    def stored_running() -> bool:  # what the next daemon will find: the session stored as running
+        with sqlite3.connect(lw.paths.database) as db:
+            return db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone() == ("running",)
+
+    wait_for(stored_running, what="the session stored as running")
     assert lw.daemon is not None
     lw.daemon.send_signal(signal.SIGKILL)
     lw.daemon.wait(10)
@@ -108,9 +115,9 @@ def test_sessions_lost_with_their_daemon_are_alerted_by_the_next_one(alerted: St
 
 def test_events_not_chosen_are_not_alerted(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()], events=["ended"])
-    asking = lw.scenario("gate_request")
+    asking = scenario(lw, "gate_request")
     lw.wait_state(asking, "gated")
-    crash = lw.run_detached(PY, "-c", "import sys; sys.exit(5)", adapter="plain", name="crasher")
+    crash = launch(lw, PY, "-c", "import sys; sys.exit(5)", adapter="plain", name="crasher")
     webhook.wait_for(lambda r: f"({crash})" in r.title)
     assert [r.title for r in webhook.messages()] == [webhook.messages()[0].title]  # the crash only, no ask
     assert not alert_rows(lw, session_id=asking)
