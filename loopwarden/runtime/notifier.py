@@ -161,7 +161,7 @@ class Target:
         return label(self.n, self.url)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.label, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
+        return {"target": self.label, "ready": self.plugin is not None, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
                 "queued": len(self.queue), "last_error": self.last_error, "last_error_at": self.last_error_at}
 
 
@@ -266,6 +266,7 @@ class Notifier:
                 self._queue(summary)
 
     async def _work(self, target: Target) -> None:
+        await self._prepare(target)
         while not target.retired:
             if not len(target.queue):
                 await target.wake.wait()
@@ -280,6 +281,19 @@ class Notifier:
             else:
                 self._failed(target, error)
                 self.report(alert, target.label, f"failed: {error}")
+
+    async def _prepare(self, target: Target) -> None:
+        """Import apprise and read the URL before the first alert needs it (the import takes ~0.2 s, more
+        on a busy machine); a URL apprise cannot use is said once, in the log."""
+        def read() -> str | None:
+            target.plugin, why = service(target.url)
+            return why
+
+        why = await anyio.to_thread.run_sync(read, limiter=target.limiter, abandon_on_cancel=True)
+        if why is not None:
+            why = scrub(why, [target.url])
+            target.last_error = f"{target.label}: {why}"
+            self.log(f"alerts: {target.label}: {why}")
 
     def _failed(self, target: Target, error: str) -> None:
         now = self.clock()
