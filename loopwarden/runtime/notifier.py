@@ -161,7 +161,8 @@ class Target:
         return label(self.n, self.url)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.label, "ready": self.plugin is not None, "sent": self.sent, "failed": self.failed, "dropped": self.dropped,
+        return {"target": self.label, "ready": self.plugin is not None, "sent": self.sent, "failed": self.failed,
+                "dropped": self.dropped,
                 "queued": len(self.queue), "last_error": self.last_error, "last_error_at": self.last_error_at}
 
 
