@@ -68,17 +68,15 @@ class Alerting(DaemonParts):
     # ---- from record routing ------------------------------------------------------------------
     def _alert_record(self, kind: str, session_id: str, data: dict[str, Any]) -> None:
         """A gate or verdict record: an alert when it is a gate that just opened, or a stall."""
-        if not self.notifier.targets:
-            return
+        if (kind == "verdict" and data.get("rule") != "stall") or not self.notifier.targets:
+            return  # the common case, first: most verdicts are no alert
         session = self.sessions.get(session_id)
         name = session.spec.name if session is not None else session_id
         link = self.notifier.settings.link
         if kind == "gate":
             alert = gate_alert(session_id, name, self.notifier.host, data, cli=self._alert_cli, link=link)
-        elif data.get("rule") == "stall":
-            alert = stall_alert(session_id, name, self.notifier.host, data, cli=self._alert_cli, link=link)
         else:
-            return
+            alert = stall_alert(session_id, name, self.notifier.host, data, cli=self._alert_cli, link=link)
         if alert is not None:
             self.notifier.offer(alert)
 
