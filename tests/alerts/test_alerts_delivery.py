@@ -147,6 +147,10 @@ def test_a_urls_secrets_never_reach_status_logs_or_the_store(alerted: Start, web
     url = f"json://{secret_user}:{secret_password}@127.0.0.1:{webhook.port}/{secret_path}"
     lw = alerted([], env={"LOOPWARDEN_NOTIFY_URLS": url, "LOOPWARDEN_NOTIFY_RETRIES": "0"})
     sid = scenario(lw, "gate_request")
+    # a `run` from a shell with the variable sends it along (config_env): the session's settings show it redacted
+    other = lw.request("run", spec={"command": [PY, "-c", "pass"], "adapter": "plain",
+                                    "config_env": {"LOOPWARDEN_NOTIFY_URLS": url}})["id"]
+    assert lw.wait_state(other, "exited")["settings"]["notify.urls"] == "json://…"
     wait_rows(lw, target=f"ask {sid}:g1")
     assert webhook.messages()[0].path == f"/{secret_path}"  # it did go there, with its secrets
     assert lw.cli("notify", "test").returncode == 1
