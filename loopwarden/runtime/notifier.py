@@ -29,6 +29,7 @@ BACKOFF_FIRST = 1.0  # seconds before the first retry; doubled for each next one
 BACKOFF_MAX = 30.0
 ERROR_CHARS = 300  # a kept error text at most
 MAX_TARGETS = 16  # notify URLs used at most
+MAX_RETRIES = 10  # notify.retries past this would hold a URL's queue for many minutes per alert
 
 
 def label(n: int, url: str) -> str:
@@ -274,7 +275,7 @@ class Notifier:
                 target.wake = anyio.Event()
                 continue
             alert = target.queue.pop()
-            error = await self.deliver(target, alert, self.settings.retries)
+            error = await self.deliver(target, alert, min(self.settings.retries, MAX_RETRIES))
             if error is None:
                 target.sent += 1
                 self.counts["sent"] += 1
