@@ -139,6 +139,10 @@ def test_notify_test_without_urls_says_where_to_put_them(alerted: Start) -> None
     proc = lw.cli("notify", "test")
     assert proc.returncode == 2 and "entry 1 is not a URL" in proc.stderr
     assert "not-a-url-but-a-secret" not in proc.stderr and "Traceback" not in proc.stderr
+    (lw.home / "config.toml").write_text('[notify]\nurls = ["nosuchservice://host-Secret-42/x"]\n')
+    proc = lw.cli("notify", "test")  # a URL apprise has no service for: one line, exit 1
+    assert proc.returncode == 1 and proc.stdout.startswith("#1 nosuchservice://…: FAILED: not a URL apprise can use")
+    assert len(proc.stdout.splitlines()) == 1 and "host-Secret-42" not in proc.stdout + proc.stderr
 
 
 def test_a_urls_secrets_never_reach_status_logs_or_the_store(alerted: Start, webhook: WebhookReceiver) -> None:
