@@ -166,3 +166,15 @@ def test_a_urls_secrets_never_reach_status_logs_or_the_store(alerted: Start, web
     assert "2 failed" in seen[0] and "urls = [\"json://…\"]" in seen[1]
     for secret in (secret_user, secret_password, secret_path):
         assert not [text[:200] for text in seen if secret in text], secret
+
+
+def test_a_bad_config_file_leaves_the_daemon_running_without_alerts_and_says_why(alerted: Start,
+                                                                                tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[notify]\nurls = "ntfys://ntfy.sh/x\n')  # an unterminated string
+    lw = alerted([])
+    sid = scenario(lw, "gate_request")
+    lw.wait_state(sid, "gated")  # judged as ever
+    status = lw.cli("status")
+    assert status.returncode == 0
+    assert f"alerts: settings not read: config file {tmp_path / 'config.toml'}: not valid TOML" in status.stdout
+    assert "settings not read" in (tmp_path / "daemon.out").read_text()
