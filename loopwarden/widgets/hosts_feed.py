@@ -142,6 +142,8 @@ class HostsFeed:
                 if message.get("kind") == "session" and isinstance(data, dict) and data.get("id"):
                     data = self._label(host, data)
                     self._current[host][data["id"]] = data
+                    if not self._up[host]:  # sent just before the host went: its row stays marked
+                        data = {**data, "host_gone": GONE}
                     message = {**message, "data": data}
                 out.append(message)
         return out

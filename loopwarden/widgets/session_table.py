@@ -27,12 +27,11 @@ COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions",
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
            ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
-HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host
+HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
 
 COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (tests keep it complete)
     "id": "the session's id (host:id for another machine's); ! marks a session waiting for a human (a gate: g)",
-    "host": "the machine it runs on (local: this one); shown with --host",
     "name": "its name (--name, else the command's name)",
     "state": "starting, running, paused (by you), gated (waiting for a human), exited, terminated or lost",
     "interventions": "what loopwarden did to the agent so far: nudged (a message), blocked (a call refused), "
