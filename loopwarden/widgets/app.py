@@ -204,6 +204,9 @@ class ConsoleApp(App[None]):
             self.refresh_bindings()
         if self.feed.connected != self._linked:
             self._connection_changed()
+        if isinstance(self.feed, HostsFeed):  # several hosts: one going or coming back is said once
+            for note, severity in self.feed.take_notices():
+                self.notify(note, severity=severity, timeout=4, markup=False)
         refs = self._pending_refs()
         if refs != self._gate_refs:
             self._gate_refs = refs

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.notifications import SeverityLevel
+
 from ..paths import Paths
 from ..runtime.client import Client, DaemonError
 from ..runtime.hosts import LOCAL, Tunnel, split_ref
@@ -49,6 +51,7 @@ class HostsFeed:
         self.remotes = frozenset(h for h in feeds if h != LOCAL)
         self._current: dict[str, dict[str, dict[str, Any]]] = {host: {} for host in feeds}
         self._up: dict[str, bool | None] = dict.fromkeys(feeds)
+        self._notices: list[tuple[str, SeverityLevel]] = []
 
     @classmethod
     def attach(cls, local: Paths | None, hosts: list[str], *, autostart: bool = True) -> HostsFeed:
@@ -124,6 +127,11 @@ class HostsFeed:
                 changed = True
             up = feed.connected
             if up != self._up[host]:
+                if host in self.remotes and self._up[host] and not up:
+                    self._notices.append((f"host {host}: {GONE}", "error"))
+                elif host in self.remotes and up and feed.generation > 1:
+                    back = f"host {host} reconnected: its sessions and gates are current"
+                    self._notices.append((back, "information"))
                 self._up[host] = up
                 changed = True
         if not changed:
@@ -133,6 +141,11 @@ class HostsFeed:
             gone = None if self._up[host] else GONE
             merged += [{**snap, "host_gone": gone} if gone else snap for snap in snaps.values()]
         return merged
+
+    def take_notices(self) -> list[tuple[str, SeverityLevel]]:
+        """(words, severity) for each host that went or came back since the last call, once."""
+        notices, self._notices = self._notices, []
+        return notices
 
     def drain(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -70,6 +70,7 @@ async def test_a_remote_daemon_restarted_shows_its_host_gone_then_its_new_state(
         await until(pilot, lambda: cell(app, key, "state") == GONE, what="its row marked: host gone")
         await until(pilot, lambda: f"{box.host}: {GONE} (attempt" in status_line(app), what="the status line")
         assert cell(app, mine, "state") == "running" and app.feed.connected  # this machine's stays live
+        assert f"host {box.host}: {GONE}" in app.notices
 
         box.remote.start()  # returns once its socket answers
         back = time.monotonic()
@@ -79,6 +80,8 @@ async def test_a_remote_daemon_restarted_shows_its_host_gone_then_its_new_state(
         await until(pilot, lambda: cell(app, f"{box.host}:{after}", "state") == "running", what="the new session")
         assert cell(app, key, "state") not in ("", GONE, "running")  # stopped with its daemon, as it now says
         assert GONE not in status_line(app)
+        await until(pilot, lambda: f"host {box.host} reconnected: its sessions and gates are current" in app.notices,
+                    what="the toast that says it is back")
 
         app.table.move_cursor(row=app.table.get_row_index(f"{box.host}:{after}"))
         await pilot.press("enter")  # the detail view reads the remote session through its host
