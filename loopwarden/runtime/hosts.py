@@ -181,11 +181,13 @@ class Tunnel:
             started = time.monotonic()
             remote = self.locate()
             local = paths.socket
+            # ControlPath=none: a connection of its own, not a multiplexing master's, so the forward lives and
+            # ends with this process; ServerAlive*: a host that vanished is noticed within ~15 s, then restarted
             command = [*ssh_command(), "-N", "-T", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-                       "-o", "StreamLocalBindUnlink=yes", "-o", "ServerAliveInterval=5",
+                       "-o", "StreamLocalBindUnlink=yes", "-o", "ControlPath=none", "-o", "ServerAliveInterval=5",
                        "-o", "ServerAliveCountMax=3", "-L", f"{local}:{remote}", self.host]
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE, start_new_session=True)
+                                            stderr=subprocess.PIPE)  # our process group: ^C ends it too
             said = self._said = deque(maxlen=8)  # ssh's last lines, read all along so its pipe never fills
             reader = threading.Thread(target=_keep_lines, args=(self.process, said), daemon=True,
                                       name=f"loopwarden-ssh-{self.host}")
