@@ -93,6 +93,10 @@ def test_host_option_is_refused_for_commands_that_act_here(lw: Harness) -> None:
     assert proc.returncode == 2 and "ssh box loopwarden run" in proc.stderr
     proc = lw.cli("--host", "-oProxyCommand=touch /tmp/x", "ls")
     assert proc.returncode == 2 and "not a host name" in proc.stderr
+    proc = lw.cli("--host", "a b")  # no command: the console, which refuses it before it opens
+    assert proc.returncode == 2 and proc.stderr.startswith("loopwarden: error: not a host name: 'a b'")
+    proc = lw.cli("console", "--no-local")
+    assert proc.returncode == 2 and "--no-local leaves nothing to show" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["-oProxyCommand=x", "box:22", "a b", "", "box;rm"])
