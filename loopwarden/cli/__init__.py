@@ -6,15 +6,18 @@ import sys
 
 import click
 
-from . import adapters, demo, explain, hook, live, notify, offline
+from ..runtime.hosts import HostError
+from . import adapters, demo, explain, hook, live, notify, offline, remote
 from .common import EXIT_USAGE, Fail
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              invoke_without_command=True)
 @click.version_option(package_name="loopwarden")
+@click.option("--host", metavar="HOST", help="Act on the daemon of another machine, over ssh (an ssh destination: "
+                                             "box, user@box, an alias of ~/.ssh/config); e.g. --host box ls.")
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, host: str | None) -> None:
     """Supervise AI agent sessions: catch loops, stalls and runaway runs.
 
     \b
@@ -30,7 +33,16 @@ def main(ctx: click.Context) -> None:
       loopwarden replay --format claude-code run.jsonl
       loopwarden config keys                       every setting, its default and what it accepts
       loopwarden notify test                       check that alerts reach your phone (notify.urls)
+      loopwarden console --host box1 --host box2   sessions of several machines, over ssh
+      loopwarden --host box1 approve s3:g1         decide a gate on another machine
     """
+    if ctx.invoked_subcommand in (None, "console") and host:
+        ctx.meta["hosts"] = (host,)  # the console attaches to it beside this machine's daemon
+    else:
+        try:
+            remote.choose(host, ctx.invoked_subcommand)
+        except HostError as exc:  # a bad name, or a command that acts on this machine only
+            raise Fail(str(exc)) from None
     if ctx.invoked_subcommand is None:
         ctx.invoke(live.console)
 
@@ -38,7 +50,7 @@ def main(ctx: click.Context) -> None:
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
                 live.resume, live.kill, live.rewind, live.restart, live.adopt, live.audit, explain.explain, live.prune,
-                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify):
+                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify, remote.where):
     main.add_command(command)
 
 

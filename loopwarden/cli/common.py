@@ -13,8 +13,10 @@ import psutil
 from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
+from ..runtime.hosts import HostError
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
+from .remote import chosen, closed_early, remote_client, route
 
 # exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
 EXIT_USAGE = 2  # what was asked is wrong: usage, a bad value, an unknown or ambiguous session, an ended one
@@ -81,7 +83,14 @@ def profile_paths() -> Paths:
 
 def connect(autostart: bool = False, name: str = "cli") -> Client:
     """A connection to this profile's daemon. Only commands that act start one (`autostart`): one that
-    reads (ls, status, logs, gates, audit) says in one line that none is running."""
+    reads (ls, status, logs, gates, audit) says in one line that none is running. With --host, the
+    host's daemon (never started from here; an unreachable host is one line naming it)."""
+    try:
+        remote = remote_client(name)
+    except HostError as exc:
+        raise DaemonFail(str(exc)) from None
+    if remote is not None:
+        return remote
     paths = profile_paths()
     try:
         return Client.connect(paths, autostart=autostart, name=name)
@@ -99,6 +108,8 @@ def operator_connection() -> Client:
     agents says so) no daemon is started, and with none running the action is refused here, in the
     daemon's words; with one running, the daemon refuses it and records the attempt."""
     refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
+    if refusal is not None and chosen():  # an agent must not decide its own gates through another host
+        raise Refused(refusal)
     if refusal is None:
         return connect(autostart=True)
     try:
@@ -109,12 +120,16 @@ def operator_connection() -> Client:
 
 def call(op: str, **fields: Any) -> Any:
     """One request to the daemon (started for an operator action, if needed); errors become one line, a
-    warning one more."""
+    warning one more. A session or gate that begins with a host of the hosts file (box:s3) goes there."""
+    for key in ("session", "gate"):
+        if isinstance(fields.get(key), str):
+            fields[key] = route(fields[key])
     with operator_connection() if operator_op(op) else connect() as client:
         try:
             result = client.request(op, **fields)
         except DaemonError as exc:
-            raise failure(exc) from None
+            gone = closed_early(exc)  # through a host: its daemon is not running
+            raise (DaemonFail(gone) if gone else failure(exc)) from None
     if isinstance(result, dict) and result.get("warning"):
         click.echo(click.style(f"loopwarden: warning: {visible(str(result['warning']))}", fg="yellow"), err=True)
     return result

@@ -15,6 +15,7 @@ from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..runtime.ending import ending, exit_words
+from ..runtime.hosts import HostError
 from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
 from ..supervisor.health import RESETTABLE
@@ -23,6 +24,7 @@ from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines
 from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
                      operator_connection, profile_paths, shutdown_daemon)
+from .remote import host_names, route
 
 FINAL = FINAL_STATES
 
@@ -417,7 +419,9 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
       loopwarden logs s3
       loopwarden logs -f fixer
       loopwarden logs --json --limit 10000 s3 > s3.jsonl
+      loopwarden --host box logs -f s3
     """
+    session = route(session)  # box:s3, box a host of the hosts file: box's s3
     follower = connect() if follow else None
     try:
         updates = None
@@ -854,7 +858,12 @@ def _confirm_stop(live: list[dict[str, Any]]) -> None:
 
 @click.command()
 @click.option("--read-only", is_flag=True, help="Watch only: no action keys; nothing can be changed from it.")
-def console(read_only: bool) -> None:
+@click.option("--host", "hosts", metavar="HOST", multiple=True,
+              help="Also attach to the daemon of this machine over ssh (repeatable; an ssh destination such as box, "
+                   "user@box or an alias of ~/.ssh/config). The hosts file adds its own.")
+@click.option("--no-local", is_flag=True, help="Leave out this machine's daemon (only the hosts).")
+@click.pass_context
+def console(ctx: click.Context, read_only: bool, hosts: tuple[str, ...], no_local: bool) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
@@ -866,11 +875,31 @@ def console(read_only: bool) -> None:
     the daemon goes away the console reconnects by itself. ? lists every key and
     column; ctrl+p searches every action.
 
+    With --host (or hosts in the hosts file, one ssh destination a line: see
+    'loopwarden where' on the other side), the console also shows each host's
+    sessions, labelled by host (box:s3), with their gates in the same queue.
+    Each host's daemon socket is forwarded through your own ssh; nothing new
+    listens on the network, and no daemon is started on a host.
+
     \b
     Examples:
       loopwarden console
       loopwarden console --read-only
+      loopwarden console --host box1 --host deploy@box2
+      loopwarden console --host box1 --no-local
     """
     from ..widgets.app import ConsoleApp
 
-    ConsoleApp(profile_paths(), read_only=read_only).run()
+    try:
+        names = host_names([*ctx.meta.get("hosts", ()), *hosts])
+    except HostError as exc:
+        raise Fail(str(exc)) from None
+    if no_local and not names:
+        raise Fail("--no-local leaves nothing to show: give a --host (or list hosts in the hosts file)")
+    if not names:
+        ConsoleApp(profile_paths(), read_only=read_only).run()
+        return
+    from ..widgets.hosts_feed import HostsFeed
+
+    paths = profile_paths()
+    ConsoleApp(paths, read_only=read_only, feed=HostsFeed.attach(None if no_local else paths, names)).run()

@@ -31,6 +31,7 @@ from .feed import Feed
 from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
+from .hosts_feed import HostsFeed
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
@@ -102,7 +103,8 @@ class Sessions(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield SessionTable(id="sessions")
+        hosts = getattr(getattr(self.app, "feed", None), "hosts", ())
+        yield SessionTable(id="sessions", hosts=len(hosts) > 1)  # the HOST column, with more than one host
         yield FilterBox(placeholder="filter: words to match, ! for sessions that need a human", id="filter")
         yield Static("connecting to the daemon…", id="status")
         yield KeyBar()
@@ -118,12 +120,12 @@ class ConsoleApp(App[None]):
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
-                 title: str | None = None, feed: Feed | None = None,
+                 title: str | None = None, feed: Feed | HostsFeed | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.paths = paths
         self.read_only = read_only
-        self.feed = feed if feed is not None else Feed(paths, autostart=autostart)
+        self.feed: Feed | HostsFeed = feed if feed is not None else Feed(paths, autostart=autostart)
         self.clock = clock
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.gates: list[dict[str, Any]] = []
@@ -202,6 +204,9 @@ class ConsoleApp(App[None]):
             self.refresh_bindings()
         if self.feed.connected != self._linked:
             self._connection_changed()
+        if isinstance(self.feed, HostsFeed):  # several hosts: one going or coming back is said once
+            for note, severity in self.feed.take_notices():
+                self.notify(note, severity=severity, timeout=4, markup=False)
         refs = self._pending_refs()
         if refs != self._gate_refs:
             self._gate_refs = refs
@@ -243,6 +248,8 @@ class ConsoleApp(App[None]):
         parts.append(Content(f"sort: {table.sort_text} (s, S)"))
         if self.read_only:
             parts.append(Content.styled("read-only", "yellow"))
+        for host in getattr(self.feed, "host_trouble", ()):  # several hosts: those not connected now
+            parts.append(Content.styled(host, "bold red"))
         trouble = daemon_trouble(self.feed.daemon)
         if trouble:
             parts.append(Content.styled(trouble, "bold red"))
@@ -279,7 +286,7 @@ class ConsoleApp(App[None]):
         if isinstance(screen, GatesQueue):
             gate = screen.selected()
             return self.snapshots.get(gate["session"]) if gate else None
-        sid = getattr(screen, "session_id", None) or self.table.selected_id()
+        sid = getattr(screen, "session_key", None) or self.table.selected_id()
         return self.snapshots.get(sid) if sid else None
 
     def target_gate(self) -> str | None:
@@ -376,10 +383,22 @@ class ConsoleApp(App[None]):
         sid = self.table.selected_id()
         if sid is None:
             return
-        self.push_screen(SessionDetail(self.paths, sid, snapshot_of=self.snapshots.get))
+        self._open_detail(sid)
 
     def on_gates_queue_open_session(self, message: GatesQueue.OpenSession) -> None:
-        self.push_screen(SessionDetail(self.paths, message.session_id, snapshot_of=self.snapshots.get))
+        self._open_detail(message.session_id)
+
+    def _open_detail(self, key: str) -> None:
+        """The detail of the session `key` names, read from its own host's daemon (box:s3: box's s3)."""
+        paths, sid = self.paths, key
+        where = getattr(self.feed, "where", None)  # several hosts: the key says which daemon
+        if where is not None:
+            try:
+                paths, sid = where(key)
+            except DaemonError as exc:
+                self.notify(visible(str(exc)), severity="error", markup=False)
+                return
+        self.push_screen(SessionDetail(paths, sid, key=key, snapshot_of=self.snapshots.get))
 
     def action_gates(self) -> None:
         if not isinstance(self.screen, GatesQueue):

@@ -87,10 +87,11 @@ class SessionDetail(Screen[None]):
 
     def __init__(self, paths: Paths, session_id: str, *, snapshot_of: SnapshotOf | None = None,
                  history: dict[str, Any] | None = None, processes: list[dict[str, Any]] | None = None,
-                 live: bool = True, clock: Callable[[], float] = time.time) -> None:
+                 live: bool = True, clock: Callable[[], float] = time.time, key: str | None = None) -> None:
         super().__init__()
         self.paths = paths
-        self.session_id = session_id
+        self.session_id = session_id  # its id on its daemon (`paths`)
+        self.session_key = key or session_id  # the console's key for it: box:s3 for a session of host box
         self.snapshot_of = snapshot_of
         self.clock = clock
         self.feed = (Feed(paths, sessions=[session_id], events=True, autostart=False, multiline=True)
@@ -129,7 +130,7 @@ class SessionDetail(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.title = f"{self.session_id}"
+        self.title = f"{self.session_key}"
         stream = self.query_one("#stream", RichLog)
         stream.border_title = "events"
         self.query_one("#health-box").border_title = "health"
@@ -217,7 +218,7 @@ class SessionDetail(Screen[None]):
 
     def snapshot(self) -> dict[str, Any] | None:
         """The newest snapshot: the app's (`snapshot_of`), else the one this screen's feed last received."""
-        snap = self.snapshot_of(self.session_id) if self.snapshot_of else None
+        snap = self.snapshot_of(self.session_key) if self.snapshot_of else None
         return snap or self._snapshot
 
     def draw(self) -> None:
@@ -249,7 +250,7 @@ class SessionDetail(Screen[None]):
             self._drawn = drawn
             self.query_one(HealthPanel).show(snap, now)
             if snap:
-                self.title = visible(f"{self.session_id} {snap.get('name') or ''}".strip())  # its feed keeps \n
+                self.title = visible(f"{self.session_key} {snap.get('name') or ''}".strip())  # its feed keeps \n
                 self.sub_title = str(snap.get("state") or "")
         rate = [float(n) for n in (snap or {}).get("rate") or []]
         sparkline = self.query_one("#rate", Sparkline)

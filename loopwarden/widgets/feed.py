@@ -98,7 +98,7 @@ class Feed:
         """Subscribe and read updates until the link ends; the reason it ended, in a few words."""
         self._cut = None
         try:
-            client = self._client = Client.connect(self.paths, autostart=autostart, name="console")
+            client = self._client = self._connect(autostart)
             if self._closed:  # closed while connecting: do not stay subscribed in the background
                 client.close()
                 return "closed"
@@ -128,6 +128,10 @@ class Feed:
         finally:
             if self._client is not None:
                 self._client.close()
+
+    def _connect(self, autostart: bool) -> Client:
+        """The subscription's connection (a remote host's feed first brings its forwarded socket up)."""
+        return Client.connect(self.paths, autostart=autostart, name="console")
 
     def drain(self) -> list[dict[str, Any]]:
         """Everything buffered since the last drain, oldest first."""

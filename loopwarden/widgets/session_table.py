@@ -27,10 +27,11 @@ COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions",
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
            ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
+HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
 
 COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (tests keep it complete)
-    "id": "the session's id; ! marks a session waiting for a human (a gate: press g)",
+    "id": "the session's id (host:id for another machine's); ! marks a session waiting for a human (a gate: g)",
     "name": "its name (--name, else the command's name)",
     "state": "starting, running, paused (by you), gated (waiting for a human), exited, terminated or lost",
     "interventions": "what loopwarden did to the agent so far: nudged (a message), blocked (a call refused), "
@@ -62,6 +63,8 @@ STATE_STYLE: dict[str, str] = {
 
 
 def session_number(sid: str) -> int:
+    """s12 -> 12; box:s12 (another host's) -> 12 too."""
+    sid = sid.rpartition(":")[2]
     return int(sid[1:]) if sid[1:].isdigit() else 0
 
 
@@ -135,10 +138,12 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
     rss = memory_of(snap)
+    gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
     return {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
+        "host": Text(visible(str(snap.get("host") or "local"))),
         "name": Text(str(snap.get("name") or "")[:24]),
-        "state": Text(state, style=STATE_STYLE.get(state, "")),
+        "state": Text(str(gone), style="bold red") if gone else Text(state, style=STATE_STYLE.get(state, "")),
         "runtime": Text(runtime),
         "calls": Text(str(snap.get("tool_calls") or 0)),
         "repetition": counter_text(snap, "identical_calls"),
@@ -163,7 +168,7 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
         return False
     if not text:
         return True
-    fields = ("id", "name", "agent", "adapter", "state", "termination")
+    fields = ("id", "host", "name", "agent", "adapter", "state", "termination")
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     haystack += " " + " ".join(INTERVENTION_WORDS.get(k, (k,))[0] for k in snap.get("interventions") or {})
@@ -177,8 +182,10 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
     return True
 
 
-def _by_id(s: dict[str, Any]) -> int:
-    return session_number(str(s.get("id")))
+def _by_id(s: dict[str, Any]) -> tuple[bool, str, int]:
+    """This machine's sessions first, then each host's, each by number."""
+    host = str(s.get("host") or "local")
+    return host != "local", host, session_number(str(s.get("id")))
 
 
 # each order's key, first in its natural direction (names A to Z, the longest runtime first)
@@ -297,7 +304,7 @@ class SessionTable(ScrollView, can_focus=True):
         def control(self) -> SessionTable:
             return self.table
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, hosts: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.filter_text = ""
         self.sort_by = "id"
@@ -305,7 +312,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.hide_ended = False
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
-        for key, label in COLUMNS:
+        for key, label in COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS:
             column = Column(key, label)
             self.columns[column.key] = column
         self._column_list = list(self.columns.values())
