@@ -851,7 +851,10 @@ def _confirm_stop(live: list[dict[str, Any]]) -> None:
 
 @click.command()
 @click.option("--read-only", is_flag=True, help="Watch only: no action keys; nothing can be changed from it.")
-def console(read_only: bool) -> None:
+# set by `loopwarden web` on the console it serves: its actions are audited as the web's, and a read-only one
+# is refused operator actions by the daemon too (runtime/principal.py WATCH_ONLY_KINDS)
+@click.option("--web", "for_web", is_flag=True, hidden=True)
+def console(read_only: bool, for_web: bool = False) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
@@ -870,4 +873,8 @@ def console(read_only: bool) -> None:
     """
     from ..widgets.app import ConsoleApp
 
+    if for_web:
+        client, title = ("web-readonly", "web, read-only") if read_only else ("web", "web")
+        ConsoleApp(profile_paths(), read_only=read_only, client=client, title=title).run()
+        return
     ConsoleApp(profile_paths(), read_only=read_only).run()
