@@ -98,10 +98,11 @@ def wait_screen(driver: Any, check: Callable[[str], Any], what: str, timeout: fl
 
 
 def press(driver: Any, *keys: str) -> None:
-    """Type keys into the terminal as a person does (xterm's focused textarea takes them)."""
+    """Type keys into the terminal as a person does: real key events (DevTools) into xterm's textarea, focused
+    without a click (a click would reach the console as a mouse click on whatever is under it)."""
     from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
 
-    area = driver.find_element(By.CSS_SELECTOR, ".xterm-helper-textarea")
+    driver.execute_script("const a = document.querySelector('.xterm-helper-textarea');"
+                          "if (a && document.activeElement !== a) a.focus();")
     for key in keys:
-        ActionChains(driver).send_keys_to_element(area, key).perform()
+        ActionChains(driver).send_keys(key).perform()
