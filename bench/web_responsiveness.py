@@ -72,7 +72,10 @@ if (!window.__lwTimer) {
     requestAnimationFrame(() => { window.__lwSeen = performance.now(); });
   });
 }
-const line = (y) => { const l = t.buffer.active.getLine(t.buffer.active.viewportY + y); return l ? l.translateToString(true) : ""; };
+const line = (y) => {
+  const l = t.buffer.active.getLine(t.buffer.active.viewportY + y);
+  return l ? l.translateToString(true) : "";
+};
 window.__lwCheck = {
   sort: () => line(t.rows - 2).includes("sort: " + arg + " "),
   gates: () => line(1).trimStart().startsWith("GATE"),
@@ -186,7 +189,9 @@ async def terminal_phase(d: BenchDaemon, args: argparse.Namespace, size: tuple[i
             t0 = time.perf_counter()
             key_event(app, key)
             give_up = t0 + PRESS_TIMEOUT
-            while app.probe_hit is None and time.perf_counter() < give_up:
+            while time.perf_counter() < give_up:  # polled as console_responsiveness.py does
+                if app.probe_hit is not None:
+                    break
                 await asyncio.sleep(0.001)
             app.probe = None
             hit = app.probe_hit
