@@ -70,7 +70,7 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
 
     try:
         ended = serve(argv, token, host=host, port=port, title="loopwarden" + (" (read-only)" if read_only else ""),
-                      started=started)
+                      paths=paths, started=started)
     except OSError as exc:
         raise Fail(f"cannot listen on {where}:{port}: {exc.strerror or exc}") from None
     click.echo(f"loopwarden web: stopped ({ended} browser console{'' if ended == 1 else 's'} closed)", err=True)

@@ -8,7 +8,8 @@ as the web's. What is added here, by subclassing rather than forking textual-ser
   constant time; the page's `?token=` is moved into an HttpOnly, SameSite=Strict cookie and out of the
   address bar; a refused websocket never reaches the handler, so no console process starts for it;
 * a websocket from another origin is refused (the cookie alone would not stop a page on another site
-  that knows the address from trying);
+  that knows the address from trying), and so is one from a supervised agent on this machine, which can
+  read the token file (peers.py);
 * each console process is started without a shell, in a session of its own, with nothing of the token in
   its argv or environment, and is ended for sure: politely (textual's quit message) when its browser goes,
   then SIGTERM and SIGKILL to its process group if it lingers; all of them when the server stops;
@@ -31,6 +32,8 @@ from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
+from ..paths import Paths
+from .peers import refusal as peer_refusal
 from .token import token_matches
 
 log = logging.getLogger("loopwarden.web")
@@ -95,8 +98,9 @@ class ConsoleProcess(AppService):
 class WebConsole(Server):
     """textual-serve's Server for `argv`, every request checked against `token`."""
 
-    def __init__(self, argv: Sequence[str], token: str, *, host: str, port: int, title: str) -> None:
+    def __init__(self, argv: Sequence[str], token: str, *, host: str, port: int, title: str, paths: Paths) -> None:
         super().__init__(shlex.join(argv), host=host, port=port, title=title)
+        self.paths = paths
         self.argv = list(argv)
         self.token = token
         self.consoles: set[ConsoleProcess] = set()
@@ -122,8 +126,16 @@ class WebConsole(Server):
                                                   "(http://HOST:PORT/?token=...)")
         if not token_matches(given, self.token):
             return _refusal(403, "wrong token")
-        if request.path == "/ws" and not _same_origin(request):
-            return _refusal(403, "a websocket from another origin")
+        if request.path == "/ws":
+            if not _same_origin(request):
+                return _refusal(403, "a websocket from another origin")
+            transport = request.transport
+            ends = (transport.get_extra_info("peername"), transport.get_extra_info("sockname")) if transport else ()
+            why = await asyncio.to_thread(peer_refusal, self.paths, *ends) if ends else None
+            if why:  # an agent that read the token file: no console for it
+                log.warning("loopwarden web: refused a console to %s", why)
+                return _refusal(403, f"refused: {why}; operator actions must come from a person, not from a "
+                                     "supervised agent")
         if in_query is not None and request.path == "/" and request.method == "GET":
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             moved = web.Response(status=302, headers={**HARDENING,
@@ -220,7 +232,7 @@ def _refusal(status: int, why: str) -> web.Response:
     return web.Response(status=status, text=f"loopwarden web: {why}\n", headers=HARDENING)
 
 
-def serve(argv: Sequence[str], token: str, *, host: str, port: int, title: str,
+def serve(argv: Sequence[str], token: str, *, host: str, port: int, title: str, paths: Paths,
           started: Callable[[int], None]) -> int:
     """Run the server until SIGINT or SIGTERM; how many consoles were open then (all ended)."""
 
@@ -229,6 +241,6 @@ def serve(argv: Sequence[str], token: str, *, host: str, port: int, title: str,
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await WebConsole(argv, token, host=host, port=port, title=title).run(started, stop)
+        return await WebConsole(argv, token, host=host, port=port, title=title, paths=paths).run(started, stop)
 
     return asyncio.run(main())

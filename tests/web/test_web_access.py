@@ -199,3 +199,24 @@ def test_without_textual_serve_installed_it_says_which_extra_to_install(tmp_path
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "pip install 'loopwarden[web]'" in result.stderr
+
+
+def test_a_supervised_agent_that_read_the_token_file_gets_no_console(lw: Harness, web: WebServer,
+                                                                      tmp_path: Path) -> None:
+    intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
+    token_file = str(token_path(lw.paths))
+    marked, unmarked, outside = tmp_path / "marked.txt", tmp_path / "unmarked.txt", tmp_path / "outside.txt"
+    first = lw.run_detached(PY, intruder, web.base, token_file, str(marked), adapter="plain")
+    # an agent that clears the mark of its session first is still the daemon's descendant
+    second = lw.run_detached("env", "-u", "LOOPWARDEN_SESSION", PY, intruder, web.base, token_file, str(unmarked),
+                             adapter="plain")
+    lw.wait_state(first, "exited")
+    lw.wait_state(second, "exited")
+    assert (marked.read_text(), unmarked.read_text()) == ("403", "403") and web.consoles() == []
+    # the near miss: the same program run by the operator, outside every session, gets its console
+    subprocess.run([PY, intruder, web.base, token_file, str(outside)], env=lw.env, check=True, timeout=60)
+    assert outside.read_text() == "101"
+    assert web.stop() == 0
+    said = "".join(web.stderr)  # why, in its log
+    assert f"runs inside session {first} (LOOPWARDEN_SESSION says so)" in said
+    assert "descends from the loopwarden daemon" in said
