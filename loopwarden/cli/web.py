@@ -31,11 +31,15 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
     ? help). Its actions go to the audit log as the web's (`loopwarden audit`).
 
     A token is required for every connection, the websocket included. It is
-    made once, kept 0600 in the profile's data directory and reused until
-    --new-token; the address to open, with the token, is printed at start.
-    Listens on 127.0.0.1 only, unless --host says otherwise. From a phone or
-    another machine, forward the port over SSH rather than opening it:
-    ssh -L 8765:127.0.0.1:8765 HOST, then open the printed address there.
+    made once, kept 0600 in the profile's data directory and reused (the
+    option --new-token replaces it); the address to open, with the token, is
+    printed at start. Listens on 127.0.0.1 only, unless --host says otherwise.
+    From a phone or another machine, forward the port over SSH rather than
+    opening it, then open the printed address there:
+
+    \b
+      ssh -L 8765:127.0.0.1:8765 you@this-machine
+
     Ctrl-C stops the server and every console it serves.
 
     \b

@@ -8,7 +8,7 @@ import threading
 import time
 
 import psutil
-from tests.live.live_harness import PY, Harness
+from tests.live.live_harness import PY, Harness, gone
 
 
 class WebServer:
@@ -69,7 +69,7 @@ class WebServer:
 def wait_for_children(server: WebServer, count: int, timeout: float = 30.0) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while True:
-        children = [c for c in server.consoles() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        children = [c for c in server.consoles() if not gone(c.pid)]
         if len(children) == count:
             return children
         if time.monotonic() > deadline:
