@@ -48,6 +48,10 @@ HARDENING = {
     "X-Frame-Options": "DENY",  # no other site may frame the console and steer clicks into it
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
+    # nothing from elsewhere: textual-serve's page asks Google for a web font (the local one is used instead)
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -78,6 +78,7 @@ def test_the_token_opens_the_page_through_a_strict_cookie_and_a_websocket_from_a
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert page_status == 200 and "data-session-websocket-url" in page and web.token not in page
     assert page_headers["Referrer-Policy"] == "no-referrer" and page_headers["X-Frame-Options"] == "DENY"
+    assert "default-src 'self'" in page_headers["Content-Security-Policy"]  # nothing loaded from elsewhere
     assert asset == 200
     assert foreign == 403 and web.consoles() == []
 
