@@ -874,7 +874,9 @@ def console(read_only: bool, for_web: bool = False) -> None:
     from ..widgets.app import ConsoleApp
 
     if for_web:
+        from ..web.console import ServedConsole
+
         client, title = ("web-readonly", "web, read-only") if read_only else ("web", "web")
-        ConsoleApp(profile_paths(), read_only=read_only, client=client, title=title).run()
+        ServedConsole(profile_paths(), read_only=read_only, client=client, title=title).run()
         return
     ConsoleApp(profile_paths(), read_only=read_only).run()
