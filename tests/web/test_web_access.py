@@ -17,7 +17,7 @@ import pytest
 from loopwarden.paths import default_paths
 from loopwarden.runtime.client import Client, DaemonError
 from loopwarden.web.token import load_token, token_matches, token_path
-from tests.live.live_harness import PY, Harness
+from tests.live.live_harness import PY, Harness, gone, wait_for
 from tests.web.web_harness import WebServer, wait_for_children
 
 
@@ -221,3 +221,18 @@ def test_a_supervised_agent_that_read_the_token_file_gets_no_console(lw: Harness
     said = "".join(web.stderr)  # why, in its log
     assert f"runs inside session {first} (LOOPWARDEN_SESSION says so)" in said
     assert "descends from the loopwarden daemon" in said
+
+
+def test_consoles_end_by_themselves_when_the_server_is_killed(web: WebServer) -> None:
+    ws = web.base.replace("http://", "ws://") + f"ws?token={web.token}"
+
+    async def attached_then_killed() -> list[int]:
+        async with aiohttp.ClientSession() as session, session.ws_connect(ws) as socket_:
+            await asyncio.wait_for(socket_.receive(), 60)
+            consoles = await asyncio.to_thread(wait_for_children, web, 1)
+            web.proc.kill()  # SIGKILL: it cannot end them itself
+            await asyncio.to_thread(web.proc.wait, 10)
+            return [c.pid for c in consoles]
+
+    [pid] = asyncio.run(attached_then_killed())
+    wait_for(lambda: gone(pid), what="the orphaned console to end")
