@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..runtime.hosts import HostError
-from . import adapters, demo, explain, hook, live, notify, offline, remote
+from . import adapters, demo, explain, hook, live, notify, offline, remote, web
 from .common import EXIT_USAGE, Fail
 
 
@@ -27,6 +27,7 @@ def main(ctx: click.Context, host: str | None) -> None:
     Start here:
       loopwarden demo                              the console on scripted agents that loop in every way
       loopwarden                                   the console on your own sessions
+      loopwarden web                               the same console in a browser, behind a token
       loopwarden run -- python agent.py            supervise a command (Ctrl-C detaches)
       loopwarden ls / gates / approve s3:g1        see sessions, decide what waits for you
       loopwarden explain s3                        which rules fired on a session, and why
@@ -50,7 +51,8 @@ def main(ctx: click.Context, host: str | None) -> None:
 for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
                 live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
                 live.resume, live.kill, live.rewind, live.restart, live.adopt, live.audit, explain.explain, live.prune,
-                live.console, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify, remote.where):
+                live.console, web.web, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify,
+                remote.where):
     main.add_command(command)
 
 

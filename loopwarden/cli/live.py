@@ -862,8 +862,11 @@ def _confirm_stop(live: list[dict[str, Any]]) -> None:
               help="Also attach to the daemon of this machine over ssh (repeatable; an ssh destination such as box, "
                    "user@box or an alias of ~/.ssh/config). The hosts file adds its own.")
 @click.option("--no-local", is_flag=True, help="Leave out this machine's daemon (only the hosts).")
+# set by `loopwarden web` on the console it serves: its actions are audited as the web's, and a read-only one
+# is refused operator actions by the daemon too (runtime/principal.py WATCH_ONLY_KINDS)
+@click.option("--web", "for_web", is_flag=True, hidden=True)
 @click.pass_context
-def console(ctx: click.Context, read_only: bool, hosts: tuple[str, ...], no_local: bool) -> None:
+def console(ctx: click.Context, read_only: bool, hosts: tuple[str, ...], no_local: bool, for_web: bool = False) -> None:
     """Open the live console on the daemon (starting one if needed); quitting never stops a session.
 
     Sessions (j/k move, enter opens one, / filters, s sorts, S reverses, h hides
@@ -890,6 +893,12 @@ def console(ctx: click.Context, read_only: bool, hosts: tuple[str, ...], no_loca
     """
     from ..widgets.app import ConsoleApp
 
+    if for_web:
+        from ..web.console import ServedConsole
+
+        client, title = ("web-readonly", "web, read-only") if read_only else ("web", "web")
+        ServedConsole(profile_paths(), read_only=read_only, client=client, title=title).run()
+        return
     try:
         names = host_names([*ctx.meta.get("hosts", ()), *hosts])
     except HostError as exc:

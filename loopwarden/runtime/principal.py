@@ -32,6 +32,10 @@ HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which 
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
                           "kill", "shutdown", "prune", "set", "rewind", "restart"})
 
+# Clients that watch only: the console served read-only to a browser (`loopwarden web --read-only`) says so
+# on every request, so the daemon refuses it every operator op even if the console let one through.
+WATCH_ONLY_KINDS = frozenset({"web-readonly"})
+
 TRACE_ATTEMPTS = 3  # an ancestor that exits mid-walk re-parents its children: walk again
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "yash", "busybox"})
 LAUNCHERS = frozenset({"env", "timeout", "nice", "nohup", "stdbuf", "setsid", "ionice", "flock", "uv", "uvx",
@@ -102,6 +106,8 @@ class Principal:
         """Why `op` is refused to this principal (one line), or None when it may call it."""
         if not operator_op(op):
             return None
+        if self.kind in WATCH_ONLY_KINDS:
+            return f"refused: a read-only client ({self.kind}) cannot {op}"
         if self.inside:
             return self.inside.refusal(self.pid)
         if not self.traced:

@@ -121,11 +121,12 @@ class ConsoleApp(App[None]):
 
     def __init__(self, paths: Paths, *, read_only: bool = False, autostart: bool = True,
                  title: str | None = None, feed: Feed | HostsFeed | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, client: str = "console") -> None:
         super().__init__()
         self.paths = paths
         self.read_only = read_only
-        self.feed: Feed | HostsFeed = feed if feed is not None else Feed(paths, autostart=autostart)
+        # `client`: the kind the audit log names this console's actions by ("web" when served to a browser)
+        self.feed: Feed | HostsFeed = feed if feed is not None else Feed(paths, autostart=autostart, client=client)
         self.clock = clock
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.gates: list[dict[str, Any]] = []

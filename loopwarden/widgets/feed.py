@@ -28,8 +28,9 @@ class Feed:
     """Reads `subscribe` updates on a background thread into a bounded buffer the UI drains on a timer."""
 
     def __init__(self, paths: Paths, *, sessions: list[str] | None = None, events: bool = False,
-                 autostart: bool = True, multiline: bool = False) -> None:
+                 autostart: bool = True, multiline: bool = False, client: str = "console") -> None:
         self.paths = paths
+        self.client = client  # the kind the daemon's audit log names this console by ("web" when served)
         self.only = sessions
         self.events = events
         self.autostart = autostart
@@ -131,7 +132,7 @@ class Feed:
 
     def _connect(self, autostart: bool) -> Client:
         """The subscription's connection (a remote host's feed first brings its forwarded socket up)."""
-        return Client.connect(self.paths, autostart=autostart, name="console")
+        return Client.connect(self.paths, autostart=autostart, name=self.client)
 
     def drain(self) -> list[dict[str, Any]]:
         """Everything buffered since the last drain, oldest first."""
@@ -143,7 +144,7 @@ class Feed:
 
     def request(self, op: str, **fields: Any) -> Any:
         """One request on a connection of its own (the feed's is busy streaming); its reply made visible."""
-        return request(self.paths, op, multiline=self.multiline, **fields)
+        return request(self.paths, op, multiline=self.multiline, client=self.client, **fields)
 
     def close(self) -> None:
         self._closed = True
@@ -152,7 +153,7 @@ class Feed:
             self._client.close()
 
 
-def request(paths: Paths, op: str, *, multiline: bool = False, **fields: Any) -> Any:
+def request(paths: Paths, op: str, *, multiline: bool = False, client: str = "console", **fields: Any) -> Any:
     """One request to the daemon on a connection of its own; every string of the reply made visible."""
-    with Client.connect(paths, autostart=False, name="console") as client:
-        return visible_tree(client.request(op, **fields), multiline=multiline)
+    with Client.connect(paths, autostart=False, name=client) as link:
+        return visible_tree(link.request(op, **fields), multiline=multiline)

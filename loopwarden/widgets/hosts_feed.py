@@ -30,7 +30,7 @@ class RemoteFeed(Feed):
         self.tunnel = tunnel
 
     def _connect(self, autostart: bool) -> Client:
-        return Client.connect(self.tunnel.ensure(), autostart=False, name="console")
+        return Client.connect(self.tunnel.ensure(), autostart=False, name=self.client)
 
     def close(self) -> None:
         super().close()

@@ -1,0 +1,98 @@
+"""`loopwarden web`: the console in a browser, behind a token (the server is in loopwarden/web/)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+
+import click
+
+from ..web.token import TokenError, load_token, token_path
+from .common import DaemonFail, Fail, profile_paths
+
+DEFAULT_PORT = 8765
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Only loopback is private; any other address is reachable by others "
+                   "over plain HTTP (a warning says so): prefer an SSH tunnel.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free one, printed).")
+@click.option("--read-only", is_flag=True,
+              help="Serve a watch-only console: no action keys, and the daemon refuses it every action.")
+@click.option("--new-token", is_flag=True, help="Replace the stored token (the old address stops working).")
+def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
+    """Serve the live console to a browser, behind a token.
+
+    Each browser tab gets its own console, the same as `loopwarden console`: the
+    sessions, the gates queue and the same keys (g gates, a approve, y confirm,
+    ? help). Its actions go to the audit log as the web's (`loopwarden audit`).
+
+    A token is required for every connection, the websocket included. It is
+    made once, kept 0600 in the profile's data directory and reused (the
+    option --new-token replaces it); the address to open, with the token, is
+    printed at start. Listens on 127.0.0.1 only, unless --host says otherwise.
+    From a phone or another machine, forward the port over SSH rather than
+    opening it, then open the printed address there:
+
+    \b
+      ssh -L 8765:127.0.0.1:8765 you@this-machine
+
+    Ctrl-C stops the server and every console it serves.
+
+    \b
+    Examples:
+      loopwarden web
+      loopwarden web --read-only --port 8766
+      loopwarden web --new-token
+    """
+    paths = profile_paths()
+    _check_host(host)
+    try:
+        token, made = load_token(paths, new=new_token)
+    except TokenError as exc:
+        raise DaemonFail(str(exc)) from None
+    try:
+        from ..web.server import serve
+    except ImportError as exc:
+        raise Fail(f"the web console needs textual-serve ({exc}): pip install 'loopwarden[web]'") from None
+    argv = [sys.executable, "-m", "loopwarden", "console", "--web", *(["--read-only"] if read_only else [])]
+    where = f"[{host}]" if ":" in host else host
+
+    def started(bound: int) -> None:
+        if not _loopback(host):
+            click.echo(click.style(f"loopwarden: warning: listening on {host}, reachable from other machines over "
+                                   "plain HTTP: whoever sees the token can act on your sessions; prefer the "
+                                   "default 127.0.0.1 and an SSH tunnel", fg="yellow"), err=True)
+        kind = "read-only console" if read_only else "console"
+        click.echo(f"loopwarden web: serving the {kind} on http://{where}:{bound}/ ; Ctrl-C stops", err=True)
+        click.echo(f"  {'a new' if made else 'the'} token, kept in {token_path(paths)} (0600); "
+                   f"--new-token replaces it", err=True)
+        click.echo(f"http://{where}:{bound}/?token={token}", err=False)  # stdout: the one line to open or pipe
+
+    try:
+        ended = serve(argv, token, host=host, port=port, title="loopwarden" + (" (read-only)" if read_only else ""),
+                      paths=paths, started=started)
+    except OSError as exc:
+        raise Fail(f"cannot listen on {where}:{port}: {exc.strerror or exc}") from None
+    click.echo(f"loopwarden web: stopped ({ended} browser console{'' if ended == 1 else 's'} closed)", err=True)
+
+
+def _check_host(host: str) -> None:
+    """A host that is no address and resolves to none: one line, before anything starts."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise Fail(f"--host {host!r} is not an address of this machine ({getattr(exc, 'strerror', None) or exc})"
+                   ) from None
+
+
+def _loopback(host: str) -> bool:
+    """Whether every address `host` names is loopback (only those are private to this machine)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)

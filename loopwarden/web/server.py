@@ -1,0 +1,250 @@
+"""Serving the console to browsers: textual-serve's Server behind a token, one console process per browser.
+
+textual-serve (aiohttp) runs a command per websocket and relays the terminal to xterm.js in the page. The
+command is `loopwarden console --web`: the same console as in a terminal, whose actions the daemon audits
+as the web's. What is added here, by subclassing rather than forking textual-serve:
+
+* a token on every request (the page, its assets, downloads and above all the websocket), compared in
+  constant time; the page's `?token=` is moved into an HttpOnly, SameSite=Strict cookie and out of the
+  address bar; a refused websocket never reaches the handler, so no console process starts for it;
+* a websocket from another origin is refused (the cookie alone would not stop a page on another site
+  that knows the address from trying), and so is one from a supervised agent on this machine, which can
+  read the token file (peers.py);
+* each console process is started without a shell, in a session of its own, with nothing of the token in
+  its argv or environment, and is ended for sure: politely (textual's quit message) when its browser goes,
+  then SIGTERM and SIGKILL to its process group if it lingers; all of them when the server stops;
+* at most MAX_CONSOLES at once (each is a Python process of some 60 MiB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from aiohttp import web
+from textual_serve.app_service import AppService
+from textual_serve.server import Server, to_int
+
+from ..paths import Paths
+from .peers import refusal as peer_refusal
+from .token import token_matches
+
+log = logging.getLogger("loopwarden.web")
+
+COOKIE = "loopwarden_web"
+MAX_CONSOLES = 8
+QUIT_SECONDS = 3.0  # a console asked to quit has this long before it is sent SIGTERM ...
+TERM_SECONDS = 2.0  # ... and this long more before SIGKILL
+SHUTDOWN_SECONDS = 5.0  # aiohttp's wait for handlers still running once the consoles are closed
+HARDENING = {
+    "Referrer-Policy": "no-referrer",  # the token never leaves in a Referer (the page loads a web font)
+    "X-Frame-Options": "DENY",  # no other site may frame the console and steer clicks into it
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    # nothing from elsewhere: textual-serve's page asks Google for a web font (the local one is used instead)
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ConsoleProcess(AppService):
+    """One browser's console: textual-serve's AppService, started from an argv (no shell) and ended for sure."""
+
+    def __init__(self, argv: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(shlex.join(argv), **kwargs)
+        self.argv = list(argv)
+
+    async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
+        pipe = asyncio.subprocess.PIPE
+        self._process = process = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=pipe, stdout=pipe, stderr=pipe, env=self._build_environment(width, height),
+            start_new_session=True)  # its own process group: ended as one, and Ctrl-C in our terminal is ours
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        return process
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def stop(self) -> None:
+        """Ask the console to quit; end its process group if it has not within QUIT_SECONDS."""
+        try:
+            await asyncio.wait_for(super().stop(), QUIT_SECONDS)
+        except (TimeoutError, OSError):
+            pass
+        finally:
+            await self._end()
+
+    async def _end(self) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, TERM_SECONDS), (signal.SIGKILL, TERM_SECONDS)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+            try:
+                await asyncio.wait_for(process.wait(), wait)
+                return
+            except TimeoutError:
+                continue
+
+
+class WebConsole(Server):
+    """textual-serve's Server for `argv`, every request checked against `token`."""
+
+    def __init__(self, argv: Sequence[str], token: str, *, host: str, port: int, title: str, paths: Paths) -> None:
+        super().__init__(shlex.join(argv), host=host, port=port, title=title)
+        self.paths = paths
+        self.argv = list(argv)
+        self.token = token
+        self.consoles: set[ConsoleProcess] = set()
+        self.sockets: set[web.WebSocketResponse] = set()
+        self.closing = False
+
+    # ---- the token ---------------------------------------------------------------
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.middlewares.append(self.guard)
+        return app
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Refuse a request without the token (401) or with another (403); move a page's token into a cookie."""
+        in_query = request.query.get("token")
+        given = in_query if in_query is not None else request.cookies.get(COOKIE)
+        if given is None:
+            bearer = request.headers.get("Authorization", "")
+            given = bearer[7:] if bearer.startswith("Bearer ") else None
+        if not given:
+            return _refusal(401, "a token is required: open the address `loopwarden web` printed "
+                                                  "(http://HOST:PORT/?token=...)")
+        if not token_matches(given, self.token):
+            return _refusal(403, "wrong token")
+        if request.path == "/ws":
+            if not _same_origin(request):
+                return _refusal(403, "a websocket from another origin")
+            transport = request.transport
+            ends = (transport.get_extra_info("peername"), transport.get_extra_info("sockname")) if transport else ()
+            why = await asyncio.to_thread(peer_refusal, self.paths, *ends) if ends else None
+            if why:  # an agent that read the token file: no console for it
+                log.warning("loopwarden web: refused a console to %s", why)
+                return _refusal(403, f"refused: {why}; operator actions must come from a person, not from a "
+                                     "supervised agent")
+        if in_query is not None and request.path == "/" and request.method == "GET":
+            rest = [(k, v) for k, v in request.query.items() if k != "token"]
+            moved = web.Response(status=302, headers={**HARDENING,
+                                                      "Location": "/" + ("?" + urlencode(rest) if rest else "")})
+            moved.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
+            return moved
+        response = await handler(request)
+        if not response.prepared:  # a websocket's headers went out when it opened
+            response.headers.update(HARDENING)
+        return response
+
+    # ---- pages and consoles ----------------------------------------------------
+    async def on_startup(self, app: web.Application) -> None:
+        """Quiet: `loopwarden web` prints its own lines (textual-serve prints a logo and its address here)."""
+
+    async def handle_index(self, request: web.Request) -> Any:
+        # the page's websocket and asset URLs name the address the browser used (an SSH tunnel's local port,
+        # localhost or 127.0.0.1), so the cookie set for it goes with them; nothing is awaited in between
+        self.public_url = f"{request.scheme}://{request.host}"
+        return await super().handle_index(request)
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's handler, with a ConsoleProcess that is tracked, bounded and always ended."""
+        if self.closing:
+            raise web.HTTPServiceUnavailable(text="loopwarden web is stopping")
+        if len(self.consoles) >= MAX_CONSOLES:
+            raise web.HTTPServiceUnavailable(text=f"{MAX_CONSOLES} consoles are open already; close one first")
+        websocket = web.WebSocketResponse(heartbeat=15)
+        width = to_int(request.query.get("width", "80"), 80)
+        height = to_int(request.query.get("height", "24"), 24)
+        console: ConsoleProcess | None = None
+        self.sockets.add(websocket)
+        try:
+            await websocket.prepare(request)
+            console = ConsoleProcess(self.argv, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                                     close=websocket.close, download_manager=self.download_manager)
+            self.consoles.add(console)
+            await console.start(max(2, min(width, 1000)), max(2, min(height, 500)))
+            await self._process_messages(websocket, console)
+        except (ValueError, TypeError, KeyError, IndexError, AssertionError) as exc:
+            log.warning("loopwarden web: a browser sent a message of another shape (%s); its console is closed",
+                        type(exc).__name__)
+        except (ConnectionError, OSError) as exc:
+            log.warning("loopwarden web: a console could not run: %s", exc)
+        finally:
+            if console is not None:
+                await asyncio.shield(self._close(console))
+            self.sockets.discard(websocket)
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await websocket.close()
+        return websocket
+
+    async def _close(self, console: ConsoleProcess) -> None:
+        try:
+            await console.stop()
+        finally:
+            self.consoles.discard(console)
+
+    async def close_all(self) -> int:
+        """Stop taking consoles, end every console and close every browser's websocket; how many were open."""
+        self.closing = True
+        open_now = list(self.consoles)
+        await asyncio.gather(*(self._close(c) for c in open_now), return_exceptions=True)
+        for websocket in list(self.sockets):
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await websocket.close(code=1001, message=b"loopwarden web stopped")
+        return len(open_now)
+
+    async def run(self, started: Callable[[int], None], stop: asyncio.Event) -> int:
+        """Serve until `stop` is set: `started(port)` once listening (OSError when it cannot listen);
+        returns how many consoles were open at the end, all ended."""
+        runner = web.AppRunner(await self._make_app(), handle_signals=False, shutdown_timeout=SHUTDOWN_SECONDS)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            started(sockets[0].getsockname()[1] if sockets else self.port)
+            await stop.wait()
+            return await self.close_all()
+        finally:
+            await runner.cleanup()
+
+
+def _same_origin(request: web.Request) -> bool:
+    """Whether a websocket comes from the page we served (browsers always send Origin; other clients
+    that send none are let through, as they hold the token anyway)."""
+    origin = request.headers.get("Origin")
+    return origin is None or urlsplit(origin).netloc == request.host
+
+
+def _refusal(status: int, why: str) -> web.Response:
+    return web.Response(status=status, text=f"loopwarden web: {why}\n", headers=HARDENING)
+
+
+def serve(argv: Sequence[str], token: str, *, host: str, port: int, title: str, paths: Paths,
+          started: Callable[[int], None]) -> int:
+    """Run the server until SIGINT or SIGTERM; how many consoles were open then (all ended)."""
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await WebConsole(argv, token, host=host, port=port, title=title, paths=paths).run(started, stop)
+
+    return asyncio.run(main())

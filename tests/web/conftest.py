@@ -1,0 +1,32 @@
+"""Fixtures for the web console's tests: a real daemon (tests/live), `loopwarden web` on a free port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.web.web_harness import WebServer
+
+
+@pytest.fixture
+def web(lw: Harness) -> Iterator[WebServer]:  # noqa: F811 - the fixture of the same name is its argument
+    server = WebServer(lw)
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def browser_profile(tmp_path: Path) -> Path:
+    from tests.web.browser import missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    return tmp_path / "chromium-profile"
+
+

@@ -1,0 +1,77 @@
+"""`loopwarden web` run for a test's daemon (tests/live's harness), on a free port, and its console processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+
+import psutil
+from tests.live.live_harness import PY, Harness, gone
+
+
+class WebServer:
+    """`loopwarden web --port 0 ARGS` for a harness's profile: its address (with the token) and its output."""
+
+    def __init__(self, lw: Harness, *args: str) -> None:
+        self.proc = subprocess.Popen([PY, "-m", "loopwarden", "web", "--port", "0", *args], env=lw.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        self.stderr: list[str] = []
+        self.stdout: list[str] = []
+        self._readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+                         for stream, lines in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr))]
+        for reader in self._readers:
+            reader.start()
+        deadline = time.monotonic() + 60
+        while not self.stdout:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"loopwarden web did not start: {''.join(self.stderr)}")
+            time.sleep(0.05)
+        self.url = self.stdout[0].strip()  # http://127.0.0.1:PORT/?token=...
+        self.base, self.token = self.url.split("?token=")
+
+    @staticmethod
+    def _read(stream: object, lines: list[str]) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            lines.append(line)
+
+    def consoles(self) -> list[psutil.Process]:
+        """The console processes it runs now (its children)."""
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> int:
+        """Ctrl-C, as a person stops it; its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(20)
+        finally:
+            for reader in self._readers:
+                reader.join(5)
+
+    def kill(self) -> None:
+        left = self.consoles()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for child in left:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+
+
+def wait_for_children(server: WebServer, count: int, timeout: float = 30.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while True:
+        children = [c for c in server.consoles() if not gone(c.pid)]
+        if len(children) == count:
+            return children
+        if time.monotonic() > deadline:
+            raise AssertionError(f"expected {count} console processes, found {len(children)}")
+        time.sleep(0.05)
