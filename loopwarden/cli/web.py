@@ -57,7 +57,7 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
     try:
         from ..web.server import serve
     except ImportError as exc:
-        raise Fail(f"the web console needs textual-serve ({exc}): pip install 'loopwarden[web]'") from None
+        raise Fail(f"the web console needs textual-serve ({exc}): pip install textual-serve") from None
     argv = [sys.executable, "-m", "loopwarden", "console", "--web", *(["--read-only"] if read_only else [])]
     where = f"[{host}]" if ":" in host else host
 

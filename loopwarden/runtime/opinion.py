@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anthropic
 import anyio
 import orjson
 
@@ -171,6 +170,8 @@ class SecondOpinion:
         self.recent = RecentEvents(cfg.max_bytes)
         self.calls = 0
         self.busy = False
+        import anthropic  # only where a second opinion is on: importing the SDK costs every CLI call ~1 s
+
         self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=cfg.base_url or None, max_retries=0,
                                                timeout=max(cfg.timeout, 0.1))
 
@@ -202,6 +203,8 @@ class SecondOpinion:
         cfg = self.cfg
         out = Outcome(model=cfg.model)
         prompt = redact(question(kind, verdict, self.recent.text()), self.secrets)
+        import anthropic  # loaded already by __init__
+
         started = time.monotonic()
         try:
             with anyio.move_on_after(cfg.timeout) as scope:

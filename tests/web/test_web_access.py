@@ -193,13 +193,13 @@ def test_a_non_loopback_address_is_served_with_a_warning(lw: Harness) -> None:
         quiet.kill()
 
 
-def test_without_textual_serve_installed_it_says_which_extra_to_install(tmp_path: Path) -> None:
+def test_without_textual_serve_installed_it_says_what_to_install(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['textual_serve.server'] = None; sys.argv = ['loopwarden', 'web', '--port', '0']; "
             "from loopwarden.entry import run; run()")
     result = subprocess.run([PY, "-c", code], env={**os.environ, "LOOPWARDEN_HOME": str(tmp_path)},
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "pip install 'loopwarden[web]'" in result.stderr
+    assert "pip install textual-serve" in result.stderr
 
 
 def test_a_supervised_agent_that_read_the_token_file_gets_no_console(lw: Harness, web: WebServer,
