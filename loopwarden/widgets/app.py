@@ -238,7 +238,8 @@ class ConsoleApp(App[None]):
         live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
         human = sum(1 for s in snaps if needs_human(s))
         table = self.table
-        parts = [Content(f"{len(self.snapshots)} sessions, {live} live"),
+        count = len(self.snapshots)
+        parts = [Content(f"{count} session{'' if count == 1 else 's'}, {live} live"),
                  Content.styled(f"{human} waiting for a human (g)", "bold magenta") if human
                  else Content("none waiting for a human")]
         if table.filter_text:
