@@ -14,15 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 
+from ..supervisor.evidence import evidence_lines
 from ..supervisor.messages import clip
 from ..supervisor.verdicts import SessionState, Termination
 from ..supervisor.visible import visible
 from .ending import ending
 
 REASON_CHARS = 200  # the reason, one line
-EVIDENCE_CHARS = 400  # the key evidence, short
+EVIDENCE_CHARS = 600  # the key evidence, short enough for a phone
+EVIDENCE_LINES = 8
+EVIDENCE_LINE = 240  # characters of one fact
 DEDUP_KEPT = 4096  # alert keys remembered for deduplication (the oldest forgotten first)
 RATE_WINDOW = 60.0  # notify.max_per_minute counts sends in this many seconds
 QUEUE_ALERTS = 100  # alerts waiting for one target at most...
@@ -62,7 +64,7 @@ class Alert:
     def body(self) -> str:
         lines = [self.reason]
         if self.evidence:
-            lines.append(f"evidence: {self.evidence}")
+            lines += ["evidence:", *(f"  {line}" for line in self.evidence.splitlines())]
         lines += [f"decide: {c}" if self.kind in ("gate", "ask") else f"see: {c}" for c in self.commands]
         if self.link:
             lines.append(self.link)
@@ -88,17 +90,20 @@ def _line(text: Any, limit: int) -> str:
 
 
 def _evidence(evidence: Any, skip: Iterable[str] = ()) -> str:
-    """A gate's or verdict's evidence as one short line of compact JSON, agent text made visible."""
+    """A gate's or verdict's evidence in words, a fact per line (as the console's gates queue shows it),
+    agent text made visible; at most EVIDENCE_LINES lines of EVIDENCE_CHARS in all."""
     if not isinstance(evidence, dict):
         return ""
-    shown = {k: v for k, v in evidence.items() if k not in skip and v not in (None, "", [], {})}
-    if not shown:
-        return ""
-    try:
-        text = orjson.dumps(shown, default=str).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        text = str(shown)
-    return _line(text, EVIDENCE_CHARS)
+    lines: list[str] = []
+    used = 0
+    for whole in evidence_lines(evidence, skip, limit=EVIDENCE_LINE):
+        line = whole if len(whole) <= EVIDENCE_LINE else whole[: EVIDENCE_LINE - 1] + "…"
+        if len(lines) == EVIDENCE_LINES or used + len(line) > EVIDENCE_CHARS:
+            lines.append("…")
+            break
+        lines.append(visible(line))
+        used += len(line)
+    return "\n".join(lines)
 
 
 def cli_prefix(home: str | None) -> str:

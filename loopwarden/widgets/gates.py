@@ -16,6 +16,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from ..supervisor.config import format_duration
+from ..supervisor.evidence import fact, record_line, records
+from ..supervisor.messages import clip
 from .keybar import KeyBar
 
 DRAW_SECONDS = 0.25
@@ -29,28 +31,14 @@ def evidence_text(gate: dict[str, Any]) -> Text:
     out.append(f"{gate.get('reason') or ''}\n\n")
     evidence = gate.get("evidence") or {}
     for key, value in (evidence.items() if isinstance(evidence, dict) else [("evidence", evidence)]):
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        if records(value):
             out.append(f"{key}:\n", style="bold")
             for i, item in enumerate(value, 1):
-                facts = (f"{k}={_fact(k, v)}" for k, v in item.items() if v is not None)
-                out.append(f"  {i:>2}. " + ", ".join(facts) + "\n")
+                out.append(f"  {i:>2}. {record_line(item)}\n")
         else:
             out.append(f"{key}: ", style="bold")
-            out.append(_short(value, 400) + "\n")
+            out.append(fact(str(key), value, 400) + "\n")
     return out
-
-
-def _fact(key: str, value: Any) -> str:
-    """One evidence value; timestamps as local clock time."""
-    if (key == "ts" or key.endswith("_at")) and isinstance(value, (int, float)):
-        return time.strftime("%H:%M:%S", time.localtime(value))
-    return _short(value)
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class GatesQueue(Screen[None]):
@@ -113,7 +101,7 @@ class GatesQueue(Screen[None]):
             table.clear()
             for gate in gates:
                 table.add_row(Text(gate["ref"]), Text(gate.get("name") or ""), Text(gate.get("rule") or ""), "",
-                              Text(_short(gate.get("reason") or "", 90)), key=gate["ref"])  # a str cell is markup
+                              Text(clip(gate.get("reason") or "", 90)), key=gate["ref"])  # a str cell is markup
             self._refs = refs
             if selected is not None and selected["ref"] in table.rows:
                 table.move_cursor(row=table.get_row_index(selected["ref"]))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loopwarden.runtime.alerts import (DEDUP_KEPT, RATE_WINDOW, Alert, AlertPolicy, AlertQueue, abnormal, cli_prefix,
-                                       ended_alert, gate_alert, stall_alert)
+from loopwarden.runtime.alerts import (DEDUP_KEPT, EVIDENCE_CHARS, EVIDENCE_LINES, RATE_WINDOW, Alert, AlertPolicy,
+                                       AlertQueue, abnormal, cli_prefix, ended_alert, gate_alert, stall_alert)
 from loopwarden.runtime.notifier import label, scrub
 from loopwarden.supervisor.config import ConfigError, load_config, show_value
 
@@ -56,7 +56,8 @@ def test_agent_text_in_an_alert_is_made_visible() -> None:
 
 def test_long_reasons_and_evidence_are_clipped() -> None:
     alert = gate_alert("s3", "n" * 500, "box", _gate(reason="x" * 5000, evidence={"big": "y" * 5000}))
-    assert alert is not None and len(alert.reason) <= 200 and len(alert.evidence) <= 400 and len(alert.title) <= 250
+    assert alert is not None and len(alert.reason) <= 200 and len(alert.title) <= 250
+    assert len(alert.evidence) <= EVIDENCE_CHARS + EVIDENCE_LINES
 
 
 def test_a_stall_verdict_is_a_stall_alert_and_other_verdicts_are_not() -> None:
@@ -98,7 +99,7 @@ def test_an_abnormal_ending_names_why_and_how_to_look() -> None:
     alert = ended_alert(snap, "box")
     assert alert is not None and alert.kind == "ended" and alert.ts == 9.0
     assert alert.reason == "terminated: max runtime 3s reached"
-    assert '"tool_calls":4' in alert.evidence and "see: loopwarden restart s4" in alert.body
+    assert 'tool_calls: 4' in alert.evidence.splitlines() and "see: loopwarden restart s4" in alert.body
     assert ended_alert({**snap, "state": "exited", "termination": None, "exit_code": 0}, "box") is None
 
 
@@ -201,3 +202,15 @@ def test_notify_settings_parse_and_a_bad_url_is_named_by_its_number_only() -> No
         load_config(env={"LOOPWARDEN_NOTIFY_EVENTS": "gate,stalled"})
     assert load_config(env={}).notify.urls == [] and load_config(env={}).notify.events == ["gate", "ask", "stall",
                                                                                            "ended"]
+
+
+def test_a_loop_gate_s_failures_read_as_numbered_facts_with_clock_times() -> None:
+    failures = [{"seq": 5, "ts": 1795504039.93, "message": "IntegrityError: duplicate key", "agent": None},
+                {"seq": 9, "ts": 1795504051.2, "message": "IntegrityError: duplicate key", "agent": None}]
+    alert = gate_alert("s3", "migrate", "box", _gate(evidence={"task": "T-3", "failures": failures}))
+    assert alert is not None
+    lines = alert.evidence.splitlines()
+    assert lines[:2] == ["task: T-3", "failures:"]
+    assert lines[2].startswith("   1. seq=5, ts=") and "message=IntegrityError: duplicate key" in lines[2]
+    assert "agent" not in alert.evidence and "1795504039" not in alert.evidence  # no nulls, no raw epoch
+    assert "\nevidence:\n  task: T-3\n  failures:\n     1. seq=5" in alert.body
