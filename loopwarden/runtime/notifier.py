@@ -109,7 +109,9 @@ def service(url: str) -> tuple[Any, str | None]:
     """The apprise service for `url`, or None and why not (a worker thread: this imports apprise)."""
     apprise = _apprise()
     try:
-        plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+        # sequential: the send runs (and logs) in the calling thread, not in apprise's own pool
+        plugin = apprise.Apprise.instantiate(url, asset=apprise.AppriseAsset(async_mode=False),
+                                             suppress_exceptions=True)
     except Exception as exc:  # noqa: BLE001 - a plugin's constructor may raise anything on a bad URL
         return None, f"not a URL apprise can use ({type(exc).__name__})"
     if plugin is None:
@@ -121,14 +123,21 @@ def service(url: str) -> tuple[Any, str | None]:
 
 def send_once(plugin: Any, alert: Alert, timeout: float) -> str | None:
     """One send of `alert` through an apprise service (a worker thread): None when it was delivered, else
-    why not (unscrubbed: the caller scrubs it)."""
+    why not (unscrubbed: the caller scrubs it).
+
+    The text is sent as plain text through an Apprise object of its own (one per URL, so one URL's
+    failure is never another's): only that path converts it to what the service renders, escaping
+    HTML for Telegram and the like and Markdown for ntfy's markdown; the plugin's own notify() would
+    pass an agent's `<a href=...>` on as markup."""
     apprise = _apprise()
     assert _apprise_log is not None
     plugin.socket_connect_timeout = plugin.socket_read_timeout = timeout
     _apprise_log.take()
     try:
-        ok = plugin.notify(body=alert.body, title=alert.title,
-                           notify_type=getattr(apprise.NotifyType, alert.severity.upper(), apprise.NotifyType.INFO))
+        one = apprise.Apprise()
+        one.add(plugin)
+        ok = one.notify(body=alert.body, title=alert.title, body_format=apprise.NotifyFormat.TEXT,
+                        notify_type=getattr(apprise.NotifyType, alert.severity.upper(), apprise.NotifyType.INFO))
     except Exception as exc:  # noqa: BLE001 - a plugin bug must cost one alert, not the daemon
         return f"{type(exc).__name__}: {exc}"
     if ok:
