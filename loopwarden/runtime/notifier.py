@@ -1,8 +1,10 @@
 """Sending alerts through apprise, off the event loop, never in the daemon's way.
 
 Each notify URL is a target with its own bounded queue (alerts.AlertQueue) and its own worker task;
-a send runs in a worker thread under the target's own limiter, so a receiver that hangs holds up only
-its own target (never the store's threads, never the other targets, never a session). A failed send
+a send runs in a daemon thread of the target's own, so a receiver that hangs holds up only its own
+target (never the store's threads, never the other targets, never a session, never the daemon's exit).
+A send that does not end in time is left to finish alone, and while it lives no other starts for that
+URL (its alerts fail at once, saying so): a receiver that trickles bytes forever costs one thread. A failed send
 is tried again `notify.retries` times, waiting 1 s, 2 s, 4 s ... (at most BACKOFF_MAX); one that still
 fails is counted and reported. apprise is imported only when a URL is configured, in the worker thread.
 URLs hold secrets (tokens, passwords, private topics): they are shown as `#N scheme://…` and every
@@ -21,6 +23,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from ..supervisor.config import Notify, redact_url
 from .alerts import Alert, AlertPolicy, AlertQueue
@@ -29,6 +33,7 @@ BACKOFF_FIRST = 1.0  # seconds before the first retry; doubled for each next one
 BACKOFF_MAX = 30.0
 ERROR_CHARS = 300  # a kept error text at most
 MAX_TARGETS = 16  # notify URLs used at most
+READ_WAIT = 60.0  # seconds for importing apprise and reading a URL (no network) before it is left alone
 MAX_RETRIES = 10  # notify.retries past this would hold a URL's queue for many minutes per alert
 
 
@@ -109,7 +114,10 @@ def service(url: str) -> tuple[Any, str | None]:
     """The apprise service for `url`, or None and why not (a worker thread: this imports apprise)."""
     apprise = _apprise()
     try:
-        plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+        # sequential and without apprise's own deadline: the send runs (and logs) in the calling thread,
+        # ours, never in apprise's shared pool, whose threads an exiting daemon would wait for
+        asset = apprise.AppriseAsset(async_mode=False, service_timeout=0)
+        plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
     except Exception as exc:  # noqa: BLE001 - a plugin's constructor may raise anything on a bad URL
         return None, f"not a URL apprise can use ({type(exc).__name__})"
     if plugin is None:
@@ -121,14 +129,21 @@ def service(url: str) -> tuple[Any, str | None]:
 
 def send_once(plugin: Any, alert: Alert, timeout: float) -> str | None:
     """One send of `alert` through an apprise service (a worker thread): None when it was delivered, else
-    why not (unscrubbed: the caller scrubs it)."""
+    why not (unscrubbed: the caller scrubs it).
+
+    The text is sent as plain text through an Apprise object of its own (one per URL, so one URL's
+    failure is never another's): only that path converts it to what the service renders, escaping
+    HTML for Telegram and the like and Markdown for ntfy's markdown; the plugin's own notify() would
+    pass an agent's `<a href=...>` on as markup."""
     apprise = _apprise()
     assert _apprise_log is not None
     plugin.socket_connect_timeout = plugin.socket_read_timeout = timeout
     _apprise_log.take()
     try:
-        ok = plugin.notify(body=alert.body, title=alert.title,
-                           notify_type=getattr(apprise.NotifyType, alert.severity.upper(), apprise.NotifyType.INFO))
+        one = apprise.Apprise()
+        one.add(plugin)
+        ok = one.notify(body=alert.body, title=alert.title, body_format=apprise.NotifyFormat.TEXT,
+                        notify_type=getattr(apprise.NotifyType, alert.severity.upper(), apprise.NotifyType.INFO))
     except Exception as exc:  # noqa: BLE001 - a plugin bug must cost one alert, not the daemon
         return f"{type(exc).__name__}: {exc}"
     if ok:
@@ -141,12 +156,14 @@ def send_once(plugin: Any, alert: Alert, timeout: float) -> str | None:
 
 @dataclass
 class Target:
-    """One notify URL: its queue, its worker's limiter, what it sent and why it last failed."""
+    """One notify URL: its queue, its send thread, what it sent and why it last failed."""
 
     n: int
     url: str
     queue: AlertQueue = field(default_factory=AlertQueue)
-    limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one send at a time (the worker's, notify test's)
+    left: threading.Event | None = None  # a send left behind by its wait: set once it has ended
+    left_since: float = 0.0
     wake: anyio.Event = field(default_factory=anyio.Event)
     plugin: Any = None
     sent: int = 0
@@ -291,7 +308,7 @@ class Notifier:
             target.plugin, why = service(target.url)
             return why
 
-        why = await anyio.to_thread.run_sync(read, limiter=target.limiter, abandon_on_cancel=True)
+        why = await self._off_loop(target, read, READ_WAIT)
         if why is not None:
             why = scrub(why, [target.url])
             target.last_error = f"{target.label}: {why}"
@@ -312,17 +329,48 @@ class Notifier:
             if attempt:
                 await anyio.sleep(min(BACKOFF_FIRST * 2 ** (attempt - 1), BACKOFF_MAX))
             # a send past twice its timeouts (a receiver trickling bytes) is left to finish alone
-            with anyio.move_on_after(timeout * 3 + 5) as scope:
-                error = await anyio.to_thread.run_sync(self._send, target, alert, timeout,
-                                                       limiter=target.limiter, abandon_on_cancel=True)
-            if scope.cancelled_caught:
-                error = f"no answer within {timeout * 3 + 5:g} s"
+            error = await self._off_loop(target, lambda: self._send(target, alert, timeout), timeout * 3 + 5)
             if error is None:
                 return None
             error = scrub(error, self.urls + [target.url])
             if error.startswith("not a URL"):
                 break  # no retry helps a URL apprise cannot read
         return error
+
+    async def _off_loop(self, target: Target, work: Callable[[], str | None], wait: float) -> str | None:
+        """`work` in a daemon thread of the target's own: what it returned, or why it did not. Not
+        anyio's worker threads: one abandoned there frees the target's limiter for the next (a thread
+        per retry), and they are joined when the daemon exits (a hung receiver would hold its exit)."""
+        async with target.lock:
+            if target.left is not None and not target.left.is_set():
+                return f"an earlier send has not ended for {self.clock() - target.left_since:.0f} s: not tried"
+            return await self._in_thread(target, work, wait)
+
+    async def _in_thread(self, target: Target, work: Callable[[], str | None], wait: float) -> str | None:
+        """`work` in a new daemon thread, waited for at most `wait` s; one not ended by then is left to end alone."""
+        token = anyio.lowlevel.current_token()
+        done = anyio.Event()
+        result: list[str | None] = []
+        ended = threading.Event()
+
+        def run() -> None:
+            try:
+                result.append(work())
+            except Exception as exc:  # noqa: BLE001 - a plugin bug costs one alert, not the thread's report
+                result.append(f"{type(exc).__name__}: {exc}")
+            ended.set()
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except Exception:  # noqa: BLE001 - whatever it raises, the event loop has ended
+                pass  # the daemon is stopping: no one waits for this send
+
+        threading.Thread(target=run, name=f"alert send {target.n}", daemon=True).start()
+        with anyio.move_on_after(wait):
+            await done.wait()
+        if result:
+            return result[0]
+        target.left, target.left_since = ended, self.clock()
+        return f"no answer within {wait:g} s"
 
     def _send(self, target: Target, alert: Alert, timeout: float) -> str | None:
         """One attempt (a worker thread)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.alerts.conftest import Start, alert_rows, alerts_health, launch, scenario, wait_rows
@@ -57,6 +58,46 @@ def test_a_hanging_receiver_holds_up_neither_the_daemon_nor_other_receivers(aler
         health = alerts_health(lw)
         assert health["targets"][0]["failed"] >= 1 and health["targets"][1]["sent"] == 3
         assert lw.request("ping")["live"] >= 2
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_a_trickling_receiver_costs_one_thread_and_never_holds_the_daemons_exit(alerted: Start) -> None:
+    """A receiver that answers a header a byte at a time, forever, defeats every socket timeout: its send
+    is abandoned, and while it lives no other send starts to it (alerts fail at once, saying why);
+    the daemon judges on, the other receiver gets everything, and stop-daemon is not held by it."""
+    with WebhookReceiver(mode="trickle") as slow, WebhookReceiver() as good:
+        lw = alerted([slow.url("slow"), good.url("good")], retries=0, timeout="1s", dedup_window="0s")
+        assert lw.daemon is not None
+        pid = lw.daemon.pid
+
+        def crash() -> str:
+            return launch(lw, PY, "-c", "import sys; sys.exit(4)", adapter="plain", name="crasher")
+
+        first = crash()
+        slow.wait_for(lambda r: f"({first})" in r.title, timeout=10)  # it arrived, and trickles
+        threads = _threads(pid)
+        later = [crash() for _ in range(4)]
+        for sid in later:
+            good.wait_for(lambda r, sid=sid: f"({sid})" in r.title, timeout=10)
+        failed = wait_for(lambda: (rows := [r for r in alert_rows(lw) if r["note"].startswith("#1 ")
+                                            and r["outcome"].startswith("failed")]) and len(rows) == 5 and rows,
+                          what="every alert to the trickling receiver to fail", timeout=30)
+        outcomes = {r["target"]: r["outcome"] for r in failed}
+        assert outcomes[f"ended {first}"] == "failed: no answer within 8 s"
+        for sid in later:
+            assert outcomes[f"ended {sid}"].startswith("failed: an earlier send has not ended for "), outcomes
+        assert len(slow.messages()) == 1  # no second thread, no second connection while the first lives
+        assert _threads(pid) <= threads + 1
+        health = alerts_health(lw)
+        assert health["targets"][0]["failed"] == 5 and health["targets"][1]["sent"] == 5
+        assert health["targets"][0]["last_error"].startswith("#1 json://…: an earlier send has not ended for ")
+        stopping = lw.cli("stop-daemon")
+        assert stopping.returncode == 0, stopping.stderr
+        wait_for(lambda: lw.daemon is not None and lw.daemon.poll() is not None, timeout=10,
+                 what="the daemon to exit with a send still trickling")
 
 
 ASK_TWICE = "\n".join(json.dumps(line) for line in [

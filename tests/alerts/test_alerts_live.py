@@ -123,3 +123,21 @@ def test_events_not_chosen_are_not_alerted(alerted: Start, webhook: WebhookRecei
     assert not alert_rows(lw, session_id=asking)
     health = wait_for(lambda: (lw.request("ping").get("alerts") or {}).get("filtered") and lw.request("ping")["alerts"])
     assert health["filtered"] == 1 and health["events"] == ["ended"]
+
+
+MARKUP = '<a href="https://evil.example/x">click</a> **now** [here](https://evil.example/y)'
+
+
+def test_agent_markup_reaches_html_and_markdown_services_escaped(alerted: Start, webhook: WebhookReceiver) -> None:
+    """An agent's link would be live in Telegram (HTML) or ntfy (Markdown) if apprise were handed it as
+    markup: ntfy itself on loopback (markdown) and a JSON hook asking for HTML get it escaped, inert."""
+    port = webhook.port
+    lw = alerted([f"ntfy://127.0.0.1:{port}/topic?format=markdown", f"json://127.0.0.1:{port}/html?format=html"])
+    sid = launch(lw, PY, str(AGENTS / "hostile_text.py"), MARKUP, name="marker")
+    ntfy = webhook.wait_for(lambda r: r.path == "/" and f"{sid}:g1" in r.message)[0]
+    html = webhook.wait_for(lambda r: r.path == "/html" and f"{sid}:g1" in r.message)[0]
+    assert ntfy.body["topic"] == "topic"
+    assert '<a href\\="https://evil\\.example/x"\\>' in ntfy.message and "\\*\\*now\\*\\*" in ntfy.message
+    assert "[here](" not in ntfy.message and "**now**" not in ntfy.message
+    assert "&lt;a&nbsp;href=&quot;https://evil.example/x&quot;&gt;" in html.message
+    assert "<a " not in html.message

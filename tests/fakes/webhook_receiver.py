@@ -2,7 +2,8 @@
 
 Stdlib HTTP on 127.0.0.1 and a free port, a thread per request. It answers 200, or as told:
 `fail_next(n)` answers the next n requests 500 (then 200 again), `mode = "fail"` answers every one
-500, `mode = "hang"` holds every request without an answer until `release()` (or close). Every
+500, `mode = "hang"` holds every request without an answer until `release()` (or close), `mode =
+"trickle"` answers with a header that never ends, a byte each 0.2 s (no socket timeout sees it). Every
 request that arrived is recorded with its arrival time (time.time(), comparable with the daemon's
 timestamps), its path, headers and decoded JSON body, whatever it was answered.
 
@@ -43,7 +44,7 @@ class Received:
 
 @dataclass
 class WebhookReceiver:
-    mode: str = "ok"  # ok, fail, hang
+    mode: str = "ok"  # ok, fail, hang, trickle
     received: list[Received] = field(default_factory=list)
     _failures_left: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -65,11 +66,23 @@ class WebhookReceiver:
                 if status == 0:
                     receiver._released.wait(60)
                     return  # never answered: the connection is closed under the client
+                if status == -1:
+                    self._trickle()
+                    return
                 record.answered = status
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")
+
+            def _trickle(self) -> None:
+                try:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                    while not receiver._released.wait(0.2):
+                        self.wfile.write(b"z")
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client went away
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -85,7 +98,7 @@ class WebhookReceiver:
             if self._failures_left:
                 self._failures_left -= 1
                 return 500
-            return {"ok": 200, "fail": 500, "hang": 0}[self.mode]
+            return {"ok": 200, "fail": 500, "hang": 0, "trickle": -1}[self.mode]
 
     @property
     def port(self) -> int:
