@@ -17,3 +17,10 @@ def npm_agents_root() -> Path:
         return npm_agents.install()
     except npm_agents.NpmMissing as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the loop the daemon and Textual use; trio (installed with selenium for the
+    web tests) would otherwise be offered to tests that do not pin a backend of their own."""
+    return "asyncio"
