@@ -58,12 +58,15 @@ def secrets_of(url: str) -> list[str]:
     return sorted((p for p in pieces if len(p) >= 3), key=len, reverse=True)
 
 
+_URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://[^\s)\]>'\"]+")  # ends at a closing bracket or quote
+
+
 def scrub(text: str, urls: list[str]) -> str:
     """`text` (an error, a log line) with every secret part of `urls` and any URL in it replaced."""
     for url in urls:
         for secret in secrets_of(url):
             text = text.replace(secret, "…")
-    text = re.sub(r"\b([A-Za-z][A-Za-z0-9+.-]*)://\S+", r"\1://…", text)
+    text = _URL.sub(r"\1://…", text)
     return " ".join(text.split())[:ERROR_CHARS]
 
 

@@ -214,3 +214,9 @@ def test_a_loop_gate_s_failures_read_as_numbered_facts_with_clock_times() -> Non
     assert lines[2].startswith("   1. seq=5, ts=") and "message=IntegrityError: duplicate key" in lines[2]
     assert "agent" not in alert.evidence and "1795504039" not in alert.evidence  # no nulls, no raw epoch
     assert "\nevidence:\n  task: T-3\n  failures:\n     1. seq=5" in alert.body
+
+
+def test_scrubbing_a_url_keeps_the_bracket_that_closes_the_sentence() -> None:
+    text = scrub("not a URL apprise can use (Unparseable URL jsn://tok3n@127.0.0.1:9/x)", [])
+    assert text == "not a URL apprise can use (Unparseable URL jsn://…)"
+    assert scrub("sending to 'json://user:pw@h/p' failed", []) == "sending to 'json://…' failed"
