@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import click
 
 from ..supervisor.visible import visible
-from .common import call
+from .common import Fail, call
+
+NO_URLS = "no notify.urls are set"  # the daemon's words (runtime/alerting.py)
+URLS_ENV = "LOOPWARDEN_NOTIFY_URLS"
 
 
 @click.group()
@@ -35,11 +39,20 @@ def notify_test() -> None:
     secrets).
 
     \b
-    Example:
-      printf '[notify]\\nurls = ["ntfys://ntfy.sh/my-private-topic"]\\n' >> ~/.config/loopwarden/config.toml
+    Example: with these lines in ~/.config/loopwarden/config.toml (mode 0600)
+      [notify]
+      urls = ["ntfys://ntfy.sh/my-private-topic"]
+    run
       loopwarden notify test
     """
-    reply = call("notify_test")
+    try:
+        reply = call("notify_test")
+    except Fail as exc:
+        if NO_URLS in str(exc) and os.environ.get(URLS_ENV):  # set in this shell, not in the daemon's
+            raise Fail(f"{URLS_ENV} is set here, but the daemon reads its own environment, from when it started: "
+                       f"stop it ('loopwarden stop-daemon') and run 'loopwarden notify test' again from this shell, "
+                       f"or put the URLs in its config file") from None
+        raise
     results = reply.get("results") or []
     for result in results:
         target = visible(str(result.get("target")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from tests.alerts.conftest import Start, alert_rows, alerts_health, launch, scenario, wait_rows
@@ -184,6 +185,15 @@ def test_notify_test_without_urls_says_where_to_put_them(alerted: Start) -> None
     proc = lw.cli("notify", "test")  # a URL apprise has no service for: one line, exit 1
     assert proc.returncode == 1 and proc.stdout.startswith("#1 nosuchservice://…: FAILED: not a URL apprise can use")
     assert len(proc.stdout.splitlines()) == 1 and "host-Secret-42" not in proc.stdout + proc.stderr
+
+
+def test_notify_urls_set_in_this_shell_only_are_explained(alerted: Start) -> None:
+    lw = alerted([])  # the daemon started without LOOPWARDEN_NOTIFY_URLS
+    proc = subprocess.run([PY, "-m", "loopwarden", "notify", "test"], capture_output=True, text=True, timeout=60,
+                          env={**lw.env, "LOOPWARDEN_NOTIFY_URLS": "json://127.0.0.1:9/x"}, check=False)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "LOOPWARDEN_NOTIFY_URLS is set here, but the daemon reads its own environment" in proc.stderr
+    assert "loopwarden stop-daemon" in proc.stderr and "127.0.0.1:9" not in proc.stderr
 
 
 def test_a_urls_secrets_never_reach_status_logs_or_the_store(alerted: Start, webhook: WebhookReceiver) -> None:
