@@ -27,6 +27,9 @@ import orjson
 import platformdirs
 
 from ..paths import APP, HOME_ENV, Paths, SocketPathTooLong, default_paths
+from .client import Client, DaemonError
+from .principal import SESSION_ENV, descends_from
+from .procfs import ProcId, alive, ancestry, environ_mark
 
 LOCAL = "local"  # this machine's daemon, as the console and the CLI name it
 SSH_ENV = "LOOPWARDEN_SSH_COMMAND"  # the ssh to run, with options (`ssh -F cfg`), like GIT_SSH_COMMAND
@@ -227,6 +230,44 @@ class Tunnel:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
+
+
+def supervised_refusal(local: Paths, pid: int) -> str | None:
+    """Why `pid` may not decide anything on another host (one line), or None: it runs inside a session here.
+
+    A remote daemon sees only sshd as its peer, so this machine must judge its own process first, as the
+    local daemon judges its clients: a descendant of the local daemon (an agent, or its orphan), or a
+    process with a session's mark in its own or an ancestor's environment naming a daemon that still runs
+    (clearing the variable in the last step does not clear it from the agent that ran it)."""
+    chain = ancestry(pid)
+    for stat in chain:
+        mark = environ_mark(stat.pid)
+        if mark and _marks_live_daemon(mark):
+            whose = "its" if stat.pid == pid else f"its ancestor pid {stat.pid}'s"
+            return (f"refused: pid {pid} runs inside session {mark.split('@', 1)[0][:40]} ({SESSION_ENV} in "
+                    f"{whose} environment); operator actions must come from a person's terminal")
+    daemon = _daemon_pid(local)
+    inside = descends_from(daemon, ())(chain) if daemon else None
+    return inside.refusal(pid) if inside else None
+
+
+def _marks_live_daemon(mark: str) -> bool:
+    """Whether a session mark ("s3@DAEMONPID.START") names a daemon that still runs (unreadable: yes)."""
+    try:
+        daemon, start = mark.split("@", 1)[1].split(".", 1)
+        return alive(ProcId(int(daemon), int(start)))
+    except (IndexError, ValueError):
+        return True
+
+
+def _daemon_pid(paths: Paths) -> int | None:
+    """The pid of this machine's daemon, when one answers (none: it has no agents either)."""
+    try:
+        with Client.connect(paths, autostart=False, name="cli") as client:
+            pid = client.request("ping").get("pid")
+    except (DaemonError, OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None
 
 
 def where(env: dict[str, str] | None = None) -> dict[str, object]:
