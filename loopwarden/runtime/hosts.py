@@ -40,8 +40,13 @@ HOSTS_ENV = "LOOPWARDEN_HOSTS_FILE"
 LOCATE_TIMEOUT = 20.0  # seconds for `ssh HOST loopwarden where` (a first connection, a slow login)
 OPEN_TIMEOUT = 20.0  # seconds for the forwarded socket to appear
 SOCKET_LIMIT = 100  # as paths.py: sun_path is 108 bytes on Linux
-# an ssh destination, optionally user@; never an option (`-oProxyCommand=...`), never a reference separator
-_NAME = re.compile(r"^(?!-)[A-Za-z0-9_.%+-]+(@[A-Za-z0-9_.%+-]+)?$")
+SAID_LIMIT = 200  # characters of ssh's (the remote side's) words that reach a terminal
+# an ssh destination, optionally user@; never an option (`-oProxyCommand=...`) on either side of the @, never a
+# reference separator, no `%` (ssh expands %-tokens in some places)
+_NAME = re.compile(r"^(?!-)[A-Za-z0-9_.+-]+(@(?!-)[A-Za-z0-9_.+-]+)?$")
+# names that references already use: this machine, a session (s3), a gate (g1); a host so named would take
+# them over (`loopwarden approve s3:g1` going to a host `s3`, a hosts-file `local` replacing this machine)
+_RESERVED = re.compile(r"^(local|[sg][0-9]+)$", re.IGNORECASE)
 
 
 class HostError(OSError):
@@ -51,8 +56,11 @@ class HostError(OSError):
 def check_name(name: str) -> str:
     """`name` if it can be a host (an ssh destination without a port or a colon), else HostError."""
     if not _NAME.match(name or ""):
-        raise HostError(f"not a host name: {name!r} (an ssh destination such as box, user@box or an "
-                        "alias of ~/.ssh/config; no spaces, colons or leading '-')")
+        raise HostError(f"not a host name: {visible(name[:80])!r} (an ssh destination such as box, user@box or "
+                        "an alias of ~/.ssh/config; no spaces, colons, '%' or leading '-')")
+    if _RESERVED.match(name):
+        raise HostError(f"not a host name: {name!r} names this machine, a session or a gate in references; "
+                        "use another alias of ~/.ssh/config")
     return name
 
 
@@ -106,7 +114,7 @@ def ssh_command() -> list[str]:
 def _ssh_error(host: str, stderr: str, code: int | None) -> HostError:
     """ssh's own last words (the one that says why), else its exit code, as one line naming the host."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
-    why = lines[-1] if lines else f"ssh exited with {code}"
+    why = visible(lines[-1][:SAID_LIMIT]) if lines else f"ssh exited with {code}"  # the remote side may say it
     return HostError(f"host {host}: {why}")
 
 

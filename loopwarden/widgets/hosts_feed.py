@@ -95,7 +95,7 @@ class HostsFeed:
     @property
     def host_trouble(self) -> list[str]:
         """A few words for each host not connected now, for the status line."""
-        return [f"{host}: {self.gone_text(host)}" for host, feed in self.feeds.items()
+        return [visible(f"{host}: {self.gone_text(host)}") for host, feed in self.feeds.items()
                 if feed.ready and not feed.connected]
 
     def gone_text(self, host: str) -> str:
