@@ -13,7 +13,7 @@ import psutil
 from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
-from ..runtime.hosts import HostError
+from ..runtime.hosts import HostError, supervised_refusal
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 from .remote import chosen, closed_early, remote_client, route
@@ -107,9 +107,12 @@ def operator_connection() -> Client:
     """A connection for an operator action. Inside a supervised session (the environment of launched
     agents says so) no daemon is started, and with none running the action is refused here, in the
     daemon's words; with one running, the daemon refuses it and records the attempt."""
-    refusal = env_refusal(os.environ, profile_paths().socket, os.getpid())
-    if refusal is not None and chosen():  # an agent must not decide its own gates through another host
-        raise Refused(refusal)
+    paths = profile_paths()
+    refusal = env_refusal(os.environ, paths.socket, os.getpid())
+    if chosen():  # the host's daemon sees only sshd: this machine judges its own process, as its daemon would
+        refusal = refusal or supervised_refusal(paths, os.getpid())
+        if refusal is not None:
+            raise Refused(refusal)
     if refusal is None:
         return connect(autostart=True)
     try:

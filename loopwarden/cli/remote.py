@@ -8,7 +8,10 @@ that begins with a host of the hosts file (`loopwarden approve box:s3:g1`) choos
 from __future__ import annotations
 
 import atexit
+import signal
 import sys
+import threading
+from types import FrameType
 
 import click
 
@@ -38,6 +41,21 @@ def _use(host: str) -> None:
         _chosen.clear()
         tunnel = _chosen[host] = Tunnel(host)
         atexit.register(tunnel.close)
+        _exit_on_signals()
+
+
+def _exit_on_signals() -> None:
+    """SIGTERM and SIGHUP end this process through SystemExit, so atexit ends the forward and removes its
+    socket (the forward also dies with us however we die: PR_SET_PDEATHSIG, runtime/hosts.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _exit)
+
+
+def _exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 def chosen() -> str | None:

@@ -9,10 +9,12 @@ its own LOOPWARDEN_HOME or XDG_RUNTIME_DIR decide it. No remote daemon is ever s
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,13 +22,17 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import orjson
 import platformdirs
 
 from ..paths import APP, HOME_ENV, Paths, SocketPathTooLong, default_paths
+from .client import Client, DaemonError
+from .principal import SESSION_ENV, descends_from
+from .procfs import ProcId, alive, ancestry, environ_mark
+from ..supervisor.visible import visible
 
 LOCAL = "local"  # this machine's daemon, as the console and the CLI name it
 SSH_ENV = "LOOPWARDEN_SSH_COMMAND"  # the ssh to run, with options (`ssh -F cfg`), like GIT_SSH_COMMAND
@@ -34,8 +40,13 @@ HOSTS_ENV = "LOOPWARDEN_HOSTS_FILE"
 LOCATE_TIMEOUT = 20.0  # seconds for `ssh HOST loopwarden where` (a first connection, a slow login)
 OPEN_TIMEOUT = 20.0  # seconds for the forwarded socket to appear
 SOCKET_LIMIT = 100  # as paths.py: sun_path is 108 bytes on Linux
-# an ssh destination, optionally user@; never an option (`-oProxyCommand=...`), never a reference separator
-_NAME = re.compile(r"^(?!-)[A-Za-z0-9_.%+-]+(@[A-Za-z0-9_.%+-]+)?$")
+SAID_LIMIT = 200  # characters of ssh's (the remote side's) words that reach a terminal
+# an ssh destination, optionally user@; never an option (`-oProxyCommand=...`) on either side of the @, never a
+# reference separator, no `%` (ssh expands %-tokens in some places)
+_NAME = re.compile(r"^(?!-)[A-Za-z0-9_.+-]+(@(?!-)[A-Za-z0-9_.+-]+)?$")
+# names that references already use: this machine, a session (s3), a gate (g1); a host so named would take
+# them over (`loopwarden approve s3:g1` going to a host `s3`, a hosts-file `local` replacing this machine)
+_RESERVED = re.compile(r"^(local|[sg][0-9]+)$", re.IGNORECASE)
 
 
 class HostError(OSError):
@@ -45,8 +56,11 @@ class HostError(OSError):
 def check_name(name: str) -> str:
     """`name` if it can be a host (an ssh destination without a port or a colon), else HostError."""
     if not _NAME.match(name or ""):
-        raise HostError(f"not a host name: {name!r} (an ssh destination such as box, user@box or an "
-                        "alias of ~/.ssh/config; no spaces, colons or leading '-')")
+        raise HostError(f"not a host name: {visible(name[:80])!r} (an ssh destination such as box, user@box or "
+                        "an alias of ~/.ssh/config; no spaces, colons, '%' or leading '-')")
+    if _RESERVED.match(name):
+        raise HostError(f"not a host name: {name!r} names this machine, a session or a gate in references; "
+                        "use another alias of ~/.ssh/config")
     return name
 
 
@@ -100,7 +114,7 @@ def ssh_command() -> list[str]:
 def _ssh_error(host: str, stderr: str, code: int | None) -> HostError:
     """ssh's own last words (the one that says why), else its exit code, as one line naming the host."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
-    why = lines[-1] if lines else f"ssh exited with {code}"
+    why = visible(lines[-1][:SAID_LIMIT]) if lines else f"ssh exited with {code}"  # the remote side may say it
     return HostError(f"host {host}: {why}")
 
 
@@ -119,7 +133,9 @@ class Tunnel:
         self.process: subprocess.Popen[bytes] | None = None
         self._said: deque[str] = deque(maxlen=8)
         self.opened_at: float | None = None  # monotonic seconds the last forward took to come up
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held only to swap `process`, never across a wait
+        self._starting = threading.Lock()  # ensure() callers take turns; close() never takes it
+        self._locating: subprocess.Popen[bytes] | None = None
         self._closed = False
 
     @property
@@ -144,34 +160,45 @@ class Tunnel:
         """The remote daemon's socket path, asked of `loopwarden where` on the host over ssh."""
         command = [*ssh_command(), "-o", "BatchMode=yes", "-T", self.host, "loopwarden", "where", "--json"]
         try:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=LOCATE_TIMEOUT,
-                                  check=False)
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise HostError(f"host {self.host}: {command[0]} is not installed (it carries the connection)") from None
+        self._locating = process  # close() kills it: quitting never waits for a host that hangs
+        try:
+            if self._closed:
+                process.kill()
+            stdout, raw_stderr = process.communicate(timeout=LOCATE_TIMEOUT)
         except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
             raise HostError(f"host {self.host}: no answer over ssh within {LOCATE_TIMEOUT:g}s") from None
-        stderr = done.stderr.decode(errors="replace")
-        if done.returncode == 127 or "loopwarden: command not found" in stderr or (
-                done.returncode != 0 and "No such command 'where'" in stderr):
+        finally:
+            self._locating = None
+        if self._closed:
+            raise HostError(f"host {self.host}: closed")
+        stderr = raw_stderr.decode(errors="replace")
+        if process.returncode == 127 or "loopwarden: command not found" in stderr or (
+                process.returncode != 0 and "No such command 'where'" in stderr):
             raise HostError(f"host {self.host}: loopwarden (with `where`) is not on the PATH of a non-interactive "
                             "ssh session there")
-        if done.returncode != 0:
-            raise _ssh_error(self.host, stderr, done.returncode)
+        if process.returncode != 0:
+            raise _ssh_error(self.host, stderr, process.returncode)
         try:
-            answer = orjson.loads(done.stdout.strip().splitlines()[-1])
+            answer = orjson.loads(stdout.strip().splitlines()[-1])
             socket = str(answer["socket"])
         except (ValueError, KeyError, IndexError, TypeError):
             raise HostError(f"host {self.host}: `loopwarden where` answered something else: "
-                            f"{done.stdout[:80].decode(errors='replace')!r}") from None
-        if not socket.startswith("/"):
-            raise HostError(f"host {self.host}: {socket[:80]}")
-        self.remote_socket = socket
+                            f"{visible(stdout[:80].decode(errors='replace'))!r}") from None
+        self.remote_socket = _remote_socket(self.host, socket)
         self.daemon_running = bool(answer.get("daemon"))
         return socket
 
     def ensure(self) -> Paths:
-        """Start (or restart) the forward if it is not up; the forwarded profile, or HostError in one line."""
-        with self._lock:
+        """Start (or restart) the forward if it is not up; the forwarded profile, or HostError in one line.
+
+        Callers take turns (`_starting`); close() takes no lock, so it never waits for a host that hangs."""
+        with self._starting:
             if self._closed:
                 raise HostError(f"host {self.host}: closed")
             paths = self.paths
@@ -186,15 +213,24 @@ class Tunnel:
             command = [*ssh_command(), "-N", "-T", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
                        "-o", "StreamLocalBindUnlink=yes", "-o", "ControlPath=none", "-o", "ServerAliveInterval=5",
                        "-o", "ServerAliveCountMax=3", "-L", f"{local}:{remote}", self.host]
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE)  # our process group: ^C ends it too
+            with self._lock:
+                if self._closed:
+                    raise HostError(f"host {self.host}: closed")
+                # our process group: ^C ends it too; the wrapper ends ssh and removes our directory when this
+                # process dies, however it dies (PR_SET_PDEATHSIG)
+                process = self.process = subprocess.Popen(
+                    ["sh", "-c", _FORWARD, "loopwarden-forward", str(self._private()), str(os.getpid()), *command],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    preexec_fn=_die_with_parent())  # only prctl runs between fork and exec
             said = self._said = deque(maxlen=8)  # ssh's last lines, read all along so its pipe never fills
-            reader = threading.Thread(target=_keep_lines, args=(self.process, said), daemon=True,
+            reader = threading.Thread(target=_keep_lines, args=(process, said), daemon=True,
                                       name=f"loopwarden-ssh-{self.host}")
             reader.start()
             deadline = time.monotonic() + OPEN_TIMEOUT
             while not local.exists():
-                code = self.process.poll()
+                code = process.poll()
+                if self._closed:
+                    raise HostError(f"host {self.host}: closed")
                 if code is not None:
                     reader.join(2)
                     raise _ssh_error(self.host, "\n".join(said), code)
@@ -207,12 +243,14 @@ class Tunnel:
 
     @property
     def up(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        process = self.process
+        return process is not None and process.poll() is None
 
     def _stop(self) -> None:
-        process, self.process = self.process, None
+        with self._lock:
+            process, self.process = self.process, None
         if process is not None and process.poll() is None:
-            process.terminate()
+            process.send_signal(signal.SIGUSR1)  # the wrapper ends ssh and keeps our directory for the next
             try:
                 process.wait(5)
             except subprocess.TimeoutExpired:
@@ -220,13 +258,97 @@ class Tunnel:
                 process.wait(5)
 
     def close(self) -> None:
-        """End the ssh process and remove the private directory with its socket."""
-        with self._lock:
-            self._closed = True
-            self._stop()
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-                self._dir = None
+        """End the ssh process and remove the private directory with its socket; never waits for ensure()."""
+        self._closed = True
+        locating = self._locating
+        if locating is not None and locating.poll() is None:
+            locating.kill()
+        self._stop()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+# Runs ssh ("$@") for a Tunnel: USR1 (Tunnel._stop) ends it; TERM, HUP or INT (the CLI or console died:
+# PR_SET_PDEATHSIG; ^C) end it and remove the private directory ($1) with its socket. $2 is the pid that
+# started it: another parent means that one died before PR_SET_PDEATHSIG was set.
+_FORWARD = """dir=$1; parent=$2; shift 2; child=; drop=
+trap '[ -z "$child" ] || kill -TERM "$child" 2>/dev/null' USR1
+trap 'drop=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM HUP INT
+[ "$PPID" = "$parent" ] || drop=1
+"$@" & child=$!
+[ -z "$drop" ] || kill -TERM "$child" 2>/dev/null
+code=0
+while :; do wait "$child"; code=$?; kill -0 "$child" 2>/dev/null || break; done
+[ -z "$drop" ] || rm -rf -- "$dir"
+exit "$code"
+"""
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that has the child sent SIGTERM when the thread that started it ends (Linux), else None.
+
+    Everything it needs is looked up here, before the fork: the child only calls prctl."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    term = int(signal.SIGTERM)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, term, 0, 0, 0)
+
+    return preexec
+
+
+def _remote_socket(host: str, socket: str) -> str:
+    """`where`'s socket, if it can be the remote end of `-L` (absolute, no ':' that would split it, short)."""
+    if not socket.startswith("/") or ":" in socket or len(os.fsencode(socket)) > SOCKET_LIMIT \
+            or not socket.isprintable():
+        raise HostError(f"host {host}: `loopwarden where` named a socket that cannot be forwarded: "
+                        f"{visible(socket[:80])!r}")
+    return socket
+
+
+def supervised_refusal(local: Paths, pid: int) -> str | None:
+    """Why `pid` may not decide anything on another host (one line), or None: it runs inside a session here.
+
+    A remote daemon sees only sshd as its peer, so this machine must judge its own process first, as the
+    local daemon judges its clients: a descendant of the local daemon (an agent, or its orphan), or a
+    process with a session's mark in its own or an ancestor's environment naming a daemon that still runs
+    (clearing the variable in the last step does not clear it from the agent that ran it)."""
+    chain = ancestry(pid)
+    for stat in chain:
+        mark = environ_mark(stat.pid)
+        if mark and _marks_live_daemon(mark):
+            whose = "its" if stat.pid == pid else f"its ancestor pid {stat.pid}'s"
+            return (f"refused: pid {pid} runs inside session {mark.split('@', 1)[0][:40]} ({SESSION_ENV} in "
+                    f"{whose} environment); operator actions must come from a person's terminal")
+    daemon = _daemon_pid(local)
+    inside = descends_from(daemon, ())(chain) if daemon else None
+    return inside.refusal(pid) if inside else None
+
+
+def _marks_live_daemon(mark: str) -> bool:
+    """Whether a session mark ("s3@DAEMONPID.START") names a daemon that still runs (unreadable: yes)."""
+    try:
+        daemon, start = mark.split("@", 1)[1].split(".", 1)
+        return alive(ProcId(int(daemon), int(start)))
+    except (IndexError, ValueError):
+        return True
+
+
+def _daemon_pid(paths: Paths) -> int | None:
+    """The pid of this machine's daemon, when one answers (none: it has no agents either)."""
+    try:
+        with Client.connect(paths, autostart=False, name="cli") as client:
+            pid = client.request("ping").get("pid")
+    except (DaemonError, OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None
 
 
 def where(env: dict[str, str] | None = None) -> dict[str, object]:

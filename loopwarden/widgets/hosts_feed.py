@@ -9,13 +9,15 @@ single Feed, so it needs no second code path.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from textual.notifications import SeverityLevel
 
-from ..paths import Paths
+from ..paths import Paths, default_paths
 from ..runtime.client import Client, DaemonError
-from ..runtime.hosts import LOCAL, Tunnel, split_ref
+from ..runtime.hosts import LOCAL, Tunnel, split_ref, supervised_refusal
+from ..runtime.principal import operator_op
 from ..supervisor.visible import visible
 from .feed import Feed
 
@@ -93,7 +95,7 @@ class HostsFeed:
     @property
     def host_trouble(self) -> list[str]:
         """A few words for each host not connected now, for the status line."""
-        return [f"{host}: {self.gone_text(host)}" for host, feed in self.feeds.items()
+        return [visible(f"{host}: {self.gone_text(host)}") for host, feed in self.feeds.items()
                 if feed.ready and not feed.connected]
 
     def gone_text(self, host: str) -> str:
@@ -189,6 +191,11 @@ class HostsFeed:
         if op == "run" and LOCAL not in self.feeds:
             raise DaemonError("a new session starts on this machine only; open the console without --no-local")
         feed = self.feeds[host]
+        if host != LOCAL and operator_op(op):  # that daemon sees only sshd: judge this console's process here
+            local = self.feeds[LOCAL].paths if LOCAL in self.feeds else default_paths()
+            refusal = supervised_refusal(local, os.getpid())
+            if refusal:
+                raise DaemonError(refusal, "refused")
         if not feed.connected:
             raise DaemonError(f"host {host} is not connected now ({visible(self.gone_text(host))})")
         result = feed.request(op, **fields)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loopwarden.paths import SocketPathTooLong
-from loopwarden.runtime.hosts import HostError, Tunnel, check_name, listed_hosts, split_ref
+from loopwarden.runtime.hosts import SSH_ENV, HostError, Tunnel, check_name, listed_hosts, split_ref
 from tests.hosts.sshd_harness import DEAD, Box
 from tests.live.live_harness import PY, Harness
 
@@ -99,13 +99,14 @@ def test_host_option_is_refused_for_commands_that_act_here(lw: Harness) -> None:
     assert proc.returncode == 2 and "--no-local leaves nothing to show" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["-oProxyCommand=x", "box:22", "a b", "", "box;rm"])
+@pytest.mark.parametrize("name", ["-oProxyCommand=x", "box:22", "a b", "", "box;rm", "user@-oProxyCommand=x",
+                                  "box%h", "local", "s3", "g12", "S3"])
 def test_names_that_are_not_ssh_destinations_are_refused(name: str) -> None:
     with pytest.raises(HostError, match="not a host name"):
         check_name(name)
 
 
-@pytest.mark.parametrize("name", ["box", "deploy@box-2.example.com", "my_alias"])
+@pytest.mark.parametrize("name", ["box", "deploy@box-2.example.com", "my_alias", "localhost", "s3box", "gw1.lan"])
 def test_ssh_destinations_are_accepted(name: str) -> None:
     assert check_name(name) == name
 
@@ -118,6 +119,10 @@ def test_the_hosts_file_lists_hosts_once_and_names_a_bad_line(tmp_path: Path) ->
     hosts.write_text("box1\n-oProxyCommand=x\n")
     with pytest.raises(HostError, match="line 2: not a host name"):
         listed_hosts(hosts)
+    for taken in ("local", "s3"):  # it would replace this machine's feed, or take `approve s3:g1` over
+        hosts.write_text(f"box1\n{taken}\n")
+        with pytest.raises(HostError, match=f"^{hosts}, line 2: not a host name: '{taken}' names this machine"):
+            listed_hosts(hosts)
 
 
 def test_references_split_only_on_a_known_host() -> None:
@@ -138,3 +143,37 @@ def test_the_forwarded_socket_lives_in_a_short_private_directory(tmp_path: Path)
     deep.mkdir()
     with pytest.raises(SocketPathTooLong):
         _ = Tunnel("box", base=deep).paths
+
+
+def fake_ssh(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "ssh"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("socket", ["/tmp/a:b.sock", "/tmp/" + "d" * 120 + ".sock", "relative.sock"])
+def test_a_where_answer_that_cannot_be_forwarded_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             socket: str) -> None:
+    monkeypatch.setenv(SSH_ENV, fake_ssh(tmp_path, f"echo '{{\"socket\": \"{socket}\", \"daemon\": true}}'"))
+    tunnel = Tunnel("box", base=tmp_path)
+    try:
+        with pytest.raises(HostError, match="named a socket that cannot be forwarded") as raised:
+            tunnel.ensure()
+        assert "\n" not in str(raised.value) and tunnel.process is None
+    finally:
+        tunnel.close()
+    monkeypatch.setenv(SSH_ENV, fake_ssh(tmp_path, "echo '{\"socket\": \"/tmp/ok.sock\", \"daemon\": true}'"))
+    assert Tunnel("box", base=tmp_path).locate() == "/tmp/ok.sock"  # the near miss
+
+
+def test_what_the_remote_side_says_reaches_the_terminal_visible_and_clipped(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    said = "\\033]0;owned\\007\\033[2J" + "x" * 500
+    monkeypatch.setenv(SSH_ENV, fake_ssh(tmp_path, f"printf '{said}\\n' >&2; exit 255"))
+    tunnel = Tunnel("box", base=tmp_path)
+    with pytest.raises(HostError) as raised:
+        tunnel.locate()
+    message = str(raised.value)
+    assert message.startswith("host box: ") and message.isprintable() and "\x1b" not in message
+    assert len(message) < 300 and "owned" in message
