@@ -11,7 +11,32 @@ from . import adapters, demo, explain, hook, live, notify, offline, remote, web
 from .common import EXIT_USAGE, Fail
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+class _Commands(click.Group):
+    """The command group; `loopwarden ls --host box` reads as `loopwarden --host box ls`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, host_first(args))
+
+
+def host_first(args: list[str]) -> list[str]:
+    """`--host X` (or `--host=X`) given after a command that works through a host, moved before it, where the
+    group's option is; up to `--`, after which words are the command's own."""
+    if not args or args[0] not in remote.REMOTE_COMMANDS:
+        return args
+    rest, moved = list(args[1:]), []
+    i = 0
+    while i < len(rest) and rest[i] != "--":
+        if rest[i] == "--host" and i + 1 < len(rest):
+            moved += rest[i:i + 2]
+            del rest[i:i + 2]
+        elif rest[i].startswith("--host="):
+            moved.append(rest.pop(i))
+        else:
+            i += 1
+    return [*moved, args[0], *rest]
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              invoke_without_command=True)
 @click.version_option(package_name="loopwarden")
 @click.option("--host", metavar="HOST", help="Act on the daemon of another machine, over ssh (an ssh destination: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ import psutil
 from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
-from ..runtime.hosts import HostError, supervised_refusal
+from ..runtime.hosts import HostError, hosts_file, supervised_refusal
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 from .remote import chosen, closed_early, remote_client, route
@@ -41,6 +42,21 @@ class DaemonFail(Fail):
 
 class Refused(Fail):
     exit_code = EXIT_REFUSED
+
+
+_LOCAL_REF = re.compile(r"s\d+(:g\d+)?")  # a session or gate of one daemon: s3, s3:g1
+
+
+def _unknown_host_hint(op: str, fields: dict[str, Any]) -> str | None:
+    """For `box:s3:g1` copied from a console that watches box, when box is not in the hosts file: how to reach it."""
+    if chosen():
+        return None
+    ref = next((fields[k] for k in ("gate", "session") if isinstance(fields.get(k), str)), "")
+    host, sep, rest = ref.partition(":")
+    if not sep or not _LOCAL_REF.fullmatch(rest):
+        return None
+    return (f"if {host} is another machine, use 'loopwarden --host {host} {op} {rest}', or add {host} to the "
+            f"hosts file ({hosts_file()})")
 
 
 def failure(exc: DaemonError) -> Fail:
@@ -132,6 +148,8 @@ def call(op: str, **fields: Any) -> Any:
             result = client.request(op, **fields)
         except DaemonError as exc:
             gone = closed_early(exc)  # through a host: its daemon is not running
+            if not gone and exc.kind == "request" and (hint := _unknown_host_hint(op, fields)):
+                raise Fail(f"{exc}; {hint}") from None
             raise (DaemonFail(gone) if gone else failure(exc)) from None
     if isinstance(result, dict) and result.get("warning"):
         click.echo(click.style(f"loopwarden: warning: {visible(str(result['warning']))}", fg="yellow"), err=True)

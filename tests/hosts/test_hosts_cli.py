@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from loopwarden.paths import SocketPathTooLong
+from loopwarden.cli import host_first
 from loopwarden.runtime.hosts import SSH_ENV, HostError, Tunnel, check_name, listed_hosts, split_ref
 from tests.hosts.sshd_harness import DEAD, Box
 from tests.live.live_harness import PY, Harness
@@ -86,6 +87,14 @@ def test_where_says_the_socket_and_starts_nothing(lw: Harness) -> None:
     proc = lw.cli("where")
     assert proc.stdout.strip() == f"{lw.paths.socket} (no daemon is running)"
     assert not lw.paths.socket.exists()
+
+
+def test_a_host_reference_copied_from_a_console_says_how_to_reach_that_host(lw: Harness) -> None:
+    proc = lw.cli("approve", "box:s2:g1")  # box watched by a console's --host, not in the hosts file
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "use 'loopwarden --host box approve s2:g1', or add box to the hosts file" in proc.stderr
+    proc = lw.cli("approve", "s9:g1")  # the near miss: a plain unknown gate gets no host hint
+    assert proc.returncode == 2 and "--host" not in proc.stderr and "hosts file" not in proc.stderr
 
 
 def test_host_option_is_refused_for_commands_that_act_here(lw: Harness) -> None:
@@ -177,3 +186,19 @@ def test_what_the_remote_side_says_reaches_the_terminal_visible_and_clipped(tmp_
     message = str(raised.value)
     assert message.startswith("host box: ") and message.isprintable() and "\x1b" not in message
     assert len(message) < 300 and "owned" in message
+
+
+def test_host_after_the_command_is_read_as_before_it() -> None:
+    assert host_first(["ls", "--host", "box"]) == ["--host", "box", "ls"]
+    assert host_first(["approve", "s3:g1", "--host=box", "--note", "ok"]) == ["--host=box", "approve", "s3:g1",
+                                                                             "--note", "ok"]
+    assert host_first(["inject", "s3", "--", "--host", "box"]) == ["inject", "s3", "--", "--host", "box"]  # text
+    assert host_first(["run", "--host", "box"]) == ["run", "--host", "box"]  # run acts here: its error says so
+    assert host_first(["console", "--host", "box"]) == ["console", "--host", "box"]  # its own option
+
+
+def test_host_after_the_command_reaches_that_host(lw: Harness, box: Box) -> None:
+    box.remote.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="there")
+    with_ssh(lw, box)
+    listed = lw.cli("ls", "--host", box.host)
+    assert listed.returncode == 0 and "there" in listed.stdout, listed.stderr
