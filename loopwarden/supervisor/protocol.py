@@ -102,15 +102,19 @@ def _decode(line: bytes | str) -> dict[str, Any]:
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        msg = str(exc)
-        if "UTF-8" in msg or "surrogate" in msg:
-            raise LineRejected("not valid UTF-8") from None
-        if "depth limit" in msg or "recursion" in msg:
-            raise LineRejected(TOO_DEEP) from None
-        raise LineRejected(f"not valid JSON ({msg.split(':', 1)[0]})") from None
+        raise LineRejected(json_failure(str(exc))) from None
     if not isinstance(obj, dict):
         raise LineRejected(f"not a JSON object (got {type(obj).__name__})")
     return obj
+
+
+def json_failure(msg: str) -> str:
+    """The short reason for orjson's error message."""
+    if "UTF-8" in msg or "surrogate" in msg:
+        return "not valid UTF-8"
+    if "depth limit" in msg or "recursion" in msg:
+        return TOO_DEEP
+    return f"not valid JSON ({msg.split(':', 1)[0]})"
 
 
 _EXACT: dict[str, Callable[[Any], bool]] = {
