@@ -24,10 +24,11 @@ STREAM_FROM = 1 << 20  # bytes of one line held before its output is streamed (t
 PREFIX_CHARS = 64 * 1024  # what the engine reads of a streamed output (signature._OUTPUT_HEAD)
 _SLICE = 1 << 18
 
-# one JSON token other than a string: a bracket, a colon or comma, a bare value, blanks (strings are found with
-# `find`: a regex over a long unterminated string keeps a backtracking stack several times its size)
+# one JSON token other than a string (strings are found by _STRING_REST): a bracket, colon, comma, bare value, blanks
 _TOKEN = re.compile(rb'[\[\]{}:,]|[^\s\[\]{}:,"]+|\s+')
 _BACKSLASH = 0x5C
+# a string's text up to its closing quote; possessive, so a long string without one keeps no backtracking stack
+_STRING_REST = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 
 
 def open_output(head: bytes) -> int | None:
@@ -64,12 +65,8 @@ def open_output(head: bytes) -> int | None:
 
 def _closing_quote(data: bytes, start: int) -> int | None:
     """The position of the quote that ends a string whose text starts at `start`, or None."""
-    i = data.find(b'"', start)
-    while i >= 0:
-        if i == start or data[i - 1] != _BACKSLASH or not _escape_start(data, i - 1, start):
-            return i
-        i = data.find(b'"', i + 1)
-    return None
+    match = _STRING_REST.match(data, start)
+    return match.end() - 1 if match else None
 
 
 def _escape_start(data: bytes, p: int, lo: int) -> bool:
