@@ -101,7 +101,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
         return
     if fmt == "native":
         parse_native = protocol.parse_line
-        for seq, line in read_lines(_Counted(stream, tally), limit, STREAM_FROM):  # type: ignore[arg-type]
+        for seq, line in read_lines(stream, limit, STREAM_FROM, tally):
             tally.judged += 1  # a native line is always one event, an invalid one included
             if type(line) is bytes:
                 yield parse_native(line, seq)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, final
+from typing import TYPE_CHECKING, BinaryIO, Protocol, final
 
 if TYPE_CHECKING:
     from .events import InvalidLine
@@ -70,14 +70,19 @@ class LongLine:
                 self.length += len(chunk)
 
 
-def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES,
-               stream_from: int = 0) -> Iterator[tuple[int, bytes | Oversized | LongLine]]:
+class LineCount(Protocol):
+    read: int
+
+
+def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES, stream_from: int = 0,
+               count: LineCount | None = None) -> Iterator[tuple[int, bytes | Oversized | LongLine]]:
     """Yield (1-based line number, line) with blank lines skipped (but counted).
 
     A line over `max_bytes` is yielded as `Oversized` and its remainder is read
     and discarded in chunks, so it never sits in memory whole. With `stream_from`,
     a line still open after that many bytes inside its top-level `output` string
     is yielded as a `LongLine` to be read on in chunks (what is left unread is skipped).
+    `count.read` is kept at the number of lines read, blank ones included.
     """
     from .longline import open_output
 
@@ -89,6 +94,8 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES,
         if not raw:
             return
         seq += 1
+        if count is not None:
+            count.read = seq
         if len(raw) == first != max_bytes + 2 and not raw.endswith(b"\n"):
             start = open_output(raw)
             if start is not None:
@@ -103,7 +110,7 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES,
         if len(line) > max_bytes:
             yield seq, _skip_rest(readline, raw)
             continue
-        if not line.strip():
+        if not line or line.isspace():  # blank (isspace: the same ASCII blanks as strip, with no copy)
             continue
         yield seq, line
 
