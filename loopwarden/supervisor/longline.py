@@ -105,19 +105,19 @@ class OutputText:
         self.hasher = hashlib.blake2b(digest_size=16)
         self.sink = sink
         self.carry = b""
-        self.rest: bytes | None = None  # the line after the closing quote, once it came
+        self._rest: list[bytes] | None = None  # the line after the closing quote, once it came
         self.error: str | None = None
 
     def feed(self, chunk: bytes) -> None:
         """More of the string (and, once it ends, of the line after it)."""
-        if self.rest is not None:
-            self.rest += chunk
+        if self._rest is not None:
+            self._rest.append(chunk)  # the line's other fields, held as it would be (a list: no quadratic +=)
             return
         data = self.carry + chunk if self.carry else chunk
         end = _closing_quote(data, 0)
         if end is not None:
             self._take(data[:end])
-            self.carry, self.rest = b"", data[end + 1:]
+            self.carry, self._rest = b"", [data[end + 1:]]
             return
         cut = _safe_cut(data, max(0, len(data) - 16))
         self._take(data[:cut])
@@ -149,6 +149,11 @@ class OutputText:
         if self.sink is not None:
             self.sink(text)
 
+    @property
+    def rest(self) -> bytes | None:
+        """The line after the string's closing quote, or None while the string is open."""
+        return None if self._rest is None else b"".join(self._rest)
+
     def digest(self, failed: bool) -> bytes:
         """`signature.output_digest` of the whole text."""
         h = self.hasher.copy()
@@ -173,10 +178,11 @@ def streamed_event(seq: int, line: LongLine, sink: Callable[[str], None] | None 
     opening = line.head[:line.start]
     if text.error:
         return ev.InvalidLine(seq=seq, reason=protocol.json_failure(text.error), preview=protocol.preview(line.head))
-    if text.rest is None:  # the line ended inside the string: orjson names what is missing
+    rest = text.rest
+    if rest is None:  # the line ended inside the string: orjson names what is missing
         event = protocol.parse_line(opening + text.carry, seq)
     else:
-        event = protocol.parse_line(opening + b'"' + text.rest, seq)
+        event = protocol.parse_line(opening + b'"' + rest, seq)
     if type(event) is ev.ToolResult:
         event.output = text.text()
         event.size = text.size

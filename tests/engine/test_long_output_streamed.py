@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loopwarden.replay import Replayer
+from loopwarden.replay import Replayer, iter_events
 from loopwarden.runtime.spill import Spiller
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.longline import PREFIX_CHARS, STREAM_FROM, OutputText, open_output
@@ -125,3 +125,23 @@ def test_replaying_a_40_mb_output_grows_memory_far_less_than_the_line(tmp_path: 
     assert result["verdicts"] == ["spill:large_output"] and result["spilled_bytes"] > 38_000_000
     assert result["tracemalloc_peak"] < result["line"] / 4
     assert result["tracemalloc_peak"] < 12 << 20
+
+
+def test_fields_after_the_streamed_output_still_count() -> None:
+    """exit_code and tool written after the output: the failure is judged (its digest says failed)."""
+    output = "error: disk full\n" + "q" * STREAM_FROM
+    line = b'{"type":"tool_result","output":' + orjson.dumps(output) + b',"tool":"cat","exit_code":1}\n'
+    events = list(iter_events(io.BufferedReader(io.BytesIO(line)), "native", 64 << 20))
+    [result] = events
+    assert (result.tool, result.exit_code, result.failed, result.size) == ("cat", 1, True, len(output))
+    assert result.output == output[:PREFIX_CHARS] and result.digest == output_digest(output, True)
+
+
+def test_a_line_that_ends_inside_the_streamed_output_is_invalid_json() -> None:
+    line = b'{"type":"tool_result","tool":"cat","output":"' + b"v" * (STREAM_FROM + 10) + b"\n"
+    config = load_config(env={}, sets=["limits.max_line_bytes=64MiB", "validation.max_consecutive=0"])
+    summary = Replayer(config).run(io.BufferedReader(io.BytesIO(line + b'{"type":"done"}\n')), "native",
+                                   lambda v: None)
+    [example] = summary.validation_examples
+    assert example["seq"] == 1 and example["reason"].startswith("not valid JSON")
+    assert summary.state == "done"  # the next line is read as its own
