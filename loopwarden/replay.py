@@ -14,8 +14,9 @@ from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
-from .supervisor.lines import Oversized, line_limit, oversized_line, read_lines
-from .runtime.spill import Spiller, spill_event
+from .supervisor.lines import LongLine, Oversized, line_limit, oversized_line, read_lines
+from .supervisor.longline import STREAM_FROM, streamed_event
+from .runtime.spill import Spiller, SpillStream, spill_event
 from .supervisor.verdicts import Action, Verdict
 
 __all__ = ["FORMATS", "Replayer", "ReplaySummary", "WrongFormat", "choose_format", "iter_events", "open_recording"]
@@ -83,26 +84,36 @@ def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
     raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
+TextSink = Callable[[str], None]
+
+
 def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None = None, *,
-                array: bool | None = None) -> Iterator[Event]:
+                array: bool | None = None, sink: Callable[[int], TextSink | None] | None = None) -> Iterator[Event]:
     """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read.
 
     `array`: the stream is one JSON array of records (claude-code only); None peeks at the stream.
+    A native tool_result whose output runs past STREAM_FROM bytes is read on in chunks and judged by its
+    first part, size and digest; `sink(seq)` may give a function each piece of that text is passed to.
     """
     tally = tally if tally is not None else LineTally()
     if fmt == "claude-code" and (array if array is not None else _starts_with_array(stream)):
         yield from _array_events(stream, limit, tally)
         return
-    lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
     if fmt == "native":
         parse_native = protocol.parse_line
-        for seq, line in lines:
+        for seq, line in read_lines(stream, limit, STREAM_FROM, tally):
             tally.judged += 1  # a native line is always one event, an invalid one included
-            yield oversized_line(seq, line, limit) if type(line) is Oversized else parse_native(line, seq)
+            if type(line) is bytes:
+                yield parse_native(line, seq)
+            elif type(line) is LongLine:
+                yield streamed_event(seq, line, sink(seq) if sink else None)
+            else:
+                yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
         return
+    lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
     parse = line_parser(fmt)
     for seq, line in lines:
-        events = [oversized_line(seq, line, limit)] if type(line) is Oversized else parse(line, seq)
+        events = [oversized_line(seq, line, limit)] if type(line) is Oversized else parse(line, seq)  # type: ignore[arg-type]  # no LongLine without stream_from
         if events:
             tally.judged += 1
             yield from events
@@ -231,6 +242,7 @@ class Replayer:
         self.spiller = spiller
         self.now = 0.0
         self.actions: Tally[str] = Tally()
+        self._streaming: SpillStream | None = None  # the spill file of the long output being judged
 
     def run(self, stream: BinaryIO, fmt: str, on_verdict: Callable[[Verdict], None], *,
             array: bool | None = None, detected: bool = False) -> ReplaySummary:
@@ -239,7 +251,9 @@ class Replayer:
         observe = health.observe
         tally = LineTally()
         stopped_at = None
-        for event in iter_events(stream, fmt, max_line_bytes(self.config, fmt), tally, array=array):
+        events = iter_events(stream, fmt, max_line_bytes(self.config, fmt), tally, array=array,
+                             sink=self._spill_stream if self.spill and self.spiller else None)
+        for event in events:
             if event.ts is not None and event.ts > self.now:
                 self.now = event.ts
             verdicts = observe(event, self.now)
@@ -248,6 +262,9 @@ class Replayer:
                     self._spill(verdict, event)
                 self.actions[verdict.action] += 1
                 on_verdict(verdict)
+            if self._streaming is not None:  # a streamed output that was not spilled
+                self._streaming.discard()
+                self._streaming = None
             if health.state == "terminated":
                 stopped_at = event.seq
                 break
@@ -255,7 +272,22 @@ class Replayer:
         summary.format, summary.detected = fmt, detected
         return summary
 
+    def _spill_stream(self, seq: int) -> TextSink | None:
+        """A spill file for a long output, written as it is read (the verdict decides whether it stays)."""
+        assert self.spiller is not None
+        self._streaming = self.spiller.stream(tool=None, seq=seq)
+        return self._streaming.write
+
     def _spill(self, verdict: Verdict, event: ToolResult) -> None:
+        if event.size is not None and self._streaming is not None:  # already written as it came
+            result = self._streaming.finish(event.size, event.output, event.tool, time.time())
+            self._streaming = None
+            verdict.message = result.message
+            verdict.evidence.update(path=result.path, size=result.size)
+            if result.warning:
+                verdict.evidence["warning"] = result.warning
+            event.output = result.message
+            return
         # the file's time is the wall clock, so retention counts from when it was written
         spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
                     preview_chars=self.config.spill.preview_chars, now=time.time())

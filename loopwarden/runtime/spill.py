@@ -122,6 +122,10 @@ class Spiller:
             return self._fallback(text, preview, tool, exc)
         return SpillResult(path, len(text), preview, self._message(path, len(text), preview), None)
 
+    def stream(self, *, tool: str | None, seq: int) -> SpillStream:
+        """A spill file written as an output arrives (a long line read in chunks), kept or discarded after."""
+        return SpillStream(self, f"{self.session_slug}-{seq:07d}-{slug(tool or '', 'tool')}")
+
     def cleanup(self, now: float, only: Callable[[str], bool] | None = None) -> int:
         """Remove our regular spill files with mtime before now - retention (those `only` accepts, if
         given); return how many."""
@@ -269,3 +273,65 @@ def spill_event(event: Any, verdict: Any, spiller: Spiller | None, *, threshold:
         verdict.evidence["warning"] = result.warning
     event.output = result.message  # the full text lives in the spill file, not in memory
     return result
+
+
+class SpillStream:
+    """One spill file written piece by piece; `finish` keeps it (as `Spiller.spill` would), `discard` removes it."""
+
+    def __init__(self, spiller: Spiller, base: str) -> None:
+        self.spiller = spiller
+        self.error: OSError | None = None
+        self.name: str | None = None
+        self._fd = self._dir_fd = -1
+        try:
+            self._dir_fd = spiller._open_dir(create=True)
+            self.name, self._fd = spiller._create(base, self._dir_fd)
+            os.fchmod(self._fd, 0o600)
+        except OSError as exc:
+            self._fail(exc)
+
+    def write(self, text: str) -> None:
+        if self.error is None:
+            try:
+                for start in range(0, len(text), CHUNK_CHARS):
+                    _write_all(self._fd, text[start : start + CHUNK_CHARS].encode("utf-8", _ENCODING_ERRORS))
+            except OSError as exc:
+                self._fail(exc)
+
+    def finish(self, size: int, head: str, tool: str | None, now: float) -> SpillResult:
+        """The spill result for an output of `size` characters that starts with `head`."""
+        spiller = self.spiller
+        preview = head[: spiller.preview_chars].encode("utf-8", _ENCODING_ERRORS).decode("utf-8")
+        if self.error is None and self.name is not None:
+            try:
+                os.utime(self._fd, (now, now))
+            except OSError as exc:
+                self._fail(exc)
+        if self.error is not None or self.name is None:
+            shown = min(size, spiller.truncate_chars)
+            warning = _one_line(f"spill of {tool or 'tool'} output ({size} chars) to {spiller.directory} failed: "
+                                f"{self.error}; truncated to the first {shown} chars")
+            message = head[:shown] + (f"\n\n[TRUNCATED: Response was {size} characters, showing first {shown}]"
+                                      if size > shown else "")
+            self._close()
+            return SpillResult(None, size, preview, message, warning)
+        path = os.path.join(spiller.directory, self.name)
+        self._close()
+        return SpillResult(path, size, preview, spiller._message(path, size, preview), None)
+
+    def discard(self) -> None:
+        if self.name is not None and self._dir_fd >= 0:
+            _unlink_quietly(self.name, self._dir_fd)
+        self._close()
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc
+        if self.name is not None and self._dir_fd >= 0:
+            _unlink_quietly(self.name, self._dir_fd)
+        self.name = None
+
+    def _close(self) -> None:
+        for fd in (self._fd, self._dir_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._dir_fd = -1

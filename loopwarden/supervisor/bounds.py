@@ -17,7 +17,7 @@ from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
 
 __all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_BYTES", "MAX_RECORD_DEPTH",
            "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "REPLY_ENVELOPE", "TOO_DEEP", "cut_deep",
-           "cut_deep_json", "cut_marker", "depth_exceeds", "line_limit", "may_exceed_depth"]
+           "cut_deep_json", "cut_marker", "depth_exceeds", "kept_too_deep", "line_limit", "may_exceed_depth"]
 
 # 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
 # levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.
@@ -60,6 +60,24 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
         for child in node.values() if isinstance(node, dict) else node:
             if isinstance(child, _CONTAINERS):
                 stack.append((child, depth + 1))
+    return False
+
+
+def kept_too_deep(value: Any) -> bool:
+    """Whether a kept field (`args`, `raw`, one level below the line) nests past MAX_DEPTH counting the line.
+
+    Only these fields can hold nested data the event keeps (unknown fields are dropped), so checking
+    them is the bound; a value with no container inside is shallow without a walk.
+    """
+    if type(value) is dict:
+        items: Any = value.values()
+    elif type(value) is list:
+        items = value
+    else:
+        return False
+    for item in items:
+        if type(item) is dict or type(item) is list:
+            return depth_exceeds(value, MAX_DEPTH - 1)
     return False
 
 

@@ -54,6 +54,7 @@ class ToolResult(Event):
     is_error: bool = False
     exit_code: int | None = None
     digest: bytes | None = field(default=None, repr=False, compare=False)  # cached by the engine
+    size: int | None = None  # a streamed output's length in characters; `output` is then its first part
 
     @property
     def failed(self) -> bool:

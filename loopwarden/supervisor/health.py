@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from . import messages
 from .config import Config
@@ -77,6 +77,7 @@ class SessionHealth:
             GateRequestGuard(),
         ]
         self._dispatch: dict[type[Event], tuple[Guard, ...]] = {}
+        self._observers: dict[type[Event], tuple[Callable[[Event, float], Sequence[Verdict]], ...]] = {}
         self.control = ToolControl(config)
         self._route()
         self._exempt_calls: deque[tuple[ToolCall, frozenset[str]]] = deque(maxlen=_EXEMPT_CALLS_KEPT)
@@ -130,15 +131,21 @@ class SessionHealth:
         elif kind is ToolResult and self._exempt_calls:
             exempt = self._result_exemptions(event)  # type: ignore[arg-type]
         tuned = self._tool_config(event, kind) if self.control.tuned else None
-        for guard in self._dispatch[kind]:
-            if exempt and guard.name in exempt:
-                continue
-            if tuned is not None and guard.name in TUNED_GUARDS:
-                verdicts = self._observe_tuned(guard, tuned, event, now)
-            else:
-                verdicts = guard.observe(event, now)
-            if verdicts:
-                found.extend(verdicts)
+        if exempt or tuned is not None:
+            for guard in self._dispatch[kind]:
+                if exempt and guard.name in exempt:
+                    continue
+                if tuned is not None and guard.name in TUNED_GUARDS:
+                    verdicts = self._observe_tuned(guard, tuned, event, now)
+                else:
+                    verdicts = guard.observe(event, now)
+                if verdicts:
+                    found.extend(verdicts)
+        else:  # the common case: every guard of the type, by its bound method
+            for guard_observe in self._observers[kind]:
+                verdicts = guard_observe(event, now)
+                if verdicts:
+                    found.extend(verdicts)
         if kind is UserMessage and self.config.repetition.reset_on_user_message:
             self.ledger.reset()
             for guard in self.guards:
@@ -153,6 +160,7 @@ class SessionHealth:
         on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
         self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
                           for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
+        self._observers = {kind: tuple(g.observe for g in guards) for kind, guards in self._dispatch.items()}
 
     def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
         """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, final
+from typing import TYPE_CHECKING, BinaryIO, Protocol, final
 
 if TYPE_CHECKING:
     from .events import InvalidLine
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 RECORDED_MAX_LINE_BYTES = 64 << 20  # Claude Code and Codex streams carry base64 images on one line
 _SKIP_CHUNK = 1 << 16
+_STREAM_CHUNK = 1 << 18
 
 
 @final  # no subclasses: `type(line) is Oversized` tells mypy the other branch has bytes
@@ -23,26 +24,93 @@ class Oversized:
     head: bytes
 
 
-def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | Oversized]]:
+@final
+class LongLine:
+    """A line that grew past `stream_from` bytes inside its top-level `output` string (supervisor.longline):
+    `chunks()` reads the rest of it from the stream, so it is never held whole."""
+
+    __slots__ = ("_done", "_readline", "head", "length", "max_bytes", "over", "start")
+
+    def __init__(self, head: bytes, start: int, readline: Callable[[int], bytes], max_bytes: int) -> None:
+        self.head = head  # the first `stream_from` bytes
+        self.start = start  # where the output's text starts in `head`
+        self.max_bytes = max_bytes
+        self.length = len(head)  # bytes of the line so far (its newline excluded)
+        self.over = False  # longer than max_bytes: the rest was skipped
+        self._readline = readline
+        self._done = False
+
+    def chunks(self) -> Iterator[bytes]:
+        """The line from the output's text on, without its newline; stops early past max_bytes."""
+        for i in range(self.start, len(self.head), _STREAM_CHUNK):  # in slices: each is copied as it is decoded
+            yield self.head[i:i + _STREAM_CHUNK]
+        while not self._done:
+            chunk = self._readline(_STREAM_CHUNK)
+            if not chunk:
+                self._done = True
+                return
+            if chunk.endswith(b"\n"):
+                chunk = chunk[:-1]
+                self._done = True
+            self.length += len(chunk)
+            if self.length > self.max_bytes:
+                self.over = True
+                self.drain()
+                return
+            yield chunk
+
+    def drain(self) -> None:
+        """Skip what is left of the line (its reader stopped early)."""
+        while not self._done:
+            chunk = self._readline(_SKIP_CHUNK)
+            if not chunk or chunk.endswith(b"\n"):
+                self.length += len(chunk) - (1 if chunk else 0)
+                self._done = True
+            else:
+                self.length += len(chunk)
+
+
+class LineCount(Protocol):
+    read: int
+
+
+def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES, stream_from: int = 0,
+               count: LineCount | None = None) -> Iterator[tuple[int, bytes | Oversized | LongLine]]:
     """Yield (1-based line number, line) with blank lines skipped (but counted).
 
     A line over `max_bytes` is yielded as `Oversized` and its remainder is read
-    and discarded in chunks, so it never sits in memory whole.
+    and discarded in chunks, so it never sits in memory whole. With `stream_from`,
+    a line still open after that many bytes inside its top-level `output` string
+    is yielded as a `LongLine` to be read on in chunks (what is left unread is skipped).
+    `count.read` is kept at the number of lines read, blank ones included.
     """
+    from .longline import open_output
+
     seq = 0
     readline = stream.readline
+    first = stream_from if 0 < stream_from < max_bytes else max_bytes + 2
     while True:
-        raw = readline(max_bytes + 2)
+        raw = readline(first)
         if not raw:
             return
         seq += 1
+        if count is not None:
+            count.read = seq
+        if len(raw) == first != max_bytes + 2 and not raw.endswith(b"\n"):
+            start = open_output(raw)
+            if start is not None:
+                long = LongLine(raw, start, readline, max_bytes)
+                yield seq, long
+                long.drain()
+                continue
+            raw += readline(max_bytes + 2 - len(raw))  # another long line: held, as before
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
             line = line[:-1]
         if len(line) > max_bytes:
             yield seq, _skip_rest(readline, raw)
             continue
-        if not line.strip():
+        if not line or line.isspace():  # blank (isspace: the same ASCII blanks as strip, with no copy)
             continue
         yield seq, line
 

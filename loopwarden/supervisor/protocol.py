@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 
 from . import events as ev
-from .bounds import MAX_DEPTH, TOO_DEEP, depth_exceeds, may_exceed_depth
+from .bounds import TOO_DEEP, depth_exceeds, kept_too_deep, may_exceed_depth
+from .typed import typed_event
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 120
@@ -101,15 +102,19 @@ def _decode(line: bytes | str) -> dict[str, Any]:
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        msg = str(exc)
-        if "UTF-8" in msg or "surrogate" in msg:
-            raise LineRejected("not valid UTF-8") from None
-        if "depth limit" in msg or "recursion" in msg:
-            raise LineRejected(TOO_DEEP) from None
-        raise LineRejected(f"not valid JSON ({msg.split(':', 1)[0]})") from None
+        raise LineRejected(json_failure(str(exc))) from None
     if not isinstance(obj, dict):
         raise LineRejected(f"not a JSON object (got {type(obj).__name__})")
     return obj
+
+
+def json_failure(msg: str) -> str:
+    """The short reason for orjson's error message."""
+    if "UTF-8" in msg or "surrogate" in msg:
+        return "not valid UTF-8"
+    if "depth limit" in msg or "recursion" in msg:
+        return TOO_DEEP
+    return f"not valid JSON ({msg.split(':', 1)[0]})"
 
 
 _EXACT: dict[str, Callable[[Any], bool]] = {
@@ -166,9 +171,9 @@ def _fast_event(obj: dict[str, Any], seq: int, cls: type[ev.Event],
         if not check(value) or (allowed is not None and value not in allowed):
             return None
         values[name] = value
-    if cls is ev.ToolCall and (not values["tool"] or _too_deep(values["args"])):
+    if cls is ev.ToolCall and (not values["tool"] or kept_too_deep(values["args"])):
         return None
-    if cls is ev.ValidationError and _too_deep(values.get("raw")):
+    if cls is ev.ValidationError and kept_too_deep(values.get("raw")):
         return None
     if cls is ev.Hello and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         return None
@@ -205,7 +210,7 @@ def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
         values[name] = value
     if kind == "tool_call" and not values["tool"]:
         raise LineRejected("tool_call: 'tool' must not be empty")
-    if _too_deep(values.get("args")) or _too_deep(values.get("raw")):
+    if kept_too_deep(values.get("args")) or kept_too_deep(values.get("raw")):
         raise LineRejected(TOO_DEEP)
     if kind == "hello" and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         raise LineRejected(f"hello: protocol {values['protocol']} is not supported "
@@ -213,26 +218,11 @@ def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
     return ev.EVENT_TYPES[kind](**values)
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether a kept field (`args`, `raw`, one level below the line) nests past MAX_DEPTH counting the line.
-
-    Only these fields can hold nested data the event keeps (unknown fields are dropped), so checking
-    them is the bound; a value with no container inside is shallow without a walk.
-    """
-    if type(value) is dict:
-        items: Any = value.values()
-    elif type(value) is list:
-        items = value
-    else:
-        return False
-    for item in items:
-        if type(item) is dict or type(item) is list:
-            return depth_exceeds(value, MAX_DEPTH - 1)
-    return False
-
-
 def parse_line(line: bytes | str, seq: int = 0) -> ev.Event:
     """One native-protocol line to an Event; a bad line becomes an InvalidLine."""
+    event = typed_event(line, seq)
+    if event is not None:
+        return event
     try:
         return event_from_object(_decode(line), seq)
     except LineRejected as exc:

@@ -37,6 +37,15 @@ def _canon(value: Any, depth: int) -> Any:
 
 def canonical_args(args: dict[str, Any]) -> bytes:
     """Arguments as canonical JSON: sorted keys, 1.0 == 1, surrounding whitespace of strings ignored."""
+    for value in args.values():  # flat arguments already canonical (the common case) are written as they are
+        kind = type(value)
+        if kind is str:
+            if value and (value[0].isspace() or value[-1].isspace()):
+                break
+        elif kind is not int and kind is not bool and value is not None:
+            break
+    else:
+        return orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
     return orjson.dumps(_canon(args, 0), option=orjson.OPT_SORT_KEYS)
 
 
@@ -69,19 +78,37 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE,
 )
 _SKIP_LINE = re.compile(r"^\s*Traceback \(most recent call last\)", re.IGNORECASE)
-_VOLATILE = [
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>"),
-    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<addr>"),
-    (re.compile(r"(?:/private)?/(?:tmp|var/tmp|var/folders)/[^\s'\":]*"), "<tmp>"),
-    (re.compile(r"\b[A-Za-z]:\\[^\s'\"]*\\(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>"),
-    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|minutes?)\b"), "<dur>"),
-    (re.compile(r"\b((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9a-fA-F:]+\]):\d+\b"), r"\1:<port>"),
-    (re.compile(r"\b(pid|port|thread|tid|id)([ =:#]+)\d+\b", re.IGNORECASE), r"\1\2<num>"),
-    (re.compile(r"\b\d{8,}\b"), "<num>"),
-    (re.compile(r"\b[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>"),
+_DIGIT = "digit"
+# (pattern, replacement, what the text must hold for the pattern to match: a digit, one of some substrings, or
+# anything). The checks are cheap `in` tests or one search; replacements never add a digit or those substrings,
+# so a check made before an earlier replacement stays sound.
+_VOLATILE: list[tuple[re.Pattern[str], str, str | tuple[str, ...] | None]] = [
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>", _DIGIT),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>", _DIGIT),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>", ("-",)),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<addr>", _DIGIT),
+    (re.compile(r"(?:/private)?/(?:tmp|var/tmp|var/folders)/[^\s'\":]*"), "<tmp>", ("/tmp/", "/var/folders/")),
+    (re.compile(r"\b[A-Za-z]:\\[^\s'\"]*\\(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>", (":\\",)),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|minutes?)\b"), "<dur>", _DIGIT),
+    (re.compile(r"\b((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9a-fA-F:]+\]):\d+\b"), r"\1:<port>", _DIGIT),
+    (re.compile(r"\b(pid|port|thread|tid|id)([ =:#]+)\d+\b", re.IGNORECASE), r"\1\2<num>", _DIGIT),
+    (re.compile(r"\b\d{8,}\b"), "<num>", _DIGIT),
+    (re.compile(r"\b[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>", None),
 ]
+_ANY_DIGIT = re.compile(r"\d")
+
+
+def _hide_volatile(text: str) -> str:
+    """`text` with every _VOLATILE pattern replaced in turn, skipping those the text cannot hold."""
+    digits = _ANY_DIGIT.search(text) is not None
+    for pattern, repl, needs in _VOLATILE:
+        if needs is _DIGIT:
+            if not digits:
+                continue
+        elif needs is not None and not any(part in text for part in needs):
+            continue
+        text = pattern.sub(repl, text)
+    return text
 
 
 def error_line(output: str) -> str:
@@ -105,9 +132,7 @@ def normalise_error(line: str) -> str:
     Line numbers, error codes (E0308, 404, ORA-00942, SQLSTATE 23505) and test
     ids stay, so a different failing test or error code is a different fingerprint.
     """
-    for pattern, repl in _VOLATILE:
-        line = pattern.sub(repl, line)
-    return " ".join(line.split())[:_FINGERPRINT_LIMIT]
+    return " ".join(_hide_volatile(line).split())[:_FINGERPRINT_LIMIT]
 
 
 # A build runner's own summary line says that a step failed, not which error: the same
@@ -142,9 +167,9 @@ _OUTPUT_HEAD = 64 * 1024  # normalise this much; a change past it is told by the
 
 def normalise_output(output: str) -> str:
     """A tool output with its volatile parts (times, ids, temp paths, sizes, every number) hidden."""
-    text = output[:_OUTPUT_HEAD]
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
+    text = _hide_volatile(output[:_OUTPUT_HEAD])
+    if _ANY_DIGIT.search(text) is None:
+        return text  # _SIZE and _NUMBER both need a digit
     return _NUMBER.sub("<n>", _SIZE.sub("<n>", text))
 
 

@@ -34,7 +34,7 @@ class LargeOutputGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         assert isinstance(event, ToolResult)
-        size = len(event.output)
+        size = len(event.output) if event.size is None else event.size  # a streamed output: only its start is kept
         if not self.threshold or size <= self.threshold:
             return NO_VERDICTS
         tool = event.tool or "tool"

@@ -1,0 +1,212 @@
+"""Typed decoding of native-protocol lines: the fast path (issue 16), in C through msgspec.
+
+A line whose fields are exactly the protocol's, each of its kind, decodes in one pass into a typed
+record that becomes its Event. Anything else (an unknown field, a wrong kind, a bad enum value, non-ASCII
+text that is not UTF-8, arguments nested too deep) returns None, and `protocol.parse_line` takes the
+careful path that explains the failure; so both paths give the same event for every line. `args` and a
+validation_error's `raw` are free JSON, decoded by orjson and bounded in depth as before (orjson reads
+numbers past 64 bits as floats, msgspec as ints: the signature of a call must not change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import msgspec
+import orjson
+
+from . import events as ev
+from .bounds import kept_too_deep
+
+# orjson reads integers from -2**63 to 2**64 - 1 (past them it gives a float, which the careful path rejects);
+# msgspec's bounds stop at 2**63 - 1, so the few above go the careful way
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+# Every record forbids unknown fields: msgspec skips them without checking what orjson checks (UTF-8, numbers
+# that overflow a double), so a line with one goes the careful way.
+
+
+class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True):
+    ts: float | None = None
+    task: str | None = None
+    agent: str | None = None
+
+
+class _Hello(_Common, tag="hello"):
+    handshake: bool = False
+    name: str | None = None
+    protocol: _Int = 1
+
+
+class _ToolCall(_Common, tag="tool_call"):
+    tool: str
+    args: msgspec.Raw
+    call_id: str | None = None
+
+
+class _ToolResult(_Common, tag="tool_result"):
+    output: str
+    tool: str | None = None
+    call_id: str | None = None
+    is_error: bool = False
+    exit_code: _Int | None = None
+
+
+class _AssistantMessage(_Common, tag="assistant_message"):
+    text: str
+
+
+class _UserMessage(_Common, tag="user_message"):
+    text: str
+
+
+class _SystemNudge(_Common, tag="system_nudge"):
+    text: str
+
+
+class _Condensation(_Common, tag="condensation"):
+    text: str | None = None
+
+
+class _ValidationError(_Common, tag="validation_error"):
+    message: str
+    raw: msgspec.Raw | None = None
+
+
+class _Error(_Common, tag="error"):
+    message: str
+    error_type: str | None = None
+    location: str | None = None
+    stack: str | None = None
+
+
+class _TestResult(_Common, tag="test_result"):
+    passed: _Int
+    failed: _Int
+    failing: list[str] | None = None
+    coverage: _Int | float | None = None  # an int stays an int, as orjson reads it
+
+
+class _Attempt(_Common, tag="attempt"):
+    task: str  # required on an attempt
+    status: Literal["pending", "in_progress", "blocked", "done"]
+    blockers: list[str] | None = None
+    work: list[str] | None = None
+
+
+class _Iteration(_Common, tag="iteration"):
+    n: _Int
+    status: Literal["pass", "fail"]
+    files_modified: list[str] | None = None
+    failing_tests: list[str] | None = None
+    error: str | None = None
+
+
+class _Usage(_Common, tag="usage"):
+    input_tokens: _Int
+    output_tokens: _Int
+    cost_usd: _Int | float | None = None
+
+
+class _Collaboration(_Common, tag="collaboration"):
+    from_agent: str
+    to_agent: str
+    request: str
+
+
+class _GateRequest(_Common, tag="gate_request"):
+    reason: str
+
+
+class _Done(_Common, tag="done"):
+    summary: str | None = None
+
+
+_Record = (_Hello | _ToolCall | _ToolResult | _AssistantMessage | _UserMessage | _SystemNudge | _Condensation
+           | _ValidationError | _Error | _TestResult | _Attempt | _Iteration | _Usage | _Collaboration
+           | _GateRequest | _Done)
+_decode_record = msgspec.json.Decoder(_Record).decode
+
+
+def _hello(r: Any, seq: int) -> ev.Event | None:
+    if r.protocol != 1:
+        return None  # the careful path names the version
+    return ev.Hello(seq=seq, ts=r.ts, task=r.task, agent=r.agent, handshake=r.handshake, name=r.name,
+                    protocol=r.protocol)
+
+
+def _tool_call(r: Any, seq: int) -> ev.Event | None:
+    if not r.tool:
+        return None
+    args = orjson.loads(memoryview(r.args))
+    if type(args) is not dict or kept_too_deep(args):
+        return None
+    return ev.ToolCall(seq=seq, ts=r.ts, task=r.task, agent=r.agent, tool=r.tool, args=args, call_id=r.call_id)
+
+
+def _tool_result(r: Any, seq: int) -> ev.Event:
+    return ev.ToolResult(seq=seq, ts=r.ts, task=r.task, agent=r.agent, output=r.output, tool=r.tool,
+                         call_id=r.call_id, is_error=r.is_error, exit_code=r.exit_code)
+
+
+def _validation_error(r: Any, seq: int) -> ev.Event | None:
+    raw = None if r.raw is None else orjson.loads(memoryview(r.raw))
+    if kept_too_deep(raw):
+        return None
+    return ev.ValidationError(seq=seq, ts=r.ts, task=r.task, agent=r.agent, message=r.message, raw=raw)
+
+
+def _attempt(r: Any, seq: int) -> ev.Event:
+    return ev.Attempt(seq=seq, ts=r.ts, task=r.task, agent=r.agent, status=r.status,
+                      blockers=r.blockers if r.blockers is not None else [],
+                      work=r.work if r.work is not None else [])
+
+
+def _text(cls: type[ev.Event], name: str) -> Callable[[Any, int], ev.Event]:
+    def build(r: Any, seq: int) -> ev.Event:
+        return cls(seq=seq, ts=r.ts, task=r.task, agent=r.agent, **{name: getattr(r, name)})
+    return build
+
+
+def _fields(cls: type[ev.Event], record: type[_Common]) -> Callable[[Any, int], ev.Event]:
+    names = [n for n in record.__struct_fields__ if n not in ("ts", "task", "agent")]
+
+    def build(r: Any, seq: int) -> ev.Event:
+        return cls(seq=seq, ts=r.ts, task=r.task, agent=r.agent, **{n: getattr(r, n) for n in names})
+    return build
+
+
+_BUILD: dict[type[_Common], Callable[[Any, int], ev.Event | None]] = {
+    _Hello: _hello,
+    _ToolCall: _tool_call,
+    _ToolResult: _tool_result,
+    _AssistantMessage: _text(ev.AssistantMessage, "text"),
+    _UserMessage: _text(ev.UserMessage, "text"),
+    _SystemNudge: _text(ev.SystemNudge, "text"),
+    _Condensation: _text(ev.Condensation, "text"),
+    _ValidationError: _validation_error,
+    _Error: _fields(ev.Error, _Error),
+    _TestResult: _fields(ev.TestResult, _TestResult),
+    _Attempt: _attempt,
+    _Iteration: _fields(ev.Iteration, _Iteration),
+    _Usage: _fields(ev.Usage, _Usage),
+    _Collaboration: _fields(ev.Collaboration, _Collaboration),
+    _GateRequest: _fields(ev.GateRequest, _GateRequest),
+    _Done: _fields(ev.Done, _Done),
+}
+
+
+def typed_event(line: bytes | str, seq: int) -> ev.Event | None:
+    """The line's event when it is plainly valid, else None (the careful path decides and explains)."""
+    if type(line) is str and not line.isascii():
+        return None  # a str may hold lone surrogates, which orjson names
+    try:
+        record = _decode_record(line)
+    # UnicodeDecodeError (a ValueError) for bad UTF-8; RecursionError: msgspec's own bound on nesting
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    try:
+        return _BUILD[type(record)](record, seq)
+    except orjson.JSONDecodeError:  # in `args` or `raw`: the careful path names it
+        return None
