@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,20 +62,9 @@ def alerts_health(lw: Harness) -> dict[str, Any]:
     return lw.request("ping").get("alerts") or {}
 
 
-def launch(lw: Harness, *command: str, adapter: str = "native", name: str | None = None,
-           sets: tuple[str, ...] = ()) -> str:
-    """A session started by a `run` request on the socket (as `loopwarden run --detach` sends it, without
-    the second or so a CLI process takes to start)."""
-    spec: dict[str, Any] = {"command": list(command), "adapter": adapter, "sets": list(sets),
-                            "cwd": str(lw.home), "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}}
-    if name:
-        spec["name"] = name
-    return str(lw.request("run", spec=spec)["id"])
-
-
 def scenario(lw: Harness, name: str) -> str:
     """A bundled scenario, with the settings its header asks for."""
     from loopwarden.sessions.scripted import load_scenario
 
     sets = tuple(load_scenario(name).config)
-    return launch(lw, PY, "-m", "loopwarden.sessions.scripted", name, sets=sets, name=name)
+    return lw.launch(PY, "-m", "loopwarden.sessions.scripted", name, sets=sets, name=name)

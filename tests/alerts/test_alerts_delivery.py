@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.alerts.conftest import Start, alert_rows, alerts_health, launch, scenario, wait_rows
+from tests.alerts.conftest import Start, alert_rows, alerts_health, scenario, wait_rows
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.live.live_harness import PY, Harness, wait_for
 
@@ -50,7 +50,7 @@ def test_a_hanging_receiver_holds_up_neither_the_daemon_nor_other_receivers(aler
         # meanwhile sessions are judged as ever: one loops into a gate, one stalls, one crashes
         looping = scenario(lw, "loop_gate")
         lw.wait_state(looping, "gated")
-        crash = launch(lw, PY, "-c", "import sys; sys.exit(4)", adapter="plain", name="crasher")
+        crash = lw.launch(PY, "-c", "import sys; sys.exit(4)", adapter="plain", name="crasher")
         good.wait_for(lambda r: f"({crash})" in r.title, timeout=10)
         good.wait_for(lambda r: f"{looping}:g1" in r.message, timeout=10)
         rows = wait_for(lambda: [r for r in alert_rows(lw, target=f"ask {first}:g1")
@@ -75,7 +75,7 @@ def test_a_trickling_receiver_costs_one_thread_and_never_holds_the_daemons_exit(
         pid = lw.daemon.pid
 
         def crash() -> str:
-            return launch(lw, PY, "-c", "import sys; sys.exit(4)", adapter="plain", name="crasher")
+            return lw.launch(PY, "-c", "import sys; sys.exit(4)", adapter="plain", name="crasher")
 
         first = crash()
         slow.wait_for(lambda r: f"({first})" in r.title, timeout=10)  # it arrived, and trickles
@@ -115,7 +115,7 @@ def _ask_twice(lw: Harness, tmp_path: Path, webhook: WebhookReceiver) -> str:
     """A session that asks the same question again once its first gate is approved; its id."""
     path = tmp_path / "ask_twice.jsonl"
     path.write_text(ASK_TWICE)
-    sid = launch(lw, PY, "-m", "loopwarden.sessions.scripted", str(path), name="asker")
+    sid = lw.launch(PY, "-m", "loopwarden.sessions.scripted", str(path), name="asker")
     webhook.wait_for(lambda r: f"{sid}:g1" in r.message)
     lw.request("approve", gate=f"{sid}:g1")
     wait_for(lambda: lw.status(sid)["pending_gates"] == ["g2"], what="the second gate")

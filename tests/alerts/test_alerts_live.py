@@ -7,7 +7,7 @@ import signal
 import socket
 import sqlite3
 
-from tests.alerts.conftest import Start, alert_rows, launch, scenario, wait_rows
+from tests.alerts.conftest import Start, alert_rows, scenario, wait_rows
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.live.live_harness import AGENTS, PY, wait_for
 
@@ -52,7 +52,7 @@ def test_an_agent_asking_a_human_is_an_ask_alert(alerted: Start, webhook: Webhoo
 
 def test_agent_text_reaches_the_webhook_only_made_visible(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = launch(lw, PY, str(AGENTS / "hostile_text.py"), ESC, name="hostile")
+    sid = lw.launch(PY, str(AGENTS / "hostile_text.py"), ESC, name="hostile")
     got = webhook.wait_for(lambda r: f"{sid}:g1" in r.message)[0]
     for text in (got.title, got.message):
         assert "\x1b" not in text and "\x07" not in text
@@ -66,7 +66,7 @@ def test_a_stall_is_alerted_and_a_clean_exit_is_not(alerted: Start, webhook: Web
     assert f"({sid})" in got.title and got.message.startswith("stalled: no activity for ")
     assert f"see: LOOPWARDEN_HOME={lw.home} loopwarden logs {sid}" in got.message
     assert lw.wait_state(sid, "exited")["exit_code"] == 0
-    crash = launch(lw, PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
+    crash = lw.launch(PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
     webhook.wait_for(lambda r: f"({crash})" in r.title)  # alerts go out in order: the stall's ending had its turn
     assert [r for r in webhook.messages() if f"({sid})" in r.title] == [got]
     assert wait_rows(lw, target=f"stall {sid}")[0]["outcome"] == "sent"
@@ -74,13 +74,13 @@ def test_a_stall_is_alerted_and_a_clean_exit_is_not(alerted: Start, webhook: Web
 
 def test_abnormal_endings_are_alerted_and_the_operators_own_are_not(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    killed = launch(lw, PY, "-c", "import time; time.sleep(60)", adapter="plain", name="killed")
-    clean = launch(lw, PY, "-c", "print('ok')", adapter="plain", name="clean")
+    killed = lw.launch(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="killed")
+    clean = lw.launch(PY, "-c", "print('ok')", adapter="plain", name="clean")
     lw.wait_state(killed, "running")
     lw.request("kill", session=killed)
     lw.wait_state(killed, "terminated")
     lw.wait_state(clean, "exited")
-    crash = launch(lw, PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
+    crash = lw.launch(PY, "-c", "import sys; sys.exit(3)", adapter="plain", name="crasher")
     timed = scenario(lw, "max_runtime")
     crashed = webhook.wait_for(lambda r: f"({crash})" in r.title)[0]
     assert "a session ended abnormally" in crashed.title and crashed.message.startswith("exited 3")
@@ -96,7 +96,7 @@ def test_abnormal_endings_are_alerted_and_the_operators_own_are_not(alerted: Sta
 
 def test_sessions_lost_with_their_daemon_are_alerted_by_the_next_one(alerted: Start, webhook: WebhookReceiver) -> None:
     lw = alerted([webhook.url()])
-    sid = launch(lw, PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphan")
+    sid = lw.launch(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphan")
     lw.wait_state(sid, "running")
 
     def stored_running() -> bool:  # what the next daemon will find: the session stored as running
@@ -117,7 +117,7 @@ def test_events_not_chosen_are_not_alerted(alerted: Start, webhook: WebhookRecei
     lw = alerted([webhook.url()], events=["ended"])
     asking = scenario(lw, "gate_request")
     lw.wait_state(asking, "gated")
-    crash = launch(lw, PY, "-c", "import sys; sys.exit(5)", adapter="plain", name="crasher")
+    crash = lw.launch(PY, "-c", "import sys; sys.exit(5)", adapter="plain", name="crasher")
     webhook.wait_for(lambda r: f"({crash})" in r.title)
     assert [r.title for r in webhook.messages()] == [webhook.messages()[0].title]  # the crash only, no ask
     assert not alert_rows(lw, session_id=asking)
@@ -133,7 +133,7 @@ def test_agent_markup_reaches_html_and_markdown_services_escaped(alerted: Start,
     markup: ntfy itself on loopback (markdown) and a JSON hook asking for HTML get it escaped, inert."""
     port = webhook.port
     lw = alerted([f"ntfy://127.0.0.1:{port}/topic?format=markdown", f"json://127.0.0.1:{port}/html?format=html"])
-    sid = launch(lw, PY, str(AGENTS / "hostile_text.py"), MARKUP, name="marker")
+    sid = lw.launch(PY, str(AGENTS / "hostile_text.py"), MARKUP, name="marker")
     ntfy = webhook.wait_for(lambda r: r.path == "/" and f"{sid}:g1" in r.message)[0]
     html = webhook.wait_for(lambda r: r.path == "/html" and f"{sid}:g1" in r.message)[0]
     assert ntfy.body["topic"] == "topic"

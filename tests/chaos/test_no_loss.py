@@ -19,7 +19,7 @@ def db(lw: Harness) -> sqlite3.Connection:
 
 
 def test_every_line_of_forty_floods_is_stored_however_far_behind_the_store_is(lw: Harness) -> None:
-    sids = [lw.run_detached(PY, str(AGENTS / "flood.py"), str(EVENTS), name=f"flood{i}") for i in range(FLOODS)]
+    sids = [lw.launch(PY, str(AGENTS / "flood.py"), str(EVENTS), name=f"flood{i}") for i in range(FLOODS)]
     snaps = {sid: lw.wait_state(sid, "exited", timeout=300) for sid in sids}
     lw.request("logs", session=sids[0], limit=1)  # writes what is still queued
     with db(lw) as conn:

@@ -77,6 +77,16 @@ class Harness:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
+    def launch(self, *command: str, adapter: str = "native", name: str | None = None,
+              sets: tuple[str, ...] = ()) -> str:
+        """A session started by a `run` request on the socket, as `loopwarden run --detach` sends it, without
+        the CLI process (a second or more each on a loaded machine)."""
+        spec: dict[str, Any] = {"command": list(command), "adapter": adapter, "sets": list(sets),
+                                "cwd": str(self.home), "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}}
+        if name:
+            spec["name"] = name
+        return str(self.request("run", spec=spec)["id"])
+
     def attached(self, name: str, *command: str) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
         """`loopwarden run --name NAME -- COMMAND` attached, as a user runs it, once its session runs."""
         proc = subprocess.Popen([PY, "-m", "loopwarden", "run", "--name", name, "--", *command], env=self.env,
