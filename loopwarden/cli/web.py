@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 
 import click
 
+from ..web.addresses import loopback
 from ..web.token import TokenError, load_token, token_path
 from .common import DaemonFail, Fail, profile_paths
 
@@ -62,7 +62,7 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
     where = f"[{host}]" if ":" in host else host
 
     def started(bound: int) -> None:
-        if not _loopback(host):
+        if not loopback(host):
             click.echo(click.style(f"loopwarden: warning: listening on {host}, reachable from other machines over "
                                    "plain HTTP: whoever sees the token can act on your sessions; prefer the "
                                    "default 127.0.0.1 and an SSH tunnel", fg="yellow"), err=True)
@@ -88,11 +88,3 @@ def _check_host(host: str) -> None:
         raise Fail(f"--host {host!r} is not an address of this machine ({getattr(exc, 'strerror', None) or exc})"
                    ) from None
 
-
-def _loopback(host: str) -> bool:
-    """Whether every address `host` names is loopback (only those are private to this machine)."""
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return False
-    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)

@@ -236,3 +236,51 @@ def test_consoles_end_by_themselves_when_the_server_is_killed(web: WebServer) ->
 
     [pid] = asyncio.run(attached_then_killed())
     wait_for(lambda: gone(pid), what="the orphaned console to end")
+
+
+def _own_address() -> str | None:
+    """One of this machine's addresses that is not loopback, if it has one."""
+    import psutil
+
+    for entries in psutil.net_if_addrs().values():
+        for entry in entries:
+            if entry.family == socket.AF_INET and not entry.address.startswith("127."):
+                return str(entry.address)
+    return None
+
+
+def test_an_agent_coming_through_the_machines_own_address_gets_no_console(lw: Harness, tmp_path: Path) -> None:
+    own = _own_address()
+    if own is None:
+        pytest.skip("this machine has no address but loopback")
+    server = WebServer(lw, "--host", "0.0.0.0")
+    try:
+        base = server.base.replace("0.0.0.0", own)
+        intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
+        out, outside = tmp_path / "agent.txt", tmp_path / "outside.txt"
+        sid = lw.run_detached(PY, intruder, base, str(token_path(lw.paths)), str(out), adapter="plain")
+        lw.wait_state(sid, "exited")
+        assert out.read_text() == "403" and server.consoles() == []
+        # the near miss: the operator's own program through the same address gets its console
+        subprocess.run([PY, intruder, base, str(token_path(lw.paths)), str(outside)], env=lw.env, check=True,
+                       timeout=60)
+        assert outside.read_text() == "101"
+        assert server.stop() == 0
+        assert f"runs inside session {sid}" in "".join(server.stderr)
+    finally:
+        server.kill()
+
+
+def test_a_local_peer_that_cannot_be_identified_is_refused_and_a_remote_one_is_not_judged(lw: Harness) -> None:
+    from loopwarden.web.peers import refusal
+
+    with socket.socket() as listener:  # a real server end with no connection from port 1 to it
+        listener.bind(("127.0.0.1", 0))
+        server = listener.getsockname()
+        own = _own_address()
+        for local in ["127.0.0.1", "::ffff:127.0.0.1", *([own] if own else [])]:
+            why = refusal(lw.paths, (local, 1), server)
+            assert why and "cannot be identified" in why, local
+        assert refusal(lw.paths, None, server) == "a connection whose ends cannot be seen"
+        assert refusal(lw.paths, ("198.51.100.7", 40000), server) is None  # another machine's address
+
