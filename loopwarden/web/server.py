@@ -33,6 +33,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 from ..paths import Paths
+from .console import SERVER_ENV
 from .peers import refusal as peer_refusal
 from .token import token_matches
 
@@ -65,8 +66,9 @@ class ConsoleProcess(AppService):
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
         pipe = asyncio.subprocess.PIPE
+        env = {**self._build_environment(width, height), SERVER_ENV: str(os.getpid())}  # watched by the console
         self._process = process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=pipe, stdout=pipe, stderr=pipe, env=self._build_environment(width, height),
+            *self.argv, stdin=pipe, stdout=pipe, stderr=pipe, env=env,
             start_new_session=True)  # its own process group: ended as one, and Ctrl-C in our terminal is ours
         assert process.stdin is not None
         self._stdin = process.stdin
