@@ -107,7 +107,7 @@ def start_load(d: BenchDaemon, sessions: int, rate: int) -> None:
 # ---- the web console ---------------------------------------------------------------
 class Web:
     def __init__(self, d: BenchDaemon) -> None:
-        self.proc = subprocess.Popen([PY, "-m", "loopwarden", "web", "--port", "0"], env=d.env,
+        self.proc = subprocess.Popen([PY, "-m", "loopwarden", "web", "--port", "0", "--show-token"], env=d.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      start_new_session=True)
         assert self.proc.stdout is not None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 
 import click
 
+from ..web.addresses import loopback
 from ..web.token import TokenError, load_token, token_path
 from .common import DaemonFail, Fail, profile_paths
 
@@ -23,7 +23,9 @@ DEFAULT_PORT = 8765
 @click.option("--read-only", is_flag=True,
               help="Serve a watch-only console: no action keys, and the daemon refuses it every action.")
 @click.option("--new-token", is_flag=True, help="Replace the stored token (the old address stops working).")
-def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
+@click.option("--show-token", is_flag=True,
+              help="Print the address with the stored token (it is printed by itself only when it is new).")
+def web(host: str, port: int, read_only: bool, new_token: bool, show_token: bool) -> None:
     """Serve the live console to a browser, behind a token.
 
     Each browser tab gets its own console, the same as `loopwarden console`: the
@@ -32,8 +34,11 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
 
     A token is required for every connection, the websocket included. It is
     made once, kept 0600 in the profile's data directory and reused (the
-    option --new-token replaces it); the address to open, with the token, is
-    printed at start. Listens on 127.0.0.1 only, unless --host says otherwise.
+    option --new-token replaces it). The address to open, with the token, is
+    printed when the token is new (or with --show-token); otherwise the
+    address alone, and where the token is. The browser exchanges the token for
+    a cookie valid until the server stops. Listens on 127.0.0.1 only, unless
+    --host says otherwise.
     From a phone or another machine, forward the port over SSH rather than
     opening it, then open the printed address there:
 
@@ -46,6 +51,7 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
     Examples:
       loopwarden web
       loopwarden web --read-only --port 8766
+      loopwarden web --show-token
       loopwarden web --new-token
     """
     paths = profile_paths()
@@ -62,15 +68,21 @@ def web(host: str, port: int, read_only: bool, new_token: bool) -> None:
     where = f"[{host}]" if ":" in host else host
 
     def started(bound: int) -> None:
-        if not _loopback(host):
+        if not loopback(host):
             click.echo(click.style(f"loopwarden: warning: listening on {host}, reachable from other machines over "
                                    "plain HTTP: whoever sees the token can act on your sessions; prefer the "
                                    "default 127.0.0.1 and an SSH tunnel", fg="yellow"), err=True)
         kind = "read-only console" if read_only else "console"
         click.echo(f"loopwarden web: serving the {kind} on http://{where}:{bound}/ ; Ctrl-C stops", err=True)
-        click.echo(f"  {'a new' if made else 'the'} token, kept in {token_path(paths)} (0600); "
-                   f"--new-token replaces it", err=True)
-        click.echo(f"http://{where}:{bound}/?token={token}", err=False)  # stdout: the one line to open or pipe
+        address = f"http://{where}:{bound}/"
+        if made or show_token:
+            click.echo(f"  {'a new' if made else 'the'} token, kept in {token_path(paths)} (0600); "
+                       f"--new-token replaces it", err=True)
+            click.echo(f"{address}?token={token}")  # stdout: the one line to open or pipe
+            return
+        click.echo(f"  the token is kept in {token_path(paths)} (0600); --show-token prints the address "
+                   "with it", err=True)
+        click.echo(address)  # stdout: the address alone, so the token is not in every terminal's scrollback
 
     try:
         ended = serve(argv, token, host=host, port=port, title="loopwarden" + (" (read-only)" if read_only else ""),
@@ -88,11 +100,3 @@ def _check_host(host: str) -> None:
         raise Fail(f"--host {host!r} is not an address of this machine ({getattr(exc, 'strerror', None) or exc})"
                    ) from None
 
-
-def _loopback(host: str) -> bool:
-    """Whether every address `host` names is loopback (only those are private to this machine)."""
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return False
-    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)

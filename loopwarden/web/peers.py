@@ -2,14 +2,16 @@
 
 Agents run as the operator's uid and can read the token file, so the token alone would let one drive a
 console that the daemon counts as the operator's (it runs under `loopwarden web`, outside every session).
-For a connection from this machine the peer's process is found from its TCP socket and judged as the
+A connection is from this machine when its peer address is one of this machine's (loopback or any
+interface's: with `--host 0.0.0.0` an agent can come in through the machine's own address) or when its
+TCP socket is found among this machine's. Its process is then found from that socket and judged as the
 daemon judges its own clients (runtime/principal.py): a descendant of the daemon (a launched agent, or its
-orphan) or a process whose environment marks it as inside one of its sessions is refused.
+orphan) or a process whose environment marks it as inside one of its sessions is refused, and so is a
+local peer whose process cannot be seen (another user's, or gone already). Only a peer on another machine
+is let through unjudged.
 """
 
 from __future__ import annotations
-
-import ipaddress
 
 import psutil
 
@@ -17,6 +19,7 @@ from ..paths import Paths
 from ..runtime.client import Client, DaemonError
 from ..runtime.principal import DAEMON_ENV, SESSION_ENV, descends_from, env_claim
 from ..runtime.procfs import ancestry, environment_value
+from .addresses import this_machine
 
 
 def peer_pid(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -33,12 +36,14 @@ def peer_pid(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
 
 
 def refusal(paths: Paths, peer: tuple[str, int] | None, server: tuple[str, int] | None) -> str | None:
-    """Why the process at `peer` may not have a console (one line), or None (also for a remote peer, which
-    is not on this machine, or a local one that cannot be told)."""
-    if not peer or not server or not _loopback(peer[0]):
-        return None
+    """Why the process at `peer` may not have a console (one line), or None (also for a peer on another
+    machine, which cannot be judged here)."""
+    if not peer or not server:
+        return "a connection whose ends cannot be seen"
     pid = peer_pid(peer, server)
     if pid is None:
+        if this_machine(str(peer[0])):
+            return f"a process of this machine at {peer[0]} port {peer[1]} that cannot be identified"
         return None
     environ = {name: value for name in (SESSION_ENV, DAEMON_ENV) if (value := environment_value(pid, name))}
     claimed = env_claim(environ, paths.socket)
@@ -57,11 +62,3 @@ def _daemon_pid(paths: Paths) -> int | None:
         return None  # no daemon: it has no agents either
     return pid if isinstance(pid, int) else None
 
-
-def _loopback(host: str) -> bool:
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return (mapped or address).is_loopback

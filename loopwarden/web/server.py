@@ -5,15 +5,20 @@ command is `loopwarden console --web`: the same console as in a terminal, whose 
 as the web's. What is added here, by subclassing rather than forking textual-serve:
 
 * a token on every request (the page, its assets, downloads and above all the websocket), compared in
-  constant time; the page's `?token=` is moved into an HttpOnly, SameSite=Strict cookie and out of the
-  address bar; a refused websocket never reaches the handler, so no console process starts for it;
+  constant time; the token is taken only from the address (`?token=`): the page's is exchanged for an
+  HttpOnly, SameSite=Strict cookie holding a random session value of this server run, kept in memory
+  (cookies go to every port of the host, so the token itself is never one, and a leaked cookie dies with
+  the server), and leaves the address bar; a refused websocket never reaches the handler, so no console
+  process starts for it;
 * a websocket from another origin is refused (the cookie alone would not stop a page on another site
   that knows the address from trying), and so is one from a supervised agent on this machine, which can
   read the token file (peers.py);
 * each console process is started without a shell, in a session of its own, with nothing of the token in
   its argv or environment, and is ended for sure: politely (textual's quit message) when its browser goes,
   then SIGTERM and SIGKILL to its process group if it lingers; all of them when the server stops;
-* at most MAX_CONSOLES at once (each is a Python process of some 60 MiB).
+* at most MAX_CONSOLES at once (each is a Python process of some 60 MiB), the slot taken before any await;
+* a console's stderr goes to a log file (CONSOLE_LOG, rotated past LOG_BYTES at each start), not into
+  textual-serve's unbounded buffer that it prints on our stdout.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import shlex
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -33,6 +40,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 from ..paths import Paths
+from .console import SERVER_ENV
 from .peers import refusal as peer_refusal
 from .token import token_matches
 
@@ -40,6 +48,8 @@ log = logging.getLogger("loopwarden.web")
 
 COOKIE = "loopwarden_web"
 MAX_CONSOLES = 8
+CONSOLE_LOG = "web-consoles.log"  # in the profile's data directory
+LOG_BYTES = 1 << 20
 QUIT_SECONDS = 3.0  # a console asked to quit has this long before it is sent SIGTERM ...
 TERM_SECONDS = 2.0  # ... and this long more before SIGKILL
 SHUTDOWN_SECONDS = 5.0  # aiohttp's wait for handlers still running once the consoles are closed
@@ -59,15 +69,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class ConsoleProcess(AppService):
     """One browser's console: textual-serve's AppService, started from an argv (no shell) and ended for sure."""
 
-    def __init__(self, argv: Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, argv: Sequence[str], log_path: Path, **kwargs: Any) -> None:
         super().__init__(shlex.join(argv), **kwargs)
         self.argv = list(argv)
+        self.log_path = log_path
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
         pipe = asyncio.subprocess.PIPE
-        self._process = process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=pipe, stdout=pipe, stderr=pipe, env=self._build_environment(width, height),
-            start_new_session=True)  # its own process group: ended as one, and Ctrl-C in our terminal is ours
+        env = {**self._build_environment(width, height), SERVER_ENV: str(os.getpid())}  # watched by the console
+        with _console_log(self.log_path) as log_file:
+            self._process = process = await asyncio.create_subprocess_exec(
+                *self.argv, stdin=pipe, stdout=pipe, stderr=log_file, env=env,
+                start_new_session=True)  # its own process group: ended as one, and Ctrl-C in our terminal is ours
+        # textual-serve reads the console's stderr into memory until it ends: give it one that has ended
+        process.stderr = asyncio.StreamReader()
+        process.stderr.feed_eof()
         assert process.stdin is not None
         self._stdin = process.stdin
         return process
@@ -107,6 +123,8 @@ class WebConsole(Server):
         self.paths = paths
         self.argv = list(argv)
         self.token = token
+        self.session = secrets.token_urlsafe(32)  # the cookie's value: this run only, never written anywhere
+        self.log_path = paths.data / CONSOLE_LOG
         self.consoles: set[ConsoleProcess] = set()
         self.sockets: set[web.WebSocketResponse] = set()
         self.closing = False
@@ -119,17 +137,16 @@ class WebConsole(Server):
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Refuse a request without the token (401) or with another (403); move a page's token into a cookie."""
+        """Refuse a request without the token in its address or this run's session cookie (401), or with
+        another (403); exchange a page's token for the session cookie."""
         in_query = request.query.get("token")
-        given = in_query if in_query is not None else request.cookies.get(COOKIE)
-        if given is None:
-            bearer = request.headers.get("Authorization", "")
-            given = bearer[7:] if bearer.startswith("Bearer ") else None
-        if not given:
-            return _refusal(401, "a token is required: open the address `loopwarden web` printed "
-                                                  "(http://HOST:PORT/?token=...)")
-        if not token_matches(given, self.token):
-            return _refusal(403, "wrong token")
+        cookie = request.cookies.get(COOKIE)
+        if not in_query and not cookie:
+            return _refusal(401, "a token is required: open the address with the token (http://HOST:PORT/?token=...;"
+                                 " `loopwarden web --show-token` prints it)")
+        if not (token_matches(in_query, self.token) if in_query else token_matches(cookie, self.session)):
+            return _refusal(403, "wrong token" if in_query else "this session has ended: open the address "
+                                                                "with the token again")
         if request.path == "/ws":
             if not _same_origin(request):
                 return _refusal(403, "a websocket from another origin")
@@ -144,7 +161,7 @@ class WebConsole(Server):
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             moved = web.Response(status=302, headers={**HARDENING,
                                                       "Location": "/" + ("?" + urlencode(rest) if rest else "")})
-            moved.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
+            moved.set_cookie(COOKIE, self.session, httponly=True, samesite="Strict", path="/")
             return moved
         response = await handler(request)
         if not response.prepared:  # a websocket's headers went out when it opened
@@ -170,13 +187,14 @@ class WebConsole(Server):
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
-        console: ConsoleProcess | None = None
+        # the slot is taken before the first await, so browsers connecting at once cannot pass MAX_CONSOLES
+        console = ConsoleProcess(self.argv, self.log_path, write_bytes=websocket.send_bytes,
+                                 write_str=websocket.send_str, close=websocket.close,
+                                 download_manager=self.download_manager)
+        self.consoles.add(console)
         self.sockets.add(websocket)
         try:
             await websocket.prepare(request)
-            console = ConsoleProcess(self.argv, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
-                                     close=websocket.close, download_manager=self.download_manager)
-            self.consoles.add(console)
             await console.start(max(2, min(width, 1000)), max(2, min(height, 500)))
             await self._process_messages(websocket, console)
         except (ValueError, TypeError, KeyError, IndexError, AssertionError) as exc:
@@ -185,8 +203,7 @@ class WebConsole(Server):
         except (ConnectionError, OSError) as exc:
             log.warning("loopwarden web: a console could not run: %s", exc)
         finally:
-            if console is not None:
-                await asyncio.shield(self._close(console))
+            await asyncio.shield(self._close(console))
             self.sockets.discard(websocket)
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await websocket.close()
@@ -223,6 +240,21 @@ class WebConsole(Server):
             return await self.close_all()
         finally:
             await runner.cleanup()
+
+
+@contextlib.contextmanager
+def _console_log(path: Path) -> Iterator[Any]:
+    """The consoles' shared stderr log, appended to; moved to NAME.1 once past LOG_BYTES (memory and disk bounded)."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_BYTES:
+            path.replace(path.with_name(path.name + ".1"))
+    try:
+        log_file = open(path, "ab")  # noqa: SIM115 - closed below, once the child has its own copy
+    except OSError:
+        yield asyncio.subprocess.DEVNULL
+        return
+    with log_file:
+        yield log_file
 
 
 def _same_origin(request: web.Request) -> bool:

@@ -51,14 +51,20 @@ def test_without_the_token_or_with_another_every_request_is_refused_and_no_conso
             "websocket": await _websocket_status(ws),
             "websocket, wrong token": await _websocket_status(f"{ws}?token={wrong}"),
             "websocket, wrong cookie": await _websocket_status(ws, headers={"Cookie": f"loopwarden_web={wrong}"}),
-            "websocket, wrong bearer": await _websocket_status(ws, headers={"Authorization": f"Bearer {wrong}"}),
+            # the token is taken from the address only: not as the cookie (whose value is this run's session),
+            # nor as a bearer header
+            "websocket, the token as cookie": await _websocket_status(
+                ws, headers={"Cookie": f"loopwarden_web={web.token}"}),
+            "page, the token as cookie": (await _http(web.base, cookies={"loopwarden_web": web.token}))[0],
+            "websocket, bearer": await _websocket_status(ws, headers={"Authorization": f"Bearer {web.token}"}),
             "websocket, empty token": await _websocket_status(f"{ws}?token="),
         }
 
     statuses = asyncio.run(attempts())
     assert statuses == {"page": 401, "page, wrong token": 403, "asset": 401, "asset, wrong cookie": 403,
                         "websocket": 401, "websocket, wrong token": 403, "websocket, wrong cookie": 403,
-                        "websocket, wrong bearer": 403, "websocket, empty token": 401}
+                        "websocket, the token as cookie": 403, "page, the token as cookie": 403,
+                        "websocket, bearer": 401, "websocket, empty token": 401}
     assert web.consoles() == []  # nothing was started for any of them
 
 
@@ -67,8 +73,9 @@ def test_the_token_opens_the_page_through_a_strict_cookie_and_a_websocket_from_a
     async def visit() -> tuple[Any, ...]:
         status, headers, _ = await _http(web.url)
         cookie = headers["Set-Cookie"]
-        page = await _http(web.base, cookies={"loopwarden_web": web.token})
-        asset = await _http(f"{web.base}static/css/xterm.css", cookies={"loopwarden_web": web.token})
+        session = cookie.split("loopwarden_web=")[1].split(";")[0]
+        page = await _http(web.base, cookies={"loopwarden_web": session})
+        asset = await _http(f"{web.base}static/css/xterm.css", cookies={"loopwarden_web": session})
         foreign = await _websocket_status(web.base.replace("http://", "ws://") + f"ws?token={web.token}",
                                           headers={"Origin": "http://evil.example"})
         return status, headers["Location"], cookie, page, asset[0], foreign
@@ -76,6 +83,7 @@ def test_the_token_opens_the_page_through_a_strict_cookie_and_a_websocket_from_a
     status, location, cookie, (page_status, page_headers, page), asset, foreign = asyncio.run(visit())
     assert (status, location) == (302, "/")  # the token leaves the address bar
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert web.token not in cookie  # other services on this host get the cookie: it is not the token
     assert page_status == 200 and "data-session-websocket-url" in page and web.token not in page
     assert page_headers["Referrer-Policy"] == "no-referrer" and page_headers["X-Frame-Options"] == "DENY"
     assert "default-src 'self'" in page_headers["Content-Security-Policy"]  # nothing loaded from elsewhere
@@ -128,11 +136,18 @@ def test_the_server_reuses_the_stored_token_across_restarts_and_new_token_replac
         assert one.stop() == 0
     finally:
         one.kill()
+    assert one.printed_token  # made now: its address is printed with it
     two = WebServer(lw)
     try:
         assert two.token == one.token and two.stop() == 0
+        assert not two.printed_token and "--show-token prints" in "".join(two.stderr)  # not printed again
     finally:
         two.kill()
+    shown = WebServer(lw, "--show-token")
+    try:
+        assert shown.printed_token and shown.stop() == 0
+    finally:
+        shown.kill()
     three = WebServer(lw, "--new-token")
     try:
         assert three.token != one.token and three.stop() == 0
@@ -236,3 +251,107 @@ def test_consoles_end_by_themselves_when_the_server_is_killed(web: WebServer) ->
 
     [pid] = asyncio.run(attached_then_killed())
     wait_for(lambda: gone(pid), what="the orphaned console to end")
+
+
+def _own_address() -> str | None:
+    """One of this machine's addresses that is not loopback, if it has one."""
+    import psutil
+
+    for entries in psutil.net_if_addrs().values():
+        for entry in entries:
+            if entry.family == socket.AF_INET and not entry.address.startswith("127."):
+                return str(entry.address)
+    return None
+
+
+def test_an_agent_coming_through_the_machines_own_address_gets_no_console(lw: Harness, tmp_path: Path) -> None:
+    own = _own_address()
+    if own is None:
+        pytest.skip("this machine has no address but loopback")
+    server = WebServer(lw, "--host", "0.0.0.0")
+    try:
+        base = server.base.replace("0.0.0.0", own)
+        intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
+        out, outside = tmp_path / "agent.txt", tmp_path / "outside.txt"
+        sid = lw.run_detached(PY, intruder, base, str(token_path(lw.paths)), str(out), adapter="plain")
+        lw.wait_state(sid, "exited")
+        assert out.read_text() == "403" and server.consoles() == []
+        # the near miss: the operator's own program through the same address gets its console
+        subprocess.run([PY, intruder, base, str(token_path(lw.paths)), str(outside)], env=lw.env, check=True,
+                       timeout=60)
+        assert outside.read_text() == "101"
+        assert server.stop() == 0
+        assert f"runs inside session {sid}" in "".join(server.stderr)
+    finally:
+        server.kill()
+
+
+def test_a_local_peer_that_cannot_be_identified_is_refused_and_a_remote_one_is_not_judged(lw: Harness) -> None:
+    from loopwarden.web.peers import refusal
+
+    with socket.socket() as listener:  # a real server end with no connection from port 1 to it
+        listener.bind(("127.0.0.1", 0))
+        server = listener.getsockname()
+        own = _own_address()
+        for local in ["127.0.0.1", "::ffff:127.0.0.1", *([own] if own else [])]:
+            why = refusal(lw.paths, (local, 1), server)
+            assert why and "cannot be identified" in why, local
+        assert refusal(lw.paths, None, server) == "a connection whose ends cannot be seen"
+        assert refusal(lw.paths, ("198.51.100.7", 40000), server) is None  # another machine's address
+
+
+def test_browsers_connecting_at_once_get_no_more_than_max_consoles(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopwarden.web import server as web_server
+
+    monkeypatch.setattr(web_server, "MAX_CONSOLES", 2)
+    paths = default_paths({"LOOPWARDEN_HOME": str(tmp_path)})
+    paths.data.mkdir(parents=True, exist_ok=True)
+    idle = [PY, "-c", "import time; time.sleep(60)"]  # a console that never draws: only the handshakes count
+
+    async def at_once() -> list[int]:
+        stop, ready = asyncio.Event(), asyncio.Event()
+        ports: list[int] = []
+        served = web_server.WebConsole(idle, "t" * 43, host="127.0.0.1", port=0, title="t", paths=paths)
+
+        def started(port: int) -> None:
+            ports.append(port)
+            ready.set()
+
+        running = asyncio.create_task(served.run(started, stop))
+        await asyncio.wait_for(ready.wait(), 30)
+        url = f"ws://127.0.0.1:{ports[0]}/ws?token={'t' * 43}"
+        async with aiohttp.ClientSession() as session:
+            async def one() -> int:
+                try:
+                    await session.ws_connect(url)
+                    return 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    return exc.status
+
+            statuses = await asyncio.gather(*(one() for _ in range(5)))
+            stop.set()
+            await asyncio.wait_for(running, 60)
+        return sorted(statuses)
+
+    assert asyncio.run(at_once()) == [101, 101, 503, 503, 503]
+
+
+def test_a_consoles_stderr_goes_to_a_log_file_not_onto_the_servers_output(lw: Harness) -> None:
+    # PYTHONVERBOSE makes every Python process it reaches (the console too) write each import on stderr
+    server = WebServer(lw, env={"PYTHONVERBOSE": "1"})
+    ws = server.base.replace("http://", "ws://") + f"ws?token={server.token}"
+
+    async def attach() -> None:
+        async with aiohttp.ClientSession() as session, session.ws_connect(ws) as socket_:
+            await asyncio.wait_for(socket_.receive(), 60)
+
+    try:
+        asyncio.run(attach())
+        wait_for_children(server, 0)
+        assert server.stop() == 0
+        assert len(server.stdout) == 1, server.stdout[:5]  # stdout keeps the address alone ...
+        log = (lw.paths.data / "web-consoles.log").read_text(errors="replace")
+        assert "import" in log  # ... the console's verbose imports landed in the log
+    finally:
+        server.kill()

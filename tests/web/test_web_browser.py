@@ -85,3 +85,17 @@ def test_the_console_of_a_closed_tab_ends_and_ctrl_c_ends_the_rest(lw: Harness, 
     assert gone(console.pid)
     assert "stopped (1 browser console closed)" in "".join(web.stderr)
 
+
+
+def test_a_browser_without_the_token_is_refused_and_no_console_starts(
+        lw: Harness, web: WebServer, browser_profile: Path) -> None:
+    with chromium(browser_profile) as driver:
+        driver.get(web.base)  # the address without ?token=
+        body = driver.find_element("tag name", "body").text
+        assert "loopwarden web: a token is required" in body and "data-session-websocket-url" not in driver.page_source
+        driver.get(web.base + "?token=" + "x" * len(web.token))
+        assert "loopwarden web: wrong token" in driver.find_element("tag name", "body").text
+        assert web.consoles() == []
+        driver.get(web.url)  # the near miss: with it, the console
+        wait_screen(driver, lambda s: "NAME" in s, "the console")
+        wait_for_children(web, 1)

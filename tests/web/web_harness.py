@@ -8,16 +8,17 @@ import threading
 import time
 
 import psutil
+from loopwarden.web.token import token_path
 from tests.live.live_harness import PY, Harness, gone
 
 
 class WebServer:
     """`loopwarden web --port 0 ARGS` for a harness's profile: its address (with the token) and its output."""
 
-    def __init__(self, lw: Harness, *args: str) -> None:
-        self.proc = subprocess.Popen([PY, "-m", "loopwarden", "web", "--port", "0", *args], env=lw.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+    def __init__(self, lw: Harness, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([PY, "-m", "loopwarden", "web", "--port", "0", *args],
+                                     env={**lw.env, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
         self.stderr: list[str] = []
         self.stdout: list[str] = []
         self._readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
@@ -29,8 +30,11 @@ class WebServer:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"loopwarden web did not start: {''.join(self.stderr)}")
             time.sleep(0.05)
-        self.url = self.stdout[0].strip()  # http://127.0.0.1:PORT/?token=...
-        self.base, self.token = self.url.split("?token=")
+        printed = self.stdout[0].strip()  # http://127.0.0.1:PORT/?token=... when the token is new
+        self.printed_token = "?token=" in printed
+        self.base = printed.split("?token=")[0]
+        self.token = token_path(lw.paths).read_text().strip()
+        self.url = f"{self.base}?token={self.token}"
 
     @staticmethod
     def _read(stream: object, lines: list[str]) -> None:
