@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import sys
 
@@ -65,7 +66,8 @@ def web(host: str, port: int, read_only: bool, new_token: bool, show_token: bool
     except ImportError as exc:
         raise Fail(f"the web console needs textual-serve ({exc}): pip install textual-serve") from None
     argv = [sys.executable, "-m", "loopwarden", "console", "--web", *(["--read-only"] if read_only else [])]
-    where = f"[{host}]" if ":" in host else host
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host  # "every address": open it by name
+    where = f"[{shown}]" if ":" in shown else shown
 
     def started(bound: int) -> None:
         if not loopback(host):
@@ -88,7 +90,8 @@ def web(host: str, port: int, read_only: bool, new_token: bool, show_token: bool
         ended = serve(argv, token, host=host, port=port, title="loopwarden" + (" (read-only)" if read_only else ""),
                       paths=paths, started=started)
     except OSError as exc:
-        raise Fail(f"cannot listen on {where}:{port}: {exc.strerror or exc}") from None
+        raise Fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                   f"{'; --port 0 picks a free port' if exc.errno == errno.EADDRINUSE else ''}") from None
     click.echo(f"loopwarden web: stopped ({ended} browser console{'' if ended == 1 else 's'} closed)", err=True)
 
 

@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any
 
 import aiohttp
@@ -186,6 +187,7 @@ def test_a_port_in_use_and_a_bad_host_are_one_line_errors(tmp_path: Path) -> Non
         busy = _web(tmp_path, "--port", str(port))
     assert busy.returncode == 2 and busy.stderr.count("\n") == 1, busy.stderr
     assert busy.stderr.startswith(f"loopwarden: error: cannot listen on 127.0.0.1:{port}: ")
+    assert busy.stderr.rstrip().endswith("; --port 0 picks a free port")
     for host in ("no-such-host.invalid", "999.1.1.1"):
         bad = _web(tmp_path, "--host", host)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
@@ -199,6 +201,7 @@ def test_a_non_loopback_address_is_served_with_a_warning(lw: Harness) -> None:
     try:
         assert server.stop() == 0
         assert "warning: listening on 0.0.0.0, reachable from other machines" in "".join(server.stderr)
+        assert urlsplit(server.base).hostname == socket.gethostname().lower()  # an address others can open
     finally:
         server.kill()
     quiet = WebServer(lw)  # the near miss: loopback, no warning
@@ -270,7 +273,7 @@ def test_an_agent_coming_through_the_machines_own_address_gets_no_console(lw: Ha
         pytest.skip("this machine has no address but loopback")
     server = WebServer(lw, "--host", "0.0.0.0")
     try:
-        base = server.base.replace("0.0.0.0", own)
+        base = f"http://{own}:{urlsplit(server.base).port}/"
         intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
         out, outside = tmp_path / "agent.txt", tmp_path / "outside.txt"
         sid = lw.run_detached(PY, intruder, base, str(token_path(lw.paths)), str(out), adapter="plain")
