@@ -101,8 +101,8 @@ class HostsFeed:
     def gone_text(self, host: str) -> str:
         feed = self.feeds[host]
         why = feed.error or ""
-        if not feed.generation:  # never reached: why, in ssh's or the daemon's words
-            return why
+        if not feed.generation:  # never reached: why, in ssh's or the daemon's words (the host is named already)
+            return why.removeprefix(f"host {host}: ")
         return f"{GONE} (attempt {feed.attempt})"
 
     @property

@@ -98,5 +98,5 @@ async def test_a_host_that_cannot_be_reached_is_said_and_the_others_work(lw: Har
     app = console(lw, DEAD)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: cell(app, mine, "state") == "running", what="this machine's session")
-        await until(pilot, lambda: f"{DEAD}: host {DEAD}: ssh: connect to host" in status_line(app),
-                    what="the status line to say why the host is not there")
+        await until(pilot, lambda: f"{DEAD}: ssh: connect to host" in status_line(app),
+                    what="the status line to say why the host is not there, naming it once")
