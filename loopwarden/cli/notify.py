@@ -72,6 +72,8 @@ def alerts_lines(info: dict[str, Any]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     if alerts.get("config_error"):
         out.append((f"alerts: settings not read: {alerts['config_error']}", True))
+    if alerts.get("config_warning"):
+        out.append((f"alerts: warning: {alerts['config_warning']}", True))
     targets = alerts.get("targets") or []
     counts = ", ".join(f"{alerts.get(k) or 0} {k.replace('_', '-')}" for k in
                        ("sent", "failed", "deduplicated", "rate_limited", "dropped"))

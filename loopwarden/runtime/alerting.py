@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from ..supervisor.config import ConfigError, Notify, load_config, redact_url
@@ -51,6 +53,7 @@ class Alerting(DaemonParts):
             self._log(f"alerts: settings not read ({error})")
             return error
         self.notifier.config_error = None
+        self.notifier.config_warning = _open_to_others(self.paths.config_file) if settings.urls else None
         changed = settings.urls != self.notifier.urls
         self.notifier.configure(settings)
         if changed:
@@ -123,3 +126,14 @@ class Alerting(DaemonParts):
         results = await self.notifier.test(test_alert(self.notifier.host, self.clock()))
         return {"results": [{"target": t, "ok": e is None, "error": e} for t, e in results],
                 "config_file": str(self.paths.config_file)}
+
+
+def _open_to_others(path: Path) -> str | None:
+    """Why the config file, which holds the notify URLs (secrets), should be made private; None when it is."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
+    return f"{path} is readable by others (mode {stat.S_IMODE(mode):04o}) and holds the notify URLs: chmod 600 it"

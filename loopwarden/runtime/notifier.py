@@ -205,6 +205,7 @@ class Notifier:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.config_error: str | None = None
+        self.config_warning: str | None = None  # the config file is open to others
         self.host = ""
         self._tg: Any = None
         self._summary_wake = anyio.Event()
@@ -407,4 +408,5 @@ class Notifier:
         """The counters for `status` and the daemon's snapshot: never a URL, only labels."""
         return {"targets": [t.to_dict() for t in self.targets], **self.counts,
                 "last_error": self.last_error, "last_error_at": self.last_error_at,
-                "config_error": self.config_error, "events": list(self.settings.events)}
+                "config_error": self.config_error, "config_warning": self.config_warning,
+                "events": list(self.settings.events)}

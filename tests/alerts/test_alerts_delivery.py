@@ -229,3 +229,13 @@ def test_a_bad_config_file_leaves_the_daemon_running_without_alerts_and_says_why
     assert status.returncode == 0
     assert f"alerts: settings not read: config file {tmp_path / 'config.toml'}: not valid TOML" in status.stdout
     assert "settings not read" in (tmp_path / "daemon.out").read_text()
+
+
+def test_a_config_file_others_can_read_is_warned_of_in_status(alerted: Start, webhook: WebhookReceiver) -> None:
+    lw = alerted([webhook.url("x")])
+    assert "warning" not in lw.cli("status").stdout  # the near miss: 0600
+    (lw.home / "config.toml").chmod(0o644)
+    assert lw.cli("notify", "test").returncode == 0  # the settings are read again
+    status = lw.cli("status").stdout
+    assert f"alerts: warning: {lw.home / 'config.toml'} is readable by others (mode 0644)" in status
+    assert "chmod 600" in status
