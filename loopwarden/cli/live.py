@@ -189,6 +189,8 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                     _print_record(kind, data)
         except (KeyError, TypeError, AttributeError):  # a reply of another shape: follow without the backlog
             pass
+        except click.ClickException:  # the daemon went away while the backlog was read: the stream says so
+            pass
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
                 if not as_json:

@@ -185,7 +185,7 @@ async def test_the_consoles_status_line_says_when_records_are_not_stored(volume:
         app = RecordingConsole(lw.paths, autostart=False)
         async with app.run_test(size=(160, 40)) as pilot:
             status = app.main.query_one("#status", Static)
-            await until(pilot, lambda: app.feed.ready and "sessions" in str(status.render()), what="the status line")
+            await until(pilot, lambda: app.feed.ready and " live" in str(status.render()), what="the status line")
             assert "not stored" not in str(status.render())
             filler = fill(volume)
             await until(pilot, lambda: "records not stored" in str(status.render()), timeout=30,
