@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection
+from itertools import pairwise
 from pathlib import Path
 
 import orjson
@@ -31,7 +32,7 @@ import platformdirs
 from ..paths import APP, HOME_ENV, Paths, SocketPathTooLong, default_paths
 from .client import Client, DaemonError
 from .principal import SESSION_ENV, descends_from
-from .procfs import ProcId, alive, ancestry, environ_mark
+from .procfs import ProcId, alive, ancestry, command_line, environ_mark
 from ..supervisor.visible import visible
 
 LOCAL = "local"  # this machine's daemon, as the console and the CLI name it
@@ -329,7 +330,19 @@ def supervised_refusal(local: Paths, pid: int) -> str | None:
                     f"{whose} environment); operator actions must come from a person's terminal")
     daemon = _daemon_pid(local)
     inside = descends_from(daemon, ())(chain) if daemon else None
-    return inside.refusal(pid) if inside else None
+    if inside:
+        return inside.refusal(pid)
+    for stat in chain[1:]:  # any profile's daemon: an agent chooses LOOPWARDEN_HOME, not its ancestors
+        if _is_daemon(command_line(stat.pid)):
+            return (f"refused: pid {pid} descends from the loopwarden daemon pid {stat.pid} (it runs inside a "
+                    "session there); operator actions must come from a person's terminal")
+    return None
+
+
+def _is_daemon(argv: list[str]) -> bool:
+    """Whether a command line is a loopwarden daemon's (`python -m loopwarden serve`, `loopwarden serve`)."""
+    return any(os.path.basename(word) == "loopwarden" and following == "serve"
+               for word, following in pairwise(argv[:4]))
 
 
 def _marks_live_daemon(mark: str) -> bool:

@@ -3,7 +3,9 @@ CLI judges its own process first (descent from this machine's daemon, a session'
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from loopwarden.runtime.procfs import read_stat
@@ -60,4 +62,21 @@ def test_a_console_run_by_an_agent_cannot_approve_a_remote_gate(lw: Harness, box
     lw.wait_state(agent, "exited")
     code, said = out.read_text().split("\n", 1)
     assert code == "1" and "refused" in said and "descends from the loopwarden daemon" in said, said
+    assert box.remote.status(ref.split(":")[0])["pending_gates"], "the remote gate was decided"
+
+
+def test_an_agent_that_points_loopwarden_home_elsewhere_is_still_refused(lw: Harness, box: Box,
+                                                                          tmp_path: Path) -> None:
+    ref = remote_gate(box)
+    lw.env["LOOPWARDEN_SSH_COMMAND"] = box.ssh_command
+    out = tmp_path / "agent.txt"
+    elsewhere = tempfile.mkdtemp(prefix="lw-elsewhere-")  # no daemon there: descent is judged by the ancestry
+    try:
+        agent = lw.run_detached("env", "-u", "LOOPWARDEN_SESSION", f"LOOPWARDEN_HOME={elsewhere}", PY, APPROVER,
+                                box.host, ref, str(out), adapter="plain")
+        lw.wait_state(agent, "exited")
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
+    code, said = out.read_text().split("\n", 1)
+    assert code != "0" and "refused" in said and "descends from the loopwarden daemon" in said, said
     assert box.remote.status(ref.split(":")[0])["pending_gates"], "the remote gate was decided"
