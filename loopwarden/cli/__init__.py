@@ -15,18 +15,24 @@ class _Commands(click.Group):
     """The command group; `loopwarden ls --host box` reads as `loopwarden --host box ls`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, host_first(args))
+        command = self.commands.get(args[0]) if args else None
+        valued = {name for p in (command.params if command else []) if isinstance(p, click.Option) and not p.is_flag
+                  for name in p.opts}
+        return super().parse_args(ctx, host_first(args, valued))
 
 
-def host_first(args: list[str]) -> list[str]:
+def host_first(args: list[str], valued: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """`--host X` (or `--host=X`) given after a command that works through a host, moved before it, where the
-    group's option is; up to `--`, after which words are the command's own."""
+    group's option is; up to `--`, after which words are the command's own, and never the value of one of the
+    command's options (`valued`: `--note --host` is a note)."""
     if not args or args[0] not in remote.REMOTE_COMMANDS:
         return args
     rest, moved = list(args[1:]), []
     i = 0
     while i < len(rest) and rest[i] != "--":
-        if rest[i] == "--host" and i + 1 < len(rest):
+        if rest[i] in valued:
+            i += 2  # the option and its value, whatever the value says
+        elif rest[i] == "--host" and i + 1 < len(rest):
             moved += rest[i:i + 2]
             del rest[i:i + 2]
         elif rest[i].startswith("--host="):

@@ -195,6 +195,8 @@ def test_host_after_the_command_is_read_as_before_it() -> None:
     assert host_first(["inject", "s3", "--", "--host", "box"]) == ["inject", "s3", "--", "--host", "box"]  # text
     assert host_first(["run", "--host", "box"]) == ["run", "--host", "box"]  # run acts here: its error says so
     assert host_first(["console", "--host", "box"]) == ["console", "--host", "box"]  # its own option
+    assert host_first(["deny", "g1", "--note", "--host", "box"], {"--note"}) == ["deny", "g1", "--note", "--host",
+                                                                              "box"]  # a note that says --host
 
 
 def test_host_after_the_command_reaches_that_host(lw: Harness, box: Box) -> None:
