@@ -130,3 +130,13 @@ def start_daemon(paths: Paths) -> None:
                          stderr=log, start_new_session=True, close_fds=True, env=env)
     finally:
         os.close(log)
+
+
+def daemon_pid(paths: Paths, name: str = "cli") -> int | None:
+    """The pid of the daemon answering on `paths`' socket, or None when none answers (it has no agents either)."""
+    try:
+        with Client.connect(paths, autostart=False, name=name) as client:
+            pid = client.request("ping").get("pid")
+    except (DaemonError, OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None

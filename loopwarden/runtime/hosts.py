@@ -23,16 +23,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection
-from itertools import pairwise
 from pathlib import Path
 
 import orjson
 import platformdirs
 
 from ..paths import APP, HOME_ENV, Paths, SocketPathTooLong, default_paths
-from .client import Client, DaemonError
-from .principal import SESSION_ENV, descends_from
-from .procfs import ProcId, alive, ancestry, command_line, environ_mark
+from .client import daemon_pid
+from .principal import SESSION_ENV, daemon_ancestor, descends_from
+from .procfs import ProcId, alive, ancestry, environ_mark
 from ..supervisor.visible import visible
 
 LOCAL = "local"  # this machine's daemon, as the console and the CLI name it
@@ -328,21 +327,14 @@ def supervised_refusal(local: Paths, pid: int) -> str | None:
             whose = "its" if stat.pid == pid else f"its ancestor pid {stat.pid}'s"
             return (f"refused: pid {pid} runs inside session {mark.split('@', 1)[0][:40]} ({SESSION_ENV} in "
                     f"{whose} environment); operator actions must come from a person's terminal")
-    daemon = _daemon_pid(local)
+    daemon = daemon_pid(local)
     inside = descends_from(daemon, ())(chain) if daemon else None
     if inside:
         return inside.refusal(pid)
-    for stat in chain[1:]:  # any profile's daemon: an agent chooses LOOPWARDEN_HOME, not its ancestors
-        if _is_daemon(command_line(stat.pid)):
-            return (f"refused: pid {pid} descends from the loopwarden daemon pid {stat.pid} (it runs inside a "
-                    "session there); operator actions must come from a person's terminal")
+    if (ancestor := daemon_ancestor(chain)) is not None:
+        return (f"refused: pid {pid} descends from the loopwarden daemon pid {ancestor} (it runs inside a "
+                "session there); operator actions must come from a person's terminal")
     return None
-
-
-def _is_daemon(argv: list[str]) -> bool:
-    """Whether a command line is a loopwarden daemon's (`python -m loopwarden serve`, `loopwarden serve`)."""
-    return any(os.path.basename(word) == "loopwarden" and following == "serve"
-               for word, following in pairwise(argv[:4]))
 
 
 def _marks_live_daemon(mark: str) -> bool:
@@ -352,16 +344,6 @@ def _marks_live_daemon(mark: str) -> bool:
         return alive(ProcId(int(daemon), int(start)))
     except (IndexError, ValueError):
         return True
-
-
-def _daemon_pid(paths: Paths) -> int | None:
-    """The pid of this machine's daemon, when one answers (none: it has no agents either)."""
-    try:
-        with Client.connect(paths, autostart=False, name="cli") as client:
-            pid = client.request("ping").get("pid")
-    except (DaemonError, OSError, ValueError, AttributeError):
-        return None
-    return pid if isinstance(pid, int) else None
 
 
 def where(env: dict[str, str] | None = None) -> dict[str, object]:

@@ -311,3 +311,14 @@ def env_claim(environ: Mapping[str, str], socket: str | os.PathLike[str]) -> str
     if not session or environ.get(DAEMON_ENV) != os.path.realpath(socket):
         return None
     return session.split("@", 1)[0]  # containment's mark, "s3@DAEMONPID.START", names the session first
+
+
+def daemon_ancestor(chain: Sequence[ProcInfo]) -> int | None:
+    """The pid of a loopwarden daemon, any profile's, among the ancestors in `chain` (nearest first, the
+    process itself first): an agent chooses its LOOPWARDEN_HOME, not its ancestors."""
+    for info in chain[1:]:
+        argv = command_line(info.pid)
+        if any(os.path.basename(word) == "loopwarden" and following == "serve" for word, following in
+               pairwise(argv[:4])):  # `python -m loopwarden serve`, `loopwarden serve`
+            return info.pid
+    return None

@@ -16,8 +16,8 @@ from __future__ import annotations
 import psutil
 
 from ..paths import Paths
-from ..runtime.client import Client, DaemonError
-from ..runtime.principal import DAEMON_ENV, SESSION_ENV, descends_from, env_claim
+from ..runtime.client import daemon_pid
+from ..runtime.principal import DAEMON_ENV, SESSION_ENV, daemon_ancestor, descends_from, env_claim
 from ..runtime.procfs import ancestry, environment_value
 from .addresses import this_machine
 
@@ -49,16 +49,11 @@ def refusal(paths: Paths, peer: tuple[str, int] | None, server: tuple[str, int] 
     claimed = env_claim(environ, paths.socket)
     if claimed:
         return f"pid {pid} runs inside session {claimed} ({SESSION_ENV} says so)"
-    daemon = _daemon_pid(paths)
-    inside = descends_from(daemon, ())(ancestry(pid)) if daemon else None
-    return inside.refusal(pid).removeprefix("refused: ") if inside else None
-
-
-def _daemon_pid(paths: Paths) -> int | None:
-    try:
-        with Client.connect(paths, autostart=False, name="web") as client:
-            pid = client.request("ping").get("pid")
-    except (DaemonError, OSError, ValueError, AttributeError):
-        return None  # no daemon: it has no agents either
-    return pid if isinstance(pid, int) else None
-
+    chain = ancestry(pid)
+    daemon = daemon_pid(paths, name="web")
+    inside = descends_from(daemon, ())(chain) if daemon else None
+    if inside:
+        return inside.refusal(pid).removeprefix("refused: ")
+    if (ancestor := daemon_ancestor(chain)) is not None:  # another profile's agent: still an agent
+        return f"pid {pid} descends from the loopwarden daemon pid {ancestor} (it runs inside a session there)"
+    return None

@@ -22,7 +22,9 @@ from loopwarden.runtime.principal import (
     HOOK_OPS,
     OPERATOR_OPS,
     READ_ONLY_OPS,
+    daemon_ancestor,
 )
+from loopwarden.runtime.procfs import ancestry
 from tests.claude_code.conftest import QUIET, claude_bin  # noqa: F401
 from tests.fakes.anthropic_server import (  # noqa: F401
     FakeAnthropic,
@@ -349,3 +351,11 @@ def test_a_claude_code_tool_that_left_claudes_process_tree_is_still_refused(lw: 
     assert code == "4"  # refused
     assert lw.status("claude:escape")["state"] == "running"
     assert lw.cli("kill", "claude:escape").returncode == 0  # the operator, without CLAUDECODE, is not refused
+
+
+def test_a_daemon_of_any_profile_is_found_among_an_agents_ancestors(lw: Harness) -> None:
+    sid = lw.launch(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="sleeper")
+    pid = wait_for(lambda: lw.status(sid).get("pid"), what="the agent's pid")
+    daemon = lw.request("ping")["pid"]
+    assert daemon_ancestor(ancestry(pid)) == daemon  # found by its command line, whatever the agent's env says
+    assert daemon_ancestor(ancestry(os.getpid())) is None  # the near miss: this test runs under no daemon
