@@ -22,12 +22,8 @@ def remote(tmp_path: Path) -> Iterator[Harness]:
     """The daemon of the machine across ssh: its own LOOPWARDEN_HOME."""
     home = tmp_path / "remote"
     home.mkdir()
-    harness = Harness(home)
-    harness.start()
-    try:
+    with Harness(home) as harness:
         yield harness
-    finally:
-        harness.stop()
 
 
 @pytest.fixture

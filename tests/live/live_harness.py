@@ -42,6 +42,14 @@ class Harness:
         self.paths: Paths = default_paths(self.env)
         self.daemon: subprocess.Popen[bytes] | None = None
 
+    def __enter__(self) -> Harness:
+        """The daemon started; it stops when the block ends."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def start(self) -> None:
         log = open(self.home / "daemon.out", "ab")  # noqa: SIM115
         self.daemon = subprocess.Popen([PY, "-m", "loopwarden", "serve"], env=self.env, stdout=log, stderr=log,
@@ -129,12 +137,8 @@ class Harness:
 
 @pytest.fixture
 def lw(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    harness.start()
-    try:
+    with Harness(tmp_path) as harness:
         yield harness
-    finally:
-        harness.stop()
 
 
 def rules(verdicts: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -48,12 +48,10 @@ def open_lw() -> Iterator[Harness]:
     """A daemon whose home is reachable by other users (pytest's tmp dirs are 0700)."""
     home = Path(tempfile.mkdtemp(prefix="lw-", dir="/tmp"))
     os.chmod(home, 0o711)
-    harness = Harness(home)
-    harness.start()
     try:
-        yield harness
+        with Harness(home) as harness:
+            yield harness
     finally:
-        harness.stop()
         shutil.rmtree(home, ignore_errors=True)
 
 
