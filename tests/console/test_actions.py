@@ -189,6 +189,7 @@ async def test_launch_starts_a_session_from_the_modal(lw: Harness) -> None:
 async def test_launch_refuses_an_empty_command_with_a_message(lw: Harness) -> None:
     app = RecordingConsole(lw.paths, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.ready, what="the feed")  # launching is refused before the link
         await pilot.press("n")
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
         await pilot.press("enter")

@@ -49,6 +49,7 @@ async def test_ctrl_r_starts_a_round_then_asks_before_stopping_the_live_one_for_
     async with app.run_test(size=SIZE) as pilot:
         assert app.sub_title == "demo · 2 scripted agents"  # before the first data: the round it launched
         assert "Restart demo" in shown_actions(app)
+        await until(pilot, lambda: app.feed.connected, what="the link")  # actions are refused before it
         await pilot.press("ctrl+r")  # nothing live: no question, a round starts
         first = await until(pilot, lambda: live_ids(app) if len(live_ids(app)) == 2 else None, what="a round")
         await until(pilot, lambda: app.sub_title == "demo · 2 scripted agents, 2 live", what="the header")
