@@ -22,11 +22,14 @@ import time
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 
 from .cgroups import SessionCgroup
-from .procfs import MARK_ENV, ProcId, ProcTable, proc_id, signal_exact, signal_group
+from .procfs import MARK_ENV, ProcId, ProcTable, children_of, proc_id, signal_exact, signal_group
 
-POLL_SECONDS = 0.05  # while waiting for processes to go after SIGTERM (a bounded wait, never idle)
+POLL_SECONDS = 0.05  # where there are no pidfds: how often to look again while processes go
+RESCAN_SECONDS = 0.25  # during the grace, look for new processes (forks) at least this often
+KILL_RESCAN = 0.1  # ... and after SIGKILL
 KILL_WAIT = 1.0  # after SIGKILL, how long to wait for the kernel to finish them
 SHARED_SCAN_AGE = 0.03  # sessions ending together share /proc scans this fresh
 
@@ -50,6 +53,9 @@ class Containment:
         self.guard = guard
         self.root: ProcId | None = None
         self.tracked: set[ProcId] = set()  # seen outside the group and the cgroup; the guardian knows them too
+        self.walk = False  # find members by walking from seeds (see table()); the daemon sets it as subreaper
+        self.emptied = False  # end() found nothing left: with no process of the session alive, none can come
+        self._cgroup_seen: tuple[ProcTable | None, set[int]] = (None, set())
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
@@ -63,9 +69,29 @@ class Containment:
     def started(self, pid: int) -> None:
         """The agent runs as `pid`, leader of its own process group."""
         self.root = proc_id(pid) or ProcId(pid, 0)
+        _ROOTS.add(pid)
         self._tell("+", "g", f"{self.root.pid} {self.root.start}")
 
     # ---- finding ------------------------------------------------------------
+    async def table(self) -> ProcTable:
+        """A table that holds every process of the session now. With `walk` (the daemon is a child
+        subreaper), the processes reachable from the session's seeds: its root, its cgroup, the processes
+        it is remembered for, and the daemon's children that are no session's agent (orphans that came
+        back). Every member of the agent's group descends from one of those, since an orphan comes back
+        to the daemon and only the session's own processes can join its group. Otherwise one shared
+        pass over /proc."""
+        if not self.walk:
+            return await fresh_table()
+        seeds = {p.pid for p in self.tracked}
+        if self.root is not None:
+            seeds.add(self.root.pid)
+        in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
+        seeds |= in_cgroup
+        seeds |= children_of(self.daemon_pid) - _ROOTS  # our root is in already
+        table = ProcTable.around(seeds)
+        self._cgroup_seen = (table, in_cgroup)  # members() of this table needs not read the cgroup again
+        return table
+
     def members(self, table: ProcTable | None = None) -> set[ProcId]:
         """Every live process of the session now."""
         table = table or ProcTable.scan()
@@ -75,9 +101,12 @@ class Containment:
                 seeds.add(self.root.pid)
             seeds |= table.group(self.root.pid, born_after=self.root.start)
         if self.cgroup is not None:
-            seeds |= {pid for pid in self.cgroup.pids() if table.live(pid)}
+            seen, in_cgroup = self._cgroup_seen
+            seeds |= {pid for pid in (in_cgroup if seen is table else self.cgroup.pids()) if table.live(pid)}
         seeds |= {p.pid for p in self.tracked if table.is_current(p)}
         for pid in table.children.get(self.daemon_pid, ()):
+            if pid in _ROOTS:
+                continue  # an agent: its own session's root, or already a seed when it is ours
             if pid not in seeds and table.live(pid) and table.mark(pid) == self.mark:
                 seeds.add(pid)  # an orphan that came back to the daemon, unseen until now
         return {table.procs[pid].id for pid in table.descendants(seeds) if table.live(pid)}
@@ -86,6 +115,7 @@ class Containment:
         """Remember the processes that left the group and the cgroup (so a later double fork cannot hide
         them), and tell the guardian; forget those that are gone."""
         in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
+        self._cgroup_seen = (table, in_cgroup)
         group = self.root.pid if self.root is not None else None
         for proc in self.members(table):
             info = table.procs[proc.pid]
@@ -114,9 +144,13 @@ class Containment:
 
     async def end(self, grace: float) -> set[ProcId]:
         """SIGTERM to every process, up to `grace` seconds for them to go, then SIGKILL until none is left
-        (at most KILL_WAIT more); returns the survivors, normally none."""
-        left = self.members(await fresh_table())
+        (at most KILL_WAIT more); returns the survivors, normally none. Between looks it waits for the
+        processes' exits (pidfds), looking again for new ones at least every RESCAN_SECONDS."""
+        if self.emptied:
+            return set()
+        left = self.members(await self.table())
         if not left:
+            self.emptied = True
             return left
         if grace > 0:
             warned: set[ProcId] = set()
@@ -127,15 +161,16 @@ class Containment:
                     self.signal(signal.SIGCONT, new)  # a stopped process cannot act on SIGTERM
                     self.signal(signal.SIGTERM, new)
                     warned |= new
-                await anyio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-                left = self.members(await fresh_table())
+                await wait_gone(left, min(RESCAN_SECONDS, max(0.0, deadline - time.monotonic())))
+                left = self.members(await self.table())
         deadline = time.monotonic() + KILL_WAIT
         while left:
             self.kill_now(left)
             if time.monotonic() >= deadline:
                 break
-            await anyio.sleep(0.01)
-            left = self.members(await fresh_table())
+            await wait_gone(left, min(KILL_RESCAN, max(0.0, deadline - time.monotonic())))
+            left = self.members(await self.table())
+        self.emptied = not left
         return left
 
     def kill_now(self, members: set[ProcId] | None = None) -> None:
@@ -149,6 +184,7 @@ class Containment:
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.root is not None:
+            _ROOTS.discard(self.root.pid)
             self._tell("-", "g", f"{self.root.pid} {self.root.start}")
         for proc in self.tracked:
             self._tell("-", "p", f"{proc.pid} {proc.start}")
@@ -161,6 +197,45 @@ class Containment:
             self.guard.protect(kind, value)
         else:
             self.guard.forget(kind, value)
+
+
+_ROOTS: set[int] = set()  # the agents of this daemon's sessions: none is another session's orphan
+
+
+async def wait_gone(procs: set[ProcId], at_most: float) -> None:
+    """Return once every process of `procs` has exited (or is another process now), or after `at_most` seconds:
+    one pidfd each, waited on by the event loop; a short sleep where the kernel has no pidfds."""
+    if at_most <= 0:
+        await anyio.lowlevel.checkpoint()
+        return
+    fds: list[int] = []
+    try:
+        for proc in procs:
+            try:
+                fd = os.pidfd_open(proc.pid)
+            except ProcessLookupError:
+                continue
+            except (AttributeError, OSError):
+                await anyio.sleep(min(POLL_SECONDS, at_most))
+                return
+            fds.append(fd)
+            if proc_id(proc.pid) != proc:  # gone, a zombie, or the pid names another process now
+                fds.remove(fd)
+                os.close(fd)
+        if not fds:
+            await anyio.lowlevel.checkpoint()
+            return
+        with anyio.move_on_after(at_most):
+            async with anyio.create_task_group() as tg:
+                for fd in fds:
+                    tg.start_soon(_readable, fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+async def _readable(fd: int) -> None:
+    await anyio.wait_readable(fd)
 
 
 _last_scan: tuple[float, ProcTable] = (0.0, ProcTable())

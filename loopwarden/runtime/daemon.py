@@ -24,7 +24,7 @@ from .hooked import HookedSession
 from .operations import ControlOperations
 from .parts import SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
 from ..paths import Paths, private_dir
-from .processes import ProcessWatch
+from .processes import ProcessWatch, Sessions, wait_children_by_pidfd
 from .reaper import become_subreaper
 from .records import Recorder
 from .registry import RECENT_BYTES, SessionRegistry
@@ -41,7 +41,8 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self.sessions: dict[str, Supervised] = {}  # live, and ended until stored
+        self._sampler_wake = anyio.Event()
+        self.sessions: dict[str, Supervised] = Sessions(self._session_added)  # live, and ended until stored
         self.attached: dict[str, HookedSession] = {}  # session id -> the attached session, while in `sessions`
         self.hooked: dict[str, HookedSession] = {}  # Claude session_id -> its attached session
         self.recent = EndedSessions(RECENT_BYTES)  # the newest ended sessions' snapshots; the store has them all
@@ -86,6 +87,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
         lost = self._open_store()
+        wait_children_by_pidfd()
         self._start_guardian()
         self.subreaper = become_subreaper()
         old_umask = os.umask(0o177)

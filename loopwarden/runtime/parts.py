@@ -79,6 +79,7 @@ class DaemonParts:
     _cleaner_wake: anyio.Event
     _stop: anyio.Event
     _orphans: anyio.Event
+    _sampler_wake: anyio.Event
     _last_publish: float
     _last_health: dict[str, Any]
     _large_replies: anyio.CapacityLimiter

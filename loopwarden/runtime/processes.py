@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-import time
+import signal
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -17,8 +20,24 @@ from .procfs import ProcTable
 from .reaper import reap_orphans
 from .session import tree_pids
 
+REAP_RETRY = 0.05  # seconds between rounds; a zombie session leader passed over is looked at again then
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
 SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
+
+
+def wait_children_by_pidfd() -> bool:
+    """Have asyncio wait for the agents' exits with a pidfd each on the event loop (Python 3.11 would
+    start a thread per child, blocked in waitpid); already so from Python 3.12, and where pidfds work."""
+    if sys.version_info >= (3, 12) or not hasattr(asyncio, "PidfdChildWatcher"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    asyncio.set_child_watcher(watcher)
+    return True
 
 
 def adoption_refusal(pid: int, peer_pid: int) -> str | None:
@@ -80,6 +99,18 @@ def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
     return rows, kept
 
 
+class Sessions(dict[str, Any]):
+    """The daemon's sessions by id; adding one wakes the sampler, which sleeps while none is live."""
+
+    def __init__(self, added: Callable[[], None]) -> None:
+        super().__init__()
+        self._added = added
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._added()
+
+
 class ProcessWatch(DaemonParts):
     """Containment, the guardian, CPU and memory samples, orphans reaped."""
 
@@ -97,41 +128,63 @@ class ProcessWatch(DaemonParts):
 
     def _containment(self, sid: str) -> Containment:
         cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
-        return Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
+        containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
+        containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
+        return containment
 
     async def _reaper(self) -> None:
-        """Reap agents' orphans that came back to us (see reaper.py)."""
-        while True:
-            await self._orphans.wait()
-            self._orphans = anyio.Event()
-            deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline:
-                reap_orphans(*self._own_children())
-                await anyio.sleep(0.01)
-                if not any(s.stopping and not s.final for s in self.sessions.values()):
-                    reap_orphans(*self._own_children())
-                    break
+        """Reap agents' orphans that came back to us (see reaper.py) when a child ends (SIGCHLD) or a
+        session's group ends; nothing runs in between. A zombie session leader passed over while an agent
+        was starting is looked at again shortly after."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._on_sigchld)
+            while True:
+                await self._orphans.wait()
+                self._orphans = anyio.Event()
+                passed = reap_orphans(*self._own_children())[1]
+                await anyio.sleep(REAP_RETRY)  # children ending together (a stop) share a round
+                if passed:
+                    self._orphans.set()
+
+    async def _on_sigchld(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGCHLD) as signals:
+            async for _ in signals:
+                self._orphans.set()
 
     def _own_children(self) -> tuple[set[int], bool]:
         """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session
-        leader may be reaped: not while an agent is being started, as it may be that agent, still unnamed."""
-        ours = [s for s in self.sessions.values() if Capability.PROCESS_GROUP in s.capabilities]
-        keep = {s.pid for s in ours if s.pid}
+        leader may be reaped: not while an agent is being started, as it may be that agent, still unnamed.
+        Every session's pid is kept (an adopted or attached one is no child of ours: keeping it costs
+        nothing); capabilities are asked of those without a pid only (they cost microseconds each)."""
+        keep: set[int] = set()
+        starting = False
+        for s in self.sessions.values():
+            pid = s.pid
+            if pid:
+                keep.add(pid)
+            elif not starting and not s.final and Capability.PROCESS_GROUP in s.capabilities:
+                starting = True
         if self.guardian.pid:
             keep.add(self.guardian.pid)
-        starting = any(s.pid is None and not s.final for s in ours)
         return keep, not starting
 
     def _guard_group(self, pgid: int, alive: bool) -> None:
         """A session's process group started or ended (its containment tells the guardian)."""
-        if not alive:
+        if alive:
+            self._sampler_wake.set()
+        else:
             self._orphans.set()
 
     async def _sampler(self) -> None:
         """CPU, memory and process trees of live sessions; slower as sessions multiply. Each round also
-        remembers the processes that left a session's group (see containment.py)."""
+        remembers the processes that left a session's group (see containment.py). With no live session
+        it sleeps until one is added (nothing is scheduled while nothing is live)."""
         while True:
             live = [s for s in self.sessions.values() if not s.final]
+            if not live:
+                self._sampler_wake = anyio.Event()
+                await self._sampler_wake.wait()
+                continue
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
             if not live:
                 continue
@@ -140,3 +193,6 @@ class ProcessWatch(DaemonParts):
                 if not session.final:
                     session.observe(table)
                     await session.sample(table.children)  # marks the session dirty only when numbers moved
+
+    def _session_added(self) -> None:
+        self._sampler_wake.set()

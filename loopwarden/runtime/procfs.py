@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 MARK_ENV = "LOOPWARDEN_SESSION"  # set in every agent's environment: "SID@DAEMON_PID.DAEMON_START"
@@ -38,6 +39,9 @@ class ProcInfo:
     zombie: bool
     comm: str = ""  # the command name (15 characters at most); the agent chooses it
     tty_nr: int = 0  # the controlling terminal (0: none)
+    cpu: int = 0  # user + system time, clock ticks
+    rss: int = 0  # resident pages
+    state: str = ""  # one letter: R running, S sleeping, D disk sleep, T stopped, Z zombie...
 
     @property
     def id(self) -> ProcId:
@@ -55,7 +59,8 @@ def _parse_stat(pid: int, raw: bytes) -> ProcInfo | None:
     rest = raw[close + 2:].split()  # state ppid pgrp session tty_nr ... starttime (the 20th)
     try:
         return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0] in (b"Z", b"X"),
-                        raw[raw.find(b"(") + 1:close].decode(errors="replace"), int(rest[4]))
+                        raw[raw.find(b"(") + 1:close].decode(errors="replace"), int(rest[4]),
+                        int(rest[11]) + int(rest[12]), int(rest[21]), rest[0].decode(errors="replace"))
     except (IndexError, ValueError):
         return None
 
@@ -166,16 +171,76 @@ class ProcTable:
             stack.extend(self.children.get(pid, ()))
         return seen
 
+    @classmethod
+    def around(cls, seeds: Iterable[int]) -> ProcTable:
+        """The processes reachable from `seeds` through their children lists, without a pass over /proc:
+        what one session's processes cost to find is then its own size, not the machine's."""
+        table = cls()
+        stack = list(seeds)
+        while stack:
+            pid = stack.pop()
+            if pid in table.procs:
+                continue
+            info = read_stat(pid)
+            if info is None:
+                continue
+            table.procs[pid] = info
+            table.children.setdefault(info.ppid, []).append(pid)
+            table.groups.setdefault(info.pgid, []).append(pid)
+            stack.extend(children_of(pid))
+        return table
+
     def mark(self, pid: int) -> str | None:
-        """`pid`'s MARK_ENV (see environ_mark), read once per table however many sessions ask."""
+        """`pid`'s MARK_ENV (see environ_mark), read once per process however many sessions and tables ask."""
         if pid not in self._marks:
-            self._marks[pid] = environ_mark(pid)
+            info = self.procs.get(pid)
+            key = (pid, info.start) if info is not None else None
+            if key is not None and key in _MARKS:
+                self._marks[pid] = _MARKS[key]
+            else:
+                self._marks[pid] = environ_mark(pid)
+                if key is not None:
+                    if len(_MARKS) >= MARKS_KEPT:
+                        _MARKS.clear()
+                    _MARKS[key] = self._marks[pid]
         return self._marks[pid]
 
     def group(self, pgid: int, born_after: int = 0) -> set[int]:
         """Live members of process group `pgid` started at or after `born_after` (a reused pgid is not ours)."""
         members = (self.procs[pid] for pid in self.groups.get(pgid, ()))
         return {p.pid for p in members if not p.zombie and p.start >= born_after}
+
+
+MARKS_KEPT = 4096
+_MARKS: dict[tuple[int, int], str | None] = {}  # (pid, start) -> its mark: the environment it started with
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+STATUS = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop",
+          "Z": "zombie", "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "P": "parked", "I": "idle"}
+
+
+def open_fds(pid: int) -> int:
+    """How many files `pid` has open (0 when that cannot be read)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def children_of(pid: int) -> set[int]:
+    """`pid`'s children, from the children list of each of its threads (empty when it is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return set()
+    out: set[int] = set()
+    for task in tasks:
+        raw = read_small(f"/proc/{pid}/task/{task}/children", 1 << 20)
+        if raw:
+            out.update(map(int, raw.split()))
+    return out
 
 
 def environ_mark(pid: int) -> str | None:

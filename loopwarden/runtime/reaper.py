@@ -57,16 +57,20 @@ def _session_leader(pid: int) -> bool:
         return True  # unknown: leave it alone
 
 
-def reap_orphans(keep: set[int], leaders: bool = False) -> int:
+def reap_orphans(keep: set[int], leaders: bool = False) -> tuple[int, int]:
     """Reap zombie children that are not in `keep` (processes someone else waits for). A session leader
-    is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects."""
-    reaped = 0
+    is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects.
+    Returns how many were reaped and how many zombie session leaders were passed over."""
+    reaped = passed = 0
     for pid in _children() - keep:
-        if not _zombie(pid) or (not leaders and _session_leader(pid)):
+        if not _zombie(pid):
+            continue
+        if not leaders and _session_leader(pid):
+            passed += 1
             continue  # an orphan that called setsid() is reaped on a round with `leaders`
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             continue
         reaped += done == pid
-    return reaped
+    return reaped, passed

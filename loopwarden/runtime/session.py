@@ -30,7 +30,7 @@ from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Terminatio
 from .containment import Containment
 from .opinion import Outcome, SecondOpinion
 from .principal import Claim
-from .procfs import ProcTable
+from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
 from .snapshot import build
 from .spill import Spiller, spill_event
 
@@ -123,6 +123,9 @@ class LiveSession:
         self._rate_second = 0
         self._psutil: psutil.Process | None = None
         self._procs: dict[int, psutil.Process] = {}
+        self._table: ProcTable | None = None  # the sampler's table, from observe() to sample()
+        self._ticks: dict[int, tuple[int, int]] = {}  # pid -> (start, CPU ticks) at the previous sample
+        self._sampled_at = time.monotonic()
         self._stderr_seq = 0
         self._lines_read = 0
         self._wake = anyio.Event()  # a gate opened or was decided: deadlines may have moved
@@ -694,13 +697,62 @@ class LiveSession:
         self._publish()
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
-        """Refresh CPU, memory and the process tree (psutil), and judge the resource limits.
+        """Refresh CPU, memory and the process tree, and judge the resource limits.
 
         `children` maps a pid to its children's pids, built once per round for all
-        sessions, so sampling never rescans /proc per session.
+        sessions, so sampling never rescans /proc per session; when it is the map of
+        the table `observe` was just given, the numbers come from that table too (no
+        process is read again).
         """
         if self.pid is None or self.state in FINAL_STATES:
             return
+        table, self._table = self._table, None
+        if table is not None and children is table.children:
+            cpu, rss, files, tree = self._measure(table)
+        else:
+            cpu, rss, files, tree = self._measure_psutil(children)
+        old = self.resources
+        self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
+        if abs(old.cpu_percent - cpu) >= 0.5 or abs(old.rss - rss) > old.rss // 100 or old.processes != len(tree):
+            self._publish()
+        if self.config.limits.max_rss or self.config.limits.max_processes:
+            sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
+            verdicts = self.health.observe(sample, self.clock())
+            self._record(verdicts)
+            if verdicts:  # carried out by the ticker: a stop's grace must not hold up the daemon's sampler
+                self._sampled.extend(verdicts)
+                self._wake.set()
+
+    def _measure(self, table: ProcTable) -> tuple[float, int, int, list[dict[str, Any]]]:
+        """The session's tree as `table` shows it; CPU from the ticks since the previous table."""
+        assert self.pid is not None
+        pids = tree_pids(self.pid, table.children)
+        now = time.monotonic()
+        elapsed, self._sampled_at = now - self._sampled_at, now
+        before, ticks = self._ticks, {}
+        cpu, rss, files = 0.0, 0, 0
+        count_files = bool(self.config.limits.max_processes) or len(pids) < 8
+        tree = []
+        for pid in pids:
+            info = table.procs.get(pid)
+            if info is None:
+                continue
+            ticks[pid] = (info.start, info.cpu)
+            was = before.get(pid)
+            c = (100.0 * (info.cpu - was[1]) / CLOCK_TICKS / elapsed
+                 if was is not None and was[0] == info.start and elapsed > 0 else 0.0)
+            m = info.rss * PAGE_BYTES
+            tree.append({"pid": pid, "ppid": info.ppid, "name": info.comm, "cpu": c, "rss": m,
+                         "status": STATUS.get(info.state, info.state)})
+            cpu += c
+            rss += m
+            files += open_fds(pid) if count_files else 0
+        self._ticks = ticks
+        return cpu, rss, files, tree
+
+    def _measure_psutil(self, children: dict[int, list[int]] | None
+                        ) -> tuple[float, int, int, list[dict[str, Any]]]:
+        assert self.pid is not None
         pids = tree_pids(self.pid, children) if children is not None else _tree_from_psutil(self._psutil)
         cpu = 0.0
         rss = files = 0
@@ -726,17 +778,7 @@ class LiveSession:
             files += n_files
         for pid in [p for p in cache if p not in pids]:
             del cache[pid]
-        old = self.resources
-        self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
-        if abs(old.cpu_percent - cpu) >= 0.5 or abs(old.rss - rss) > old.rss // 100 or old.processes != len(tree):
-            self._publish()
-        if self.config.limits.max_rss or self.config.limits.max_processes:
-            sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
-            verdicts = self.health.observe(sample, self.clock())
-            self._record(verdicts)
-            if verdicts:  # carried out by the ticker: a stop's grace must not hold up the daemon's sampler
-                self._sampled.extend(verdicts)
-                self._wake.set()
+        return cpu, rss, files, tree
 
     # ---- stopping ---------------------------------------------------------
     async def stop(self, reason: Termination, message: str) -> None:
@@ -886,8 +928,9 @@ class LiveSession:
     counts_loops = True
 
     def observe(self, table: ProcTable) -> None:
-        """Remember the processes that left the group (see containment.py)."""
+        """Remember the processes that left the group (see containment.py); `sample` measures from `table`."""
         self.containment.observe(table)
+        self._table = table
 
     @property
     def capabilities(self) -> Capability:

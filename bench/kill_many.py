@@ -1,0 +1,194 @@
+"""Killing many sessions: the daemon's CPU to end 200 live sessions, against doing it by hand.
+
+    .venv/bin/python bench/kill_many.py [--sessions 200] [--repeats 1] [--skip-stop-daemon] [--keep]
+
+(a) kill: a daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME) starts N
+    plain-adapter sessions of a quiet agent (`python3 -c "import time;
+    time.sleep(600)"`, which prints nothing). Once all run and the daemon has
+    settled, the benchmark sends one `kill` request per session, then waits until
+    every session is final (one `status` of the oldest session not yet seen final
+    every 0.2 s, so waiting costs the daemon next to nothing). Printed: the daemon's
+    CPU time (psutil cpu_times user + system, all threads) from the first kill
+    until the last session is final, and the wall time.
+(b) stop-daemon: the same N sessions in a fresh daemon, ended by `stop-daemon`
+    (every session killed at once); the daemon's CPU from the request until it
+    exits (read from its /proc entry while it is a zombie, before it is reaped).
+Baseline, in the same run: this process starts N of the same agents itself
+(each in its own session, like the daemon does), then SIGKILLs and reaps them;
+the CPU time this process spends doing that (getrusage, self only).
+
+Target (issue 16): killing N=200 sessions costs the daemon under 0.3 s of CPU.
+The load average is printed beside each figure (the machine is shared). Always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_common import FINAL, BenchDaemon, leftovers, verdict_line, wait_for
+
+TARGET_S = 0.3
+QUIET_CMD = ["python3", "-c", "import time; time.sleep(600)"]
+SETTLE = 2.0  # seconds after every session runs, before measuring
+
+
+def cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def start_sessions(d: BenchDaemon, n: int) -> list[str]:
+    sids = [d.run(QUIET_CMD, adapter="plain", name=f"quiet{i}") for i in range(n)]
+    wanted = set(sids)
+
+    def running() -> bool:
+        snaps = {s["id"]: s for s in d.request("list") if s["id"] in wanted}
+        for s in snaps.values():
+            if s.get("pid"):
+                d.session_pids.add(int(s["pid"]))
+        bad = [s for s in snaps.values() if s.get("state") in FINAL]
+        if bad:
+            raise RuntimeError(f"session {bad[0]['id']} ended early: {bad[0].get('state')}")
+        return len(snaps) == n and all(s.get("state") == "running" for s in snaps.values())
+
+    wait_for(running, 180, f"{n} sessions to run", interval=0.5)
+    time.sleep(SETTLE)
+    return sids
+
+
+def wait_all_final(d: BenchDaemon, sids: list[str], timeout: float = 120) -> None:
+    """One cheap `status` per poll: the oldest session not yet seen final."""
+    pending = list(sids)
+    deadline = time.monotonic() + timeout
+    while pending:
+        if d.request("status", session=pending[0]).get("state") in FINAL:
+            pending.pop(0)
+            continue
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(pending)} sessions not final after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def by_kill(n: int, keep: bool) -> dict[str, float]:
+    with BenchDaemon("killmany", keep=keep) as d:
+        assert d.ps is not None
+        try:
+            sids = start_sessions(d, n)
+            c0, w0 = cpu(d.ps), time.monotonic()
+            for sid in sids:
+                d.request("kill", session=sid, note="benchmark")
+            wait_all_final(d, sids)
+            c1, w1 = cpu(d.ps), time.monotonic()
+            load = os.getloadavg()[0]
+        finally:
+            d.close()
+        left = leftovers(d)
+    return {"cpu": c1 - c0, "wall": w1 - w0, "load": load, "leftovers": float(len(left))}
+
+
+def zombie_cpu(proc: psutil.Process, timeout: float) -> float:
+    """The CPU of a child process once it has exited, read before it is reaped."""
+    last = cpu(proc)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return cpu(proc)
+            last = cpu(proc)
+        except psutil.Error:
+            return last
+        time.sleep(0.02)
+    return last
+
+
+def by_stop_daemon(n: int, keep: bool) -> dict[str, float]:
+    with BenchDaemon("stopmany", keep=keep) as d:
+        assert d.ps is not None and d.proc is not None
+        try:
+            start_sessions(d, n)
+            c0, w0 = cpu(d.ps), time.monotonic()
+            try:
+                d.request("shutdown")
+            except Exception:  # noqa: BLE001 - the daemon may close the connection as it goes
+                pass
+            c1 = zombie_cpu(d.ps, 60)
+            w1 = time.monotonic()
+            load = os.getloadavg()[0]
+        finally:
+            d.close()
+        left = leftovers(d)
+    return {"cpu": c1 - c0, "wall": w1 - w0, "load": load, "leftovers": float(len(left))}
+
+
+def baseline(n: int) -> dict[str, float]:
+    """This process SIGKILLs and reaps N agents it started itself."""
+    procs = [subprocess.Popen(QUIET_CMD, start_new_session=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(n)]
+    wait_for(lambda: all(_sleeping(p.pid) for p in procs), 120, f"{n} agents to start", 0.2)
+    r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    for p in procs:
+        os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+        for stream in (p.stdout, p.stderr):
+            if stream is not None:
+                stream.close()
+    r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    return {"cpu": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), "wall": w1 - w0,
+            "load": os.getloadavg()[0]}
+
+
+def _sleeping(pid: int) -> bool:
+    try:
+        return "sleep" in " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--skip-stop-daemon", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOMEs")
+    args = ap.parse_args()
+    n = args.sessions
+    kills, stops, bases = [], [], []
+    for _ in range(args.repeats):
+        bases.append(baseline(n))
+        kills.append(by_kill(n, args.keep))
+        if not args.skip_stop_daemon:
+            stops.append(by_stop_daemon(n, args.keep))
+    lines = []
+    for label, runs in (("baseline: SIGKILL + reap by hand", bases), ("kill request per session", kills),
+                        ("stop-daemon (end-all)", stops)):
+        for r in runs:
+            print(f"{label:34s} {n} sessions: CPU {r['cpu']:.3f} s, wall {r['wall']:.2f} s, "
+                  f"load {r['load']:.2f}" + (f", leftovers {int(r['leftovers'])}" if "leftovers" in r else ""))
+    best_base = min(r["cpu"] for r in bases)
+    if kills:
+        best = min(r["cpu"] for r in kills)
+        ratio = best / max(best_base, 1e-6)
+        lines.append(verdict_line(best < TARGET_S, f"kill {n} sessions: daemon CPU {best:.3f} s < {TARGET_S} s "
+                                                   f"(baseline {best_base:.3f} s, ratio {ratio:.1f}x)"))
+    if stops:
+        best = min(r["cpu"] for r in stops)
+        lines.append(verdict_line(best < TARGET_S, f"stop-daemon with {n} sessions: daemon CPU {best:.3f} s "
+                                                   f"< {TARGET_S} s (informative: includes its shutdown)"))
+    lines.append(verdict_line(not any(r["leftovers"] for r in kills + stops), "no leftover processes"))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
