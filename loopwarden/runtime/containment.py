@@ -226,16 +226,11 @@ async def wait_gone(procs: set[ProcId], at_most: float) -> None:
             await anyio.lowlevel.checkpoint()
             return
         with anyio.move_on_after(at_most):
-            async with anyio.create_task_group() as tg:
-                for fd in fds:
-                    tg.start_soon(_readable, fd)
+            for fd in fds:  # one after the other: all must end, so the wait is as long as the slowest
+                await anyio.wait_readable(fd)
     finally:
         for fd in fds:
             os.close(fd)
-
-
-async def _readable(fd: int) -> None:
-    await anyio.wait_readable(fd)
 
 
 _last_scan: tuple[float, ProcTable] = (0.0, ProcTable())
