@@ -190,7 +190,7 @@ class ProcessWatch(DaemonParts):
                 continue
             table = await anyio.to_thread.run_sync(ProcTable.scan)
             for session in live:
-                if not session.final:
+                if not (session.final or session.stopping):  # a stopping session's end looks for itself
                     session.observe(table)
                     await session.sample(table.children)  # marks the session dirty only when numbers moved
 
