@@ -53,6 +53,10 @@ def _spawn_tree() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "600"])
+
+
 def _wait_tree(root: int, size: int) -> ProcTable:
     deadline = time.monotonic() + 30
     while True:
@@ -98,7 +102,7 @@ async def test_ending_a_walked_session_kills_its_grandchildren_and_waits_for_the
 
 
 async def test_waiting_for_exits_returns_when_they_exit_and_not_before() -> None:
-    proc = subprocess.Popen(["sleep", "600"])
+    proc = _sleeper()
     try:
         me = procfs.proc_id(proc.pid)
         assert me is not None
