@@ -160,7 +160,8 @@ class SessionHealth:
         on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
         self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
                           for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
-        self._observers = {kind: tuple(g.observe for g in guards) for kind, guards in self._dispatch.items()}
+        self._observers = {kind: tuple(judge for g in guards if (judge := g.hook(kind)) is not None)
+                           for kind, guards in self._dispatch.items()}
 
     def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
         """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""

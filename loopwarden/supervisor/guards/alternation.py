@@ -13,11 +13,11 @@ from ..events import Event, ToolCall, ToolResult
 from ..opinion import ALTERNATION
 from ..signature import result_digest
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 from .repetition import result_matches
 
 
-class AlternationGuard(Guard):
+class AlternationGuard(TypedGuard):
     """Watches (call, result) pairs over a window of `alternation_window` calls."""
 
     name = "alternation"
@@ -40,15 +40,12 @@ class AlternationGuard(Guard):
         self.ceiling = config.repetition.progress_nudge_after
         self.pairs = deque(self.pairs, maxlen=max(self.window, 1))
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+    def hook(self, kind: type[Event]) -> Observer | None:
         if not self.window:
-            return NO_VERDICTS
-        if type(event) is ToolCall:
-            return self._call(event)
-        assert isinstance(event, ToolResult)
-        return self._result(event)
+            return None  # the session asks again when its limits change
+        return self._call if kind is ToolCall else self._result
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.pending = call
         changing = self._changing(call)
         if not self.armed:
@@ -71,7 +68,7 @@ class AlternationGuard(Guard):
         return (Verdict(Action.BLOCK, self.name, reason, message=messages.alternation_block(call.tool, a, b),
                         evidence=evidence),)
 
-    def _result(self, result: ToolResult) -> Sequence[Verdict]:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         call = self.pending
         if call is None or not result_matches(result, call.call_id, call.tool):
             return NO_VERDICTS

@@ -11,7 +11,7 @@ from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..signature import error_fingerprint
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
 _MAX_TRACKED = 512
 _PENDING_CHARS = 256 * 1024  # error outputs held unfingerprinted, over every tool; past it they are fingerprinted
@@ -29,7 +29,7 @@ class _Streak:
         self.pending: list[str] = []
 
 
-class SameErrorGuard(Guard):
+class SameErrorGuard(TypedGuard):
     """Per tool, a streak of identical error fingerprints; a success of that tool clears it."""
 
     name = "same_error"
@@ -47,14 +47,10 @@ class SameErrorGuard(Guard):
     def configure(self, config: Config) -> None:
         self.cfg = config.repetition
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is ToolCall:
-            return self._call(event)
-        assert isinstance(event, ToolResult)
-        self._result(event)
-        return NO_VERDICTS
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._call if kind is ToolCall else self._result
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.last_tool = call.tool
         if call.call_id is not None:
             _remember(self.tools_by_call, call.call_id, call.tool)
@@ -72,17 +68,18 @@ class SameErrorGuard(Guard):
         text = messages.same_error_block(call.tool, count, fingerprint)
         return (Verdict(Action.BLOCK, self.name, reason, message=text, evidence=evidence),)
 
-    def _result(self, result: ToolResult) -> None:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
+        """A result gives no verdict: it arms the block of the tool's next call."""
         tool = result.tool
         if tool is None and result.call_id is not None:
             tool = self.tools_by_call.get(result.call_id)
         tool = tool or self.last_tool
         if tool is None:
-            return
+            return NO_VERDICTS
         if not result.failed:
             self._forget(tool)
             self.armed.pop(tool, None)
-            return
+            return NO_VERDICTS
         streaks = self.streaks
         streak = streaks.get(tool)
         if streak is None:
@@ -98,13 +95,14 @@ class SameErrorGuard(Guard):
         # the failures in a row reach the limit, no fingerprint is needed (the same errors in the same order
         # give the same fingerprints and counts whenever they are worked out)
         if streak.count + len(streak.pending) < limit and self.pending_chars <= _PENDING_CHARS:
-            return
+            return NO_VERDICTS
         self._fingerprint(tool, streak)
         if self.pending_chars > _PENDING_CHARS:  # other tools' streaks hold the rest
             self._fingerprint_all()
         if limit and streak.count >= limit:
             assert streak.fingerprint is not None
             self.armed[tool] = (streak.fingerprint, streak.count)
+        return NO_VERDICTS
 
     def _fingerprint(self, tool: str, streak: _Streak) -> None:
         """Fingerprint the streak's pending outputs in order, counting the identical ones in a row."""
