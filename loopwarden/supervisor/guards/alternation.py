@@ -11,7 +11,7 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import ALTERNATION
-from ..signature import result_digest
+from ..signature import LazyDigest
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 from .repetition import result_matches
@@ -30,7 +30,7 @@ class AlternationGuard(TypedGuard):
         self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
         self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
         self.changing_nudged = False
-        self.pairs: deque[tuple[bytes | None, bytes, ToolCall]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[bytes | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
@@ -74,7 +74,7 @@ class AlternationGuard(TypedGuard):
             return NO_VERDICTS
         self.pending = None
         pairs = self.pairs
-        pairs.append((call.sig, result_digest(result), call))
+        pairs.append((call.sig, LazyDigest(result), call))  # digested only if its call recurs two later
         if len(pairs) >= 3 and pairs[-1][:2] != pairs[-3][:2]:
             return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
         if not self._alternating():

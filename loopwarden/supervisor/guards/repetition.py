@@ -14,7 +14,7 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import POLL
-from ..signature import first_difference, output_shape, result_digest
+from ..signature import LazyDigest, first_difference, output_shape
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
@@ -53,7 +53,7 @@ class RepetitionGuard(TypedGuard):
         self.args: dict[str, Any] = {}
         self.call_id: str | None = None
         self.streak = 0
-        self.last_ok_digest: bytes | None = None
+        self.last_ok_digest: LazyDigest | None = None  # digested only if the same call comes again
         self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
@@ -110,7 +110,7 @@ class RepetitionGuard(TypedGuard):
         failed = result.failed
         out: Sequence[Verdict] = NO_VERDICTS
         if not failed:
-            digest = result_digest(result)
+            digest = LazyDigest(result)
             if self.last_ok_digest is not None and digest != self.last_ok_digest:
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
                 if self.run >= _CLASSIFY_FROM:
