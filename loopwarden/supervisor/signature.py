@@ -76,7 +76,7 @@ class LazyDigest:
     unless it is long; equal digests compare equal.
     """
 
-    __slots__ = ("_digest", "_failed", "_output")
+    __slots__ = ("_digest", "_output", "_result")
 
     def __init__(self, result: Any) -> None:
         digest: bytes | None = result.digest
@@ -85,13 +85,14 @@ class LazyDigest:
             digest = result_digest(result)
         self._digest = digest
         self._output: str | None = None if digest is not None else output
-        self._failed: bool = result.failed
+        self._result: Any = None if digest is not None else result  # failed or not, asked only when digested
 
     @property
     def value(self) -> bytes:
         if self._digest is None:
             assert self._output is not None
-            self._digest, self._output = output_digest(self._output, self._failed), None
+            self._digest = output_digest(self._output, self._result.failed)
+            self._output = self._result = None
         return self._digest
 
     def __eq__(self, other: object) -> bool:

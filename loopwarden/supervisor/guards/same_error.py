@@ -54,7 +54,7 @@ class SameErrorGuard(TypedGuard):
         self.last_tool = call.tool
         if call.call_id is not None:
             _remember(self.tools_by_call, call.call_id, call.tool)
-        armed = self.armed.pop(call.tool, None)
+        armed = self.armed.pop(call.tool, None) if self.armed else None  # usually none is armed
         if armed is None or self.ledger.blocked_seq == call.seq:
             return NO_VERDICTS
         fingerprint, count = armed
