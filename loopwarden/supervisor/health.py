@@ -107,6 +107,8 @@ class SessionHealth:
             if self.state == TERMINATED:
                 return out
         kind = type(event)
+        exempt = NOTHING
+        # one test of the type for the common kinds (a call, a result), in the order the checks were made
         if kind is ToolCall:
             try:
                 event.sig = call_signature(event.tool, event.args)  # type: ignore[attr-defined]
@@ -118,18 +120,18 @@ class SessionHealth:
             self.events += 1
             by_type = self.by_type
             by_type[event.kind] = by_type.get(event.kind, 0) + 1
-        if kind is InvalidLine:
+        if kind is ToolCall:
+            exempt = self._call_exemptions(event)  # type: ignore[arg-type]
+        elif kind is ToolResult:
+            if self._exempt_calls:
+                exempt = self._result_exemptions(event)  # type: ignore[arg-type]
+        elif kind is InvalidLine:
             self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
         elif kind is ValidationError:
             self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))  # type: ignore[attr-defined]
         elif kind is Done and self.state == RUNNING:
             self.state = DONE
         found: list[Verdict] = []
-        exempt = NOTHING
-        if kind is ToolCall:
-            exempt = self._call_exemptions(event)  # type: ignore[arg-type]
-        elif kind is ToolResult and self._exempt_calls:
-            exempt = self._result_exemptions(event)  # type: ignore[arg-type]
         tuned = self._tool_config(event, kind) if self.control.tuned else None
         if exempt or tuned is not None:
             for guard in self._dispatch[kind]:
@@ -160,7 +162,8 @@ class SessionHealth:
         on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
         self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
                           for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
-        self._observers = {kind: tuple(g.observe for g in guards) for kind, guards in self._dispatch.items()}
+        self._observers = {kind: tuple(judge for g in guards if (judge := g.hook(kind)) is not None)
+                           for kind, guards in self._dispatch.items()}
 
     def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
         """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""

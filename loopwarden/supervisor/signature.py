@@ -65,6 +65,42 @@ def result_digest(result: Any) -> bytes:
     return digest
 
 
+_LAZY_DIGEST_CHARS = 64 * 1024  # a longer output is digested at once rather than held until it is compared
+
+
+class LazyDigest:
+    """A tool result's digest for a rule that may compare it later: worked out at the first comparison.
+
+    Most results are never compared (the next call differs), so most are never digested. The output is
+    held until then (a string: what the shell does to the event afterwards, a spill, does not change it),
+    unless it is long; equal digests compare equal.
+    """
+
+    __slots__ = ("_digest", "_output", "_result")
+
+    def __init__(self, result: Any) -> None:
+        digest: bytes | None = result.digest
+        output: str = result.output
+        if digest is None and len(output) > _LAZY_DIGEST_CHARS:
+            digest = result_digest(result)
+        self._digest = digest
+        self._output: str | None = None if digest is not None else output
+        self._result: Any = None if digest is not None else result  # failed or not, asked only when digested
+
+    @property
+    def value(self) -> bytes:
+        if self._digest is None:
+            assert self._output is not None
+            self._digest = output_digest(self._output, self._result.failed)
+            self._output = self._result = None
+        return self._digest
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyDigest) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never a key
+
+
 def output_digest(output: str, failed: bool) -> bytes:
     """A digest of a tool result (its text and whether it failed)."""
     h = hashlib.blake2b(output.encode("utf-8", "surrogatepass"), digest_size=16)

@@ -11,13 +11,13 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import ALTERNATION
-from ..signature import result_digest
+from ..signature import LazyDigest
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 from .repetition import result_matches
 
 
-class AlternationGuard(Guard):
+class AlternationGuard(TypedGuard):
     """Watches (call, result) pairs over a window of `alternation_window` calls."""
 
     name = "alternation"
@@ -30,7 +30,7 @@ class AlternationGuard(Guard):
         self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
         self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
         self.changing_nudged = False
-        self.pairs: deque[tuple[bytes | None, bytes, ToolCall]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[bytes | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
@@ -40,15 +40,12 @@ class AlternationGuard(Guard):
         self.ceiling = config.repetition.progress_nudge_after
         self.pairs = deque(self.pairs, maxlen=max(self.window, 1))
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+    def hook(self, kind: type[Event]) -> Observer | None:
         if not self.window:
-            return NO_VERDICTS
-        if type(event) is ToolCall:
-            return self._call(event)
-        assert isinstance(event, ToolResult)
-        return self._result(event)
+            return None  # the session asks again when its limits change
+        return self._call if kind is ToolCall else self._result
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.pending = call
         changing = self._changing(call)
         if not self.armed:
@@ -71,13 +68,13 @@ class AlternationGuard(Guard):
         return (Verdict(Action.BLOCK, self.name, reason, message=messages.alternation_block(call.tool, a, b),
                         evidence=evidence),)
 
-    def _result(self, result: ToolResult) -> Sequence[Verdict]:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         call = self.pending
         if call is None or not result_matches(result, call.call_id, call.tool):
             return NO_VERDICTS
         self.pending = None
         pairs = self.pairs
-        pairs.append((call.sig, result_digest(result), call))
+        pairs.append((call.sig, LazyDigest(result), call))  # digested only if its call recurs two later
         if len(pairs) >= 3 and pairs[-1][:2] != pairs[-3][:2]:
             return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
         if not self._alternating():

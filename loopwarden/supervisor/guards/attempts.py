@@ -30,6 +30,11 @@ class AttemptRecord:
                 "work": list(self.work), "agent": self.agent}
 
 
+def _evidence(task: str, records: deque[AttemptRecord]) -> dict[str, object]:
+    """The task's attempts, built only when a verdict fires (before its records are cleared)."""
+    return {"task": task, "attempts": [r.evidence() for r in records]}
+
+
 class AttemptsGuard(Guard):
     """Only attempts inside the window count; each recovery clears the task's history."""
 
@@ -60,16 +65,18 @@ class AttemptsGuard(Guard):
 
     def _detect(self, task: str, records: deque[AttemptRecord]) -> Sequence[Verdict]:
         n = self.cfg.max_attempts
-        recent = list(records)[-n:] if n else []
-        evidence = {"task": task, "attempts": [r.evidence() for r in records]}
-        if n and len(recent) >= n and all(r.status == "done" for r in recent):
+        last = records[-1].status  # each pattern needs the newest attempt's status: a cheap pre-check
+        recent = list(records)[-n:] if n and len(records) >= n and last in ("done", "blocked") else []
+        if recent and all(r.status == "done" for r in recent):
+            evidence = _evidence(task, records)
             records.clear()
             return (Verdict(Action.FORCE_NEXT, "completed_task_revisit",
                             f"task {task} attempted {n}x after it was done",
                             message=messages.force_next_done(task, n), evidence=evidence),)
-        if n and len(recent) >= n and all(r.status == "blocked" for r in recent) \
+        if recent and all(r.status == "blocked" for r in recent) \
                 and len({r.blockers for r in recent}) == 1:
             blockers = recent[-1].blockers
+            evidence = _evidence(task, records)
             records.clear()
             if self.cfg.auto_unblock and self.granted.get(task) != blockers:
                 self.granted[task] = blockers
@@ -83,9 +90,10 @@ class AttemptsGuard(Guard):
                             message=messages.escalate_human(task, total, why), target="human",
                             evidence=evidence),)
         m = self.cfg.force_next_after
-        last_m = list(records)[-m:] if m else []
-        if m and len(last_m) >= m and all(r.status in ("pending", "in_progress") for r in last_m) \
+        last_m = list(records)[-m:] if m and len(records) >= m and last in ("pending", "in_progress") else []
+        if last_m and all(r.status in ("pending", "in_progress") for r in last_m) \
                 and len({r.work for r in last_m}) == 1:
+            evidence = _evidence(task, records)
             records.clear()
             return (Verdict(Action.FORCE_NEXT, "no_progress_repeat",
                             f"task {task}: the same work in {m} attempts",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..config import Config
 from ..events import Event
 from ..verdicts import Verdict
 
 NO_VERDICTS: tuple[Verdict, ...] = ()
+Observer = Callable[[Any, float], Sequence[Verdict]]  # takes the event type it is the hook of
 
 
 @dataclass(slots=True, frozen=True)
@@ -31,6 +32,11 @@ class Guard:
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         return NO_VERDICTS
 
+    def hook(self, kind: type[Event]) -> Observer | None:
+        """What judges events of `kind` (a concrete type in `handles`): the session calls it for each such
+        event; None when the type needs nothing from this guard."""
+        return self.observe
+
     def tick(self, now: float) -> Sequence[Verdict]:
         """Time-based checks between events."""
         return NO_VERDICTS
@@ -46,6 +52,19 @@ class Guard:
 
     def configure(self, config: Config) -> None:
         """A running session's limits changed (`loopwarden set`): read the new ones from now on."""
+
+
+class TypedGuard(Guard):
+    """A guard with one method per event type, named by `hook`: the session calls that method directly, so
+    the hot path has no call to `observe` and no test of the event's type; `observe` serves the rest (a tool's
+    own thresholds, exemptions)."""
+
+    def hook(self, kind: type[Event]) -> Observer | None:
+        raise NotImplementedError
+
+    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        judge = self.hook(type(event))
+        return NO_VERDICTS if judge is None else judge(event, now)
 
 
 class BlockLedger:

@@ -43,6 +43,8 @@ class BudgetGuard(Guard):
         assert isinstance(event, Usage)
         self.tokens += event.input_tokens + event.output_tokens
         self.cost += event.cost_usd or 0.0
+        if not self.cfg.max_tokens and not self.cfg.max_cost_usd:
+            return NO_VERDICTS  # no budget: nothing to check
         out: list[Verdict] = []
         checks: tuple[tuple[str, float, float, Callable[[float], str]], ...] = (
             ("token", self.tokens, self.cfg.max_tokens, lambda v: f"{v:,.0f} tokens"),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import sqrt
 
 from .. import messages
@@ -20,18 +20,23 @@ _MAX_TASKS = 256
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+@lru_cache(maxsize=64)  # a new request is compared with each kept one: each text's stems are counted once
+def _stems(text: str) -> tuple[dict[str, int], float]:
+    """A text's word stems (first four letters) with their counts, and the vector's length."""
+    vec: dict[str, int] = {}
+    for word in _WORD.findall(text.lower()):
+        stem = word[:4]
+        vec[stem] = vec.get(stem, 0) + 1
+    return vec, sqrt(sum(n * n for n in vec.values()))
+
+
 def lexical_similarity(a: str, b: str) -> float:
     """Cosine similarity of word stems (first four letters), so rewordings still match."""
-    va: dict[str, int] = {}
-    vb: dict[str, int] = {}
-    for text, vec in ((a, va), (b, vb)):
-        for word in _WORD.findall(text.lower()):
-            stem = word[:4]
-            vec[stem] = vec.get(stem, 0) + 1
+    (va, la), (vb, lb) = _stems(a), _stems(b)
     if not va or not vb:
         return 1.0 if va == vb else 0.0
     dot = sum(n * vb.get(k, 0) for k, n in va.items())
-    return dot / (sqrt(sum(n * n for n in va.values())) * sqrt(sum(n * n for n in vb.values())))
+    return dot / (la * lb)
 
 
 _ERROR_TYPES = (
@@ -56,16 +61,16 @@ def classify(message: str) -> str:
 @dataclass(slots=True, frozen=True)
 class FailureSignature:
     exact_message: str
-    error_type: str
+    error_type: str | None  # None: classified from the message when shown (only a gate's evidence shows it)
     location: str
-    context_hash: str
     seq: int
     ts: float
     agent: str | None
 
     def evidence(self) -> dict[str, object]:
         return {"seq": self.seq, "ts": self.ts, "message": messages.clip(self.exact_message, 300),
-                "error_type": self.error_type, "location": self.location, "agent": self.agent}
+                "error_type": self.error_type or classify(self.exact_message), "location": self.location,
+                "agent": self.agent}
 
 
 @dataclass
@@ -113,17 +118,15 @@ class LoopCounterGuard(Guard):
             return NO_VERDICTS
         tracker = self.tracker(task)
         if kind is Error:
-            sig = self._signature(event, event.message, event.error_type, event.location, event.stack, now)  # type: ignore[attr-defined]
+            sig = self._signature(event, event.message, event.error_type, event.location, now)  # type: ignore[attr-defined]
             return self._failure(task, tracker, sig)
         if kind is TestResult:
             return self._test(task, tracker, event, now)  # type: ignore[arg-type]
         return self._collaboration(task, tracker, event)  # type: ignore[arg-type]
 
     def _signature(self, event: Event, message: str, error_type: str | None, location: str | None,
-                   stack: str | None, now: float) -> FailureSignature:
-        context = hashlib.blake2b((stack or "").encode("utf-8", "replace"), digest_size=8).hexdigest()
-        return FailureSignature(message, error_type or classify(message), location or "unknown", context,
-                                event.seq, now, event.agent)
+                   now: float) -> FailureSignature:
+        return FailureSignature(message, error_type, location or "unknown", event.seq, now, event.agent)
 
     def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature) -> Sequence[Verdict]:
         repeat = any(prev.exact_message == sig.exact_message for prev in tracker.history)
@@ -143,12 +146,12 @@ class LoopCounterGuard(Guard):
                 return NO_VERDICTS  # progress: fewer failures or more coverage
             if result.failed > previous.failed:
                 text = f"regression: {previous.failed} -> {result.failed} failing tests"
-                sig = self._signature(result, text, "test", None, None, now)
+                sig = self._signature(result, text, "test", None, now)
                 tracker.history.append(sig)
                 return self._increment(task, tracker, "test regression", text)
         names = ", ".join(sorted(result.failing or []))
         text = f"{result.failed} failing tests" + (f": {names}" if names else "")
-        return self._failure(task, tracker, self._signature(result, text, "test", None, None, now))
+        return self._failure(task, tracker, self._signature(result, text, "test", None, now))
 
     def _collaboration(self, task: str, tracker: LoopTracker, collab: Collaboration) -> Sequence[Verdict]:
         similar = next((c for c in tracker.collaborations

@@ -9,10 +9,10 @@ from ..config import Config, Repetition
 from ..events import AssistantMessage, Event, Iteration, ToolCall
 from ..opinion import MONOLOGUE
 from ..verdicts import Action, Verdict
-from .base import NO_VERDICTS, Counter, Guard
+from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
 
-class MonologueGuard(Guard):
+class MonologueGuard(TypedGuard):
     """Nudges at the `max_monologue`-th message; at twice that, asks a human."""
 
     name = "monologue"
@@ -25,10 +25,14 @@ class MonologueGuard(Guard):
     def configure(self, config: Config) -> None:
         self.limit = config.repetition.max_monologue
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is not AssistantMessage:
-            self.count = 0  # a tool call, or a new iteration (a new prompt), ends the monologue
-            return NO_VERDICTS
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._message if kind is AssistantMessage else self._end
+
+    def _end(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.count = 0  # a tool call, or a new iteration (a new prompt), ends the monologue
+        return NO_VERDICTS
+
+    def _message(self, event: AssistantMessage, now: float) -> Sequence[Verdict]:
         self.count += 1
         if not self.limit or (self.count != self.limit and self.count != 2 * self.limit):
             return NO_VERDICTS

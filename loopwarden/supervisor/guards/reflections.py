@@ -18,7 +18,7 @@ from .. import messages
 from ..config import Config
 from ..events import Event, TestResult, ToolCall, ToolResult, UserMessage
 from ..verdicts import Action, Verdict
-from .base import NO_VERDICTS, Counter, Guard
+from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
 _MAX_TASKS = 256
 _HISTORY = 10
@@ -47,7 +47,7 @@ class _Rounds:
         self.history: deque[dict[str, Any]] = deque(maxlen=_HISTORY)  # the latest rounds, as evidence
 
 
-class ReflectionsGuard(Guard):
+class ReflectionsGuard(TypedGuard):
     """Per task, failed rounds since the last passing round or human message; past the budget, a gate."""
 
     name = "reflections"
@@ -73,18 +73,18 @@ class ReflectionsGuard(Guard):
                 return self.pattern.search(command) is not None
         return False
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        kind = type(event)
+    def hook(self, kind: type[Event]) -> Observer | None:
         if kind is ToolCall:
-            return self._call(event)  # type: ignore[arg-type]
+            return self._call
         if kind is ToolResult:
-            return self._result(event)  # type: ignore[arg-type]
-        if kind is TestResult:
-            return self._suite(event)  # type: ignore[arg-type]
+            return self._result
+        return self._suite if kind is TestResult else self._human
+
+    def _human(self, event: Event, now: float) -> Sequence[Verdict]:
         self._clear()  # a human message: a new budget, whatever reset_on_user_message says (as in Aider)
         return NO_VERDICTS
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         command = command_text(call.args)
         if command is None or not self.limit or not self._is_check(command):
             self.pending_any = None
@@ -96,7 +96,7 @@ class ReflectionsGuard(Guard):
                 self.pending.pop(next(iter(self.pending)))
         return NO_VERDICTS
 
-    def _result(self, result: ToolResult) -> Sequence[Verdict]:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         if self.pending_any is None and not self.pending:
             return NO_VERDICTS  # no check command is waiting for its result
         command = self.pending.pop(result.call_id, None) if result.call_id is not None else None
@@ -110,7 +110,7 @@ class ReflectionsGuard(Guard):
             return NO_VERDICTS
         return self._failed(task, result.seq, messages.clip(command, 120), messages.outcome(result.output, True))
 
-    def _suite(self, suite: TestResult) -> Sequence[Verdict]:
+    def _suite(self, suite: TestResult, now: float) -> Sequence[Verdict]:
         if suite.failed <= 0:
             self.rounds.pop(suite.task, None)
         return NO_VERDICTS

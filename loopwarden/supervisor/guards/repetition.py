@@ -14,9 +14,9 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import POLL
-from ..signature import first_difference, output_shape, result_digest
+from ..signature import LazyDigest, first_difference, output_shape
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
 
 _CLASSIFY_FROM = 3  # a call repeated once with a new output is common; normalising outputs is left to longer runs
@@ -29,7 +29,7 @@ def result_matches(result: ToolResult, call_id: str | None, tool: str | None) ->
     return result.tool is None or result.tool == tool
 
 
-class RepetitionGuard(Guard):
+class RepetitionGuard(TypedGuard):
     """Counts a streak of calls with the same canonical signature.
 
     A success whose output differs from the streak's previous successful output
@@ -53,7 +53,7 @@ class RepetitionGuard(Guard):
         self.args: dict[str, Any] = {}
         self.call_id: str | None = None
         self.streak = 0
-        self.last_ok_digest: bytes | None = None
+        self.last_ok_digest: LazyDigest | None = None  # digested only if the same call comes again
         self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
@@ -68,13 +68,10 @@ class RepetitionGuard(Guard):
     def configure(self, config: Config) -> None:
         self.cfg = config.repetition
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is ToolCall:
-            return self._call(event)
-        assert isinstance(event, ToolResult)
-        return self._result(event)
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._call if kind is ToolCall else self._result
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         out: list[Verdict] = []
         if self.nudge_due:
             out.append(self._nudge())
@@ -107,13 +104,13 @@ class RepetitionGuard(Guard):
             self.nudge_due = self.nudged = True
         return out or NO_VERDICTS
 
-    def _result(self, result: ToolResult) -> Sequence[Verdict]:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         if self.sig is None or not result_matches(result, self.call_id, self.tool):
             return NO_VERDICTS
         failed = result.failed
         out: Sequence[Verdict] = NO_VERDICTS
         if not failed:
-            digest = result_digest(result)
+            digest = LazyDigest(result)
             if self.last_ok_digest is not None and digest != self.last_ok_digest:
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
                 if self.run >= _CLASSIFY_FROM:

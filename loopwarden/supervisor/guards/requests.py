@@ -8,7 +8,7 @@ from .. import messages
 from ..config import Spill
 from ..events import Event, GateRequest, ToolResult
 from ..verdicts import Action, Verdict
-from .base import NO_VERDICTS, Guard
+from .base import NO_VERDICTS, Guard, Observer
 
 
 class GateRequestGuard(Guard):
@@ -31,6 +31,9 @@ class LargeOutputGuard(Guard):
 
     def __init__(self, cfg: Spill) -> None:
         self.threshold = cfg.threshold_chars
+
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self.observe if self.threshold else None  # no threshold: nothing is ever spilled
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         assert isinstance(event, ToolResult)

@@ -11,7 +11,7 @@ from .. import messages
 from ..config import Config
 from ..events import Condensation, Event, ToolCall
 from ..verdicts import Action, Verdict
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
 _MAX_TRACKED = 512
 _PATH_KEYS = ("file_path", "path", "filePath", "absolute_path", "target_file", "file", "filename", "uri")
@@ -37,7 +37,7 @@ class _Reads:
         self.sig: bytes | None = None
 
 
-class RereadsGuard(Guard):
+class RereadsGuard(TypedGuard):
     """Per path, reads since its last write: past `max_reads` the next read is blocked, then gated.
 
     The Goose fork denies the read and escalates a repeat to a user-visible stop; a write or edit of the
@@ -70,11 +70,14 @@ class RereadsGuard(Guard):
             self.kinds[tool] = kind
         return kind
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is Condensation:
-            self.reads.clear()
-            return NO_VERDICTS
-        call: ToolCall = event  # type: ignore[assignment]
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._condensed if kind is Condensation else self._call
+
+    def _condensed(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.reads.clear()
+        return NO_VERDICTS
+
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.calls += 1
         kind = self.kinds.get(call.tool)
         if kind is None:

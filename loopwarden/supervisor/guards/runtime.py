@@ -8,10 +8,10 @@ from .. import messages
 from ..config import Config, Limits
 from ..events import Done, Event, ResourceSample, SystemNudge, ToolCall, ToolResult
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, Counter, Guard
+from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
 
-class RuntimeGuard(Guard):
+class RuntimeGuard(TypedGuard):
     """Every event is activity; `tick` judges the time since start and since the last event."""
 
     name = "runtime"
@@ -31,18 +31,36 @@ class RuntimeGuard(Guard):
     def configure(self, config: Config) -> None:
         self.cfg = config.limits
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        kind = type(event)
+    def hook(self, kind: type[Event]) -> Observer | None:
         if kind is ResourceSample or kind is SystemNudge:
-            return NO_VERDICTS  # a sample or an injected nudge is not the agent doing something
+            return None  # a sample or an injected nudge is not the agent doing something
+        if kind is ToolCall:
+            return self._call
+        if kind is ToolResult:
+            return self._result
+        return self._done if kind is Done else self._activity
+
+    def _activity(self, event: Event, now: float) -> Sequence[Verdict]:
         self.last_activity = now
         self.stalled = False
-        if kind is ToolCall:
-            self.last_tool, self.last_result = event.tool, None  # type: ignore[attr-defined]
-        elif kind is ToolResult:
-            self.last_result = event  # type: ignore[assignment]
-        elif kind is Done:
-            self.finished = True
+        return NO_VERDICTS
+
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
+        self.last_activity = now
+        self.stalled = False
+        self.last_tool, self.last_result = call.tool, None
+        return NO_VERDICTS
+
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
+        self.last_activity = now
+        self.stalled = False
+        self.last_result = result
+        return NO_VERDICTS
+
+    def _done(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.last_activity = now
+        self.stalled = False
+        self.finished = True
         return NO_VERDICTS
 
     @property

@@ -11,12 +11,25 @@ from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..signature import error_fingerprint
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, BlockLedger, Counter, Guard
+from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
 _MAX_TRACKED = 512
+_PENDING_CHARS = 256 * 1024  # error outputs held unfingerprinted, over every tool; past it they are fingerprinted
 
 
-class SameErrorGuard(Guard):
+class _Streak:
+    """One tool's failures in a row: the fingerprint and count of those already fingerprinted, then the
+    outputs not yet fingerprinted (a fingerprint is eleven regex passes; most streaks end before the limit)."""
+
+    __slots__ = ("count", "fingerprint", "pending")
+
+    def __init__(self) -> None:
+        self.fingerprint: str | None = None
+        self.count = 0
+        self.pending: list[str] = []
+
+
+class SameErrorGuard(TypedGuard):
     """Per tool, a streak of identical error fingerprints; a success of that tool clears it."""
 
     name = "same_error"
@@ -25,7 +38,8 @@ class SameErrorGuard(Guard):
     def __init__(self, cfg: Repetition, ledger: BlockLedger) -> None:
         self.cfg = cfg
         self.ledger = ledger
-        self.streaks: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self.streaks: OrderedDict[str, _Streak] = OrderedDict()
+        self.pending_chars = 0
         self.armed: dict[str, tuple[str, int]] = {}
         self.tools_by_call: OrderedDict[str, str] = OrderedDict()
         self.last_tool: str | None = None
@@ -33,22 +47,18 @@ class SameErrorGuard(Guard):
     def configure(self, config: Config) -> None:
         self.cfg = config.repetition
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is ToolCall:
-            return self._call(event)
-        assert isinstance(event, ToolResult)
-        self._result(event)
-        return NO_VERDICTS
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._call if kind is ToolCall else self._result
 
-    def _call(self, call: ToolCall) -> Sequence[Verdict]:
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.last_tool = call.tool
         if call.call_id is not None:
             _remember(self.tools_by_call, call.call_id, call.tool)
-        armed = self.armed.pop(call.tool, None)
+        armed = self.armed.pop(call.tool, None) if self.armed else None  # usually none is armed
         if armed is None or self.ledger.blocked_seq == call.seq:
             return NO_VERDICTS
         fingerprint, count = armed
-        self.streaks.pop(call.tool, None)
+        self._forget(call.tool)
         evidence = {"tool": call.tool, "fingerprint": fingerprint, "count": count, "blocks": self.ledger.count}
         if self.ledger.exhausted():
             text = messages.repetition_terminate(call.tool, count, self.ledger.count)
@@ -58,28 +68,65 @@ class SameErrorGuard(Guard):
         text = messages.same_error_block(call.tool, count, fingerprint)
         return (Verdict(Action.BLOCK, self.name, reason, message=text, evidence=evidence),)
 
-    def _result(self, result: ToolResult) -> None:
+    def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
+        """A result gives no verdict: it arms the block of the tool's next call."""
         tool = result.tool
         if tool is None and result.call_id is not None:
             tool = self.tools_by_call.get(result.call_id)
         tool = tool or self.last_tool
         if tool is None:
-            return
+            return NO_VERDICTS
         if not result.failed:
-            self.streaks.pop(tool, None)
+            self._forget(tool)
             self.armed.pop(tool, None)
-            return
-        fingerprint = error_fingerprint(tool, result.output)
-        previous = self.streaks.get(tool)
-        count = previous[1] + 1 if previous and previous[0] == fingerprint else 1
-        _remember(self.streaks, tool, (fingerprint, count))
+            return NO_VERDICTS
+        streaks = self.streaks
+        streak = streaks.get(tool)
+        if streak is None:
+            streak = streaks[tool] = _Streak()
+            if len(streaks) > _MAX_TRACKED:
+                self._forget(next(iter(streaks)))
+        else:
+            streaks.move_to_end(tool)
+        streak.pending.append(result.output)
+        self.pending_chars += len(result.output)
         limit = self.cfg.max_same_error
-        if limit and count >= limit:
-            self.armed[tool] = (fingerprint, count)
+        # the count can reach the limit only if every failure in a row so far has the same fingerprint: until
+        # the failures in a row reach the limit, no fingerprint is needed (the same errors in the same order
+        # give the same fingerprints and counts whenever they are worked out)
+        if streak.count + len(streak.pending) < limit and self.pending_chars <= _PENDING_CHARS:
+            return NO_VERDICTS
+        self._fingerprint(tool, streak)
+        if self.pending_chars > _PENDING_CHARS:  # other tools' streaks hold the rest
+            self._fingerprint_all()
+        if limit and streak.count >= limit:
+            assert streak.fingerprint is not None
+            self.armed[tool] = (streak.fingerprint, streak.count)
+        return NO_VERDICTS
+
+    def _fingerprint(self, tool: str, streak: _Streak) -> None:
+        """Fingerprint the streak's pending outputs in order, counting the identical ones in a row."""
+        for output in streak.pending:
+            fingerprint = error_fingerprint(tool, output)
+            streak.count = streak.count + 1 if fingerprint == streak.fingerprint else 1
+            streak.fingerprint = fingerprint
+            self.pending_chars -= len(output)
+        streak.pending.clear()
+
+    def _fingerprint_all(self) -> None:
+        for tool, streak in self.streaks.items():
+            if streak.pending:
+                self._fingerprint(tool, streak)
+
+    def _forget(self, tool: str) -> None:
+        streak = self.streaks.pop(tool, None)
+        if streak is not None and streak.pending:
+            self.pending_chars -= sum(len(output) for output in streak.pending)
 
     def _clear(self) -> None:
         self.streaks.clear()
         self.armed.clear()
+        self.pending_chars = 0
 
     def human_turn(self) -> None:
         self._clear()
@@ -89,7 +136,8 @@ class SameErrorGuard(Guard):
             self._clear()
 
     def counters(self) -> list[Counter]:
-        worst = max((count for _, count in self.streaks.values()), default=0)
+        self._fingerprint_all()
+        worst = max((streak.count for streak in self.streaks.values()), default=0)
         return [Counter("same_error", worst, self.cfg.max_same_error)]
 
 

@@ -9,12 +9,12 @@ from ..config import Config, Validation
 from ..events import (AssistantMessage, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult,
                       ValidationError)
 from ..verdicts import Action, Termination, Verdict, terminate
-from .base import NO_VERDICTS, Counter, Guard
+from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
 _STEPS = (ToolResult, AssistantMessage, Done)
 
 
-class ValidationGuard(Guard):
+class ValidationGuard(TypedGuard):
     """A valid step resets the count; a tool_call answered by a validation_error does not."""
 
     name = "validation"
@@ -29,18 +29,37 @@ class ValidationGuard(Guard):
     def configure(self, config: Config) -> None:
         self.limit = config.validation.max_consecutive
 
-    def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        kind = type(event)
+    def hook(self, kind: type[Event]) -> Observer | None:
         if kind is ResourceSample or kind is Output:
-            return NO_VERDICTS
+            return None
         if kind is InvalidLine or kind is ValidationError:
+            return self._invalid
+        if kind is ToolCall:
+            return self._call
+        return self._step if kind in _STEPS else self._other
+
+    def _invalid(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.call_pending = False
+        self.count += 1
+        self.total += 1
+        return self._failure(event)
+
+    # a valid step resets the count; so does anything but a validation error after a call (the call was valid)
+    def _step(self, event: Event, now: float) -> Sequence[Verdict]:
+        self.count = 0
+        self.call_pending = False
+        return NO_VERDICTS
+
+    def _call(self, event: Event, now: float) -> Sequence[Verdict]:
+        if self.call_pending:
+            self.count = 0
+        self.call_pending = True
+        return NO_VERDICTS
+
+    def _other(self, event: Event, now: float) -> Sequence[Verdict]:
+        if self.call_pending:
+            self.count = 0
             self.call_pending = False
-            self.count += 1
-            self.total += 1
-            return self._failure(event)
-        if self.call_pending or kind in _STEPS:
-            self.count = 0  # the pending call was valid: something other than a validation error followed
-        self.call_pending = kind is ToolCall
         return NO_VERDICTS
 
     def _failure(self, event: Event) -> Sequence[Verdict]:
