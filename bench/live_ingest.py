@@ -22,6 +22,11 @@ The baseline is a child process (this script with --reader) that starts the same
 agents with asyncio's subprocess_exec and a SubprocessProtocol that splits each chunk
 into lines and counts them, nothing else; its CPU and count are taken over the same
 kind of window. The load average is printed beside each figure. Always exits 0.
+
+Another checkout's daemon (the before figure) is measured from its directory, because
+`python -m loopwarden serve` imports the package of the current directory first:
+
+    cd /work/main && PYTHONPATH=$PWD PYTHONDONTWRITEBYTECODE=1 /path/to/.venv/bin/python /path/to/bench/live_ingest.py
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import tempfile
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -113,22 +119,22 @@ async def reader(argv: list[str], sessions: int, barrier: Path) -> None:
     pids = []
     for _ in range(sessions):
         done = loop.create_future()
-        transport, _ = await loop.subprocess_exec(lambda d=done: Counter(d), *argv, stdin=subprocess.DEVNULL,
+        transport, _ = await loop.subprocess_exec(partial(Counter, done), *argv, stdin=subprocess.DEVNULL,
                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                   start_new_session=True)
         pids.append(transport.get_pid())
         waits.append(done)
     wait_for(lambda: all(blocked_on_fifo(pid) for pid in pids), 180, "every agent at the start barrier", 0.2)
     os.close(os.open(barrier, os.O_WRONLY))  # releases every agent at once
-    stdin = sys.stdin.buffer.raw  # type: ignore[attr-defined]
+    stdin = sys.stdin.fileno()
 
     def ask() -> None:
-        if not os.read(stdin.fileno(), 4096):
-            loop.remove_reader(stdin.fileno())
+        if not os.read(stdin, 4096):
+            loop.remove_reader(stdin)
             return
         os.write(1, f"{Counter.lines} {time.process_time()}\n".encode())
 
-    loop.add_reader(stdin.fileno(), ask)
+    loop.add_reader(stdin, ask)
     os.write(1, b"ready\n")
     await asyncio.gather(*waits)
     os.write(1, f"end {Counter.lines}\n".encode())
@@ -201,6 +207,7 @@ def run_daemon(sc: Scenario, window: float, seconds: float) -> Figure:
         n1, c1, t1 = stored_events(d), cpu_of(d.ps), time.monotonic()
         load = os.getloadavg()[0]
         d.wait_final(sids, seconds + 120, 0.5)
+        d.request("logs", session=sids[-1], after=0, limit=1)  # a reader: everything queued before it is written
         written = 0
         with d.db() as db:
             for (summary,) in db.execute("SELECT json_extract(data, '$.summary') FROM events WHERE kind = 'done'"):
@@ -252,20 +259,27 @@ def main() -> int:
                 into.append(fig)
                 print(f"  {name} run {i + 1} {label}: {fig.cpu_us:6.1f} us/event CPU, {fig.rate:9,.0f} events/s, "
                       f"load {fig.load:.1f}; {fig.note}", flush=True)
-        best_d = min(daemon, key=lambda f: f.cpu_us)
+        # a window in which (almost) nothing was stored (the daemon starved by other work) measures nothing
+        offered = sc.sessions * sc.rate
+        measured = [f for f in daemon if f.rate > offered / 10] or daemon
+        best_d = min(measured, key=lambda f: f.cpu_us)
         best_b = min(base, key=lambda f: f.cpu_us)
         ratio = best_d.cpu_us / best_b.cpu_us
+        pairs = [d.cpu_us / b.cpu_us for d, b in zip(daemon, base, strict=True) if d.rate > offered / 10]
         rate = max(f.rate for f in daemon)
         stored_ok = all(f.stored_ok for f in daemon)
         print(f"{name}: {sc.sessions} sessions x {sc.rate:g} events/s offered (tick {sc.tick:g} s)")
         print(f"  daemon  {best_d.cpu_us:6.1f} us/event CPU (load {best_d.load:.1f}), stored {rate:,.0f} events/s")
         print(f"  reader  {best_b.cpu_us:6.1f} us/event CPU (load {best_b.load:.1f}), read {best_b.rate:,.0f} events/s")
-        print("  " + verdict_line(ratio <= sc.ratio_target, f"ratio {ratio:.2f} (target <= {sc.ratio_target:g})"))
+        print(f"  ratio of each run to the reader's run beside it: {', '.join(f'{r:.2f}' for r in pairs)}")
+        print("  " + verdict_line(ratio <= sc.ratio_target, f"ratio {ratio:.2f}, best to best "
+                                                            f"(target <= {sc.ratio_target:g})"))
         if sc.rate_target:
             print("  " + verdict_line(rate >= sc.rate_target,
                                       f"{rate:,.0f} events/s judged and stored (target >= {sc.rate_target:,.0f})"))
         print("  " + verdict_line(stored_ok, "every event written was stored, in every run"))
-        results[name] = {"daemon_us": best_d.cpu_us, "reader_us": best_b.cpu_us, "ratio": ratio, "rate": rate,
+        results[name] = {"daemon_us": best_d.cpu_us, "reader_us": best_b.cpu_us, "ratio": ratio, "pairs": pairs,
+                         "rate": rate,
                          "stored_ok": stored_ok, "load": [f.load for f in daemon + base]}
     if args.json:
         print(json.dumps(results))

@@ -40,6 +40,7 @@ IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this 
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
+SYNC_LINES = 64  # lines of one chunk taken in the read callback; the rest by the pump task, YIELD_EVERY at a time
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 READ_CHUNK = 1 << 16
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
@@ -219,6 +220,9 @@ class LiveSession:
                 await self.stop(Termination.CRASHED, "the supervisor failed")
                 await self.process.wait()
         finally:
+            if self._stdout_fd is not None:  # never handed to the reader (supervision failed first)
+                os.close(self._stdout_fd)
+                self._stdout_fd = None
             with anyio.CancelScope(shield=True):
                 await self._kill_leftovers()
                 self.on_group(self.pid, False)
@@ -323,6 +327,10 @@ class LiveSession:
             return
         try:
             for i, item in enumerate(items):
+                if i == SYNC_LINES:  # a long chunk (the agent is ahead): the task takes the rest, yielding between
+                    self._held_items.extend(items[i:])
+                    self._hold()
+                    return
                 later = self._take(item)
                 if later is not None:
                     self._later = later
@@ -456,7 +464,10 @@ class LiveSession:
         self._publish()
 
     def _send_replies(self) -> None:
-        for data in self.adapter.replies(self.health.state == GATED):
+        adapter = self.adapter
+        if type(adapter).replies is Adapter.replies:  # the base never owes a reply: not asked after every line
+            return
+        for data in adapter.replies(self.health.state == GATED):
             self._send(data)
 
     async def _pump_stderr(self) -> None:
