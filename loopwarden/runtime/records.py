@@ -95,6 +95,7 @@ class Recorder:
         self._wanted: dict[str, int] = {}  # lane -> waiters
         self._write_lock = anyio.Lock()
         self._has_work = anyio.Event()
+        self._signalled = False  # _has_work is set (the flusher resets both when it starts a round)
         self._urgent = anyio.Event()
         self._written = anyio.Event()
         self._wrote = anyio.Event()  # written since the last checkpoint
@@ -146,11 +147,18 @@ class Recorder:
         self.pending_bytes += cost
         if self.pending_bytes + self.writing_bytes >= BACKLOG_HIGH and self._drained.is_set():
             self._drained = anyio.Event()
-        self._has_work.set()
+        if not self._signalled:
+            self._signal()
         return True
 
     def poke(self) -> None:
         """Something changed (a snapshot to publish): run a flusher round."""
+        if not self._signalled:
+            self._signal()
+
+    def _signal(self) -> None:
+        """Wake the flusher; once per round (add() runs per event: setting a set Event costs two calls)."""
+        self._signalled = True
         self._has_work.set()
 
     def mark(self, lane: str) -> int:
@@ -210,6 +218,7 @@ class Recorder:
                 with anyio.move_on_after(FLUSH_SECONDS):
                     await self._urgent.wait()
             self._has_work = anyio.Event()
+            self._signalled = False
             self._urgent = anyio.Event()
             try:
                 if not urgent or time.monotonic() - last_round >= FLUSH_SECONDS:  # a waiter's round only writes

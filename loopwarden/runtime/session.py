@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -38,6 +40,7 @@ IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this 
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
+SYNC_LINES = 64  # lines of one chunk taken in the read callback; the rest by the pump task, YIELD_EVERY at a time
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 READ_CHUNK = 1 << 16
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
@@ -143,6 +146,16 @@ class LiveSession:
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
         self._splitter: LineSplitter | None = None
+        # reading stdout (_pump_stdout): the pipe until connected, its transport, and what waits for the task
+        self._stdout_fd: int | None = None
+        self._stdout: asyncio.ReadTransport | None = None
+        self._stdout_seq = 0
+        self._stdout_wake = anyio.Event()
+        self._stdout_eof = False
+        self._stdout_failed: Exception | None = None
+        self._held = False  # reading is paused until the task has caught up
+        self._held_items: deque[bytes | Oversized] = deque()
+        self._later: Callable[[], Awaitable[None]] | None = None
         self.rewinds = 0  # conversations rewound (recovery.on_loop and operators), for recovery.max_rewinds
         self.last_intervention: Verdict | None = None  # the last verdict short of an end: a loop's evidence
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
@@ -162,12 +175,20 @@ class LiveSession:
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
-            self.process = await anyio.open_process(
-                self.containment.command(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=self.spec.cwd or None, env=self.containment.environment(env),
-                start_new_session=True,
-            )
+            # stdout is a pipe of our own, read through a Protocol (_pump_stdout), not an anyio stream
+            self._stdout_fd, stdout = os.pipe()
+            try:
+                self.process = await anyio.open_process(
+                    self.containment.command(argv), stdin=subprocess.PIPE, stdout=stdout,
+                    stderr=subprocess.PIPE, cwd=self.spec.cwd or None, env=self.containment.environment(env),
+                    start_new_session=True,
+                )
+            finally:
+                os.close(stdout)  # the agent's copy only: EOF comes when it and its children are done
         except (OSError, ValueError) as exc:
+            if self._stdout_fd is not None:
+                os.close(self._stdout_fd)
+                self._stdout_fd = None
             self.state, self.ended_at = SessionState.EXITED, self.clock()
             self.exit_code = 127
             self.health.termination = None
@@ -202,6 +223,9 @@ class LiveSession:
                 await self.stop(Termination.CRASHED, "the supervisor failed")
                 await self.process.wait()
         finally:
+            if self._stdout_fd is not None:  # never handed to the reader (supervision failed first)
+                os.close(self._stdout_fd)
+                self._stdout_fd = None
             with anyio.CancelScope(shield=True):
                 await self._kill_leftovers()
                 self.on_group(self.pid, False)
@@ -255,29 +279,117 @@ class LiveSession:
                 return
 
     async def _pumps(self, done: anyio.Event) -> None:
-        assert self.process and self.process.stdout and self.process.stderr
+        assert self.process and self.process.stderr
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump_stderr)
             await self._pump_stdout()
         done.set()
 
+    # ---- reading stdout -----------------------------------------------------
+    # The agent's stdout is read through a Protocol: each chunk is split and its lines judged and
+    # carried out in the loop's read callback (_received), with no task switch per line. Only what
+    # must wait (a stop, the store's backpressure, a broken line of ours) pauses the reading and hands
+    # the rest to this task (_catch_up), which takes the held lines in order and resumes the reading.
     async def _pump_stdout(self) -> None:
-        assert self.process and self.process.stdout
-        splitter = self._splitter = LineSplitter(self._max_line())
-        seq = lines = read = 0
-        async for chunk in self._chunks(self.process.stdout):
-            for line in splitter.feed(chunk):
-                seq += 1
-                size = len(line) if type(line) is bytes else OVERSIZED_COST
-                self._lines_read += 1
-                await self._line(line, seq, size)
-                lines, read = lines + 1, read + size
-                if lines >= YIELD_EVERY or read >= YIELD_BYTES:
-                    lines = read = 0
+        assert self._stdout_fd is not None
+        self._splitter = LineSplitter(self._max_line())
+        self._stdout_wake = anyio.Event()
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(self._stdout_fd, "rb", buffering=0)
+        self._stdout_fd = None
+        transport, _ = await loop.connect_read_pipe(lambda: _StdoutReader(self), pipe)
+        self._stdout = transport
+        try:
+            while True:
+                await self._stdout_wake.wait()
+                self._stdout_wake = anyio.Event()
+                if self._stdout_failed is not None:
+                    raise self._stdout_failed
+                if self._held:
+                    await self._catch_up()
+                    self._held = False
+                    if not self._stdout_eof:
+                        transport.resume_reading()
+                if self._stdout_eof and not self._held:
+                    for item in self._splitter.finish():
+                        later = self._take(item)
+                        self._publish()
+                        if later is not None:
+                            await later()
+                    return
+        finally:
+            transport.close()
+
+    def _received(self, chunk: bytes) -> None:
+        """A chunk of the agent's stdout (the loop's read callback): its lines, judged now, in order."""
+        self._bytes_read += len(chunk)
+        assert self._splitter is not None
+        items = self._splitter.feed(chunk)
+        if self._held:  # a chunk read before the pause took effect: the task takes it after the held ones
+            self._held_items.extend(items)
+            return
+        try:
+            for i, item in enumerate(items):
+                if i == SYNC_LINES:  # a long chunk (the agent is ahead): the task takes the rest, yielding between
+                    self._held_items.extend(items[i:])
+                    self._hold()
+                    return
+                later = self._take(item)
+                if later is not None:
+                    self._later = later
+                    self._held_items.extend(items[i + 1:])
+                    self._hold()
+                    return
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: the task raises it, and run() stops the agent
+            self._stdout_failed = exc
+            self._hold()
+            return
+        finally:
+            if items:
+                self._publish()  # once per chunk: the snapshot is built when the daemon publishes
+        records = self.records
+        if records is not None and records.over_backlog:
+            self._hold()  # the store is behind: the agent's pipe fills meanwhile
+
+    def _stdout_ended(self) -> None:
+        self._stdout_eof = True
+        self._stdout_wake.set()
+
+    def _hold(self) -> None:
+        """Stop reading stdout until the task has caught up (_pump_stdout)."""
+        self._held = True
+        if self._stdout is not None:
+            self._stdout.pause_reading()
+        self._stdout_wake.set()
+
+    async def _catch_up(self) -> None:
+        """While reading is paused: what had to wait, the held lines in order, the store's backpressure."""
+        taken = 0
+        while True:
+            later, self._later = self._later, None
+            if later is not None:
+                await later()
+            elif self._held_items:
+                self._later = self._take(self._held_items.popleft())
+                self._publish()
+                taken += 1
+                if taken % YIELD_EVERY == 0:
                     await self._yield()
-        for line in splitter.finish():
-            seq += 1
-            await self._line(line, seq, len(line) if type(line) is bytes else OVERSIZED_COST)
+            else:
+                await self._yield()
+                if not self._held_items and self._later is None:
+                    return
+
+    def _take(self, line: bytes | Oversized) -> Callable[[], Awaitable[None]] | None:
+        """One item from the splitter, dispatched by type: judged and carried out now; or, when something
+        must be awaited first (a stop), what to await, and the reading waits for it."""
+        self._stdout_seq += 1
+        self._lines_read += 1
+        seq = self._stdout_seq
+        held = self._take_line(line, seq, len(line) if type(line) is bytes else OVERSIZED_COST)
+        if held is None:
+            return None
+        return partial(self._finish_line, *held)
 
     async def _yield(self) -> None:
         """Let other sessions run, and wait while the store is behind (the agent's pipe fills meanwhile)."""
@@ -299,7 +411,9 @@ class LiveSession:
             self._bytes_read += len(chunk)
             yield chunk
 
-    async def _line(self, line: bytes | Oversized, seq: int, size: int = 0) -> None:
+    def _take_line(self, line: bytes | Oversized, seq: int, size: int) -> tuple[Verdict, list[Event]] | None:
+        """Judge one line and carry out its verdicts; when one ends the session, the stop is left to await
+        (`_finish_line`): (its verdict, the line's events not judged yet)."""
         if self._choosing and line:
             self._choose(detect.by_first_line(line.head if type(line) is Oversized else line), final=True)
             if type(line) is bytes and len(line) > self._max_line():  # read under auto's limit, over the chosen one's
@@ -311,12 +425,22 @@ class LiveSession:
             if reply:
                 self._send(reply)
         elif not line:
-            return
+            return None
         else:
             events = self.adapter.parse_stdout(line, seq)
-        for event in events:
-            await self.handle(event, size)
+        for i, event in enumerate(events):
+            end = self._act(self._judge(event, size), event, publish=False)
             size = 0  # the line's bytes are counted once
+            if end is not None:
+                return end, events[i + 1:]
+        self._send_replies()
+        return None
+
+    async def _finish_line(self, end: Verdict, rest: list[Event]) -> None:
+        """The stop a line's verdict asked for, then the rest of that line."""
+        await self._end(end)
+        for event in rest:
+            await self.handle(event)
         self._send_replies()
 
     # ---- choosing the adapter (sessions/detect.py) ------------------------------
@@ -343,7 +467,10 @@ class LiveSession:
         self._publish()
 
     def _send_replies(self) -> None:
-        for data in self.adapter.replies(self.health.state == GATED):
+        adapter = self.adapter
+        if type(adapter).replies is Adapter.replies:  # the base never owes a reply: not asked after every line
+            return
+        for data in adapter.replies(self.health.state == GATED):
             self._send(data)
 
     async def _pump_stderr(self) -> None:
@@ -406,8 +533,7 @@ class LiveSession:
     # ---- the event path ---------------------------------------------------
     async def handle(self, event: Event, size: int = 0) -> None:
         """Judge one event (read from `size` bytes) and carry out its verdicts."""
-        verdicts = self._judge(event, size)
-        await self._carry_out(verdicts, event)
+        await self._carry_out(self._judge(event, size), event)
 
     def _judge(self, event: Event, size: int = 0) -> list[Verdict]:
         now = self.clock()
@@ -428,7 +554,8 @@ class LiveSession:
         self.sink("event", self.spec.id, record, size)
         if self.opinion is not None:
             self.opinion.recent.add(record)
-        self._record(verdicts)
+        if verdicts:
+            self._record(verdicts)
         return verdicts
 
     def _record(self, verdicts: list[Verdict]) -> None:
@@ -455,6 +582,19 @@ class LiveSession:
                                               "path": result.path, "size": result.size})
 
     async def _carry_out(self, verdicts: list[Verdict], event: Event | None) -> None:
+        end = self._act(verdicts, event)
+        if end is not None:
+            await self._end(end)
+
+    async def _end(self, verdict: Verdict) -> None:
+        """A verdict that ends the session: the stop (its grace is awaited)."""
+        await self.stop(verdict.termination or Termination.OPERATOR, verdict.reason)
+        self._publish()
+
+    def _act(self, verdicts: list[Verdict], event: Event | None, publish: bool = True) -> Verdict | None:
+        """Carry out verdicts (second opinions asked first) up to one that ends the session, which is
+        returned for the caller to await (`_end`); None when all were carried out. `publish=False`: the
+        caller publishes the session's change (once per chunk of stdout, not per event)."""
         if self.opinion is not None and verdicts:
             verdicts = self._ask_opinions(verdicts)
         adapter = self.adapter
@@ -466,9 +606,7 @@ class LiveSession:
         for verdict in verdicts:
             action = verdict.action
             if action == Action.TERMINATE:
-                await self.stop(verdict.termination or Termination.OPERATOR, verdict.reason)
-                self._publish()
-                return
+                return verdict
             if action == Action.BLOCK and type(event) is ToolCall:
                 block = verdict
                 if not adapter.can_veto:
@@ -492,9 +630,11 @@ class LiveSession:
         if self.health.state == GATED and not adapter.can_veto and not self.paused:
             self._signal_group(signal.SIGSTOP)
             self.paused = True
-        if any(v.gate_id for v in verdicts):
+        if verdicts and any(v.gate_id for v in verdicts):
             self._wake.set()
-        self._publish()
+        if publish:
+            self._publish()
+        return None
 
     # ---- second opinions (runtime/opinion.py) ------------------------------
     def _ask_opinions(self, verdicts: list[Verdict]) -> list[Verdict]:
@@ -962,6 +1102,23 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+class _StdoutReader(asyncio.Protocol):
+    """The agent's stdout pipe: hands each chunk to its session as it is read."""
+
+    def __init__(self, session: LiveSession) -> None:
+        self.session = session
+
+    def data_received(self, data: bytes) -> None:
+        self.session._received(data)
+
+    def eof_received(self) -> bool:
+        self.session._stdout_ended()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.session._stdout_ended()
 
 
 _ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")

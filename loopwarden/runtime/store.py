@@ -92,6 +92,8 @@ _JSON = {"sessions": ("command", "env_keys", "config", "snapshot"), "events": ("
          "verdicts": ("evidence",), "gates": ("evidence",)}
 _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
+_EVENT_COLUMNS = ("session_id", "seq", "ts", "kind", "data")  # an events row, in the table's order
+_EVENT_KEYS = frozenset(_EVENT_COLUMNS)
 _BUSY_TIMEOUT = 5.0
 _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
 
@@ -313,7 +315,7 @@ class Store:
                 with _transaction(self.db.conn):
                     for row in batch.sessions_upsert:
                         self._upsert("sessions", row)
-                    self._append("events", [self._prepare("events", r) for r in batch.events])
+                    self._append_events(batch.events)
                     self._append("verdicts", [self._prepare("verdicts", r) for r in batch.verdicts])
                     for row in batch.gates_upsert:
                         self._upsert("gates", row)
@@ -368,12 +370,34 @@ class Store:
         """Insert prepared rows (the hot path: one executemany)."""
         if not rows:
             return
+        cols, sql = self._insert(table)
+        self.db.conn.executemany(sql, [tuple(r.get(c) for c in cols) for r in rows])
+
+    def _append_events(self, rows: list[dict[str, Any]]) -> None:
+        """Insert event rows. The rows the daemon queues (its five columns, short ASCII ids, a dict of
+        data) skip `_prepare`: nothing in them needs cleaning but the data, encoded as `_prepare` would."""
+        if not rows:
+            return
+        cols, sql = self._insert("events")
+        values: list[tuple[Any, ...]] = []
+        fast = cols == _EVENT_COLUMNS
+        for row in rows:
+            sid, kind, data = row.get("session_id"), row.get("kind"), row.get("data")
+            if (fast and type(sid) is str and type(kind) is str and type(data) is dict and len(row) == 5
+                    and row.keys() == _EVENT_KEYS and len(sid) + len(kind) < 512 and sid.isascii() and kind.isascii()):
+                values.append((sid, row["seq"], row["ts"], kind, self._json(data)))
+            else:
+                prepared = self._prepare("events", row)
+                values.append(tuple(prepared.get(c) for c in cols))
+        self.db.conn.executemany(sql, values)
+
+    def _insert(self, table: str) -> tuple[tuple[str, ...], str]:
+        """The columns an append names, and its statement."""
         if table not in self._insert_sql:
             cols = tuple(c for c in self._kinds[table] if c != "id")
             self._insert_sql[table] = cols, (
                 f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})")
-        cols, sql = self._insert_sql[table]
-        self.db.conn.executemany(sql, [tuple(r.get(c) for c in cols) for r in rows])
+        return self._insert_sql[table]
 
     def _upsert(self, table: str, row: Mapping[str, Any]) -> None:
         """Insert a row, or update only the columns it names."""

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 
+_HIDDEN = frozenset({"seq", "sig", "digest"})  # the engine's own fields, never shown or stored
+_SHOWN: dict[type, tuple[str, ...]] = {}  # event class -> the fields to_dict shows, in order
+
+
 @dataclass(slots=True, kw_only=True)
 class Event:
     """Fields every event carries; `seq` is the 1-based input line that produced it."""
@@ -19,10 +23,13 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         """The event as a protocol-shaped dict (for storage and display)."""
         out: dict[str, Any] = {"type": self.kind}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None and f.name not in ("seq", "sig", "digest"):
-                out[f.name] = value
+        names = _SHOWN.get(type(self))
+        if names is None:  # once per class: dataclasses.fields() costs more than the rest of this call
+            names = _SHOWN[type(self)] = tuple(f.name for f in fields(self) if f.name not in _HIDDEN)
+        for name in names:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
         return out
 
 
