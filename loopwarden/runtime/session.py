@@ -18,13 +18,15 @@ from anyio.abc import Process, TaskGroup
 
 from ..sessions import detect
 from ..sessions.base import Adapter, Capability
+from ..sessions.native import NativeAdapter
 from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
 from ..supervisor.events import Error, Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.gates import GateError
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
-from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
+from ..supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, line_limit, oversized_line
+from ..supervisor.longline import PREFIX_CHARS, STREAM_FROM, line_event
 from ..supervisor.opinion import askable
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
@@ -32,7 +34,7 @@ from .opinion import Outcome, SecondOpinion
 from .principal import Claim
 from .procfs import ProcTable
 from .snapshot import build
-from .spill import Spiller, spill_event
+from .spill import Spiller, SpillStream, spill_event, spill_streamed
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -260,7 +262,7 @@ class LiveSession:
 
     async def _pump_stdout(self) -> None:
         assert self.process and self.process.stdout
-        splitter = self._splitter = LineSplitter(self._max_line())
+        splitter = self._splitter = LineSplitter(self._max_line(), self._open_long, STREAM_FROM)
         seq = lines = read = 0
         async for chunk in self._chunks(self.process.stdout):
             for line in splitter.feed(chunk):
@@ -296,7 +298,9 @@ class LiveSession:
             self._bytes_read += len(chunk)
             yield chunk
 
-    async def _line(self, line: bytes | Oversized, seq: int, size: int = 0) -> None:
+    async def _line(self, line: bytes | Oversized | LongLine, seq: int, size: int = 0) -> None:
+        if type(line) is LongLine:
+            return await self._long_line(line, seq)
         if self._choosing and line:
             self._choose(detect.by_first_line(line.head if type(line) is Oversized else line), final=True)
             if type(line) is bytes and len(line) > self._max_line():  # read under auto's limit, over the chosen one's
@@ -315,6 +319,43 @@ class LiveSession:
             await self.handle(event, size)
             size = 0  # the line's bytes are counted once
         self._send_replies()
+
+    # ---- long outputs, streamed (supervisor/longline.py) ---------------------------
+    _streams: dict[int, SpillStream] | None = None  # line -> the spill file its long output is written to
+
+    def _open_long(self, seq: int) -> TextSink | None:
+        """Where the output of native line `seq`, still open past STREAM_FROM bytes, goes as it arrives: a spill
+        file, kept if the engine spills it. None for other adapters: they read every line whole."""
+        if not isinstance(self.adapter, NativeAdapter):
+            return None
+        if self.spiller is None:
+            return _ignore_text
+        if self._streams is None:
+            self._streams = {}
+        stream = self._streams[seq] = self.spiller.stream(tool=None, seq=seq)
+        return stream.write
+
+    async def _long_line(self, line: LongLine, seq: int) -> None:
+        """A long native line, decoded (and written to its spill file) as it came: the engine judges it by its
+        output's first part, length and digest, as replay does; the event and its record stay bounded."""
+        if line.over:
+            self._drop_stream(seq)
+            await self._line(Oversized(line.length, line.head[:256]), seq, OVERSIZED_COST)
+            return
+        assert line.text is not None  # the splitter streams a line only into a decoder
+        event = line_event(seq, line, line.text)
+        adapter = self.adapter
+        try:
+            for each in adapter.parsed(event, line.head) if isinstance(adapter, NativeAdapter) else [event]:
+                await self.handle(each, PREFIX_CHARS)
+        finally:
+            self._drop_stream(seq)  # not spilled (or not a tool_result): the file goes
+        self._send_replies()
+
+    def _drop_stream(self, seq: int) -> None:
+        stream = self._streams.pop(seq, None) if self._streams else None
+        if stream is not None:
+            stream.discard()
 
     # ---- choosing the adapter (sessions/detect.py) ------------------------------
     async def _choose_if_silent(self) -> None:
@@ -441,8 +482,12 @@ class LiveSession:
                     self.sink("gate", self.spec.id, gate.to_dict())
 
     def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
-        result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
-                             preview_chars=self.config.spill.preview_chars, now=now)
+        stream = self._streams.pop(event.seq, None) if self._streams and event.size is not None else None
+        if stream is not None:  # a long output, written as it came (_long_line)
+            result = spill_streamed(event, verdict, stream, now=now)
+        else:
+            result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
+                                 preview_chars=self.config.spill.preview_chars, now=now)
         self._spill_result = result
         if result.warning and not result.path and self.spiller is not None:
             self.spill_failures += 1  # a full disk or an unusable directory: the agent got the truncated text
@@ -919,6 +964,10 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+def _ignore_text(text: str) -> None:
+    """A long output's text when there is no spill directory: only its first part is kept (in the event)."""
 
 
 _ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")

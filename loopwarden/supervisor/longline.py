@@ -166,13 +166,18 @@ class OutputText:
 
 def streamed_event(seq: int, line: LongLine, sink: Callable[[str], None] | None = None) -> ev.Event:
     """The event of a long native line, read on from its stream; its output text goes to `sink` as it comes."""
-    from . import protocol
-
     text = OutputText(sink)
     for chunk in line.chunks():
         text.feed(chunk)
         if text.error:
             break
+    return line_event(seq, line, text)
+
+
+def line_event(seq: int, line: LongLine, text: OutputText) -> ev.Event:
+    """The event of a long native line whose output was decoded into `text` (read on, or pushed live)."""
+    from . import protocol
+
     if line.over:
         return oversized_line(seq, Oversized(line.length, line.head[:256]), line.max_bytes)
     opening = line.head[:line.start]
