@@ -177,12 +177,12 @@ class LineSplitter(Generic[Line]):
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_LINE_BYTES,
                  open_long: Callable[[int], TextSink | None] | None = None, stream_from: int = 0) -> None:
+        self.open_long = open_long
+        self.stream_from = stream_from
         self.max_bytes = max_bytes
         self.buffer = bytearray()
         self.skipping = 0  # bytes of an oversized line dropped so far
         self.head = b""
-        self.open_long = open_long
-        self.stream_from = stream_from
         self.long: LongLine | None = None  # the line being streamed
         self.looked = False  # the unfinished line was past stream_from and is read whole: not looked at again
         self.lines = 0  # items handed out so far
@@ -190,15 +190,14 @@ class LineSplitter(Generic[Line]):
     def feed(self, chunk: bytes) -> list[Line]:
         out: list[bytes | Oversized | LongLine] = []
         start = 0
+        if self.long is not None:  # the rest of a streamed line goes to its decoder as it comes
+            end = chunk.find(b"\n")
+            self.long.push(chunk if end < 0 else chunk[:end])
+            if end < 0:
+                return out  # type: ignore[return-value]  # (see _out)
+            out.append(self.long)
+            self.long, start = None, end + 1
         while True:
-            if self.long is not None:  # the rest of a streamed line goes to its decoder as it comes
-                end = chunk.find(b"\n", start)
-                self.long.push(chunk[start:] if end < 0 else chunk[start:end])
-                if end < 0:
-                    return self._out(out)
-                out.append(self.long)
-                self.long, start = None, end + 1
-                continue
             end = chunk.find(b"\n", start)
             if end < 0:
                 self._keep(chunk[start:], out)
@@ -212,27 +211,48 @@ class LineSplitter(Generic[Line]):
             if self.buffer:
                 self.buffer += piece
                 piece, self.buffer = bytes(self.buffer), bytearray()
-            looked, self.looked = self.looked, False
-            if not looked and self._streams(len(piece)):
-                long = self._open(piece, len(out))
-                if long is not None:
-                    out.append(long)
-                    continue
-            length = len(piece)
-            if piece.endswith(b"\r"):
-                piece = piece[:-1]
-            if len(piece) > self.max_bytes:
-                out.append(Oversized(length, piece[:256]))  # its length counts the \r, as read_lines does
-            elif piece.strip():
-                out.append(piece)
+            if len(piece) <= self._plain:  # neither to stream nor over the limit: the common case
+                if piece.endswith(b"\r"):
+                    piece = piece[:-1]
+                out.append(b"" if not piece or piece.isspace() else piece)  # blank: counted, skipped by the caller
             else:
-                out.append(b"")  # blank: counted as a line, skipped by the caller
+                self._long_piece(piece, out)
+
+    def _long_piece(self, piece: bytes, out: list[bytes | Oversized | LongLine]) -> None:
+        """A finished line past stream_from or max_bytes: streamed (unless looked at already), refused, or kept."""
+        length = len(piece)
+        if self.looked:  # looked at as it came, and read whole
+            self.looked = False
+        elif self._streams(length):
+            long = self._open(piece, len(out))
+            if long is not None:
+                out.append(long)
+                return
+        if piece.endswith(b"\r"):
+            piece = piece[:-1]
+        if len(piece) > self.max_bytes:
+            out.append(Oversized(length, piece[:256]))  # its length counts the \r, as read_lines does
+        elif piece.isspace():
+            out.append(b"")
+        else:
+            out.append(piece)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:  # (a session's adapter, chosen by its first line, sets its own)
+        self._max_bytes = value
+        streams = self.open_long is not None and 0 < self.stream_from < value
+        self._plain = self.stream_from - 1 if streams else value  # longer lines take _long_piece
 
     def _out(self, out: list[bytes | Oversized | LongLine]) -> list[Line]:
         self.lines += len(out)
         return out  # type: ignore[return-value]  # a LongLine only when open_long was given (the overloads)
 
     def _streams(self, length: int) -> bool:
+        """Whether a line of `length` bytes (so far) is past stream_from, and streaming is on."""
         return self.open_long is not None and 0 < self.stream_from <= length and self.stream_from < self.max_bytes
 
     def _open(self, data: bytes, before: int) -> LongLine | None:
