@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from loopwarden.replay import Replayer
-from loopwarden.runtime.spill import Spiller
+from loopwarden.runtime.spill import Spiller, slug
 from loopwarden.supervisor import protocol
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.events import Event
@@ -178,6 +178,7 @@ def test_a_40_mb_accepted_output_is_spilled_whole_as_it_arrives_and_the_daemon_s
     spill = next(v for v in logs["verdicts"] if v["action"] == "spill")
     path = Path(spill["evidence"]["path"])
     assert path.parent == lw.paths.spill and path.stat().st_mode & 0o777 == 0o600
+    assert path.name == f"{slug(sid, 'session')}-0000002-tool.txt"  # no name from the agent
     assert path.stat().st_size == size and _file_digest(path) == digest  # the whole output, byte for byte
     assert len(list(lw.paths.spill.iterdir())) == 2  # the warm-up's and this one's: nothing half written left
 
