@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from loopwarden.replay import Replayer
 from loopwarden.runtime.spill import Spiller, slug
@@ -118,8 +122,6 @@ def _status_kb(pid: int, key: str) -> int:
 
 def _expected_text(mb: int) -> tuple[int, int, bytes]:
     """The bench's stream of `mb` MB: (its big line's length, its output's UTF-8 length, that output's digest)."""
-    import sys
-
     sys.path.insert(0, str(ROOT / "bench"))
     from big_output import _PIECE, write_to
 
@@ -141,8 +143,6 @@ def _file_digest(path: Path) -> bytes:
 
 
 def _replay(tmp: Path, mb: int) -> list[dict[str, Any]]:
-    import sys
-
     sys.path.insert(0, str(ROOT / "bench"))
     from big_output import write_to
 
@@ -212,3 +212,28 @@ def test_a_handshake_agent_gets_the_spill_path_of_its_long_output_and_under_the_
     assert any(e["kind"] == "invalid_line" and "line longer than 1,048,576 bytes" in e["data"]["reason"]
                for e in logs["events"])
     assert not any(v["action"] == "spill" for v in logs["verdicts"])
+
+
+def test_a_spill_volume_full_in_the_middle_of_a_long_output_leaves_no_partial_file_and_the_agent_goes_on(
+        lw: Harness, tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a 1 MiB tmpfs needs root on Linux")
+    volume = tmp_path / "spill"
+    volume.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(volume)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        size = 3_000_000  # the file fills the volume after a third of it
+        sid = lw.launch(PY, str(AGENTS / "oversized_result.py"), str(size), sets=(*RAISED, f"spill.dir={volume}"),
+                        name="full")
+        snap = lw.wait_state(sid, "exited", timeout=60)
+        assert snap["spill_failures"] == 1 and list(volume.iterdir()) == []  # the partial file was removed
+        events = lw.events(sid)
+        said = [e["data"]["text"] for e in events if e["kind"] == "assistant_message"]
+        assert said and said[0].startswith("got spill for c1: " + "x" * 40)  # the first part, inline
+        assert any(e["kind"] == "log" and f"spill of read_logs output ({size} chars) to {volume} failed"
+                   in e["data"]["text"] for e in events)
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True, check=False)
