@@ -179,12 +179,13 @@ class LineSplitter(Generic[Line]):
                  open_long: Callable[[int], TextSink | None] | None = None, stream_from: int = 0) -> None:
         self.open_long = open_long
         self.stream_from = stream_from
+        self.looked = False  # the unfinished line was past stream_from and is read whole: not looked at again
+        self._max_bytes = self._plain = 0
         self.max_bytes = max_bytes
         self.buffer = bytearray()
         self.skipping = 0  # bytes of an oversized line dropped so far
         self.head = b""
         self.long: LongLine | None = None  # the line being streamed
-        self.looked = False  # the unfinished line was past stream_from and is read whole: not looked at again
         self.lines = 0  # items handed out so far
 
     def feed(self, chunk: bytes) -> list[Line]:
@@ -246,6 +247,7 @@ class LineSplitter(Generic[Line]):
         self._max_bytes = value
         streams = self.open_long is not None and 0 < self.stream_from < value
         self._plain = self.stream_from - 1 if streams else value  # longer lines take _long_piece
+        self.looked = False
 
     def _out(self, out: list[bytes | Oversized | LongLine]) -> list[Line]:
         self.lines += len(out)
