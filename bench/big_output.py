@@ -24,6 +24,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import BinaryIO
 
 TARGET = 20 << 20
 _PIECE = 'line {i:07d}: "quoted" text, tab\there, caf\u00e9 \u2713 and more padding to fill the line up\n'
@@ -31,22 +32,28 @@ _PIECE = 'line {i:07d}: "quoted" text, tab\there, caf\u00e9 \u2713 and more padd
 
 def write_stream(path: Path, size: int) -> int:
     """The stream, written in pieces; returns the length in bytes of its big line."""
+    with open(path, "wb") as f:
+        return write_to(f, size)[0]
+
+
+def write_to(f: BinaryIO, size: int) -> tuple[int, int]:
+    """Write the stream to `f`; (the big line's length in bytes, its output's length in UTF-8 bytes)."""
     import orjson
 
     block = "".join(_PIECE.format(i=i) for i in range(2000))
     encoded = orjson.dumps(block)[1:-1]  # the block's JSON string body, escapes included
-    with open(path, "wb") as f:
-        f.write(b'{"type":"tool_call","tool":"cat","args":{"path":"big.log"},"call_id":"c1","ts":1.0}\n')
-        head = b'{"type":"tool_result","tool":"cat","call_id":"c1","ts":2.0,"output":"'
-        f.write(head)
-        length = len(head)
-        while length < size:
-            f.write(encoded)
-            length += len(encoded)
-        tail = b'","exit_code":0}'
-        f.write(tail + b"\n")
-        f.write(b'{"type":"done","ts":3.0}\n')
-    return length + len(tail)
+    f.write(b'{"type":"tool_call","tool":"cat","args":{"path":"big.log"},"call_id":"c1","ts":1.0}\n')
+    head = b'{"type":"tool_result","tool":"cat","call_id":"c1","ts":2.0,"output":"'
+    f.write(head)
+    length, blocks = len(head), 0
+    while length < size:
+        f.write(encoded)
+        length += len(encoded)
+        blocks += 1
+    tail = b'","exit_code":0}'
+    f.write(tail + b"\n")
+    f.write(b'{"type":"done","ts":3.0}\n')
+    return length + len(tail), blocks * len(block.encode())
 
 
 def child(mode: str, path: str, spill_dir: str) -> None:

@@ -20,13 +20,15 @@ from anyio.abc import Process, TaskGroup
 
 from ..sessions import detect
 from ..sessions.base import Adapter, Capability
+from ..sessions.native import NativeAdapter
 from ..sessions.registry import adapters
 from ..supervisor import messages
 from ..supervisor.config import Config
 from ..supervisor.events import Error, Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.gates import GateError
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
-from ..supervisor.lines import LineSplitter, Oversized, line_limit, oversized_line
+from ..supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, line_limit, oversized_line
+from ..supervisor.longline import PREFIX_CHARS, STREAM_FROM, line_event
 from ..supervisor.opinion import askable
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
@@ -34,7 +36,7 @@ from .opinion import Outcome, SecondOpinion
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
 from .snapshot import build
-from .spill import Spiller, spill_event
+from .spill import Spiller, SpillStream, spill_event, spill_streamed
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -292,7 +294,7 @@ class LiveSession:
     # the rest to this task (_catch_up), which takes the held lines in order and resumes the reading.
     async def _pump_stdout(self) -> None:
         assert self._stdout_fd is not None
-        self._splitter = LineSplitter(self._max_line())
+        self._splitter = LineSplitter(self._max_line(), self._open_long, STREAM_FROM)
         self._stdout_wake = anyio.Event()
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(self._stdout_fd, "rb", buffering=0)
@@ -380,12 +382,14 @@ class LiveSession:
                 if not self._held_items and self._later is None:
                     return
 
-    def _take(self, line: bytes | Oversized) -> Callable[[], Awaitable[None]] | None:
+    def _take(self, line: bytes | Oversized | LongLine) -> Callable[[], Awaitable[None]] | None:
         """One item from the splitter, dispatched by type: judged and carried out now; or, when something
         must be awaited first (a stop), what to await, and the reading waits for it."""
         self._stdout_seq += 1
         self._lines_read += 1
         seq = self._stdout_seq
+        if type(line) is LongLine:  # decoded and spilled as it came: judged by the task (_long_line)
+            return partial(self._long_line, line, seq)
         held = self._take_line(line, seq, len(line) if type(line) is bytes else OVERSIZED_COST)
         if held is None:
             return None
@@ -442,6 +446,45 @@ class LiveSession:
         for event in rest:
             await self.handle(event)
         self._send_replies()
+
+    # ---- long outputs, streamed (supervisor/longline.py) ---------------------------
+    _streams: dict[int, SpillStream] | None = None  # line -> the spill file its long output is written to
+
+    def _open_long(self, seq: int) -> TextSink | None:
+        """Where the output of native line `seq`, still open past STREAM_FROM bytes, goes as it arrives: a spill
+        file, kept if the engine spills it. None for other adapters: they read every line whole."""
+        if not isinstance(self.adapter, NativeAdapter):
+            return None
+        if self.spiller is None:
+            return _ignore_text
+        if self._streams is None:
+            self._streams = {}
+        stream = self._streams[seq] = self.spiller.stream(tool=None, seq=seq)
+        return stream.write
+
+    async def _long_line(self, line: LongLine, seq: int) -> None:
+        """A long native line, decoded (and written to its spill file) as it came: the engine judges it by its
+        output's first part, length and digest, as replay does; the event and its record stay bounded."""
+        if line.over:
+            self._drop_stream(seq)
+            held = self._take_line(Oversized(line.length, line.head[:256]), seq, OVERSIZED_COST)
+            if held is not None:
+                await self._finish_line(*held)
+            return
+        assert line.text is not None  # the splitter streams a line only into a decoder
+        event = line_event(seq, line, line.text)
+        adapter = self.adapter
+        try:
+            for each in adapter.parsed(event, line.head) if isinstance(adapter, NativeAdapter) else [event]:
+                await self.handle(each, PREFIX_CHARS)
+        finally:
+            self._drop_stream(seq)  # not spilled (or not a tool_result): the file goes
+        self._send_replies()
+
+    def _drop_stream(self, seq: int) -> None:
+        stream = self._streams.pop(seq, None) if self._streams else None
+        if stream is not None:
+            stream.discard()
 
     # ---- choosing the adapter (sessions/detect.py) ------------------------------
     async def _choose_if_silent(self) -> None:
@@ -571,8 +614,12 @@ class LiveSession:
                     self.sink("gate", self.spec.id, gate.to_dict())
 
     def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
-        result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
-                             preview_chars=self.config.spill.preview_chars, now=now)
+        stream = self._streams.pop(event.seq, None) if self._streams and event.size is not None else None
+        if stream is not None:  # a long output, written as it came (_long_line)
+            result = spill_streamed(event, verdict, stream, now=now)
+        else:
+            result = spill_event(event, verdict, self.spiller, threshold=self.config.spill.threshold_chars,
+                                 preview_chars=self.config.spill.preview_chars, now=now)
         self._spill_result = result
         if result.warning and not result.path and self.spiller is not None:
             self.spill_failures += 1  # a full disk or an unusable directory: the agent got the truncated text
@@ -1119,6 +1166,8 @@ class _StdoutReader(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.session._stdout_ended()
+def _ignore_text(text: str) -> None:
+    """A long output's text when there is no spill directory: only its first part is kept (in the event)."""
 
 
 _ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")

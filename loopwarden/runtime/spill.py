@@ -267,6 +267,16 @@ def spill_event(event: Any, verdict: Any, spiller: Spiller | None, *, threshold:
                              truncate_with_warning(event.output, threshold), "no spill directory configured")
     else:
         result = spiller.spill(event.output, tool=event.tool, seq=event.seq, now=now)
+    return _carried_out(event, verdict, result)
+
+
+def spill_streamed(event: Any, verdict: Any, stream: SpillStream, *, now: float) -> SpillResult:
+    """Carry out a spill verdict on a tool_result whose output was written to `stream` as it arrived (a long
+    line: `event.output` is its first part, `event.size` its length): keep the file, as spill_event would."""
+    return _carried_out(event, verdict, stream.finish(event.size, event.output, event.tool, now))
+
+
+def _carried_out(event: Any, verdict: Any, result: SpillResult) -> SpillResult:
     verdict.message = result.message
     verdict.evidence.update(path=result.path, size=result.size)
     if result.warning:

@@ -31,11 +31,15 @@ class NativeAdapter(Adapter):
         return True
 
     def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
-        event = protocol.parse_line(raw, seq)
+        return self.parsed(protocol.parse_line(raw, seq), raw)
+
+    def parsed(self, event: Event, raw: bytes) -> list[Event]:
+        """The events of a line parsed from `raw` (its first part, for a long line read in chunks: see
+        supervisor/longline.py); a hello turns the handshake on, a rejected tool_call is answered."""
         if type(event) is Hello:
             self.handshake = bool(event.handshake)
         elif type(event) is InvalidLine and self.handshake:
-            self._refuse_call(raw, seq, event.reason)
+            self._refuse_call(raw, event.seq, event.reason)
         return [event]
 
     def _refuse_call(self, raw: bytes, seq: int, reason: str) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Protocol, final
+from typing import TYPE_CHECKING, BinaryIO, Generic, Protocol, TypeVar, final, overload
 
 if TYPE_CHECKING:
     from .events import InvalidLine
+    from .longline import OutputText
+
+TextSink = Callable[[str], None]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 RECORDED_MAX_LINE_BYTES = 64 << 20  # Claude Code and Codex streams carry base64 images on one line
@@ -26,25 +29,35 @@ class Oversized:
 
 @final
 class LongLine:
-    """A line that grew past `stream_from` bytes inside its top-level `output` string (supervisor.longline):
-    `chunks()` reads the rest of it from the stream, so it is never held whole."""
+    """A line that grew past `stream_from` bytes inside its top-level `output` string (supervisor.longline).
 
-    __slots__ = ("_done", "_readline", "head", "length", "max_bytes", "over", "start")
+    Read from a file (`read_lines`): `chunks()` reads the rest of it from the stream. Split live
+    (`LineSplitter` with `open_long`): the splitter `push`es the rest into `text` as it arrives and hands
+    the line over once its newline came. Either way it is never held whole.
+    """
 
-    def __init__(self, head: bytes, start: int, readline: Callable[[int], bytes], max_bytes: int) -> None:
+    __slots__ = ("_done", "_readline", "head", "length", "max_bytes", "over", "start", "text")
+
+    def __init__(self, head: bytes, start: int, readline: Callable[[int], bytes] | None, max_bytes: int) -> None:
         self.head = head  # the first `stream_from` bytes
         self.start = start  # where the output's text starts in `head`
         self.max_bytes = max_bytes
         self.length = len(head)  # bytes of the line so far (its newline excluded)
         self.over = False  # longer than max_bytes: the rest was skipped
+        self.text: OutputText | None = None  # live: the decoder the rest of the line is pushed into
         self._readline = readline
-        self._done = False
+        self._done = readline is None
+
+    def head_slices(self) -> Iterator[bytes]:
+        """The output's text in `head`, in slices: each is copied as it is decoded."""
+        for i in range(self.start, len(self.head), _STREAM_CHUNK):
+            yield self.head[i:i + _STREAM_CHUNK]
 
     def chunks(self) -> Iterator[bytes]:
         """The line from the output's text on, without its newline; stops early past max_bytes."""
-        for i in range(self.start, len(self.head), _STREAM_CHUNK):  # in slices: each is copied as it is decoded
-            yield self.head[i:i + _STREAM_CHUNK]
+        yield from self.head_slices()
         while not self._done:
+            assert self._readline is not None
             chunk = self._readline(_STREAM_CHUNK)
             if not chunk:
                 self._done = True
@@ -59,9 +72,21 @@ class LongLine:
                 return
             yield chunk
 
+    def push(self, data: bytes) -> None:
+        """Live: more of the line (no newline), decoded into `text` at once; past max_bytes only counted,
+        as `chunks` would skip it, and nothing more once the text is known to be bad."""
+        self.length += len(data)
+        if self.over or self.text is None or self.text.error:
+            return
+        if self.length > self.max_bytes:
+            self.over = True
+            return
+        self.text.feed(data)
+
     def drain(self) -> None:
         """Skip what is left of the line (its reader stopped early)."""
         while not self._done:
+            assert self._readline is not None
             chunk = self._readline(_SKIP_CHUNK)
             if not chunk or chunk.endswith(b"\n"):
                 self.length += len(chunk) - (1 if chunk else 0)
@@ -128,27 +153,56 @@ def _skip_rest(readline: Callable[[int], bytes], head: bytes) -> Oversized:
     return Oversized(length=length, head=kept)
 
 
-class LineSplitter:
+Line = TypeVar("Line", bytes | Oversized, bytes | Oversized | LongLine)
+
+
+class LineSplitter(Generic[Line]):
     """Incremental splitting of chunks into lines, for streams read asynchronously.
 
     Holds at most `max_bytes` of an unfinished line; a longer one becomes `Oversized`
     once its newline arrives, and its bytes are dropped as they come.
+
+    With `open_long`, a line still open after `stream_from` bytes inside its top-level `output`
+    string is streamed: `open_long(seq)` gives where its text goes (None: the line is read whole, as
+    without it), the rest of the line is decoded as it arrives (`LongLine.push`), and the `LongLine`
+    is handed over once its newline came. `seq` numbers the line as the caller does: every item
+    `feed` and `finish` returned before it, blank ones included, plus one.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    @overload
+    def __init__(self: LineSplitter[bytes | Oversized], max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None: ...
+    @overload
+    def __init__(self: LineSplitter[bytes | Oversized | LongLine], max_bytes: int,
+                 open_long: Callable[[int], TextSink | None], stream_from: int) -> None: ...
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 open_long: Callable[[int], TextSink | None] | None = None, stream_from: int = 0) -> None:
+        self.open_long = open_long
+        self.stream_from = stream_from
+        self.looked = False  # the unfinished line was past stream_from and is read whole: not looked at again
+        self._max_bytes = self._plain = 0
         self.max_bytes = max_bytes
         self.buffer = bytearray()
         self.skipping = 0  # bytes of an oversized line dropped so far
         self.head = b""
+        self.long: LongLine | None = None  # the line being streamed
+        self.lines = 0  # items handed out so far
 
-    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
-        out: list[bytes | Oversized] = []
+    def feed(self, chunk: bytes) -> list[Line]:
+        out: list[bytes | Oversized | LongLine] = []
         start = 0
+        if self.long is not None:  # the rest of a streamed line goes to its decoder as it comes
+            end = chunk.find(b"\n")
+            self.long.push(chunk if end < 0 else chunk[:end])
+            if end < 0:
+                return out  # type: ignore[return-value]  # (see _out)
+            out.append(self.long)
+            self.long, start = None, end + 1
         while True:
             end = chunk.find(b"\n", start)
             if end < 0:
-                self._keep(chunk[start:])
-                return out
+                self._keep(chunk[start:], out)
+                return self._out(out)
             piece = chunk[start:end]
             start = end + 1
             if self.skipping:
@@ -158,37 +212,107 @@ class LineSplitter:
             if self.buffer:
                 self.buffer += piece
                 piece, self.buffer = bytes(self.buffer), bytearray()
-            if piece.endswith(b"\r"):
-                piece = piece[:-1]
-            if len(piece) > self.max_bytes:
-                out.append(Oversized(len(piece), piece[:256]))
-            elif piece.strip():
-                out.append(piece)
+            if len(piece) <= self._plain:  # neither to stream nor over the limit: the common case
+                if piece.endswith(b"\r"):
+                    piece = piece[:-1]
+                out.append(b"" if not piece or piece.isspace() else piece)  # blank: counted, skipped by the caller
             else:
-                out.append(b"")  # blank: counted as a line, skipped by the caller
+                self._long_piece(piece, out)
 
-    def _keep(self, rest: bytes) -> None:
+    def _long_piece(self, piece: bytes, out: list[bytes | Oversized | LongLine]) -> None:
+        """A finished line past stream_from or max_bytes: streamed (unless looked at already), refused, or kept."""
+        length = len(piece)
+        if self.looked:  # looked at as it came, and read whole
+            self.looked = False
+        elif self._streams(length):
+            long = self._open(piece, len(out))
+            if long is not None:
+                out.append(long)
+                return
+        if piece.endswith(b"\r"):
+            piece = piece[:-1]
+        if len(piece) > self.max_bytes:
+            out.append(Oversized(length, piece[:256]))  # its length counts the \r, as read_lines does
+        elif piece.isspace():
+            out.append(b"")
+        else:
+            out.append(piece)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:  # (a session's adapter, chosen by its first line, sets its own)
+        self._max_bytes = value
+        streams = self.open_long is not None and 0 < self.stream_from < value
+        self._plain = self.stream_from - 1 if streams else value  # longer lines take _long_piece
+        self.looked = False
+
+    def _out(self, out: list[bytes | Oversized | LongLine]) -> list[Line]:
+        self.lines += len(out)
+        return out  # type: ignore[return-value]  # a LongLine only when open_long was given (the overloads)
+
+    def _streams(self, length: int) -> bool:
+        """Whether a line of `length` bytes (so far) is past stream_from, and streaming is on."""
+        return self.open_long is not None and 0 < self.stream_from <= length and self.stream_from < self.max_bytes
+
+    def _open(self, data: bytes, before: int) -> LongLine | None:
+        """Start streaming a line whose first bytes are `data`, if its output string is open at stream_from
+        (as `read_lines` decides); `before`: the items of this feed ahead of it."""
+        from .longline import OutputText, open_output
+
+        head = data[:self.stream_from]
+        start = open_output(head)
+        if start is None or self.open_long is None:
+            return None
+        sink = self.open_long(self.lines + before + 1)
+        if sink is None:
+            return None
+        long = LongLine(head, start, None, self.max_bytes)
+        long.text = text = OutputText(sink)
+        for piece in long.head_slices():
+            text.feed(piece)
+        long.push(data[self.stream_from:])
+        return long
+
+    def _keep(self, rest: bytes, out: list[bytes | Oversized | LongLine]) -> None:
         if self.skipping:
             self.skipping += len(rest)
             return
+        if not self.looked and self._streams(len(self.buffer) + len(rest)):
+            self.looked = True
+            long = self._open(bytes(self.buffer + rest), len(out))
+            if long is not None:
+                self.long, self.buffer, self.looked = long, bytearray(), False
+                return
         if len(self.buffer) + len(rest) > self.max_bytes + 1:
             self.head = bytes((self.buffer + rest)[:256])
             self.skipping = len(self.buffer) + len(rest)
             self.buffer = bytearray()
+            self.looked = False
             return
         self.buffer += rest
 
-    def finish(self) -> list[bytes | Oversized]:
+    def finish(self) -> list[Line]:
         """The last line when the stream ends without a newline."""
-        if self.skipping:
-            result: list[bytes | Oversized] = [Oversized(self.skipping, self.head)]
+        result: list[bytes | Oversized | LongLine]
+        if self.long is not None:
+            result = [self.long]
+        elif self.skipping:
+            result = [Oversized(self.skipping, self.head)]
         elif self.buffer.strip():
-            piece = bytes(self.buffer).rstrip(b"\r")
-            result = [Oversized(len(piece), piece[:256]) if len(piece) > self.max_bytes else piece]
+            piece = bytes(self.buffer)
+            long = self._open(piece, 0) if not self.looked and self._streams(len(piece)) else None
+            if long is not None:
+                result = [long]
+            else:
+                length, piece = len(piece), piece.rstrip(b"\r")
+                result = [Oversized(length, piece[:256]) if len(piece) > self.max_bytes else piece]
         else:
             result = []
-        self.buffer, self.skipping, self.head = bytearray(), 0, b""
-        return result
+        self.buffer, self.skipping, self.head, self.long, self.looked = bytearray(), 0, b"", None, False
+        return self._out(result)
 
 
 def line_limit(configured: int, fmt: str) -> int:

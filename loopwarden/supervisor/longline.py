@@ -114,14 +114,34 @@ class OutputText:
             self._rest.append(chunk)  # the line's other fields, held as it would be (a list: no quadratic +=)
             return
         data = self.carry + chunk if self.carry else chunk
+        cut = _safe_cut(data, max(0, len(data) - 16))
+        if cut <= _SLICE and self._whole(data[:cut]):  # the common case: no closing quote before `cut`
+            end = _closing_quote(data, cut)  # (a few bytes)
+            if end is None:
+                self.carry = data[cut:]
+                return
+            self._take(data[cut:end])
+            self.carry, self._rest = b"", [data[end + 1:]]
+            return
         end = _closing_quote(data, 0)
         if end is not None:
             self._take(data[:end])
             self.carry, self._rest = b"", [data[end + 1:]]
             return
-        cut = _safe_cut(data, max(0, len(data) - 16))
         self._take(data[:cut])
         self.carry = data[cut:]
+
+    def _whole(self, raw: bytes) -> bool:
+        """Decode `raw` if it is all the string's text, without its closing quote: orjson reads it as one string
+        only then (an unescaped quote in it would leave text after the string). False: look closer."""
+        if not raw or self.error:
+            return not raw
+        try:
+            text = orjson.loads(b'"' + raw + b'"')
+        except orjson.JSONDecodeError:
+            return False
+        self._keep(text)
+        return True
 
     def _take(self, raw: bytes) -> None:
         start = 0
@@ -140,6 +160,10 @@ class OutputText:
         except orjson.JSONDecodeError as exc:
             self.error = str(exc)
             return
+        self._keep(text)
+
+    def _keep(self, text: str) -> None:
+        """Count, digest, keep the first part of and pass on a decoded piece of the text."""
         self.size += len(text)
         self.hasher.update(text.encode("utf-8", "surrogatepass"))
         if self.prefix_chars < PREFIX_CHARS:
@@ -166,13 +190,18 @@ class OutputText:
 
 def streamed_event(seq: int, line: LongLine, sink: Callable[[str], None] | None = None) -> ev.Event:
     """The event of a long native line, read on from its stream; its output text goes to `sink` as it comes."""
-    from . import protocol
-
     text = OutputText(sink)
     for chunk in line.chunks():
         text.feed(chunk)
         if text.error:
             break
+    return line_event(seq, line, text)
+
+
+def line_event(seq: int, line: LongLine, text: OutputText) -> ev.Event:
+    """The event of a long native line whose output was decoded into `text` (read on, or pushed live)."""
+    from . import protocol
+
     if line.over:
         return oversized_line(seq, Oversized(line.length, line.head[:256]), line.max_bytes)
     opening = line.head[:line.start]
