@@ -1,0 +1,118 @@
+"""`list` at 10 and at 200 sessions: its round trip through the real client, beside `ping`'s.
+
+    .venv/bin/python bench/list_latency.py [--small 10] [--large 200] [-n 300] [--keep]
+
+One daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME). First SMALL quiet
+native agents (a `hello`, then sleep), then LARGE in all. At each size, once every
+session runs and the daemon has settled, N `list` requests and N `ping` requests,
+interleaved, each a round trip on one connection of the real client (what
+`loopwarden ls` and the console do): p50 and p99 of the wall time, and the
+daemon's CPU time (psutil cpu_times, all threads) per request. `ping` is the
+baseline of the same run: a trivial request through the same socket, parsing and
+dispatch. Prints the load average beside each figure.
+
+Target (issue 16): `list` at LARGE (200) sessions answers in under 5 ms (p50).
+The script always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_common import PY, BenchDaemon, leftovers, pct, verdict_line, wait_for
+
+TARGET_MS = 5.0
+QUIET = [PY, "-c", "import time; print('{\"type\":\"hello\",\"name\":\"quiet\",\"protocol\":1,\"handshake\":false}', "
+         "flush=True); time.sleep(600)"]
+
+
+def cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def grow(d: BenchDaemon, total: int, sids: list[str]) -> None:
+    """Start quiet sessions until `total` run, and wait until every one has said hello."""
+    while len(sids) < total:
+        sids.append(d.run(QUIET, name=f"quiet{len(sids)}"))
+    wanted = set(sids)
+
+    def running() -> bool:
+        snaps = [s for s in d.request("list") if s["id"] in wanted]
+        for s in snaps:
+            if s.get("pid"):
+                d.session_pids.add(int(s["pid"]))
+            if s.get("state") not in ("running", "starting"):
+                raise RuntimeError(f"session {s['id']} is {s.get('state')}")
+        return len(snaps) == total and all(s.get("state") == "running" and s.get("events") for s in snaps)
+
+    wait_for(running, 180, f"{total} quiet sessions to run", interval=0.5)
+    time.sleep(2.0)  # the launch's publishing and sampling settle
+
+
+def measure(d: BenchDaemon, n: int) -> dict[str, Any]:
+    """N `list` and N `ping` round trips, interleaved; wall times and the daemon's CPU per request."""
+    assert d.ps is not None
+    client = d.client()
+    walls: dict[str, list[float]] = {"list": [], "ping": []}
+    cpus: dict[str, float] = {"list": 0.0, "ping": 0.0}
+    size = 0
+    for i in range(n):
+        for op in ("list", "ping") if i % 2 == 0 else ("ping", "list"):
+            c0 = cpu(d.ps)
+            t0 = time.perf_counter()
+            result = client.request(op)
+            walls[op].append(time.perf_counter() - t0)
+            cpus[op] += cpu(d.ps) - c0
+            if op == "list":
+                size = len(result)
+    return {"sessions": size, "load": os.getloadavg()[0],
+            **{f"{op}_{k}": v for op in walls for k, v in (
+                ("p50", 1000 * pct(walls[op], 0.5)), ("p99", 1000 * pct(walls[op], 0.99)),
+                ("cpu", 1000 * cpus[op] / n))}}
+
+
+def row(label: str, m: dict[str, Any]) -> str:
+    return (f"{label:>5} sessions ({m['sessions']} listed): list p50 {m['list_p50']:6.2f} ms  p99 {m['list_p99']:6.2f} ms"
+            f"  daemon CPU {m['list_cpu']:5.2f} ms/req | ping p50 {m['ping_p50']:5.2f} ms  p99 {m['ping_p99']:5.2f} ms"
+            f"  CPU {m['ping_cpu']:4.2f} ms/req | load {m['load']:.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--small", type=int, default=10)
+    ap.add_argument("--large", type=int, default=200)
+    ap.add_argument("-n", type=int, default=300, help="requests of each kind at each size (default 300)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
+    args = ap.parse_args()
+    results: dict[int, dict[str, Any]] = {}
+    with BenchDaemon("list", keep=args.keep) as d:
+        try:
+            sids: list[str] = []
+            for total in (args.small, args.large):
+                grow(d, total, sids)
+                results[total] = measure(d, args.n)
+                print(row(str(total), results[total]), flush=True)
+        finally:
+            d.close()
+        left = leftovers(d)
+    large, small = results[args.large], results[args.small]
+    print(f"list at {args.large} vs {args.small} sessions: p50 x{large['list_p50'] / small['list_p50']:.1f}; "
+          f"list at {args.large} vs ping: p50 x{large['list_p50'] / large['ping_p50']:.1f}")
+    print(verdict_line(large["list_p50"] < TARGET_MS,
+                       f"list at {args.large} sessions: p50 {large['list_p50']:.2f} ms (p99 {large['list_p99']:.2f}) "
+                       f"< {TARGET_MS:g} ms; ping baseline p50 {large['ping_p50']:.2f} ms; load {large['load']:.2f}"))
+    print(verdict_line(not left, f"no leftover processes{': ' + ', '.join(left) if left else ''}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
