@@ -185,11 +185,12 @@ def main() -> int:
             for i, k in enumerate(counts):
                 r = one_run(d, k, args, f"r{i}s")
                 runs.append(r)
-                share = ", ".join(f"{g['events']:,}/{r['produced']:,} ({100 * g['events'] / max(r['produced'], 1):.1f} %"
+                produced = max(r["produced"], 1)
+                share = ", ".join(f"{g['events']:,}/{r['produced']:,} ({100 * g['events'] / produced:.1f} %"
                                   f"{', skipped ' + format(g['skipped'], ',') if g['skipped'] else ''}"
                                   f"{', CUT' if g['cut'] else ''})" for g in r["got"])
-                print(f"{k} subscribers: {r['produced']:,} events in {r['wall']:.1f} s ({r['rate']:,.0f}/s); daemon CPU "
-                      f"{r['cpu']:.2f} s = {1e6 * r['cpu'] / max(r['produced'], 1):.1f} us/event; load {r['load']:.2f}"
+                print(f"{k} subscribers: {r['produced']:,} events in {r['wall']:.1f} s ({r['rate']:,.0f}/s); "
+                      f"daemon CPU {r['cpu']:.2f} s = {1e6 * r['cpu'] / produced:.1f} us/event; load {r['load']:.2f}"
                       + (f"; received: {share}" if share else ""), flush=True)
         finally:
             d.close()
