@@ -115,32 +115,29 @@ class Subscriber:
                     try:
                         await stream.send(batch)
                     finally:
+                        self.budget.used -= self.sending
                         self.sending = 0
-                        self.budget.used -= len(batch)
                     self.last_progress = self.clock()
         if self.cut_reason is not None:
             with anyio.move_on_after(1.0, shield=True):
                 await stream.send(orjson.dumps({"kind": "cut", "reason": self.cut_reason}) + b"\n")
 
     def _take(self) -> bytes:
-        """The messages at the head of the queue, joined (with the skip count first, when some were
-        skipped), up to WRITE_BYTES unless one message is longer; counted in `sending` until written."""
+        """The messages at the head of the queue, joined (after the skip count, when some were skipped), up
+        to WRITE_BYTES unless one message is longer; their bytes are counted in `sending` until written."""
         queue = self.queue
         parts: list[bytes] = []
-        size = 0
         if self.skipped:
-            skipped, self.skipped = self.skipped, 0
-            notice = orjson.dumps({"kind": "skipped", "count": skipped}) + b"\n"
-            parts.append(notice)
-            self.budget.used += len(notice)
+            parts.append(orjson.dumps({"kind": "skipped", "count": self.skipped}) + b"\n")
+            self.skipped = 0
+        size = 0
         while queue and size < WRITE_BYTES:
             message = queue.popleft()
             parts.append(message)
             size += len(message)
         self.queued -= size
-        batch = b"".join(parts) if len(parts) > 1 else parts[0]
-        self.sending = len(batch)
-        return batch
+        self.sending = size
+        return b"".join(parts) if len(parts) > 1 else parts[0]
 
     def release(self) -> None:
         """Give the queue's bytes back to the budget (the subscription has ended); a write under way gives
