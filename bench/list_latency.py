@@ -116,10 +116,12 @@ def main() -> int:
     ap.add_argument("--large", type=int, default=200)
     ap.add_argument("-n", type=int, default=300, help="requests of each kind at each size (default 300)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds at each size; the best round's figures")
+    ap.add_argument("--daemon-python", default=PY,
+                    help="the interpreter whose loopwarden serves (another checkout's venv: its before figures)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
     args = ap.parse_args()
     results: dict[int, dict[str, Any]] = {}
-    with BenchDaemon("list", keep=args.keep) as d:
+    with BenchDaemon("list", keep=args.keep, serve=[args.daemon_python, "-m", "loopwarden", "serve"]) as d:
         try:
             sids: list[str] = []
             for total in (args.small, args.large):

@@ -19,7 +19,8 @@ SECONDS, and end. Once every session has ended and its records are stored:
   first launch until every session ended, per event produced, and the extra per
   event and subscriber over the run without subscribers (the baseline, same run).
 
-PASS when every subscriber got every event. Prints the load average with each
+PASS when every subscriber got every event and the agents wrote at least 90 %
+of RATE (on an overloaded machine they fall short). Prints the load average with each
 run. The script always exits 0.
 """
 
@@ -176,11 +177,13 @@ def main() -> int:
     ap.add_argument("--reader", choices=("client", "raw"), default="client",
                     help="client: the real client, each line parsed (as the console and logs -f); raw: recv and "
                          "count newlines only")
+    ap.add_argument("--daemon-python", default=PY,
+                    help="the interpreter whose loopwarden serves (another checkout's venv: its before figures)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
     args = ap.parse_args()
     counts = [int(x) for x in args.subscribers.split(",")]
     runs: list[dict[str, Any]] = []
-    with BenchDaemon("subs", keep=args.keep) as d:
+    with BenchDaemon("subs", keep=args.keep, serve=[args.daemon_python, "-m", "loopwarden", "serve"]) as d:
         try:
             for i, k in enumerate(counts):
                 r = one_run(d, k, args, f"r{i}s")
@@ -207,8 +210,11 @@ def main() -> int:
         if r["k"]:
             every = all(g["events"] == r["produced"] and not g["cut"] for g in r["got"])
             worst = min(g["events"] for g in r["got"])
-            print(verdict_line(every, f"{r['k']} subscribers at {r['rate']:,.0f} events/s: each received every event "
-                                      f"(worst {worst:,} of {r['produced']:,}); load {r['load']:.2f}"))
+            at_rate = r["rate"] >= 0.9 * args.rate  # an overloaded machine's agents fall short: not the target
+            print(verdict_line(every and at_rate, f"{r['k']} subscribers at {r['rate']:,.0f} events/s: each received "
+                                                  f"every event (worst {worst:,} of {r['produced']:,}); load "
+                                                  f"{r['load']:.2f}" + ("" if at_rate else
+                                                                        f"; short of {args.rate:,.0f}/s")))
     print(verdict_line(not left, f"no leftover processes{': ' + ', '.join(left) if left else ''}"))
     return 0
 
