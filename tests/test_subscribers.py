@@ -133,3 +133,51 @@ async def test_a_reader_that_never_takes_even_the_first_reply_is_cut_off() -> No
                 sub.offer(message(11))
     right.close()
     assert sub.cut_reason is not None and "took no message" in sub.cut_reason
+
+
+class CountingStream:
+    """A real socket stream that records the size of each write (the pump's, then the cut line)."""
+
+    def __init__(self, stream: UNIXSocketStream) -> None:
+        self.stream = stream
+        self.writes: list[int] = []
+
+    async def send(self, data: bytes) -> None:
+        self.writes.append(len(data))
+        await self.stream.send(data)
+
+
+async def test_what_waits_goes_out_in_few_writes_in_order_and_the_budget_gets_every_byte_back() -> None:
+    left, right = socket.socketpair()
+    budget = QueueBudget()
+    sub = Subscriber(None, True, budget, clock=Clock())
+    for n in range(600):  # 600 x ~1 KB: more than one write takes (WRITE_BYTES)
+        sub.offer(message(n))
+    assert budget.used == sub.queued > subscribers.WRITE_BYTES
+    async with await UNIXSocketStream.from_socket(left) as raw, anyio.create_task_group() as tg:
+        stream = CountingStream(raw)
+        tg.start_soon(sub.pump, stream)
+        reader = right.makefile("rb")
+        got = [orjson.loads(await anyio.to_thread.run_sync(reader.readline))["n"] for _ in range(600)]
+        sub.cut("cut off: a test")
+    right.close()
+    sub.release()
+    assert got == list(range(600))
+    batches = stream.writes[:-1]  # the last write is the cut line
+    assert 2 <= len(batches) <= 4 and all(size <= subscribers.WRITE_BYTES + 2_000 for size in batches)
+    assert budget.used == 0 and sub.sending == 0
+
+
+def test_bytes_being_written_count_against_the_subscribers_limit() -> None:
+    sub = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock())
+    for n in range(4):
+        sub.offer(message(n))
+    sub._take()  # four messages taken for a write still under way
+    sub.offer(message(4))
+    assert sub.skipped == 1 and not sub.queue  # the queue is empty, yet the subscriber holds its limit
+    near = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock())
+    for n in range(3):
+        near.offer(message(n))
+    near._take()  # three under way: a fourth still fits
+    near.offer(message(3))
+    assert near.skipped == 0 and len(near.queue) == 1

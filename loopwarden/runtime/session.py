@@ -1102,6 +1102,7 @@ class LiveSession:
 
     def _publish(self) -> None:
         """Tell the daemon this session changed; it builds the snapshot when it publishes."""
+        self._changes += 1  # the cached snapshot is built again (see snapshot)
         self.sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:
@@ -1124,9 +1125,38 @@ class LiveSession:
         """The adapter's, and its process group: loopwarden started the agent and leads its group."""
         return self.adapter.capabilities | Capability.PROCESS_GROUP | Capability.HOLD  # SIGSTOP holds any agent
 
+    _changes = 0  # bumped by every _publish: what the cached snapshot was built from may have moved
+    _snap_cache: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
     def snapshot(self) -> dict[str, Any]:
-        """Everything a console or `status` shows about this session."""
+        """Everything a console or `status` shows about this session.
+
+        Built once per change and cached (a `list` of 200 sessions built each one whole: 110 us apiece);
+        what moves with the clock alone (runtime, the runtime and silence counters, the rate) and the
+        resources the sampler replaces are filled in fresh on every call. The key holds, beside the
+        publish count, what can change without a publish."""
         now = self.clock()
+        h = self.health
+        key = (self._changes, h.events, self.state, self.pid, self.started_at, self.ended_at, self.exit_code,
+               self.stopping, self.operator_paused, self.tool_calls, self.stdin_dropped, self.spill_failures,
+               self.config, self.adapter, self.choice)
+        cached = self._snap_cache
+        if cached is None or cached[0] != key:
+            cached = self._snap_cache = (key, self._build_snapshot(now))
+        snap = dict(cached[1])
+        if self.ended_at is None:
+            snap["runtime"] = round(now - (self.started_at or self.created_at), 3)
+            counters = snap["counters"] = dict(snap["counters"])
+            for c in h.runtime.counters(now):
+                if c.name in counters:
+                    counters[c.name] = [c.value, c.limit]
+        r = self.resources
+        snap["cpu_percent"], snap["rss"] = round(r.cpu_percent, 1), r.rss
+        snap["processes"], snap["open_files"] = r.processes, r.open_files
+        snap["rate"] = self._rate_view(now)
+        return snap
+
+    def _build_snapshot(self, now: float) -> dict[str, Any]:
         r = self.resources
         return build(
             sid=self.spec.id, name=self.spec.name, command=self.spec.command, cwd=self.spec.cwd,
@@ -1136,7 +1166,7 @@ class LiveSession:
             exit_code=self.exit_code, handshake=self.adapter.handshake, tool_calls=self.tool_calls,
             gates_open=not (self.final or self.stopping), cpu_percent=round(r.cpu_percent, 1), rss=r.rss,
             processes=r.processes, open_files=r.open_files, stdin_dropped=self.stdin_dropped,
-            rate=self._rate_view(now), validation_failures=self.health.validation_total,
+            rate=[], validation_failures=self.health.validation_total,
             extra={"spill_failures": self.spill_failures, "failure": self.adapter.failure,
                    "adapter_reason": self.choice.why if self.choice else None,
                    "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention}

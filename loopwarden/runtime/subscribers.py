@@ -26,6 +26,7 @@ TOTAL_BYTES = 64 << 20  # every subscriber's queue together...
 FAIR_SHARE = 256 << 10  # ... except that a subscriber that keeps up (less than this queued) always gets its message
 CUTOFF_SECONDS = 30.0  # no message taken for this long while messages wait: cut off
 MESSAGE_LIMIT = 16 << 10  # bytes of one broadcast message; longer records are clipped (the store has them whole)
+WRITE_BYTES = 256 << 10  # queued messages sent in one write, at most (one long message goes alone)
 
 
 class QueueBudget:
@@ -52,6 +53,7 @@ class Subscriber:
         self.queued = 0
         self.head: bytes | None = None  # the reply to `subscribe`, sent before any update
         self.skipped = 0
+        self.sending = 0  # bytes taken from the queue and being written
         self.cut_reason: str | None = None
         self.last_progress = clock()
         self._ready = anyio.Event()
@@ -70,7 +72,7 @@ class Subscriber:
         if self.cut_reason is not None:
             return
         size = len(message)
-        full = self.queued + size > self.limit
+        full = self.queued + self.sending + size > self.limit
         if full or (self.queued >= FAIR_SHARE and self.budget.used + size > self.budget.limit):
             self.skipped += 1
             stalled = self.clock() - self.last_progress
@@ -78,7 +80,7 @@ class Subscriber:
                 self.cut(f"cut off: took no message for {stalled:.0f} s while {self.queued:,} bytes waited "
                          f"({self.skipped:,} skipped); subscribe again to resume")
             return
-        if not self.queue:
+        if not self.queue and not self.sending:
             self.last_progress = self.clock()  # the stall clock runs only while something waits
         self.queue.append(message)
         self.queued += size
@@ -94,7 +96,9 @@ class Subscriber:
                 self._scope.cancel()
 
     async def pump(self, stream: SocketStream) -> None:
-        """Send queued messages until cut off (the caller closes the stream)."""
+        """Send queued messages until cut off (the caller closes the stream): what waits goes out in one
+        write of up to WRITE_BYTES (one write per message cost more than encoding it); its bytes count
+        against the budget until written."""
         with anyio.CancelScope() as scope:
             self._scope = scope
             if self.head is not None:
@@ -107,20 +111,37 @@ class Subscriber:
                 await self._ready.wait()
                 self._ready = anyio.Event()
                 while self.queue and self.cut_reason is None:
-                    if self.skipped:
-                        skipped, self.skipped = self.skipped, 0
-                        await stream.send(orjson.dumps({"kind": "skipped", "count": skipped}) + b"\n")
-                    message = self.queue.popleft()
-                    self.queued -= len(message)
-                    self.budget.used -= len(message)
-                    await stream.send(message)
+                    batch = self._take()
+                    try:
+                        await stream.send(batch)
+                    finally:
+                        self.budget.used -= self.sending
+                        self.sending = 0
                     self.last_progress = self.clock()
         if self.cut_reason is not None:
             with anyio.move_on_after(1.0, shield=True):
                 await stream.send(orjson.dumps({"kind": "cut", "reason": self.cut_reason}) + b"\n")
 
+    def _take(self) -> bytes:
+        """The messages at the head of the queue, joined (after the skip count, when some were skipped), up
+        to WRITE_BYTES unless one message is longer; their bytes are counted in `sending` until written."""
+        queue = self.queue
+        parts: list[bytes] = []
+        if self.skipped:
+            parts.append(orjson.dumps({"kind": "skipped", "count": self.skipped}) + b"\n")
+            self.skipped = 0
+        size = 0
+        while queue and size < WRITE_BYTES:
+            message = queue.popleft()
+            parts.append(message)
+            size += len(message)
+        self.queued -= size
+        self.sending = size
+        return b"".join(parts) if len(parts) > 1 else parts[0]
+
     def release(self) -> None:
-        """Give the queue's bytes back to the budget (the subscription has ended)."""
+        """Give the queue's bytes back to the budget (the subscription has ended); a write under way gives
+        its own back when it ends."""
         self.budget.used -= self.queued + (len(self.head) if self.head is not None else 0)
         self.head = None
         self.queue.clear()
