@@ -271,10 +271,12 @@ class LiveSession:
         behind the store is. Only a pipe held open by a process outside the session, with no byte for
         DRAIN_STALLED, ends the reading early; that is logged, never silent."""
         while not pumps_done.is_set():
-            before = self._bytes_read
+            before = self._bytes_read, self._lines_read
             with anyio.move_on_after(DRAIN_STALLED):
                 await pumps_done.wait()
-            if not pumps_done.is_set() and self._bytes_read == before and not self._waiting_for_store:
+            # reading paused while held lines are judged, or the store is behind, is progress, not a stall
+            busy = self._held or self._waiting_for_store
+            if not pumps_done.is_set() and (self._bytes_read, self._lines_read) == before and not busy:
                 self.drain_abandoned = True
                 self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
                                    "a process outside the session still holds its pipe open")
