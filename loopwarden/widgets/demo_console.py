@@ -51,6 +51,7 @@ class DemoConsole(ConsoleApp):
     def newest_first(self) -> None:
         """The newest round on top: a new round must not start below the screen, under the ended ones."""
         self.table.resort(self.snapshots, "id", reverse=True)
+        self.table.move_cursor(row=0)  # the selection kept by the resort (an old row) would scroll the view to it
         self._status()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -143,5 +143,8 @@ async def test_a_console_opened_after_earlier_rounds_shows_the_live_round_first(
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: len(app.table.ordered_rows) == 4, what="every row")
         await until(pilot, lambda: {r.key.value for r in app.table.ordered_rows[:2]} == new, what="newest first")
+        # the selection moves with them: kept on an old row, it scrolled the view down to the ended rounds
+        assert app.table.selected_id() == app.table.ordered_rows[0].key.value
+        assert app.table.scroll_y == 0
     for sid in new:
         lw.request("kill", session=sid)
