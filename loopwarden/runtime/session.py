@@ -323,12 +323,19 @@ class LiveSession:
                     return
         finally:
             transport.close()
+            for seq in list(self._streams or ()):
+                self._drop_stream(seq)  # a long line cut short (the reading stopped or failed): its file goes
 
     def _received(self, chunk: bytes) -> None:
         """A chunk of the agent's stdout (the loop's read callback): its lines, judged now, in order."""
         self._bytes_read += len(chunk)
         assert self._splitter is not None
-        items = self._splitter.feed(chunk)
+        try:
+            items = self._splitter.feed(chunk)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours (splitter, decoder): as below, never the loop's
+            self._stdout_failed = exc
+            self._hold()
+            return
         if self._held:  # a chunk read before the pause took effect: the task takes it after the held ones
             self._held_items.extend(items)
             return
