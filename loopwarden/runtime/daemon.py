@@ -22,7 +22,7 @@ from .history import EndedSessions
 from .restarts import Restartables
 from .hooked import HookedSession
 from .operations import ControlOperations
-from .parts import SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
+from .parts import ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
 from ..paths import Paths, private_dir
 from .processes import ProcessWatch, Sessions, wait_children_by_pidfd
 from .reaper import become_subreaper
@@ -119,6 +119,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
                     ready()
                 await self._stop.wait()
                 await self._shutdown_sessions()
+                await self.notifier.drain(min(ALERT_DRAIN, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic()))
                 await self._last_records()
                 tg.cancel_scope.cancel()
         finally:

@@ -32,6 +32,7 @@ PROTOCOL = 1
 SHUTDOWN_CAP = 10.0  # seconds from a stop request to the daemon's exit, whatever limits.kill_grace says
 SHUTDOWN_KILL_AT = 7.0  # ... SIGTERM's grace ends here at the latest: sessions SIGKILL what is left
 SHUTDOWN_FORCE_AT = 8.5  # ... the daemon SIGKILLs what sessions have not ended by now (a stuck session)
+ALERT_DRAIN = 2.0  # ... queued alerts get at most this long to go out, after the sessions ended
 SHUTDOWN_CLOSE = 1.0  # ... and keeps this long for the last records, the store and the cgroups
 
 

@@ -239,3 +239,24 @@ def test_a_config_file_others_can_read_is_warned_of_in_status(alerted: Start, we
     status = lw.cli("status").stdout
     assert f"alerts: warning: {lw.home / 'config.toml'} is readable by others (mode 0644)" in status
     assert "chmod 600" in status
+
+
+def test_alerts_queued_when_the_daemon_stops_are_tried_then_audited_never_lost_unsaid(alerted: Start) -> None:
+    """Each send to a hanging receiver takes its 1 s timeout, so five alerts cannot all go in the 2 s the
+    stopping daemon gives them: those it tried are audited as failed, the rest as not sent."""
+    with WebhookReceiver(mode="hang") as hanging:
+        lw = alerted([hanging.url("hang")], retries=0, timeout="1s", dedup_window="0s")
+        sids = [lw.launch(PY, "-c", "import sys; sys.exit(4)", adapter="plain", name=f"crasher{i}")
+                for i in range(5)]
+        hanging.wait_for(lambda r: any(f"({sid})" in r.title for sid in sids), timeout=10)  # one send hangs
+        for sid in sids:
+            lw.wait_state(sid, "exited")
+        assert lw.cli("stop-daemon").returncode == 0
+        assert lw.daemon is not None
+        lw.daemon.wait(15)
+        lw.start()  # the audit, read back through the next daemon
+        outcomes = {row["target"]: row["outcome"] for row in alert_rows(lw)}
+    assert set(outcomes) == {f"ended {sid}" for sid in sids}, outcomes
+    assert any(o.startswith("failed: ") for o in outcomes.values()), outcomes
+    assert any(o == "not sent: the daemon stopped first" for o in outcomes.values()), outcomes
+    assert all(o.startswith(("failed: ", "not sent: ", "unknown: ")) for o in outcomes.values()), outcomes
