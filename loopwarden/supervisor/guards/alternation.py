@@ -30,7 +30,7 @@ class AlternationGuard(TypedGuard):
         self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
         self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
         self.changing_nudged = False
-        self.pairs: deque[tuple[bytes | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[int | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
