@@ -16,6 +16,7 @@ from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
 from .supervisor.lines import LongLine, Oversized, line_limit, oversized_line, read_lines
 from .supervisor.longline import STREAM_FROM, streamed_event
+from .supervisor.typed import typed_event
 from .runtime.spill import Spiller, SpillStream, spill_event
 from .supervisor.verdicts import Action, Verdict
 
@@ -100,11 +101,13 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
         yield from _array_events(stream, limit, tally)
         return
     if fmt == "native":
-        parse_native = protocol.parse_line
+        # protocol.parse_line is typed_event, else the careful path: calling typed_event here saves a call per
+        # line (a line it refuses is decoded twice, and explained)
+        typed, parse_native = typed_event, protocol.parse_line
         for seq, line in read_lines(stream, limit, STREAM_FROM, tally):
             tally.judged += 1  # a native line is always one event, an invalid one included
             if type(line) is bytes:
-                yield parse_native(line, seq)
+                yield typed(line, seq) or parse_native(line, seq)
             elif type(line) is LongLine:
                 yield streamed_event(seq, line, sink(seq) if sink else None)
             else:
@@ -253,10 +256,12 @@ class Replayer:
         stopped_at = None
         events = iter_events(stream, fmt, max_line_bytes(self.config, fmt), tally, array=array,
                              sink=self._spill_stream if self.spill and self.spiller else None)
+        now = self.now
         for event in events:
-            if event.ts is not None and event.ts > self.now:
-                self.now = event.ts
-            verdicts = observe(event, self.now)
+            ts = event.ts
+            if ts is not None and ts > now:
+                now = self.now = ts
+            verdicts = observe(event, now)
             for verdict in verdicts:
                 if verdict.action == Action.SPILL and type(event) is ToolResult and self.spill:
                     self._spill(verdict, event)

@@ -49,7 +49,7 @@ class ToolCall(Event):
     tool: str
     args: dict[str, Any]
     call_id: str | None = None
-    sig: bytes | None = field(default=None, repr=False, compare=False)  # set by the engine
+    sig: int | None = field(default=None, repr=False, compare=False)  # set by the engine
 
 
 @dataclass(slots=True, kw_only=True)

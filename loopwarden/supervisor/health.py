@@ -131,7 +131,7 @@ class SessionHealth:
             self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))  # type: ignore[attr-defined]
         elif kind is Done and self.state == RUNNING:
             self.state = DONE
-        found: list[Verdict] = []
+        found: list[Verdict] | None = None  # made only when a guard gives a verdict (rare)
         tuned = self._tool_config(event, kind) if self.control.tuned else None
         if exempt or tuned is not None:
             for guard in self._dispatch[kind]:
@@ -142,12 +142,12 @@ class SessionHealth:
                 else:
                     verdicts = guard.observe(event, now)
                 if verdicts:
-                    found.extend(verdicts)
+                    found = [*found, *verdicts] if found else list(verdicts)
         else:  # the common case: every guard of the type, by its bound method
             for guard_observe in self._observers[kind]:
                 verdicts = guard_observe(event, now)
                 if verdicts:
-                    found.extend(verdicts)
+                    found = [*found, *verdicts] if found else list(verdicts)
         if kind is UserMessage and self.config.repetition.reset_on_user_message:
             self.ledger.reset()
             for guard in self.guards:

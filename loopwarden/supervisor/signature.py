@@ -49,12 +49,13 @@ def canonical_args(args: dict[str, Any]) -> bytes:
     return orjson.dumps(_canon(args, 0), option=orjson.OPT_SORT_KEYS)
 
 
-def call_signature(tool: str, args: dict[str, Any]) -> bytes:
-    """A 16-byte digest of tool name + canonical arguments; call ids never count."""
-    h = hashlib.blake2b(tool.encode("utf-8", "surrogatepass"), digest_size=16)
-    h.update(b"\x00")
-    h.update(canonical_args(args))
-    return h.digest()
+def call_signature(tool: str, args: dict[str, Any]) -> int:
+    """A 64-bit fingerprint of tool name + canonical arguments; call ids never count.
+
+    Signatures are only compared with each other inside one process (never stored or shown), so Python's
+    keyed hash serves: two different calls look the same with odds of 2**-64, and it costs a tenth of a
+    blake2b digest (issue 16: 1.3 us per call before)."""
+    return hash((tool, canonical_args(args)))
 
 
 def result_digest(result: Any) -> bytes:

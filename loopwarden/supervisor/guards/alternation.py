@@ -30,7 +30,7 @@ class AlternationGuard(TypedGuard):
         self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
         self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
         self.changing_nudged = False
-        self.pairs: deque[tuple[bytes | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[int | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
@@ -74,9 +74,12 @@ class AlternationGuard(TypedGuard):
             return NO_VERDICTS
         self.pending = None
         pairs = self.pairs
-        pairs.append((call.sig, LazyDigest(result), call))  # digested only if its call recurs two later
-        if len(pairs) >= 3 and pairs[-1][:2] != pairs[-3][:2]:
-            return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
+        sig = call.sig
+        pairs.append((sig, LazyDigest(result), call))  # digested only if its call recurs two later
+        if len(pairs) >= 3:
+            before = pairs[-3]
+            if sig != before[0] or pairs[-1][1] != before[1]:  # (no tuple slices: this runs on every result)
+                return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
         if not self._alternating():
             return NO_VERDICTS
         a, b = _label(pairs[0][2]), _label(pairs[1][2])

@@ -48,7 +48,7 @@ class RepetitionGuard(TypedGuard):
         self._clear()
 
     def _clear(self) -> None:
-        self.sig: bytes | None = None
+        self.sig: int | None = None
         self.tool: str | None = None
         self.args: dict[str, Any] = {}
         self.call_id: str | None = None

@@ -23,8 +23,16 @@ def _path(args: dict[str, Any]) -> str | None:
     for key in _PATH_KEYS:
         value = args.get(key)
         if type(value) is str and value:
-            return posixpath.normpath(value.removeprefix("file://"))
+            return normal_path(value.removeprefix("file://"))
     return None
+
+
+def normal_path(path: str) -> str:
+    """posixpath.normpath, skipped for a path it would return unchanged (most paths agents send): no empty
+    component, none starting with a dot (so no '.' or '..'), no trailing slash."""
+    if path and "//" not in path and "/." not in path and path[0] != "." and path[-1] != "/":
+        return path
+    return posixpath.normpath(path)
 
 
 class _Reads:
@@ -34,7 +42,7 @@ class _Reads:
 
     def __init__(self) -> None:
         self.count = self.fired = self.last_call = 0
-        self.sig: bytes | None = None
+        self.sig: int | None = None
 
 
 class RereadsGuard(TypedGuard):

@@ -146,7 +146,8 @@ V = TypeVar("V")
 
 def _remember(table: OrderedDict[str, V], key: str, value: V) -> None:
     """Insert as most recent, dropping the oldest entry past the bound."""
+    if key in table:  # a new key is inserted last already (call ids are usually new)
+        table.move_to_end(key)
     table[key] = value
-    table.move_to_end(key)
     if len(table) > _MAX_TRACKED:
         table.popitem(last=False)
