@@ -32,7 +32,7 @@ import anyio
 
 from .store import Batch, Store, StoreError
 
-FLUSH_SECONDS = 0.1
+FLUSH_SECONDS = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
 CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
 TXN_ROWS = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
 TXN_BYTES = 1 << 20  # ... and bytes

@@ -52,7 +52,9 @@ class NativeAdapter(Adapter):
         self._owed.append(_block(_call_id(raw), seq, message))
 
     def replies(self, gated: bool) -> list[bytes]:
-        out, self._owed = self._owed, []
+        out = self._owed
+        if out:  # asked after every line: nothing is allocated while nothing is owed
+            self._owed = []
         return out
 
     def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None:
