@@ -467,11 +467,16 @@ class LiveSession:
         else:
             events = self.adapter.parse_stdout(line, seq)
         for i, event in enumerate(events):
-            end = self._act(self._judge(event, size), event, publish=False)
+            verdicts = self._judge(event, size)
             size = 0  # the line's bytes are counted once
-            if end is not None:
-                return end, events[i + 1:]
-        self._send_replies()
+            # most lines have no verdict and nothing to answer: _act would do nothing for them
+            if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
+                end = self._act(verdicts, event, publish=False)
+                if end is not None:
+                    return end, events[i + 1:]
+        adapter = self.adapter
+        if type(adapter) is not NativeAdapter or adapter.owed:  # (native lines owe a reply rarely)
+            self._send_replies()
         return None
 
     async def _finish_line(self, end: Verdict, rest: list[Event]) -> None:
@@ -614,7 +619,10 @@ class LiveSession:
 
     def _judge(self, event: Event, size: int = 0) -> list[Verdict]:
         now = self.clock()
-        self._count_rate(now)
+        if int(now) == self._rate_second:
+            self.rate[-1] += 1
+        else:
+            self._count_rate(now)
         verdicts = self.health.observe(event, now)
         if type(event) is ToolResult:
             for verdict in verdicts:
@@ -1295,6 +1303,9 @@ INJECT_KINDS: dict[Action, str] = {
     Action.FORCE_NEXT: "force_next",
     Action.ESCALATE: "escalate",
 }
+
+
+_ANSWERED = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
 
 
 def _inject_kind(verdict: Verdict) -> str:
