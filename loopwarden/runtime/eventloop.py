@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any
 
 WAKE_GAP = 0.001  # seconds: the least time between two wake-ups of a busy loop
@@ -22,19 +23,21 @@ WAKE_GAP = 0.001  # seconds: the least time between two wake-ups of a busy loop
 class ModeratedSelector(selectors.DefaultSelector):  # epoll on Linux
     """A selector whose select() returns at most once per WAKE_GAP while it is woken often."""
 
-    def __init__(self, gap: float = WAKE_GAP) -> None:
+    def __init__(self, gap: float = WAKE_GAP, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         self.gap = gap
-        self._woke = 0.0  # monotonic time the last select() returned
+        self.clock, self.sleep = clock, sleep
+        self._woke = float("-inf")  # when the last select() returned
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         if timeout is None or timeout > 0:  # the loop has nothing ready and would wait
-            wait = self._woke + self.gap - time.monotonic()
+            wait = self._woke + self.gap - self.clock()
             if wait > 0 and (timeout is None or timeout > wait):  # not for a timer due sooner
-                time.sleep(wait)
+                self.sleep(wait)
                 timeout = None if timeout is None else timeout - wait
         ready: list[tuple[Any, int]] = super().select(timeout)
-        self._woke = time.monotonic()
+        self._woke = self.clock()
         return ready
 
 
