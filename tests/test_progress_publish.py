@@ -16,7 +16,7 @@ from loopwarden.supervisor.lines import LineSplitter
 from loopwarden.supervisor.verdicts import SessionState
 
 sys.path.insert(0, str(Path(__file__).parent / "agents"))
-from paced_flood import event_line  # noqa: E402
+from paced_flood import event_line
 
 
 def reading_session(published: list[str], sets: tuple[str, ...] = ()) -> LiveSession:
