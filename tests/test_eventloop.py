@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import selectors
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from loopwarden.runtime.eventloop import WAKE_GAP, ModeratedSelector, moderated_loop
 
@@ -23,19 +25,24 @@ class FakeTime:
         self.now += seconds
 
 
-def ready_pipe(selector: ModeratedSelector) -> tuple[int, int]:
-    """A pipe with a byte waiting, registered: select() returns it without blocking."""
+@contextmanager
+def ready_pipe(t: FakeTime) -> Iterator[ModeratedSelector]:
+    """A selector (1 ms gap, fake time) over a pipe with a byte waiting: select() returns it without blocking."""
+    selector = ModeratedSelector(0.001, t.clock, t.sleep)
     r, w = os.pipe()
     os.write(w, b"x")
     selector.register(r, selectors.EVENT_READ)
-    return r, w
+    try:
+        yield selector
+    finally:
+        selector.close()
+        os.close(r)
+        os.close(w)
 
 
 def test_a_loop_woken_again_within_the_gap_first_lets_the_rest_of_the_gap_pass() -> None:
     t = FakeTime()
-    selector = ModeratedSelector(0.001, t.clock, t.sleep)
-    r, w = ready_pipe(selector)
-    try:
+    with ready_pipe(t) as selector:
         assert len(selector.select(None)) == 1 and t.slept == []  # quiet until now: at once
         t.now += 0.0004  # the loop ran for 0.4 ms and would wait again
         assert len(selector.select(None)) == 1
@@ -43,24 +50,14 @@ def test_a_loop_woken_again_within_the_gap_first_lets_the_rest_of_the_gap_pass()
         t.slept.clear()
         t.now += 0.002  # longer than the gap since the last wake-up: at once (near miss)
         assert len(selector.select(5.0)) == 1 and t.slept == []
-    finally:
-        selector.close()
-        os.close(r)
-        os.close(w)
 
 
 def test_a_timer_due_sooner_and_a_loop_with_work_ready_are_never_held() -> None:
     t = FakeTime()
-    selector = ModeratedSelector(0.001, t.clock, t.sleep)
-    r, w = ready_pipe(selector)
-    try:
+    with ready_pipe(t) as selector:
         selector.select(None)
         assert len(selector.select(0.0002)) == 1 and t.slept == []  # a timer due in 0.2 ms: not held for the gap
         assert len(selector.select(0)) == 1 and t.slept == []  # callbacks ready: the loop only polls
-    finally:
-        selector.close()
-        os.close(r)
-        os.close(w)
 
 
 def test_the_moderated_loop_runs_asyncio_as_usual() -> None:
