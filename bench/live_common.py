@@ -79,11 +79,18 @@ def pct(values: list[float], p: float) -> float:
 class BenchDaemon:
     """`loopwarden serve` in its own temporary LOOPWARDEN_HOME; use as a context manager."""
 
-    def __init__(self, label: str = "bench", keep: bool = False, serve: list[str] | None = None) -> None:
+    def __init__(self, label: str = "bench", keep: bool = False, serve: list[str] | None = None,
+                 checkout: Path | None = None) -> None:
+        """`checkout`: serve that directory's loopwarden (another version, for a before figure) instead of
+        this one's; `python -m` imports the package of its working directory first, so it runs from there."""
         self.home = Path(tempfile.mkdtemp(prefix=f"lw-{label}-"))
         self.keep = keep
         self.env = {**os.environ, "LOOPWARDEN_HOME": str(self.home)}
         self.env.pop("LOOPWARDEN_CONFIG", None)
+        self.cwd: Path | None = None
+        if checkout is not None:
+            self.cwd = checkout
+            self.env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1")
         self.paths: Paths = default_paths(self.env)
         self.serve = serve or [PY, "-m", "loopwarden", "serve"]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -102,7 +109,7 @@ class BenchDaemon:
 
     def start(self) -> None:
         log = open(self.home / "daemon.out", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(self.serve, env=self.env, stdout=log, stderr=log,
+        self.proc = subprocess.Popen(self.serve, env=self.env, stdout=log, stderr=log, cwd=self.cwd,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         wait_for(self._connectable, 20, "the daemon's socket")

@@ -85,3 +85,29 @@ def test_the_live_splitter_keeps_lines_split_across_chunks() -> None:
     assert splitter.feed(b"f\r\n\n0123456789A") == [b"def", b""]
     assert [type(x) for x in splitter.feed(b"BC\nok")] == [Oversized]
     assert splitter.finish() == [b"ok"]
+
+
+def test_the_live_splitter_splits_whole_chunks_as_it_splits_them_byte_by_byte() -> None:
+    """Chunks of whole lines are split in one C call (the common case live); blank lines, a \\r, a line over
+    the limit or one left open send them the careful way: the items are the same either way."""
+    import random
+
+    from loopwarden.supervisor.lines import LineSplitter
+
+    def shown(items: list[bytes | Oversized]) -> list[object]:  # an over-long line's head depends on the chunks
+        return [("over", item.length) if isinstance(item, Oversized) else item for item in items]
+
+    def bytewise(data: bytes) -> list[object]:
+        splitter = LineSplitter(16)
+        out = [item for i in range(len(data)) for item in splitter.feed(data[i:i + 1])]
+        return shown(out + splitter.finish())
+
+    samples = [b'{"a":1}\n{"b":2}\n', b"one\n\ntwo\n", b"one\r\ntwo\n", b"one\n  \ntwo\n",
+               b"short\n" + b"x" * 40 + b"\nafter\n", b"whole\nopen", b"\n", b"x" * 16 + b"\n" + b"y" * 17 + b"\n"]
+    rng = random.Random(16)
+    alphabet = [b"a", b"b", b"\n", b"\r", b" ", b"{", b"}"]
+    samples += [b"".join(rng.choices(alphabet, k=rng.randint(1, 60))) + b"\n" for _ in range(400)]
+    for data in samples:
+        splitter = LineSplitter(16)
+        assert shown(splitter.feed(data) + splitter.finish()) == bytewise(data), data
+        assert splitter.lines == len(bytewise(data))

@@ -17,6 +17,7 @@ import psutil
 from .alerting import Alerting
 from .cgroups import CgroupTree
 from .contract import Supervised
+from .eventloop import moderated_loop
 from .guardian_link import GuardianLink
 from .history import EndedSessions
 from .restarts import Restartables
@@ -218,7 +219,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
 def run_daemon(paths: Paths) -> int:
     """`loopwarden serve`: run in the foreground until SIGTERM/SIGINT or stop-daemon."""
     try:
-        anyio.run(Daemon(paths).serve)
+        anyio.run(Daemon(paths).serve, backend_options={"loop_factory": moderated_loop})
     except RuntimeError as exc:
         sys.stderr.write(f"loopwarden: error: {exc}\n")
         return 1

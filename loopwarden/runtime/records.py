@@ -32,7 +32,7 @@ import anyio
 
 from .store import Batch, Store, StoreError
 
-FLUSH_SECONDS = 0.1
+FLUSH_SECONDS = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
 CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
 TXN_ROWS = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
 TXN_BYTES = 1 << 20  # ... and bytes
@@ -135,17 +135,19 @@ class Recorder:
     def add(self, kind: str, lane: str, row: dict[str, Any], size: int = 0) -> bool:
         """Queue one row for table `kind` in `lane`; False when an event was dropped (over PENDING_CAP)."""
         cost = size + ROW_OVERHEAD
-        if kind == "events" and self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
+        queued = self.pending_bytes + cost  # (called for every record: attributes are read once)
+        held = queued + self.writing_bytes
+        if held > PENDING_CAP and kind == "events":
             self.dropped[lane] = self.dropped.get(lane, 0) + 1
             return False
-        self.added += 1
+        added = self.added = self.added + 1
         entries = self.lanes.get(lane)
         if entries is None:
             entries = self.lanes[lane] = deque()
-        entries.append((self.added, kind, row, cost))
-        self.latest[lane] = self.added
-        self.pending_bytes += cost
-        if self.pending_bytes + self.writing_bytes >= BACKLOG_HIGH and self._drained.is_set():
+        entries.append((added, kind, row, cost))
+        self.latest[lane] = added
+        self.pending_bytes = queued
+        if held >= BACKLOG_HIGH and self._drained.is_set():
             self._drained = anyio.Event()
         if not self._signalled:
             self._signal()

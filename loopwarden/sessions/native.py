@@ -23,7 +23,7 @@ class NativeAdapter(Adapter):
     def __init__(self) -> None:
         super().__init__()
         self.spill_threshold = 0
-        self._owed: list[bytes] = []  # answers to rejected lines, sent once the line is judged
+        self.owed: list[bytes] = []  # answers to rejected lines, sent once the line is judged (`replies`)
         self._preface: str | None = None  # a restart's summary, sent right after the welcome
 
     @property
@@ -49,10 +49,12 @@ class NativeAdapter(Adapter):
             return
         message = (f"Tool call blocked: loopwarden could not read it ({reason}). Fix the call and send it again; "
                    "pass large or deeply nested data by reference (a file path) instead of inline.")
-        self._owed.append(_block(_call_id(raw), seq, message))
+        self.owed.append(_block(_call_id(raw), seq, message))
 
     def replies(self, gated: bool) -> list[bytes]:
-        out, self._owed = self._owed, []
+        out = self.owed
+        if out:  # asked after every line: nothing is allocated while nothing is owed
+            self.owed = []
         return out
 
     def hello_reply(self, hello: Hello, session: str, spill_threshold: int) -> bytes | None:

@@ -189,6 +189,16 @@ class LineSplitter(Generic[Line]):
         self.lines = 0  # items handed out so far
 
     def feed(self, chunk: bytes) -> list[Line]:
+        if not self.buffer and self.long is None and not self.skipping and chunk.endswith(b"\n"):
+            # the common case, split in C: whole lines, none long, blank or ending in \r (else the loop below)
+            pieces = chunk.split(b"\n")
+            pieces.pop()  # the nothing after the last newline
+            plain = self._plain
+            for piece in pieces:
+                if len(piece) > plain or not piece or piece.endswith(b"\r") or piece.isspace():
+                    break
+            else:
+                return self._out(pieces)  # type: ignore[arg-type]  # bytes are Line
         out: list[bytes | Oversized | LongLine] = []
         start = 0
         if self.long is not None:  # the rest of a streamed line goes to its decoder as it comes

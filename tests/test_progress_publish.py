@@ -1,0 +1,77 @@
+"""A live session publishes lines that only move its counts at most once per PROGRESS_SECONDS (runtime/session.py
+`_progress`), the last of them by a timer; a line with a verdict or a hello is published at once."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loopwarden.runtime.session import LiveSession, SessionSpec
+from loopwarden.sessions.registry import adapters
+from loopwarden.supervisor.config import load_config
+from loopwarden.supervisor.lines import LineSplitter
+from loopwarden.supervisor.verdicts import SessionState
+
+sys.path.insert(0, str(Path(__file__).parent / "agents"))
+from paced_flood import event_line
+
+
+def reading_session(published: list[str], sets: tuple[str, ...] = ()) -> LiveSession:
+    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        published.append(kind)
+
+    session = LiveSession(SessionSpec(id="s1", name="counts", command=["agent"]), load_config(env={}, sets=sets),
+                          adapters()["native"](), sink=sink)
+    session.pid, session.state = 4321, SessionState.RUNNING
+    session._splitter = LineSplitter(1 << 20)
+    return session
+
+
+def line(i: int) -> bytes:
+    """paced_flood.py's cycle: varied events no guard fires on."""
+    return event_line(i, 1.0).encode()
+
+
+async def until(condition: Any, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_counts_alone_are_published_once_then_by_a_timer() -> None:
+    async def go() -> None:
+        published: list[str] = []
+        session = reading_session(published)
+        session._received(line(1))
+        assert published.count("session") == 1  # the first: at once
+        for i in range(2, 50):
+            session._received(line(i))
+        assert published.count("session") == 1 and "verdict" not in published  # counts alone, within the second
+        assert session._progress_timer is not None and session.health.events == 49
+        await until(lambda: published.count("session") == 2)  # the timer tells the rest
+        assert session._progress_timer is None
+
+    asyncio.run(go())
+
+
+def test_a_hello_or_a_verdict_is_published_at_once() -> None:
+    async def go() -> None:
+        published: list[str] = []
+        session = reading_session(published, ("repetition.max_identical_calls=1",))
+        session._received(line(1))
+        session._received(b'{"type":"hello","name":"agent","handshake":false}\n')
+        assert published.count("session") == 2  # a hello: at once
+        call = b'{"type":"tool_call","tool":"read_file","args":{"path":"a.py"}}\n'
+        session._received(call)
+        assert published.count("session") == 2  # no verdict yet (near miss): held
+        session._received(call)
+        assert "verdict" in published and published.count("session") == 3  # blocked: at once
+        if session._progress_timer is not None:
+            session._progress_timer.cancel()
+
+    asyncio.run(go())
+
