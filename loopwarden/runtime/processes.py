@@ -14,7 +14,7 @@ import psutil
 
 from ..sessions.base import Capability
 from .cgroups import CgroupTree
-from .containment import Containment, daemon_instance
+from .containment import Containment, Sweep, daemon_instance
 from .parts import DaemonParts
 from .procfs import ProcTable
 from .reaper import reap_orphans
@@ -114,6 +114,8 @@ class Sessions(dict[str, Any]):
 class ProcessWatch(DaemonParts):
     """Containment, the guardian, CPU and memory samples, orphans reaped."""
 
+    _sweep: Sweep | None = None  # shared by the sessions' containments: those ending together look once
+
     def _start_guardian(self) -> None:
         """Find how sessions' processes will be contained, start the guardian and tell it so."""
         self.instance = daemon_instance()
@@ -130,7 +132,16 @@ class ProcessWatch(DaemonParts):
         cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
         containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
         containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
+        if self._sweep is None:
+            self._sweep = Sweep(os.getpid(), self._helpers)
+        containment.sweep = self._sweep
         return containment
+
+    def _helpers(self) -> set[int]:
+        """The daemon's children that are its own helpers (the guardian), not walked for a session's processes:
+        only while not reaped, so the pid cannot name an orphan yet."""
+        process = self.guardian.process
+        return {process.pid} if process is not None and process.returncode is None else set()
 
     async def _reaper(self) -> None:
         """Reap agents' orphans that came back to us (see reaper.py) when a child ends (SIGCHLD) or a
