@@ -27,7 +27,7 @@ import anyio
 import anyio.lowlevel
 
 from .cgroups import SessionCgroup
-from .procfs import MARK_ENV, ProcId, ProcTable, children_of, proc_id, signal_exact, signal_group
+from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, signal_exact, signal_group
 
 POLL_SECONDS = 0.05  # where there are no pidfds: how often to look again while processes go
 RESCAN_SECONDS = 0.25  # during the grace, look for new processes (forks) at least this often
@@ -74,6 +74,7 @@ class Containment:
         """The agent runs as `pid`, leader of its own process group."""
         self.root = proc_id(pid) or ProcId(pid, 0)
         _ROOTS.add(pid)
+        _ROOT_TOKENS.add(str(pid).encode())
         self._tell("+", "g", f"{self.root.pid} {self.root.start}")
 
     # ---- finding ------------------------------------------------------------
@@ -199,6 +200,7 @@ class Containment:
             self.cgroup.remove()
         if self.root is not None:
             _ROOTS.discard(self.root.pid)
+            _ROOT_TOKENS.discard(str(self.root.pid).encode())
             self._tell("-", "g", f"{self.root.pid} {self.root.start}")
         for proc in self.tracked:
             self._tell("-", "p", f"{proc.pid} {proc.start}")
@@ -214,6 +216,7 @@ class Containment:
 
 
 _ROOTS: set[int] = set()  # the agents of this daemon's sessions: none is another session's orphan
+_ROOT_TOKENS: set[bytes] = set()  # ... as /proc lists them: the daemon's children are mostly these
 
 
 class Pidfds:
@@ -331,7 +334,7 @@ class Sweep:
 
     def _look(self, sessions: Iterable[Containment]) -> ProcTable:
         self.looks += 1
-        seeds = children_of(self.daemon_pid) - _ROOTS - self.helpers()
+        seeds = {int(pid) for pid in child_tokens(self.daemon_pid) if pid not in _ROOT_TOKENS} - self.helpers()
         seen: list[tuple[Containment, set[int]]] = []
         for session in sessions:
             own, in_cgroup = session.seeds()

@@ -158,9 +158,17 @@ class ProcessWatch(DaemonParts):
                     self._orphans.set()
 
     async def _on_sigchld(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGCHLD) as signals:
-            async for _ in signals:
-                self._orphans.set()
+        """Each SIGCHLD wakes the reaper from the loop's signal handler itself: no task step per signal (200
+        agents killed send 200)."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGCHLD, self._sigchld)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            loop.remove_signal_handler(signal.SIGCHLD)
+
+    def _sigchld(self) -> None:
+        self._orphans.set()
 
     def _own_children(self) -> tuple[set[int], bool]:
         """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session

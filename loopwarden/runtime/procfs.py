@@ -235,18 +235,24 @@ def children_of(pid: int, threads: int = 0) -> set[int]:
     `threads` 1 (read from its stat just before), the one list is read without listing the threads: a
     thread started since could have forked in between, as a fork after the read always could, which is
     why a session's end looks again until nothing of it is left."""
+    return set(map(int, child_tokens(pid, threads)))
+
+
+def child_tokens(pid: int, threads: int = 0) -> list[bytes]:
+    """`pid`'s children as the kernel lists them, each pid in ASCII (see children_of): what a caller that
+    skips most of them compares, without turning every one into a number."""
     if threads == 1:
         raw = read_small(f"/proc/{pid}/task/{pid}/children", 1 << 20)
-        return set(map(int, raw.split())) if raw else set()
+        return raw.split() if raw else []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return set()
-    out: set[int] = set()
+        return []
+    out: list[bytes] = []
     for task in tasks:
         raw = read_small(f"/proc/{pid}/task/{task}/children", 1 << 20)
         if raw:
-            out.update(map(int, raw.split()))
+            out += raw.split()
     return out
 
 
