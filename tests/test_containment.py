@@ -194,3 +194,28 @@ def test_sessions_ending_together_share_looks_and_each_loses_its_double_forked_g
     assert result["stranger"] is True
     assert result["asked"] >= 2 * n  # each looked before its SIGTERM and again after its processes went
     assert result["looks"] <= result["asked"] - (n - 1)  # ... and the first looks of all twelve were one
+
+
+_EXITED = """\
+import os, subprocess, time
+from loopwarden.runtime.reaper import children_exited
+before = children_exited()
+proc = subprocess.Popen(["sleep", "600"])
+running = children_exited()
+proc.kill()
+deadline = time.monotonic() + 30
+while not children_exited() and time.monotonic() < deadline:
+    time.sleep(0.01)
+exited = children_exited()
+still = children_exited()  # asking reaps nothing
+proc.wait()
+print(before, running, exited, still, children_exited())
+"""
+
+
+def test_the_reaper_asks_whether_a_child_exited_without_reaping_it() -> None:
+    """A round of the reaper reads the children list only when some child has exited (a near miss: one
+    running); asking does not reap it, so its own waiter still gets its exit code."""
+    done = subprocess.run([sys.executable, "-c", _EXITED], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "True", "True", "False"]

@@ -17,7 +17,7 @@ from .cgroups import CgroupTree
 from .containment import Containment, Sweep, daemon_instance
 from .parts import DaemonParts
 from .procfs import ProcTable
-from .reaper import reap_orphans
+from .reaper import children_exited, reap_orphans
 from .session import tree_pids
 
 REAP_RETRY = 0.05  # seconds between rounds; a zombie session leader passed over is looked at again then
@@ -152,7 +152,7 @@ class ProcessWatch(DaemonParts):
             while True:
                 await self._orphans.wait()
                 self._orphans = anyio.Event()
-                passed = reap_orphans(*self._own_children())[1]
+                passed = reap_orphans(*self._own_children())[1] if children_exited() else 0
                 await anyio.sleep(REAP_RETRY)  # children ending together (a stop) share a round
                 if passed:
                     self._orphans.set()

@@ -40,6 +40,17 @@ def _session_leader(pid: int) -> bool:
         return True  # unknown: leave it alone
 
 
+def children_exited() -> bool:
+    """Whether some child has exited and waits to be reaped, asked without reaping it (True where that
+    cannot be asked): a round with none reads no children list."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
+    except (AttributeError, OSError):
+        return True
+
+
 def reap_orphans(keep: set[int], leaders: bool = False) -> tuple[int, int]:
     """Reap zombie children that are not in `keep` (processes someone else waits for). A session leader
     is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects.
