@@ -205,8 +205,9 @@ class ProcessWatch(DaemonParts):
                 await self._sampler_wake.wait()
                 continue
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
+            live = [s for s in live if not (s.final or s.stopping)]  # a stopping session's end looks for itself
             if not live:
-                continue
+                continue  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
             table = await anyio.to_thread.run_sync(ProcTable.scan)
             for session in live:
                 if not (session.final or session.stopping):  # a stopping session's end looks for itself
