@@ -292,7 +292,7 @@ class _Look:
 
     def __init__(self) -> None:
         self.sessions: dict[int, Containment] = {}
-        self.done = anyio.Event()
+        self.done: anyio.Event | None = None  # made by the first session that joins: most looks have none
         self.table: ProcTable | None = None
 
 
@@ -317,24 +317,26 @@ class Sweep:
         look = self._next
         if look is not None:  # not begun yet: its read of the daemon's children comes after this call
             look.sessions[id(session)] = session
+            if look.done is None:
+                look.done = anyio.Event()
             await look.done.wait()
             return look.table if look.table is not None else self._look([session])
         look = self._next = _Look()
         look.sessions[id(session)] = session
         try:
-            with anyio.CancelScope(shield=True):  # others wait on it: it must be taken
-                await anyio.lowlevel.checkpoint()  # the sessions looking in this pass of the loop join it
-        finally:
+            await anyio.lowlevel.checkpoint()  # the sessions looking in this pass of the loop join it
+        finally:  # taken even when this caller is cancelled meanwhile: the others wait for it
             self._next = None  # from here on a caller needs a look that begins after it asked
             try:
                 look.table = self._look(look.sessions.values())
             finally:
-                look.done.set()
+                if look.done is not None:
+                    look.done.set()
         return look.table
 
     def _look(self, sessions: Iterable[Containment]) -> ProcTable:
         self.looks += 1
-        seeds = {int(pid) for pid in child_tokens(self.daemon_pid) if pid not in _ROOT_TOKENS} - self.helpers()
+        seeds = set(map(int, set(child_tokens(self.daemon_pid)) - _ROOT_TOKENS)) - self.helpers()
         seen: list[tuple[Containment, set[int]]] = []
         for session in sessions:
             own, in_cgroup = session.seeds()
