@@ -219,3 +219,27 @@ def test_the_reaper_asks_whether_a_child_exited_without_reaping_it() -> None:
     done = subprocess.run([sys.executable, "-c", _EXITED], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "True", "True", "False"]
+
+
+async def test_an_end_holds_one_pidfd_per_process_still_there() -> None:
+    """The pidfds of an end are opened once per process and closed as the processes go (retain), so a
+    session that forks all through its grace holds no more descriptors than it has processes."""
+    first, second = _sleeper(), _sleeper()
+    try:
+        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
+        assert a is not None and b is not None
+        with containment.Pidfds() as fds:
+            fa, fb = fds.get(a), fds.get(b)
+            assert fa is not None and fb is not None and fds.get(a) == fa  # one each, opened once
+            fds.signal(a, signal.SIGKILL)
+            first.wait()
+            assert fds.get(a) == fa  # a pidfd names that process for good, gone or not
+            fds.retain({b})
+            assert list(fds.fds) == [b]
+            with pytest.raises(OSError):
+                os.fstat(fa)  # closed
+            assert os.fstat(fb) is not None  # the other is kept
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()

@@ -175,6 +175,7 @@ class Containment:
                         warned |= new
                     await wait_gone(left, min(RESCAN_SECONDS, max(0.0, deadline - time.monotonic())), fds)
                     left = self.members(await self.table())
+                    fds.retain(left)
             deadline = time.monotonic() + KILL_WAIT
             while left:
                 self.kill_now(left, fds)
@@ -182,6 +183,7 @@ class Containment:
                     break
                 await wait_gone(left, min(KILL_RESCAN, max(0.0, deadline - time.monotonic())), fds)
                 left = self.members(await self.table())
+                fds.retain(left)
         self.emptied = not left
         return left
 
@@ -236,6 +238,14 @@ class Pidfds:
             if fd is not None:
                 os.close(fd)
         self.fds.clear()
+
+    def retain(self, procs: set[ProcId]) -> None:
+        """Close the pidfds of processes no longer among `procs` (gone): a session that forks all through its
+        grace holds no more descriptors than it has processes."""
+        for proc in [p for p in self.fds if p not in procs]:
+            fd = self.fds.pop(proc)
+            if fd is not None:
+                os.close(fd)
 
     def get(self, proc: ProcId) -> int | None:
         """The pidfd of this very process, or None when it is gone, a zombie, or pidfds are not usable."""
