@@ -1,6 +1,7 @@
 """Killing many sessions: the daemon's CPU to end 200 live sessions, against doing it by hand.
 
     .venv/bin/python bench/kill_many.py [--sessions 200] [--repeats 1] [--skip-stop-daemon] [--keep]
+                                        [--before /path/to/another/checkout]
 
 (a) kill: a daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME) starts N
     plain-adapter sessions of a quiet agent (`python3 -c "import time;
@@ -16,6 +17,10 @@
 Baseline, in the same run: this process starts N of the same agents itself
 (each in its own session, like the daemon does), then SIGKILLs and reaps them;
 the CPU time this process spends doing that (getrusage, self only).
+
+With --before DIR, each run is repeated, interleaved, by a daemon importing the loopwarden of
+DIR (PYTHONPATH; e.g. `git archive main | tar -x -C DIR`), so a before and an after come from
+the same minutes.
 
 Target (issue 16): killing N=200 sessions costs the daemon under 0.3 s of CPU.
 The load average is printed beside each figure (the machine is shared). Always exits 0.
@@ -45,6 +50,18 @@ SETTLE = 2.0  # seconds after every session runs, before measuring
 def cpu(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
+
+
+def system_cpu(proc: psutil.Process) -> float:
+    return float(proc.cpu_times().system)
+
+
+def daemon(label: str, keep: bool, before: str | None) -> BenchDaemon:
+    """A bench daemon; with `before`, one importing the loopwarden of that checkout."""
+    d = BenchDaemon(label, keep=keep)
+    if before:
+        d.env["PYTHONPATH"] = before
+    return d
 
 
 def start_sessions(d: BenchDaemon, n: int) -> list[str]:
@@ -79,21 +96,21 @@ def wait_all_final(d: BenchDaemon, sids: list[str], timeout: float = 120) -> Non
         time.sleep(0.2)
 
 
-def by_kill(n: int, keep: bool) -> dict[str, float]:
-    with BenchDaemon("killmany", keep=keep) as d:
+def by_kill(n: int, keep: bool, before: str | None = None) -> dict[str, float]:
+    with daemon("killmany", keep, before) as d:
         assert d.ps is not None
         try:
             sids = start_sessions(d, n)
-            c0, w0 = cpu(d.ps), time.monotonic()
+            c0, s0, w0 = cpu(d.ps), system_cpu(d.ps), time.monotonic()
             for sid in sids:
                 d.request("kill", session=sid, note="benchmark")
             wait_all_final(d, sids)
-            c1, w1 = cpu(d.ps), time.monotonic()
+            c1, s1, w1 = cpu(d.ps), system_cpu(d.ps), time.monotonic()
             load = os.getloadavg()[0]
         finally:
             d.close()
         left = leftovers(d)
-    return {"cpu": c1 - c0, "wall": w1 - w0, "load": load, "leftovers": float(len(left))}
+    return {"cpu": c1 - c0, "system": s1 - s0, "wall": w1 - w0, "load": load, "leftovers": float(len(left))}
 
 
 def zombie_cpu(proc: psutil.Process, timeout: float) -> float:
@@ -111,8 +128,8 @@ def zombie_cpu(proc: psutil.Process, timeout: float) -> float:
     return last
 
 
-def by_stop_daemon(n: int, keep: bool) -> dict[str, float]:
-    with BenchDaemon("stopmany", keep=keep) as d:
+def by_stop_daemon(n: int, keep: bool, before: str | None = None) -> dict[str, float]:
+    with daemon("stopmany", keep, before) as d:
         assert d.ps is not None and d.proc is not None
         try:
             start_sessions(d, n)
@@ -161,31 +178,42 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--skip-stop-daemon", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOMEs")
+    ap.add_argument("--before", metavar="DIR", help="also measure, interleaved, the loopwarden of this checkout")
     args = ap.parse_args()
     n = args.sessions
     kills, stops, bases = [], [], []
+    kills_before, stops_before = [], []
     for _ in range(args.repeats):
         bases.append(baseline(n))
+        if args.before:
+            kills_before.append(by_kill(n, args.keep, args.before))
         kills.append(by_kill(n, args.keep))
         if not args.skip_stop_daemon:
+            if args.before:
+                stops_before.append(by_stop_daemon(n, args.keep, args.before))
             stops.append(by_stop_daemon(n, args.keep))
     lines = []
-    for label, runs in (("baseline: SIGKILL + reap by hand", bases), ("kill request per session", kills),
+    for label, runs in (("baseline: SIGKILL + reap by hand", bases), ("before: kill request per session", kills_before),
+                        ("kill request per session", kills), ("before: stop-daemon (end-all)", stops_before),
                         ("stop-daemon (end-all)", stops)):
         for r in runs:
-            print(f"{label:34s} {n} sessions: CPU {r['cpu']:.3f} s, wall {r['wall']:.2f} s, "
+            print(f"{label:34s} {n} sessions: CPU {r['cpu']:.3f} s"
+                  + (f" (system {r['system']:.3f})" if "system" in r else "") + f", wall {r['wall']:.2f} s, "
                   f"load {r['load']:.2f}" + (f", leftovers {int(r['leftovers'])}" if "leftovers" in r else ""))
     best_base = min(r["cpu"] for r in bases)
     if kills:
         best = min(r["cpu"] for r in kills)
         ratio = best / max(best_base, 1e-6)
+        was = f"; before {min(r['cpu'] for r in kills_before):.3f} s" if kills_before else ""
         lines.append(verdict_line(best < TARGET_S, f"kill {n} sessions: daemon CPU {best:.3f} s < {TARGET_S} s "
-                                                   f"(baseline {best_base:.3f} s, ratio {ratio:.1f}x)"))
+                                                   f"(baseline {best_base:.3f} s, ratio {ratio:.1f}x{was})"))
     if stops:
         best = min(r["cpu"] for r in stops)
+        was = f"; before {min(r['cpu'] for r in stops_before):.3f} s" if stops_before else ""
         lines.append(verdict_line(best < TARGET_S, f"stop-daemon with {n} sessions: daemon CPU {best:.3f} s "
-                                                   f"< {TARGET_S} s (informative: includes its shutdown)"))
-    lines.append(verdict_line(not any(r["leftovers"] for r in kills + stops), "no leftover processes"))
+                                                   f"< {TARGET_S} s (informative: includes its shutdown{was})"))
+    everything = kills + stops + kills_before + stops_before
+    lines.append(verdict_line(not any(r["leftovers"] for r in everything), "no leftover processes"))
     print("\n".join(lines))
     return 0
 

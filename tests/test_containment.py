@@ -3,6 +3,7 @@ a session's seeds, and waiting for exits."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -115,3 +116,130 @@ async def test_waiting_for_exits_returns_when_they_exit_and_not_before() -> None
     finally:
         proc.kill()
         proc.wait()
+
+
+_ESCAPER = """\
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()  # out of the agent's group, and then out of its tree: a double fork
+    if os.fork() == 0:
+        print(os.getpid(), flush=True)
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+time.sleep(600)
+"""
+
+_ENDING_TOGETHER = """\
+import json, os, subprocess, sys, time
+import anyio
+from loopwarden.runtime import containment, procfs
+from loopwarden.runtime.reaper import become_subreaper
+
+ESCAPER, N = sys.argv[1], int(sys.argv[2])
+assert become_subreaper()  # as the daemon is: the double-forked grandchildren come back to this process
+sweep = containment.Sweep(os.getpid())
+
+def start(mark):
+    env = {**os.environ, procfs.MARK_ENV: mark}
+    proc = subprocess.Popen([sys.executable, "-c", ESCAPER], env=env, stdout=subprocess.PIPE,
+                            start_new_session=True)
+    grandchild = int(proc.stdout.readline())
+    deadline = time.monotonic() + 30
+    while (procfs.read_stat(grandchild) or procfs.ProcInfo(0, 0, 0, 0, 0, False)).ppid != os.getpid():
+        assert time.monotonic() < deadline, "the grandchild never came back"
+        time.sleep(0.01)
+    return proc, procfs.proc_id(grandchild)
+
+sessions = []
+for i in range(N):
+    c = containment.Containment(f"t{i}", mark=f"t{i}@test", daemon_pid=os.getpid())
+    c.walk, c.sweep = True, sweep
+    proc, grandchild = start(c.mark)
+    c.started(proc.pid)
+    sessions.append((c, proc, grandchild))
+stranger, stranger_grandchild = start("other@test")  # an orphan of no session ending here
+
+left = []
+async def main():
+    async def end(c):
+        left.extend(await c.end(grace=5.0))
+    async with anyio.create_task_group() as tg:
+        for c, _, _ in sessions:
+            tg.start_soon(end, c)
+anyio.run(main)
+result = {"left": len(left), "looks": sweep.looks, "asked": sweep.asked,
+          "alive": sum(procfs.alive(g) or procfs.proc_id(p.pid) is not None for _, p, g in sessions),
+          "stranger": procfs.alive(stranger_grandchild) and procfs.proc_id(stranger.pid) is not None}
+for proc, grandchild in [(p, g) for _, p, g in sessions] + [(stranger, stranger_grandchild)]:
+    procfs.signal_exact(grandchild, 9)  # a survivor fails the test, and is not left behind
+    procfs.signal_group(proc.pid, 9)
+    proc.wait()
+    os.waitpid(grandchild.pid, 0)
+print(json.dumps(result))
+"""
+
+
+def test_sessions_ending_together_share_looks_and_each_loses_its_double_forked_grandchild() -> None:
+    """Twelve sessions end at once in a child subreaper (as the daemon is), each agent with a grandchild
+    that left its group (setsid) and its tree (a double fork), found only by its mark: every process of
+    every session is gone, the sessions shared looks at the daemon's children, and an orphan of no session
+    ending here is left alone (the near miss)."""
+    n = 12
+    done = subprocess.run([sys.executable, "-c", _ENDING_TOGETHER, _ESCAPER, str(n)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["left"] == 0 and result["alive"] == 0
+    assert result["stranger"] is True
+    assert result["asked"] >= 2 * n  # each looked before its SIGTERM and again after its processes went
+    assert result["looks"] <= result["asked"] - (n - 1)  # ... and the first looks of all twelve were one
+
+
+_EXITED = """\
+import os, subprocess, time
+from loopwarden.runtime.reaper import children_exited
+before = children_exited()
+proc = subprocess.Popen(["sleep", "600"])
+running = children_exited()
+proc.kill()
+deadline = time.monotonic() + 30
+while not children_exited() and time.monotonic() < deadline:
+    time.sleep(0.01)
+exited = children_exited()
+still = children_exited()  # asking reaps nothing
+proc.wait()
+print(before, running, exited, still, children_exited())
+"""
+
+
+def test_the_reaper_asks_whether_a_child_exited_without_reaping_it() -> None:
+    """A round of the reaper reads the children list only when some child has exited (a near miss: one
+    running); asking does not reap it, so its own waiter still gets its exit code."""
+    done = subprocess.run([sys.executable, "-c", _EXITED], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "True", "True", "False"]
+
+
+async def test_an_end_holds_one_pidfd_per_process_still_there() -> None:
+    """The pidfds of an end are opened once per process and closed as the processes go (retain), so a
+    session that forks all through its grace holds no more descriptors than it has processes."""
+    first, second = _sleeper(), _sleeper()
+    try:
+        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
+        assert a is not None and b is not None
+        with containment.Pidfds() as fds:
+            fa, fb = fds.get(a), fds.get(b)
+            assert fa is not None and fb is not None and fds.get(a) == fa  # one each, opened once
+            fds.signal(a, signal.SIGKILL)
+            first.wait()
+            assert fds.get(a) == fa  # a pidfd names that process for good, gone or not
+            fds.retain({b})
+            assert list(fds.fds) == [b]
+            with pytest.raises(OSError):
+                os.fstat(fa)  # closed
+            assert os.fstat(fb) is not None  # the other is kept
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()

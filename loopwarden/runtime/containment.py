@@ -19,13 +19,15 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 
 from .cgroups import SessionCgroup
-from .procfs import MARK_ENV, ProcId, ProcTable, children_of, proc_id, signal_exact, signal_group
+from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, signal_exact, signal_group
 
 POLL_SECONDS = 0.05  # where there are no pidfds: how often to look again while processes go
 RESCAN_SECONDS = 0.25  # during the grace, look for new processes (forks) at least this often
@@ -56,6 +58,8 @@ class Containment:
         self.walk = False  # find members by walking from seeds (see table()); the daemon sets it as subreaper
         self.emptied = False  # end() found nothing left: with no process of the session alive, none can come
         self._cgroup_seen: tuple[ProcTable | None, set[int]] = (None, set())
+        self.sweep: Sweep | None = None  # the daemon's, shared by its sessions (else one per daemon pid)
+        self._released = False
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
@@ -70,6 +74,7 @@ class Containment:
         """The agent runs as `pid`, leader of its own process group."""
         self.root = proc_id(pid) or ProcId(pid, 0)
         _ROOTS.add(pid)
+        _ROOT_TOKENS.add(str(pid).encode())
         self._tell("+", "g", f"{self.root.pid} {self.root.start}")
 
     # ---- finding ------------------------------------------------------------
@@ -78,19 +83,20 @@ class Containment:
         subreaper), the processes reachable from the session's seeds: its root, its cgroup, the processes
         it is remembered for, and the daemon's children that are no session's agent (orphans that came
         back). Every member of the agent's group descends from one of those, since an orphan comes back
-        to the daemon and only the session's own processes can join its group. Otherwise one shared
-        pass over /proc."""
+        to the daemon and only the session's own processes can join its group. Sessions that look in the
+        same pass of the event loop share one look (see Sweep). Otherwise one shared pass over /proc."""
         if not self.walk:
             return await fresh_table()
+        return await (self.sweep or sweep_of(self.daemon_pid)).table(self)
+
+    def seeds(self) -> tuple[set[int], set[int]]:
+        """Where a walk for the session's processes starts (its root and the processes it is remembered
+        for, and those in its cgroup), and the processes in its cgroup, read now."""
+        in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
         seeds = {p.pid for p in self.tracked}
         if self.root is not None:
             seeds.add(self.root.pid)
-        in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
-        seeds |= in_cgroup
-        seeds |= children_of(self.daemon_pid) - _ROOTS  # our root is in already
-        table = ProcTable.around(seeds)
-        self._cgroup_seen = (table, in_cgroup)  # members() of this table needs not read the cgroup again
-        return table
+        return seeds | in_cgroup, in_cgroup
 
     def members(self, table: ProcTable | None = None) -> set[ProcId]:
         """Every live process of the session now."""
@@ -127,13 +133,17 @@ class Containment:
             self._tell("-", "p", f"{proc.pid} {proc.start}")
 
     # ---- ending -------------------------------------------------------------
-    def signal(self, sig: int, members: set[ProcId] | None = None) -> int:
-        """Send `sig` to every process of the session; how many there were."""
+    def signal(self, sig: int, members: set[ProcId] | None = None, fds: Pidfds | None = None) -> int:
+        """Send `sig` to every process of the session; how many there were. `fds`: pidfds opened for
+        these processes, kept across the signals and waits of one end."""
         members = self.members() if members is None else members
         if self.root is not None and any(self._in_group(p) for p in members):
             signal_group(self.root.pid, sig)  # at once for the group, so a fork in between is not missed
         for proc in members:
-            signal_exact(proc, sig)
+            if fds is None:
+                signal_exact(proc, sig)
+            else:
+                fds.signal(proc, sig)
         return len(members)
 
     def _in_group(self, proc: ProcId) -> bool:
@@ -145,46 +155,54 @@ class Containment:
     async def end(self, grace: float) -> set[ProcId]:
         """SIGTERM to every process, up to `grace` seconds for them to go, then SIGKILL until none is left
         (at most KILL_WAIT more); returns the survivors, normally none. Between looks it waits for the
-        processes' exits (pidfds), looking again for new ones at least every RESCAN_SECONDS."""
+        processes' exits (pidfds, one per process for all its signals and waits), looking again for new
+        ones at least every RESCAN_SECONDS."""
         if self.emptied:
             return set()
         left = self.members(await self.table())
         if not left:
             self.emptied = True
             return left
-        if grace > 0:
-            warned: set[ProcId] = set()
-            deadline = time.monotonic() + grace
-            while left and time.monotonic() < deadline:
-                new = left - warned
-                if new:
-                    self.signal(signal.SIGCONT, new)  # a stopped process cannot act on SIGTERM
-                    self.signal(signal.SIGTERM, new)
-                    warned |= new
-                await wait_gone(left, min(RESCAN_SECONDS, max(0.0, deadline - time.monotonic())))
+        with Pidfds() as fds:
+            if grace > 0:
+                warned: set[ProcId] = set()
+                deadline = time.monotonic() + grace
+                while left and time.monotonic() < deadline:
+                    new = left - warned
+                    if new:
+                        self.signal(signal.SIGCONT, new, fds)  # a stopped process cannot act on SIGTERM
+                        self.signal(signal.SIGTERM, new, fds)
+                        warned |= new
+                    await wait_gone(left, min(RESCAN_SECONDS, max(0.0, deadline - time.monotonic())), fds)
+                    left = self.members(await self.table())
+                    fds.retain(left)
+            deadline = time.monotonic() + KILL_WAIT
+            while left:
+                self.kill_now(left, fds)
+                if time.monotonic() >= deadline:
+                    break
+                await wait_gone(left, min(KILL_RESCAN, max(0.0, deadline - time.monotonic())), fds)
                 left = self.members(await self.table())
-        deadline = time.monotonic() + KILL_WAIT
-        while left:
-            self.kill_now(left)
-            if time.monotonic() >= deadline:
-                break
-            await wait_gone(left, min(KILL_RESCAN, max(0.0, deadline - time.monotonic())))
-            left = self.members(await self.table())
+                fds.retain(left)
         self.emptied = not left
         return left
 
-    def kill_now(self, members: set[ProcId] | None = None) -> None:
+    def kill_now(self, members: set[ProcId] | None = None, fds: Pidfds | None = None) -> None:
         """SIGKILL every process of the session at once, without waiting."""
         if self.cgroup is not None:
             self.cgroup.kill()
-        self.signal(signal.SIGKILL, members)
+        self.signal(signal.SIGKILL, members, fds)
 
     def release(self) -> None:
-        """The session has ended: remove its cgroup and let the guardian forget it."""
+        """The session has ended: remove its cgroup and let the guardian forget it (once)."""
+        if self._released:
+            return
+        self._released = True
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.root is not None:
             _ROOTS.discard(self.root.pid)
+            _ROOT_TOKENS.discard(str(self.root.pid).encode())
             self._tell("-", "g", f"{self.root.pid} {self.root.start}")
         for proc in self.tracked:
             self._tell("-", "p", f"{proc.pid} {proc.start}")
@@ -200,37 +218,155 @@ class Containment:
 
 
 _ROOTS: set[int] = set()  # the agents of this daemon's sessions: none is another session's orphan
+_ROOT_TOKENS: set[bytes] = set()  # ... as /proc lists them: the daemon's children are mostly these
 
 
-async def wait_gone(procs: set[ProcId], at_most: float) -> None:
-    """Return once every process of `procs` has exited (or is another process now), or after `at_most` seconds:
-    one pidfd each, waited on by the event loop; a short sleep where the kernel has no pidfds."""
-    if at_most <= 0:
-        await anyio.lowlevel.checkpoint()
-        return
-    fds: list[int] = []
-    try:
-        for proc in procs:
+class Pidfds:
+    """A pidfd per process of a session's end, opened once for all its signals and waits (the identity
+    checked when it is opened: a pidfd names that one process for good). Where the kernel has no pidfds,
+    each signal checks and kills, and a wait is a short sleep."""
+
+    def __init__(self) -> None:
+        self.fds: dict[ProcId, int | None] = {}  # None: gone (or the pid names another process now)
+        self.usable = True
+
+    def __enter__(self) -> Pidfds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self.fds.values():
+            if fd is not None:
+                os.close(fd)
+        self.fds.clear()
+
+    def retain(self, procs: set[ProcId]) -> None:
+        """Close the pidfds of processes no longer among `procs` (gone): a session that forks all through its
+        grace holds no more descriptors than it has processes."""
+        for proc in [p for p in self.fds if p not in procs]:
+            fd = self.fds.pop(proc)
+            if fd is not None:
+                os.close(fd)
+
+    def get(self, proc: ProcId) -> int | None:
+        """The pidfd of this very process, or None when it is gone, a zombie, or pidfds are not usable."""
+        if proc in self.fds:
+            return self.fds[proc]
+        fd: int | None = None
+        if self.usable:
             try:
                 fd = os.pidfd_open(proc.pid)
             except ProcessLookupError:
-                continue
+                pass
             except (AttributeError, OSError):
-                await anyio.sleep(min(POLL_SECONDS, at_most))
-                return
-            fds.append(fd)
-            if proc_id(proc.pid) != proc:  # gone, a zombie, or the pid names another process now
-                fds.remove(fd)
+                self.usable = False
+                return None
+            if fd is not None and proc_id(proc.pid) != proc:  # gone, a zombie, or another process now
                 os.close(fd)
-        if not fds:
+                fd = None
+        self.fds[proc] = fd
+        return fd
+
+    def signal(self, proc: ProcId, sig: int) -> None:
+        fd = self.get(proc)
+        if fd is not None:
+            try:
+                signal.pidfd_send_signal(fd, sig)
+            except OSError:
+                pass
+        elif not self.usable:
+            signal_exact(proc, sig)
+
+
+async def wait_gone(procs: set[ProcId], at_most: float, fds: Pidfds | None = None) -> None:
+    """Return once every process of `procs` has exited (or is another process now), or after `at_most` seconds:
+    its pidfd each (from `fds`, else opened here), waited on by the event loop; a short sleep where the
+    kernel has no pidfds."""
+    if at_most <= 0:
+        await anyio.lowlevel.checkpoint()
+        return
+    with Pidfds() if fds is None else nullcontext(fds) as handles:
+        waits = [fd for fd in map(handles.get, procs) if fd is not None]
+        if not handles.usable:
+            await anyio.sleep(min(POLL_SECONDS, at_most))
+            return
+        if not waits:
             await anyio.lowlevel.checkpoint()
             return
         with anyio.move_on_after(at_most):
-            for fd in fds:  # one after the other: all must end, so the wait is as long as the slowest
+            for fd in waits:  # one after the other: all must end, so the wait is as long as the slowest
                 await anyio.wait_readable(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
+
+
+class _Look:
+    """One look at the processes of the sessions that asked for it before it began."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, Containment] = {}
+        self.done: anyio.Event | None = None  # made by the first session that joins: most looks have none
+        self.table: ProcTable | None = None
+
+
+class Sweep:
+    """One process map per sweep: the sessions of a daemon that look for their processes in the same pass
+    of the event loop (ending together: stop-daemon, exits that come together) share one look, which reads
+    the daemon's children (where orphans come back) once and walks one table from all their seeds; each
+    session's cgroup is read in that look too. A session joins only a look that has not begun, so what it
+    gets is as fresh as a look of its own at the moment it asked; an orphan that comes back after the look
+    is found by the session's next one (an end looks again until nothing of the session is left)."""
+
+    def __init__(self, daemon_pid: int, helpers: Callable[[], set[int]] = set) -> None:
+        self.daemon_pid = daemon_pid
+        self.helpers = helpers  # the daemon's own children that are no agent's nor orphan (the guardian)
+        self.asked = 0  # how many tables sessions asked for
+        self.looks = 0  # ... and how many looks were taken for them (each one read of the daemon's children)
+        self._next: _Look | None = None
+
+    async def table(self, session: Containment) -> ProcTable:
+        """A table that holds every process of `session` now (and of the sessions looking with it)."""
+        self.asked += 1
+        look = self._next
+        if look is not None:  # not begun yet: its read of the daemon's children comes after this call
+            look.sessions[id(session)] = session
+            if look.done is None:
+                look.done = anyio.Event()
+            await look.done.wait()
+            return look.table if look.table is not None else self._look([session])
+        look = self._next = _Look()
+        look.sessions[id(session)] = session
+        try:
+            await anyio.lowlevel.checkpoint()  # the sessions looking in this pass of the loop join it
+        finally:  # taken even when this caller is cancelled meanwhile: the others wait for it
+            self._next = None  # from here on a caller needs a look that begins after it asked
+            try:
+                look.table = self._look(look.sessions.values())
+            finally:
+                if look.done is not None:
+                    look.done.set()
+        return look.table
+
+    def _look(self, sessions: Iterable[Containment]) -> ProcTable:
+        self.looks += 1
+        seeds = set(map(int, set(child_tokens(self.daemon_pid)) - _ROOT_TOKENS)) - self.helpers()
+        seen: list[tuple[Containment, set[int]]] = []
+        for session in sessions:
+            own, in_cgroup = session.seeds()
+            seeds |= own
+            seen.append((session, in_cgroup))
+        table = ProcTable.around(seeds)
+        for session, in_cgroup in seen:
+            session._cgroup_seen = (table, in_cgroup)  # members() of this table needs not read the cgroup again
+        return table
+
+
+_SWEEPS: dict[int, Sweep] = {}
+
+
+def sweep_of(daemon_pid: int) -> Sweep:
+    """The sweep shared by the sessions of `daemon_pid` that were given none."""
+    sweep = _SWEEPS.get(daemon_pid)
+    if sweep is None:
+        sweep = _SWEEPS[daemon_pid] = Sweep(daemon_pid)
+    return sweep
 
 
 _last_scan: tuple[float, ProcTable] = (0.0, ProcTable())

@@ -14,10 +14,10 @@ import psutil
 
 from ..sessions.base import Capability
 from .cgroups import CgroupTree
-from .containment import Containment, daemon_instance
+from .containment import Containment, Sweep, daemon_instance
 from .parts import DaemonParts
 from .procfs import ProcTable
-from .reaper import reap_orphans
+from .reaper import children_exited, reap_orphans
 from .session import tree_pids
 
 REAP_RETRY = 0.05  # seconds between rounds; a zombie session leader passed over is looked at again then
@@ -114,6 +114,8 @@ class Sessions(dict[str, Any]):
 class ProcessWatch(DaemonParts):
     """Containment, the guardian, CPU and memory samples, orphans reaped."""
 
+    _sweep: Sweep | None = None  # shared by the sessions' containments: those ending together look once
+
     def _start_guardian(self) -> None:
         """Find how sessions' processes will be contained, start the guardian and tell it so."""
         self.instance = daemon_instance()
@@ -130,7 +132,16 @@ class ProcessWatch(DaemonParts):
         cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
         containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
         containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
+        if self._sweep is None:
+            self._sweep = Sweep(os.getpid(), self._helpers)
+        containment.sweep = self._sweep
         return containment
+
+    def _helpers(self) -> set[int]:
+        """The daemon's children that are its own helpers (the guardian), not walked for a session's processes:
+        only while not reaped, so the pid cannot name an orphan yet."""
+        process = self.guardian.process
+        return {process.pid} if process is not None and process.returncode is None else set()
 
     async def _reaper(self) -> None:
         """Reap agents' orphans that came back to us (see reaper.py) when a child ends (SIGCHLD) or a
@@ -141,15 +152,23 @@ class ProcessWatch(DaemonParts):
             while True:
                 await self._orphans.wait()
                 self._orphans = anyio.Event()
-                passed = reap_orphans(*self._own_children())[1]
+                passed = reap_orphans(*self._own_children())[1] if children_exited() else 0
                 await anyio.sleep(REAP_RETRY)  # children ending together (a stop) share a round
                 if passed:
                     self._orphans.set()
 
     async def _on_sigchld(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGCHLD) as signals:
-            async for _ in signals:
-                self._orphans.set()
+        """Each SIGCHLD wakes the reaper from the loop's signal handler itself: no task step per signal (200
+        agents killed send 200)."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGCHLD, self._sigchld)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            loop.remove_signal_handler(signal.SIGCHLD)
+
+    def _sigchld(self) -> None:
+        self._orphans.set()
 
     def _own_children(self) -> tuple[set[int], bool]:
         """Children whose exit codes someone waits for (agents, the guardian), and whether a zombie session
@@ -186,8 +205,9 @@ class ProcessWatch(DaemonParts):
                 await self._sampler_wake.wait()
                 continue
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
+            live = [s for s in live if not (s.final or s.stopping)]  # a stopping session's end looks for itself
             if not live:
-                continue
+                continue  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
             table = await anyio.to_thread.run_sync(ProcTable.scan)
             for session in live:
                 if not (session.final or session.stopping):  # a stopping session's end looks for itself

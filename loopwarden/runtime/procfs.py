@@ -42,6 +42,7 @@ class ProcInfo:
     cpu: int = 0  # user + system time, clock ticks
     rss: int = 0  # resident pages
     state: str = ""  # one letter: R running, S sleeping, D disk sleep, T stopped, Z zombie...
+    threads: int = 0  # how many threads it has (0: not read)
 
     @property
     def id(self) -> ProcId:
@@ -60,7 +61,7 @@ def _parse_stat(pid: int, raw: bytes) -> ProcInfo | None:
     try:
         return ProcInfo(pid, int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0] in (b"Z", b"X"),
                         raw[raw.find(b"(") + 1:close].decode(errors="replace"), int(rest[4]),
-                        int(rest[11]) + int(rest[12]), int(rest[21]), rest[0].decode(errors="replace"))
+                        int(rest[11]) + int(rest[12]), int(rest[21]), rest[0].decode(errors="replace"), int(rest[17]))
     except (IndexError, ValueError):
         return None
 
@@ -187,7 +188,7 @@ class ProcTable:
             table.procs[pid] = info
             table.children.setdefault(info.ppid, []).append(pid)
             table.groups.setdefault(info.pgid, []).append(pid)
-            stack.extend(children_of(pid))
+            stack.extend(children_of(pid, info.threads))
         return table
 
     def mark(self, pid: int) -> str | None:
@@ -229,17 +230,29 @@ def open_fds(pid: int) -> int:
         return 0
 
 
-def children_of(pid: int) -> set[int]:
-    """`pid`'s children, from the children list of each of its threads (empty when it is gone)."""
+def children_of(pid: int, threads: int = 0) -> set[int]:
+    """`pid`'s children, from the children list of each of its threads (empty when it is gone). With
+    `threads` 1 (read from its stat just before), the one list is read without listing the threads: a
+    thread started since could have forked in between, as a fork after the read always could, which is
+    why a session's end looks again until nothing of it is left."""
+    return set(map(int, child_tokens(pid, threads)))
+
+
+def child_tokens(pid: int, threads: int = 0) -> list[bytes]:
+    """`pid`'s children as the kernel lists them, each pid in ASCII (see children_of): what a caller that
+    skips most of them compares, without turning every one into a number."""
+    if threads == 1:
+        raw = read_small(f"/proc/{pid}/task/{pid}/children", 1 << 20)
+        return raw.split() if raw else []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return set()
-    out: set[int] = set()
+        return []
+    out: list[bytes] = []
     for task in tasks:
         raw = read_small(f"/proc/{pid}/task/{task}/children", 1 << 20)
         if raw:
-            out.update(map(int, raw.split()))
+            out += raw.split()
     return out
 
 

@@ -12,6 +12,8 @@ import ctypes
 import os
 import sys
 
+from .procfs import children_of, read_stat
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -26,28 +28,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children() -> set[int]:
-    pids: set[int] = set()
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return pids
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/children", encoding="ascii") as f:
-                pids.update(int(p) for p in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return pids
-
-
 def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2: stat.rfind(b")") + 3] == b"Z"
+    info = read_stat(pid)
+    return info is not None and info.state == "Z"
 
 
 def _session_leader(pid: int) -> bool:
@@ -57,12 +40,23 @@ def _session_leader(pid: int) -> bool:
         return True  # unknown: leave it alone
 
 
+def children_exited() -> bool:
+    """Whether some child has exited and waits to be reaped, asked without reaping it (True where that
+    cannot be asked): a round with none reads no children list."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
+    except (AttributeError, OSError):
+        return True
+
+
 def reap_orphans(keep: set[int], leaders: bool = False) -> tuple[int, int]:
     """Reap zombie children that are not in `keep` (processes someone else waits for). A session leader
     is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects.
     Returns how many were reaped and how many zombie session leaders were passed over."""
     reaped = passed = 0
-    for pid in _children() - keep:
+    for pid in children_of(os.getpid()) - keep:
         if not _zombie(pid):
             continue
         if not leaders and _session_leader(pid):
