@@ -243,3 +243,59 @@ async def test_an_end_holds_one_pidfd_per_process_still_there() -> None:
         for proc in (first, second):
             proc.kill()
             proc.wait()
+
+
+async def test_past_the_cap_of_held_pidfds_an_end_still_kills_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no pidfd to spare (the daemon's ends hold `Pidfds.most` together) an end signals each process by
+    its identity and polls for its exit: the same outcome, no descriptor held."""
+    monkeypatch.setattr(containment.Pidfds, "most", 0)
+    proc = _spawn_tree()
+    try:
+        _wait_tree(proc.pid, 3)
+        session = containment.Containment("t2", mark="t2@test")
+        session.walk = True
+        session.started(proc.pid)
+        members = session.members(await session.table())
+        assert len(members) == 3
+        assert await session.end(grace=0.0) == set()
+        assert all(not procfs.alive(p) for p in members)
+        assert containment.Pidfds.held == 0
+        session.release()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+async def test_the_pidfds_of_exited_processes_are_closed_before_the_next_look() -> None:
+    first, second = _sleeper(), _sleeper()
+    try:
+        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
+        assert a is not None and b is not None
+        with containment.Pidfds() as fds:
+            fa, fb = fds.get(a), fds.get(b)
+            assert fa is not None and fb is not None and containment.Pidfds.held == 2
+            first.kill()
+            first.wait()
+            fds.drop_exited()
+            assert list(fds.fds) == [b] and containment.Pidfds.held == 1
+            fds.drop_exited()  # the one still running keeps its pidfd
+            assert list(fds.fds) == [b]
+        assert containment.Pidfds.held == 0
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()
+
+
+def test_the_daemon_raises_its_soft_limit_of_open_files_and_sizes_the_pidfds_to_it() -> None:
+    code = ("import resource; from loopwarden.runtime import containment as c; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 4096)); "
+            "print(c.more_descriptors(), resource.getrlimit(resource.RLIMIT_NOFILE)[0], c.Pidfds.most)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["4096", "4096", "256"]
+    low = code.replace("(200, 4096)", "(200, 200)")
+    out = subprocess.run([sys.executable, "-c", low], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["200", "200", "25"]  # the hard limit is the ceiling: 200 // 8

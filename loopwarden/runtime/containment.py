@@ -16,7 +16,10 @@ and everything below any of them. Every signal goes to a `ProcId`, never to a ba
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
+import select
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -27,7 +30,7 @@ import anyio
 import anyio.lowlevel
 
 from .cgroups import SessionCgroup
-from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, signal_exact, signal_group
+from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, read_stat, signal_exact, signal_group
 
 POLL_SECONDS = 0.05  # where there are no pidfds: how often to look again while processes go
 RESCAN_SECONDS = 0.25  # during the grace, look for new processes (forks) at least this often
@@ -174,6 +177,7 @@ class Containment:
                         self.signal(signal.SIGTERM, new, fds)
                         warned |= new
                     await wait_gone(left, min(RESCAN_SECONDS, max(0.0, deadline - time.monotonic())), fds)
+                    fds.drop_exited()
                     left = self.members(await self.table())
                     fds.retain(left)
             deadline = time.monotonic() + KILL_WAIT
@@ -182,6 +186,7 @@ class Containment:
                 if time.monotonic() >= deadline:
                     break
                 await wait_gone(left, min(KILL_RESCAN, max(0.0, deadline - time.monotonic())), fds)
+                fds.drop_exited()
                 left = self.members(await self.table())
                 fds.retain(left)
         self.emptied = not left
@@ -226,6 +231,9 @@ class Pidfds:
     checked when it is opened: a pidfd names that one process for good). Where the kernel has no pidfds,
     each signal checks and kills, and a wait is a short sleep."""
 
+    held = 0  # pidfds open in all ends of this daemon together
+    most = 256  # ... at most: past it a process is signalled by signal_exact and waited for by polling
+
     def __init__(self) -> None:
         self.fds: dict[ProcId, int | None] = {}  # None: gone (or the pid names another process now)
         self.usable = True
@@ -234,37 +242,61 @@ class Pidfds:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in self.fds.values():
-            if fd is not None:
-                os.close(fd)
-        self.fds.clear()
+        self.retain(set())
+
+    def _close(self, proc: ProcId) -> None:
+        fd = self.fds.pop(proc)
+        if fd is not None:
+            os.close(fd)
+            Pidfds.held -= 1
 
     def retain(self, procs: set[ProcId]) -> None:
         """Close the pidfds of processes no longer among `procs` (gone): a session that forks all through its
         grace holds no more descriptors than it has processes."""
         for proc in [p for p in self.fds if p not in procs]:
-            fd = self.fds.pop(proc)
-            if fd is not None:
-                os.close(fd)
+            self._close(proc)
+
+    def drop_exited(self) -> None:
+        """Close the pidfds of the processes that have exited (readable), before the next look."""
+        poller = select.poll()
+        by_fd = {fd: proc for proc, fd in self.fds.items() if fd is not None}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(0) if by_fd else ():
+            self._close(by_fd[fd])
 
     def get(self, proc: ProcId) -> int | None:
-        """The pidfd of this very process, or None when it is gone, a zombie, or pidfds are not usable."""
+        """The pidfd of this very process, or None when it is gone, a zombie, pidfds are not usable, or
+        none is held for it (`holds` says which)."""
         if proc in self.fds:
             return self.fds[proc]
-        fd: int | None = None
-        if self.usable:
-            try:
-                fd = os.pidfd_open(proc.pid)
-            except ProcessLookupError:
-                pass
-            except (AttributeError, OSError):
-                self.usable = False
-                return None
-            if fd is not None and proc_id(proc.pid) != proc:  # gone, a zombie, or another process now
-                os.close(fd)
-                fd = None
+        if not self.usable or Pidfds.held >= Pidfds.most:
+            return None
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except ProcessLookupError:
+            self.fds[proc] = None
+            return None
+        except AttributeError:
+            self.usable = False
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                self.usable = False  # no pidfds in this kernel
+            return None  # else: none now, so none held; signal_exact and polling do without
+        info = read_stat(proc.pid)
+        if info is None or info.zombie or not proc.matches(info):
+            os.close(fd)
+            if info is not None:  # a zombie, or another process has the pid now: ours is gone
+                self.fds[proc] = None
+            return None  # else its stat unreadable: not settled, signal_exact looks again
+        Pidfds.held += 1
         self.fds[proc] = fd
         return fd
+
+    def holds(self, proc: ProcId) -> bool:
+        """Whether `proc` was settled here: a pidfd held for it, or known gone."""
+        return proc in self.fds
 
     def signal(self, proc: ProcId, sig: int) -> None:
         fd = self.get(proc)
@@ -273,8 +305,25 @@ class Pidfds:
                 signal.pidfd_send_signal(fd, sig)
             except OSError:
                 pass
-        elif not self.usable:
+        elif not self.holds(proc):
             signal_exact(proc, sig)
+
+
+def more_descriptors() -> int:
+    """Raise this process's soft limit of open files to its hard limit (the daemon: every live session
+    holds pipes, a pidfd and spill files, and 200 sessions come near the usual 1024), and size the pidfds
+    that ends may hold together to it; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass  # keep the soft limit
+    if soft != resource.RLIM_INFINITY:
+        Pidfds.most = max(16, min(Pidfds.most, soft // 8))
+    return soft
 
 
 async def wait_gone(procs: set[ProcId], at_most: float, fds: Pidfds | None = None) -> None:
@@ -286,7 +335,7 @@ async def wait_gone(procs: set[ProcId], at_most: float, fds: Pidfds | None = Non
         return
     with Pidfds() if fds is None else nullcontext(fds) as handles:
         waits = [fd for fd in map(handles.get, procs) if fd is not None]
-        if not handles.usable:
+        if not handles.usable or not all(map(handles.holds, procs)):  # some without a pidfd: poll
             await anyio.sleep(min(POLL_SECONDS, at_most))
             return
         if not waits:
@@ -345,14 +394,18 @@ class Sweep:
         return look.table
 
     def _look(self, sessions: Iterable[Containment]) -> ProcTable:
+        """The sessions' own trees first, then the daemon's children: a process that exits after its walk
+        has handed its children to the daemon before that read (and was seen live, so its session looks
+        again); one that exited before the walk had handed them over already."""
         self.looks += 1
-        seeds = set(map(int, set(child_tokens(self.daemon_pid)) - _ROOT_TOKENS)) - self.helpers()
+        seeds: set[int] = set()
         seen: list[tuple[Containment, set[int]]] = []
         for session in sessions:
             own, in_cgroup = session.seeds()
             seeds |= own
             seen.append((session, in_cgroup))
         table = ProcTable.around(seeds)
+        table.extend(set(map(int, set(child_tokens(self.daemon_pid)) - _ROOT_TOKENS)) - self.helpers())
         for session, in_cgroup in seen:
             session._cgroup_seen = (table, in_cgroup)  # members() of this table needs not read the cgroup again
         return table

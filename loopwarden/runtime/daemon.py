@@ -16,6 +16,7 @@ import psutil
 
 from .alerting import Alerting
 from .cgroups import CgroupTree
+from .containment import more_descriptors
 from .contract import Supervised
 from .eventloop import moderated_loop
 from .guardian_link import GuardianLink
@@ -91,6 +92,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         wait_children_by_pidfd()
         self._start_guardian()
         self.subreaper = become_subreaper()
+        more_descriptors()
         old_umask = os.umask(0o177)
         try:
             listener = await anyio.create_unix_listener(sock_path)

@@ -210,6 +210,7 @@ class Notifier:
         self.host = ""
         self._tg: Any = None
         self._summary_wake = anyio.Event()
+        self.closed = False  # the daemon stops: drain() has said what became of every alert
 
     # ---- settings ---------------------------------------------------------------------------------------
     def configure(self, settings: Notify) -> None:
@@ -269,6 +270,9 @@ class Notifier:
 
     def _queue(self, alert: Alert) -> None:
         for target in self.targets:
+            if self.closed:
+                self.report(alert, target.label, "not sent: the daemon stopped first")
+                continue
             if target.queue.push(alert):
                 target.wake.set()
             else:
@@ -291,7 +295,7 @@ class Notifier:
 
     async def _work(self, target: Target) -> None:
         await self._prepare(target)
-        while not target.retired:
+        while not target.retired and not self.closed:
             if not len(target.queue):
                 await target.wake.wait()
                 target.wake = anyio.Event()
@@ -301,6 +305,8 @@ class Notifier:
                 error = await self.deliver(target, alert, min(self.settings.retries, MAX_RETRIES))
             finally:
                 target.sending = None
+            if self.closed:
+                return  # drain() has audited it already: one row per alert and target
             if error is None:
                 target.sent += 1
                 self.counts["sent"] += 1
@@ -312,11 +318,13 @@ class Notifier:
     async def drain(self, at_most: float) -> None:
         """The daemon stops: up to `at_most` seconds for the queued alerts to go out. Each alert still
         queued or being sent after that is counted and audited as not sent, so no admitted alert ends
-        without a trace (the workers are cancelled next)."""
+        without a trace; from then on the workers end, and an alert raised later is audited as not sent."""
         with anyio.move_on_after(at_most):
             while any(len(t.queue) or t.sending for t in self.targets):  # noqa: ASYNC110 - no event for it
                 await anyio.sleep(0.02)
+        self.closed = True
         for target in self.targets:
+            target.wake.set()  # its worker ends
             if target.sending is not None:
                 self.report(target.sending, target.label, "unknown: the daemon stopped during its send")
             while len(target.queue):

@@ -176,20 +176,23 @@ class ProcTable:
     def around(cls, seeds: Iterable[int]) -> ProcTable:
         """The processes reachable from `seeds` through their children lists, without a pass over /proc:
         what one session's processes cost to find is then its own size, not the machine's."""
-        table = cls()
+        return cls().extend(seeds)
+
+    def extend(self, seeds: Iterable[int]) -> ProcTable:
+        """Add the processes reachable from `seeds` that the table does not hold yet; the table."""
         stack = list(seeds)
         while stack:
             pid = stack.pop()
-            if pid in table.procs:
+            if pid in self.procs:
                 continue
             info = read_stat(pid)
             if info is None:
                 continue
-            table.procs[pid] = info
-            table.children.setdefault(info.ppid, []).append(pid)
-            table.groups.setdefault(info.pgid, []).append(pid)
+            self.procs[pid] = info
+            self.children.setdefault(info.ppid, []).append(pid)
+            self.groups.setdefault(info.pgid, []).append(pid)
             stack.extend(children_of(pid, info.threads))
-        return table
+        return self
 
     def mark(self, pid: int) -> str | None:
         """`pid`'s MARK_ENV (see environ_mark), read once per process however many sessions and tables ask."""
