@@ -80,7 +80,12 @@ async def test_a_walk_from_the_root_finds_the_whole_tree_and_nothing_else() -> N
         proc.wait()
 
 
-async def test_ending_a_walked_session_kills_its_grandchildren_and_waits_for_their_exits() -> None:
+@pytest.mark.parametrize("pidfds", [256, 0])
+async def test_ending_a_walked_session_kills_its_grandchildren_and_waits_for_their_exits(
+        pidfds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also with no pidfd to spare (0: the daemon's ends hold `Pidfds.most` together): each process is then
+    signalled by its identity and polled for, with the same outcome."""
+    monkeypatch.setattr(containment.Pidfds, "most", pidfds)
     proc = _spawn_tree()
     try:
         _wait_tree(proc.pid, 3)
@@ -93,6 +98,7 @@ async def test_ending_a_walked_session_kills_its_grandchildren_and_waits_for_the
         assert left == set() and session.emptied
         assert all(not procfs.alive(p) for p in members)
         assert await session.end(grace=5.0) == set()  # nothing of it left to look for
+        assert containment.Pidfds.held == 0
         session.release()
     finally:
         try:
@@ -243,30 +249,6 @@ async def test_an_end_holds_one_pidfd_per_process_still_there() -> None:
         for proc in (first, second):
             proc.kill()
             proc.wait()
-
-
-async def test_past_the_cap_of_held_pidfds_an_end_still_kills_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no pidfd to spare (the daemon's ends hold `Pidfds.most` together) an end signals each process by
-    its identity and polls for its exit: the same outcome, no descriptor held."""
-    monkeypatch.setattr(containment.Pidfds, "most", 0)
-    proc = _spawn_tree()
-    try:
-        _wait_tree(proc.pid, 3)
-        session = containment.Containment("t2", mark="t2@test")
-        session.walk = True
-        session.started(proc.pid)
-        members = session.members(await session.table())
-        assert len(members) == 3
-        assert await session.end(grace=0.0) == set()
-        assert all(not procfs.alive(p) for p in members)
-        assert containment.Pidfds.held == 0
-        session.release()
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 async def test_the_pidfds_of_exited_processes_are_closed_before_the_next_look() -> None:
