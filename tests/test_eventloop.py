@@ -60,6 +60,30 @@ def test_a_timer_due_sooner_and_a_loop_with_work_ready_are_never_held() -> None:
         assert len(selector.select(0)) == 1 and t.slept == []  # callbacks ready: the loop only polls
 
 
+def test_a_loop_waiting_to_write_is_never_held() -> None:
+    """A reply larger than the socket's buffer goes out a write per wake-up: none of them waits for the gap."""
+    t = FakeTime()
+    with ready_pipe(t) as selector:
+        r, w = os.pipe()
+        try:
+            selector.register(w, selectors.EVENT_WRITE)
+            selector.select(None)
+            t.now += 0.0004
+            assert selector.select(None) and t.slept == []  # would be held without the writer
+            selector.modify(w, selectors.EVENT_READ)  # it wrote everything: moderated again (near miss)
+            t.now += 0.0004
+            selector.select(None)
+            assert len(t.slept) == 1
+            selector.modify(w, selectors.EVENT_WRITE)
+            selector.unregister(w)
+            t.now += 0.0004
+            selector.select(None)
+            assert len(t.slept) == 2
+        finally:
+            os.close(r)
+            os.close(w)
+
+
 def test_the_moderated_loop_runs_asyncio_as_usual() -> None:
     loop = moderated_loop()
     try:
