@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import pytest
@@ -56,6 +58,20 @@ def _spawn_tree() -> subprocess.Popen[bytes]:
 
 def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "600"])
+
+
+@contextmanager
+def _two_sleepers() -> Iterator[tuple[subprocess.Popen[bytes], procfs.ProcId, procfs.ProcId]]:
+    """Two sleeping children: the first's process and both identities; both killed and reaped after."""
+    first, second = _sleeper(), _sleeper()
+    try:
+        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
+        assert a is not None and b is not None
+        yield first, a, b
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()
 
 
 def _wait_tree(root: int, size: int) -> ProcTable:
@@ -230,32 +246,21 @@ def test_the_reaper_asks_whether_a_child_exited_without_reaping_it() -> None:
 async def test_an_end_holds_one_pidfd_per_process_still_there() -> None:
     """The pidfds of an end are opened once per process and closed as the processes go (retain), so a
     session that forks all through its grace holds no more descriptors than it has processes."""
-    first, second = _sleeper(), _sleeper()
-    try:
-        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
-        assert a is not None and b is not None
-        with containment.Pidfds() as fds:
-            fa, fb = fds.get(a), fds.get(b)
-            assert fa is not None and fb is not None and fds.get(a) == fa  # one each, opened once
-            fds.signal(a, signal.SIGKILL)
-            first.wait()
-            assert fds.get(a) == fa  # a pidfd names that process for good, gone or not
-            fds.retain({b})
-            assert list(fds.fds) == [b]
-            with pytest.raises(OSError):
-                os.fstat(fa)  # closed
-            assert os.fstat(fb) is not None  # the other is kept
-    finally:
-        for proc in (first, second):
-            proc.kill()
-            proc.wait()
+    with _two_sleepers() as (first, a, b), containment.Pidfds() as fds:
+        fa, fb = fds.get(a), fds.get(b)
+        assert fa is not None and fb is not None and fds.get(a) == fa  # one each, opened once
+        fds.signal(a, signal.SIGKILL)
+        first.wait()
+        assert fds.get(a) == fa  # a pidfd names that process for good, gone or not
+        fds.retain({b})
+        assert list(fds.fds) == [b]
+        with pytest.raises(OSError):
+            os.fstat(fa)  # closed
+        assert os.fstat(fb) is not None  # the other is kept
 
 
 async def test_the_pidfds_of_exited_processes_are_closed_before_the_next_look() -> None:
-    first, second = _sleeper(), _sleeper()
-    try:
-        a, b = procfs.proc_id(first.pid), procfs.proc_id(second.pid)
-        assert a is not None and b is not None
+    with _two_sleepers() as (first, a, b):
         with containment.Pidfds() as fds:
             fa, fb = fds.get(a), fds.get(b)
             assert fa is not None and fb is not None and containment.Pidfds.held == 2
@@ -266,10 +271,6 @@ async def test_the_pidfds_of_exited_processes_are_closed_before_the_next_look() 
             fds.drop_exited()  # the one still running keeps its pidfd
             assert list(fds.fds) == [b]
         assert containment.Pidfds.held == 0
-    finally:
-        for proc in (first, second):
-            proc.kill()
-            proc.wait()
 
 
 def test_the_daemon_raises_its_soft_limit_of_open_files_and_sizes_the_pidfds_to_it() -> None:

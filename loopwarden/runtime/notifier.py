@@ -271,7 +271,7 @@ class Notifier:
     def _queue(self, alert: Alert) -> None:
         for target in self.targets:
             if self.closed:
-                self.report(alert, target.label, "not sent: the daemon stopped first")
+                self._not_sent(target, alert)
                 continue
             if target.queue.push(alert):
                 target.wake.set()
@@ -328,9 +328,13 @@ class Notifier:
             if target.sending is not None:
                 self.report(target.sending, target.label, "unknown: the daemon stopped during its send")
             while len(target.queue):
-                target.dropped += 1
-                self.counts["dropped"] += 1
-                self.report(target.queue.pop(), target.label, "not sent: the daemon stopped first")
+                self._not_sent(target, target.queue.pop())
+
+    def _not_sent(self, target: Target, alert: Alert) -> None:
+        """An alert the stopping daemon will not send to `target`: counted and audited."""
+        target.dropped += 1
+        self.counts["dropped"] += 1
+        self.report(alert, target.label, "not sent: the daemon stopped first")
 
     async def _prepare(self, target: Target) -> None:
         """Import apprise and read the URL before the first alert needs it (the import takes ~0.2 s, more
