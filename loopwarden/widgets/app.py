@@ -230,7 +230,10 @@ class ConsoleApp(App[None]):
 
     def _status(self) -> None:
         """The line under the table; built as Content, since filter text and daemon errors are never markup."""
-        status = self.main.query_one("#status", Static)
+        found = self.main.query("#status")
+        if not found:  # the screen is still being composed, or already closing: the next draw says it
+            return
+        status = found.first(Static)
         if self.feed.error:
             status.update(Content.styled(self.feed.error, "bold red"))
             return

@@ -118,6 +118,19 @@ async def test_escape_clears_the_filter_when_the_table_has_focus() -> None:
         assert app.table.filter_text == "" and "filter" not in status(app)
 
 
+async def test_a_draw_while_the_status_line_is_not_mounted_is_skipped_not_an_error() -> None:
+    """The draw timer can fire between the table's mount and the status line's (or while closing): CI saw NoMatches."""
+    app = frozen()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
+        line = app.main.query_one("#status", Static)
+        await line.remove()
+        app.draw()  # raised NoMatches before the fix
+        assert app.table.row_count == len(SESSIONS)
+        await app.main.mount(Static(id="status"), before=app.main.query_one("KeyBar"))
+        await until(pilot, lambda: f"{len(SESSIONS)} sessions" in status(app), what="the status line again")
+
+
 async def test_sort_reverses_and_ended_sessions_hide_with_the_count_in_the_status_line() -> None:
     app = frozen()
     async with app.run_test(size=(160, 40)) as pilot:
