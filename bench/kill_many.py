@@ -96,21 +96,39 @@ def wait_all_final(d: BenchDaemon, sids: list[str], timeout: float = 120) -> Non
         time.sleep(0.2)
 
 
-def by_kill(n: int, keep: bool, before: str | None = None) -> dict[str, float]:
+def by_kill(n: int, keep: bool, before: str | None = None, py_spy: str | None = None) -> dict[str, float]:
     with daemon("killmany", keep, before) as d:
         assert d.ps is not None
         try:
             sids = start_sessions(d, n)
+            spy = _record(py_spy, d.ps.pid, "before" if before else "after") if py_spy else None
             c0, s0, w0 = cpu(d.ps), system_cpu(d.ps), time.monotonic()
             for sid in sids:
                 d.request("kill", session=sid, note="benchmark")
             wait_all_final(d, sids)
             c1, s1, w1 = cpu(d.ps), system_cpu(d.ps), time.monotonic()
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+                spy.wait(30)
             load = os.getloadavg()[0]
         finally:
             d.close()
         left = leftovers(d)
     return {"cpu": c1 - c0, "system": s1 - s0, "wall": w1 - w0, "load": load, "leftovers": float(len(left))}
+
+
+def _record(py_spy: str, pid: int, label: str) -> subprocess.Popen[bytes]:
+    """py-spy on the daemon from now until SIGINT, raw collapsed stacks into bench/out/. Only the thread holding
+    the GIL is sampled; a holder preempted by the agents it just signalled still counts, so a `killpg` looks far
+    dearer than its CPU (cProfile with `time.thread_time` puts all signals at 1 % of the kills)."""
+    out = Path(__file__).resolve().parent / "out" / f"py-spy-kill-{label}-{time.strftime('%H%M%S')}.txt"
+    out.parent.mkdir(exist_ok=True)
+    print(f"py-spy: {out}", flush=True)
+    argv = [py_spy, "record", "--nonblocking", "--threads", "--gil", "--format", "raw", "--rate", "1000"]
+    spy = subprocess.Popen([*argv, "--pid", str(pid), "-o", str(out)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches before the first kill; an idle daemon costs it nothing meanwhile
+    return spy
 
 
 def zombie_cpu(proc: psutil.Process, timeout: float) -> float:
@@ -179,6 +197,8 @@ def main() -> int:
     ap.add_argument("--skip-stop-daemon", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOMEs")
     ap.add_argument("--before", metavar="DIR", help="also measure, interleaved, the loopwarden of this checkout")
+    ap.add_argument("--py-spy", metavar="PATH", help="py-spy's path: record the daemon during the kills (bench/out/; "
+                                                       "the CPU figures of such runs include py-spy's pauses)")
     args = ap.parse_args()
     n = args.sessions
     kills, stops, bases = [], [], []
@@ -186,8 +206,8 @@ def main() -> int:
     for _ in range(args.repeats):
         bases.append(baseline(n))
         if args.before:
-            kills_before.append(by_kill(n, args.keep, args.before))
-        kills.append(by_kill(n, args.keep))
+            kills_before.append(by_kill(n, args.keep, args.before, args.py_spy))
+        kills.append(by_kill(n, args.keep, py_spy=args.py_spy))
         if not args.skip_stop_daemon:
             if args.before:
                 stops_before.append(by_stop_daemon(n, args.keep, args.before))
