@@ -456,12 +456,11 @@ class LiveSession:
             self._choose(detect.by_first_line(line.head if type(line) is Oversized else line), final=True)
             if type(line) is bytes and len(line) > self._max_line():  # read under auto's limit, over the chosen one's
                 line = Oversized(len(line), line[:256])
+        reply = None
         if type(line) is Oversized:
             limit = self._max_line()
             events: list[Event] = [oversized_line(seq, line, limit)]
             reply = self.adapter.oversized_reply(line.head, line.length, seq, limit)
-            if reply:
-                self._send(reply)
         elif not line:
             return None
         else:
@@ -469,6 +468,9 @@ class LiveSession:
         for i, event in enumerate(events):
             verdicts = self._judge(event, size)
             size = 0  # the line's bytes are counted once
+            if reply:  # queued after its event is recorded: write ahead, as for every verdict
+                self._send(reply)
+                reply = None
             # most lines have no verdict and nothing to answer: _act would do nothing for them
             if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
                 end = self._act(verdicts, event, publish=False)

@@ -142,8 +142,9 @@ def _pings(lw: Harness) -> bool:
 def test_a_handshake_agent_with_a_result_over_the_line_limit_gets_an_answer(lw: Harness) -> None:
     from tests.live.live_harness import AGENTS
 
-    sid = lw.run_detached(PY, str(AGENTS / "oversized_result.py"), "1500000")
+    sid = lw.run_detached(PY, str(AGENTS / "oversized_result.py"), "1500000", str(lw.paths.database))
     snap = lw.wait_state(sid, "exited", timeout=30)
     assert snap["exit_code"] == 0 and snap["validation_failures"] == 1
     texts = [e["data"].get("text", "") for e in lw.events(sid) if e["kind"] == "assistant_message"]
     assert texts and texts[0].startswith("got spill for c1: Tool response too large (1,500,0")
+    assert texts[0].endswith("(invalid lines stored: 1)")  # the answer waited for its event (write ahead)
