@@ -96,6 +96,33 @@ async def test_a_walk_from_the_root_finds_the_whole_tree_and_nothing_else() -> N
         proc.wait()
 
 
+def test_a_group_that_reuses_the_gone_agents_pid_is_not_the_sessions() -> None:
+    """The agent's pid now names another process (a group leader with a child, started after the agent): its
+    group is another session's, never taken as ours (before, every member born after the agent was)."""
+    other = _spawn_tree()
+    try:
+        table = _wait_tree(other.pid, 3)
+        leader = procfs.proc_id(other.pid)
+        assert leader is not None and len(table.group(other.pid)) == 3
+        session = containment.Containment("t1", mark="t1@test", daemon_pid=other.pid)
+        session.root = procfs.ProcId(other.pid, leader.start - 1)  # our agent: the same pid, started earlier
+        assert session.members(ProcTable.scan()) == set() and session.group_gone
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+
+
+def test_a_group_seen_empty_once_is_never_the_sessions_again() -> None:
+    """A group outlives its leader while members remain (still ours); once empty, its id can be reused."""
+    pgid, child = 5_000_001, 5_000_002  # above the kernel's highest pid_max (2**22): no process has them
+    reused = ProcTable(procs={child: procfs.ProcInfo(child, 1, pgid, pgid, 200, False)}, groups={pgid: [child]})
+    session = containment.Containment("t1", mark="t1@test", daemon_pid=pgid)
+    session.root = procfs.ProcId(pgid, 100)
+    assert session.members(reused) == {procfs.ProcId(child, 200)}  # the agent exited, its child is still ours
+    assert session.members(ProcTable()) == set() and session.group_gone  # then the group emptied
+    assert session.members(reused) == set()  # the same id again: another session's group
+
+
 @pytest.mark.parametrize("pidfds", [256, 0])
 async def test_ending_a_walked_session_kills_its_grandchildren_and_waits_for_their_exits(
         pidfds: int, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,6 +60,7 @@ class Containment:
         self.tracked: set[ProcId] = set()  # seen outside the group and the cgroup; the guardian knows them too
         self.walk = False  # find members by walking from seeds (see table()); the daemon sets it as subreaper
         self.emptied = False  # end() found nothing left: with no process of the session alive, none can come
+        self.group_gone = False  # the agent and its group are gone: a group with its id now is another's
         self._cgroup_seen: tuple[ProcTable | None, set[int]] = (None, set())
         self.sweep: Sweep | None = None  # the daemon's, shared by its sessions (else one per daemon pid)
         self._released = False
@@ -105,10 +106,12 @@ class Containment:
         """Every live process of the session now."""
         table = table or ProcTable.scan()
         seeds: set[int] = set()
-        if self.root is not None:
+        if self.root is not None and not self.group_gone:
             if table.is_current(self.root):
                 seeds.add(self.root.pid)
-            seeds |= table.group(self.root.pid, born_after=self.root.start)
+                seeds |= table.group(self.root.pid, born_after=self.root.start)
+            else:
+                seeds |= self._group_left(table)
         if self.cgroup is not None:
             seen, in_cgroup = self._cgroup_seen
             seeds |= {pid for pid in (in_cgroup if seen is table else self.cgroup.pids()) if table.live(pid)}
@@ -119,6 +122,16 @@ class Containment:
             if pid not in seeds and table.live(pid) and table.mark(pid) == self.mark:
                 seeds.add(pid)  # an orphan that came back to the daemon, unseen until now
         return {table.procs[pid].id for pid in table.descendants(seeds) if table.live(pid)}
+
+    def _group_left(self, table: ProcTable) -> set[int]:
+        """The agent's group once the agent is gone. The kernel gives no new process a pid that is still some
+        group's id, so when the agent's pid names another process, or its group was once seen empty, any group
+        with that id is another session's: it is never taken (nor signalled) again."""
+        assert self.root is not None
+        group = set() if table.live(self.root.pid) else table.group(self.root.pid, born_after=self.root.start)
+        if not group:
+            self.group_gone = True
+        return group
 
     def observe(self, table: ProcTable) -> None:
         """Remember the processes that left the group and the cgroup (so a later double fork cannot hide
