@@ -13,6 +13,7 @@ from .config import format_duration
 
 _ARGS_LIMIT = 200
 _OUTCOME_LIMIT = 160
+AWAITING_HUMAN = "Waiting for a human decision."  # how every gate's text ends (the console drops it once decided)
 
 
 def clip(text: str, limit: int) -> str:

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..supervisor.config import format_duration
+from ..supervisor.messages import AWAITING_HUMAN
 from ..supervisor.verdicts import FINAL_STATES
 from .session_table import STATE_STYLE, ended_text
 from .stream import VERDICT_STYLE
@@ -58,8 +59,14 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     verdict = snap.get("last_verdict")
     if verdict:
         action = str(verdict.get("action"))
-        top.add_row("last", Text.assemble((action.upper(), VERDICT_STYLE.get(action, "")), f" {verdict.get('rule')}"))
-        top.add_row("why", Text(str(verdict.get("reason") or ""), overflow="fold"))
+        why = str(verdict.get("reason") or "")
+        # a gate (or an escalation to a human) no longer pending: approved, denied or expired
+        closed = action in ("gate", "escalate") and bool(verdict.get("gate_id")) and not snap.get("pending_gates")
+        if closed:  # its text still asks for a decision that was made
+            why = why.removesuffix(AWAITING_HUMAN).rstrip()
+        top.add_row("last", Text.assemble((action.upper(), VERDICT_STYLE.get(action, "")), f" {verdict.get('rule')}",
+                                          (" (gate closed)", "dim") if closed else ""))
+        top.add_row("why", Text(why, overflow="fold"))
     rss = snap.get("rss") or 0
     top.add_row("load", f"cpu {snap.get('cpu_percent') or 0:.0f}%  mem {rss / (1 << 20):.0f}M  "
                         f"procs {snap.get('processes') or 0}  calls {snap.get('tool_calls') or 0}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from textual.widgets import Log, RichLog
 from loopwarden.runtime.client import DaemonError
 from loopwarden.paths import default_paths
 from loopwarden.widgets.detail import MAX_LINES, SessionDetail
-from loopwarden.widgets.health import HealthPanel
+from loopwarden.supervisor import messages
+from loopwarden.widgets.health import HealthPanel, health_view
 from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from loopwarden.widgets.stream import render
@@ -301,3 +303,19 @@ async def test_j_and_k_scroll_the_stream(tmp_path: Path) -> None:
         await until(pilot, lambda: stream.scroll_y == bottom - 2, what="k to scroll up")
         await pilot.press("j")
         await until(pilot, lambda: stream.scroll_y == bottom - 1, what="j to scroll down")
+
+
+def _panel_text(snap: dict[str, Any]) -> str:
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(health_view(snap, T0 + 90))
+    return out.getvalue()
+
+
+def test_the_health_panel_stops_asking_for_a_decision_once_the_gate_is_closed() -> None:
+    gate = {"action": "gate", "rule": "loop_gate", "gate_id": "g1",
+            "reason": messages.loop_gate("t1", 3, "3 failed iterations", "FAILED test_login")}
+    waiting = _panel_text({**FIXED_SNAPSHOT, "state": "gated", "pending_gates": ["g1"], "last_verdict": gate})
+    assert "Waiting for a human decision." in waiting and "gate closed" not in waiting  # the near miss
+    approved = _panel_text({**FIXED_SNAPSHOT, "state": "exited", "pending_gates": [], "last_verdict": gate})
+    assert "GATE loop_gate (gate closed)" in approved and "Waiting for a human" not in approved
+    assert "Loop detected on task t1: loop count 3" in approved  # the evidence stays

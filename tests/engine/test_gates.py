@@ -96,3 +96,12 @@ def test_waiting_for_a_human_is_not_a_stall() -> None:
     [stall] = health.tick(231.0)
     assert stall.rule == "stall" and "31000ms" in stall.message  # type: ignore[operator]
     assert health.observe(ToolCall(seq=2, tool="x", args={}), 232.0) == []
+
+
+def test_every_text_that_asks_a_human_ends_with_the_sentence_the_console_drops_once_decided() -> None:
+    from loopwarden.supervisor import messages
+
+    asking = [messages.loop_gate("t1", 3, "3 failed iterations", "boom"), messages.polling_gate("bash", 6, True),
+              messages.condensation_gate(3), messages.reread_gate("a.py", 5), messages.chanting_gate("same", 4),
+              messages.reflections_gate(4, 3, "t1", "pytest failed")]
+    assert all(text.endswith(" " + messages.AWAITING_HUMAN) for text in asking)
