@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import compileall
 from pathlib import Path
 
 import pytest
 
 from tests.agents import npm_agents
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Bytecode for loopwarden written once, before any test: hundreds of daemons, CLI calls and scripted
+    agents import it in fresh processes, and where PYTHONDONTWRITEBYTECODE is set (as on CI) none of them
+    writes it, so each compiled every module again (0.15 s a daemon start). Importing reads bytecode whatever
+    that variable says; compileall skips what is already up to date."""
+    compileall.compile_dir(ROOT / "loopwarden", quiet=2)
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,6 @@ import json
 
 import click
 
-from ..runtime.adopted import AdoptedSession
-from ..runtime.codex_hooked import CodexHookAdapter
-from ..runtime.hooked import HookAdapter
 from ..sessions.base import Capability, capability_names
 from ..sessions.registry import discover
 from ..supervisor.visible import visible
@@ -38,6 +35,11 @@ def adapters(as_json: bool) -> None:
       loopwarden adapters
       loopwarden adapters --json
     """
+    # imported here: they pull in the whole session runtime, a quarter of a second every CLI call would pay
+    from ..runtime.adopted import AdoptedSession
+    from ..runtime.codex_hooked import CodexHookAdapter
+    from ..runtime.hooked import HookAdapter
+
     found, broken = discover()
     # launched: loopwarden leads its process group, and SIGSTOP of the group holds any agent for a gate
     rows = [(name, "run --adapter", cls.agent, cls.declared | Capability.PROCESS_GROUP | Capability.HOLD, cls.summary)

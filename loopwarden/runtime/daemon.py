@@ -213,7 +213,10 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         flush cancelled between taking its batch and writing it loses the batch (a session stopped by
         stop-daemon came back as lost)."""
         self._publish_dirty()
-        await anyio.sleep(0.1)  # subscribers (an attached `run`) get the final snapshots
+        with anyio.move_on_after(0.1):  # subscribers (an attached `run`) get the final snapshots: none, no wait
+            while any(s.cut_reason is None and (s.head is not None or s.queue or s.sending)  # noqa: ASYNC110
+                      for s in self.subscribers):
+                await anyio.sleep(0.005)
         with anyio.move_on_after(max(0.0, self._stop_deadline - SHUTDOWN_CLOSE - time.monotonic())):
             await self._flush()  # waits for a flush under way, then writes the rest; no await follows it
 

@@ -136,7 +136,8 @@ def test_a_flood_of_blank_lines_costs_linear_time_and_never_stalls_other_clients
 
 
 def test_ended_sessions_leave_the_daemons_memory_and_stay_in_its_history(lw: Harness) -> None:
-    sids = [lw.run_detached("true", adapter="plain", name=f"short{i}") for i in range(40)]
+    # started by `run` requests on the socket, not 40 CLI processes one after another (most of the time)
+    sids = [lw.launch("true", adapter="plain", name=f"short{i}") for i in range(40)]
     for sid in sids:
         lw.wait_state(sid, "exited")
     wait_for(lambda: lw.request("ping")["sessions"] == 0, what="the ended sessions to leave memory")

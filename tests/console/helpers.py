@@ -23,7 +23,7 @@ async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
+        await pilot.pause(0.02)
 
 
 def sleeper(lw: Harness, **options: Any) -> str:

@@ -105,7 +105,8 @@ def test_many_quick_agents_keep_their_exit_codes_while_the_reaper_works(lw: Harn
     stopper = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain")
     lw.wait_state(stopper, "running")
     lw.request("kill", session=stopper)  # the reaper runs while the others start and exit
-    sids = [lw.run_detached("sh", "-c", "exit 3", adapter="plain") for _ in range(25)]
+    # `run` requests on the socket, not 25 CLI processes: the quick agents start and exit together while it works
+    sids = [lw.launch("sh", "-c", "exit 3", adapter="plain") for _ in range(25)]
     codes = [lw.wait_state(sid, "exited")["exit_code"] for sid in sids]
     assert codes == [3] * 25
 
