@@ -14,7 +14,7 @@ from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
-from .supervisor.lines import LongLine, Oversized, line_limit, oversized_line, read_lines
+from .supervisor.lines import LongLine, Oversized, first_read, line_limit, one_line, oversized_line, read_lines
 from .supervisor.longline import STREAM_FROM, streamed_event
 from .supervisor.typed import typed_event
 from .runtime.spill import Spiller, SpillStream, spill_event
@@ -104,15 +104,32 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
         # protocol.parse_line is typed_event, else the careful path: calling typed_event here saves a call per
         # line (a line it refuses is decoded twice, and explained)
         typed, parse_native = typed_event, protocol.parse_line
-        for seq, line in read_lines(stream, limit, STREAM_FROM, tally):
-            tally.judged += 1  # a native line is always one event, an invalid one included
+        readline = stream.readline
+        first = first_read(limit, STREAM_FROM)
+        seq = 0
+        while True:  # read_lines, with the common line (whole, within the limit, plainly valid) judged at once
+            raw = readline(first)
+            if not raw:
+                return
+            seq += 1
+            tally.read = seq
+            if raw[-1:] == b"\n" and len(raw) <= limit:  # the decoder skips the trailing newline (or \r\n)
+                event = typed(raw, seq)
+                if event is not None:
+                    tally.judged += 1  # a native line is always one event, an invalid one included
+                    yield event
+                    continue
+            line = one_line(raw, readline, first, limit)  # blank, long, too long, or to be explained
+            if line is None:
+                continue
+            tally.judged += 1
             if type(line) is bytes:
                 yield typed(line, seq) or parse_native(line, seq)
             elif type(line) is LongLine:
                 yield streamed_event(seq, line, sink(seq) if sink else None)
+                line.drain()
             else:
                 yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
-        return
     lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
     parse = line_parser(fmt)
     for seq, line in lines:

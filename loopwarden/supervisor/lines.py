@@ -109,11 +109,9 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES, stream
     is yielded as a `LongLine` to be read on in chunks (what is left unread is skipped).
     `count.read` is kept at the number of lines read, blank ones included.
     """
-    from .longline import open_output
-
     seq = 0
     readline = stream.readline
-    first = stream_from if 0 < stream_from < max_bytes else max_bytes + 2
+    first = first_read(max_bytes, stream_from)
     while True:
         raw = readline(first)
         if not raw:
@@ -121,23 +119,40 @@ def read_lines(stream: BinaryIO, max_bytes: int = DEFAULT_MAX_LINE_BYTES, stream
         seq += 1
         if count is not None:
             count.read = seq
-        if len(raw) == first != max_bytes + 2 and not raw.endswith(b"\n"):
-            start = open_output(raw)
-            if start is not None:
-                long = LongLine(raw, start, readline, max_bytes)
-                yield seq, long
-                long.drain()
-                continue
-            raw += readline(max_bytes + 2 - len(raw))  # another long line: held, as before
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if len(line) > max_bytes:
-            yield seq, _skip_rest(readline, raw)
-            continue
-        if not line or line.isspace():  # blank (isspace: the same ASCII blanks as strip, with no copy)
+        line = one_line(raw, readline, first, max_bytes)
+        if line is None:
             continue
         yield seq, line
+        if type(line) is LongLine:
+            line.drain()
+
+
+def first_read(max_bytes: int, stream_from: int) -> int:
+    """How much `read_lines` asks `readline` for at the start of a line."""
+    return stream_from if 0 < stream_from < max_bytes else max_bytes + 2
+
+
+def one_line(raw: bytes, readline: Callable[[int], bytes], first: int,
+             max_bytes: int) -> bytes | Oversized | LongLine | None:
+    """What `read_lines` yields for the line that starts with `raw` (one `readline(first)`), None if blank.
+
+    Reads on with `readline` when the line is longer than `raw`; a LongLine is drained by the caller once
+    it has been judged."""
+    if len(raw) == first != max_bytes + 2 and not raw.endswith(b"\n"):
+        from .longline import open_output
+
+        start = open_output(raw)
+        if start is not None:
+            return LongLine(raw, start, readline, max_bytes)
+        raw += readline(max_bytes + 2 - len(raw))  # another long line: held, as before
+    line = raw[:-1] if raw.endswith(b"\n") else raw
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if len(line) > max_bytes:
+        return _skip_rest(readline, raw)
+    if not line or line.isspace():  # blank (isspace: the same ASCII blanks as strip, with no copy)
+        return None
+    return line
 
 
 def _skip_rest(readline: Callable[[int], bytes], head: bytes) -> Oversized:

@@ -164,9 +164,10 @@ def _attempt(r: Any, seq: int) -> ev.Event:
                       work=r.work if r.work is not None else [])
 
 
-def _text(cls: type[ev.Event], name: str) -> Callable[[Any, int], ev.Event]:
+def _text(cls: type[ev.Event]) -> Callable[[Any, int], ev.Event]:
+    """The event of a record whose one own field is `text` (named outright: no kwargs dict per line)."""
     def build(r: Any, seq: int) -> ev.Event:
-        return cls(seq=seq, ts=r.ts, task=r.task, agent=r.agent, **{name: getattr(r, name)})
+        return cls(seq=seq, ts=r.ts, task=r.task, agent=r.agent, text=r.text)  # type: ignore[call-arg]
     return build
 
 
@@ -181,10 +182,10 @@ _BUILD: dict[type[_Common], Callable[[Any, int], ev.Event | None]] = {
     _Hello: _hello,
     _ToolCall: _tool_call,
     _ToolResult: _tool_result,
-    _AssistantMessage: _text(ev.AssistantMessage, "text"),
-    _UserMessage: _text(ev.UserMessage, "text"),
-    _SystemNudge: _text(ev.SystemNudge, "text"),
-    _Condensation: _text(ev.Condensation, "text"),
+    _AssistantMessage: _text(ev.AssistantMessage),
+    _UserMessage: _text(ev.UserMessage),
+    _SystemNudge: _text(ev.SystemNudge),
+    _Condensation: _text(ev.Condensation),
     _ValidationError: _validation_error,
     _Error: _fields(ev.Error),
     _TestResult: _fields(ev.TestResult),
