@@ -2,20 +2,51 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from ..runtime.hosts import HostError
-from . import adapters, demo, explain, hook, live, notify, offline, remote, web
 from .common import EXIT_USAGE, Fail
+
+# Each command by name: (its module in loopwarden.cli, its attribute there). A command's module is imported
+# when that command runs (or --help lists them all), so `loopwarden ls` does not pay for the web server, the
+# replay engine or the adapters' SDKs. tests/test_cli_lazy.py checks this against the modules themselves.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": ("offline", "replay"), "config": ("offline", "config"), "demo": ("demo", "demo"),
+    "run": ("run", "run"), "ls": ("live", "ls"), "status": ("live", "status"), "logs": ("live", "logs"),
+    "gates": ("live", "gates"), "approve": ("live", "approve"), "deny": ("live", "deny"),
+    "grant": ("live", "grant"), "reset": ("live", "reset"), "set": ("live", "set_limits"),
+    "inject": ("live", "inject"), "pause": ("live", "pause"), "resume": ("live", "resume"),
+    "kill": ("live", "kill"), "rewind": ("live", "rewind"), "restart": ("live", "restart"),
+    "adopt": ("live", "adopt"), "audit": ("live", "audit"), "explain": ("explain", "explain"),
+    "prune": ("live", "prune"), "console": ("live", "console"), "web": ("web", "web"), "serve": ("live", "serve"),
+    "stop-daemon": ("live", "stop_daemon"), "hook": ("hook", "hook"), "adapters": ("adapters", "adapters"),
+    "notify": ("notify", "notify"), "where": ("remote", "where"),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The command `name` (a key of COMMANDS), its module imported now."""
+    module, attr = COMMANDS[name]
+    command: click.Command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    return command
 
 
 class _Commands(click.Group):
-    """The command group; `loopwarden ls --host box` reads as `loopwarden --host box ls`."""
+    """The command group; `loopwarden ls --host box` reads as `loopwarden --host box ls`. Commands load when
+    first asked for (COMMANDS)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(load_command(cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        command = self.commands.get(args[0]) if args else None
+        command = self.get_command(ctx, args[0]) if args else None
         valued = {name for p in (command.params if command else []) if isinstance(p, click.Option) and not p.is_flag
                   for name in p.opts}
         return super().parse_args(ctx, host_first(args, valued))
@@ -25,7 +56,11 @@ def host_first(args: list[str], valued: set[str] | frozenset[str] = frozenset())
     """`--host X` (or `--host=X`) given after a command that works through a host, moved before it, where the
     group's option is; up to `--`, after which words are the command's own, and never the value of one of the
     command's options (`valued`: `--note --host` is a note)."""
-    if not args or args[0] not in remote.REMOTE_COMMANDS:
+    if not args or not any(a == "--host" or a.startswith("--host=") for a in args[1:]):
+        return args  # nothing to move: the common case, without importing the ssh machinery
+    from .remote import REMOTE_COMMANDS
+
+    if args[0] not in REMOTE_COMMANDS:
         return args
     rest, moved = list(args[1:]), []
     i = 0
@@ -70,21 +105,16 @@ def main(ctx: click.Context, host: str | None) -> None:
     """
     if ctx.invoked_subcommand in (None, "console") and host:
         ctx.meta["hosts"] = (host,)  # the console attaches to it beside this machine's daemon
-    else:
+    elif host is not None:
+        from ..runtime.hosts import HostError
+        from .remote import choose
+
         try:
-            remote.choose(host, ctx.invoked_subcommand)
+            choose(host, ctx.invoked_subcommand)
         except HostError as exc:  # a bad name, or a command that acts on this machine only
             raise Fail(str(exc)) from None
     if ctx.invoked_subcommand is None:
-        ctx.invoke(live.console)
-
-
-for command in (offline.replay, demo.demo, offline.config, live.run, live.ls, live.status, live.logs,
-                live.gates, live.approve, live.deny, live.grant, live.reset, live.set_limits, live.inject, live.pause,
-                live.resume, live.kill, live.rewind, live.restart, live.adopt, live.audit, explain.explain, live.prune,
-                live.console, web.web, live.serve, live.stop_daemon, hook.hook, adapters.adapters, notify.notify,
-                remote.where):
-    main.add_command(command)
+        ctx.invoke(load_command("console"))
 
 
 def run() -> None:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
-from ..sessions import acp_agents, registry
 from ..runtime.client import DaemonError
-from ..runtime.commands import missing_program
 from ..runtime.ending import ending, exit_words
 from ..runtime.hosts import HostError
 from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
@@ -22,8 +18,8 @@ from ..supervisor.health import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines
-from .common import (DaemonFail, Fail, build_config, call, config_env, config_options, connect, failure,
-                     operator_connection, profile_paths, shutdown_daemon)
+from .common import (DaemonFail, Fail, build_config, call, config_options, connect, failure,
+                     profile_paths, shutdown_daemon)
 from .remote import host_names, route
 
 FINAL = FINAL_STATES
@@ -67,99 +63,6 @@ def _mem(rss: int | None) -> str:
     if not rss:
         return "-"
     return f"{rss / (1 << 20):.0f}M"
-
-
-@click.command(context_settings={"ignore_unknown_options": True})
-@config_options
-@click.option("--name", help="A name to find the session by (default: the command's name); one a live session "
-                             "has gets a suffix (python-2).")
-@click.option("--adapter", type=click.Choice(registry.names()), default="auto", show_default=True,
-              help="auto: chosen from the command (codex app-server, ACP agents) or from the agent's first output "
-                   "line (a loopwarden event: native; Claude Code stream-json; codex exec --json), else plain; "
-                   "the choice and why are printed and kept in `logs`. "
-                   "native: loopwarden's JSON protocol, strictly (lines that are not end the session); "
-                   "plain: any command, its output shown and stored (time, output and process limits); "
-                   "claude-code: Claude Code, COMMAND being claude's arguments and the prompt (docs/claude-code.md); "
-                   "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
-                   "and the prompt last (docs/codex.md). "
-                   "`loopwarden adapters` lists them all with what each can do.")
-@click.option("--agent", "acp_agent", type=click.Choice(list(acp_agents.AGENTS)),
-              help="A known ACP agent, COMMAND being the prompt: the same as --adapter acp with its command "
-                   "(gemini --acp, opencode acp, claude-agent-acp) found on PATH or in the project's .agents "
-                   "folder (docs/acp.md).")
-@click.option("--task", help="Task id for loop counting, when the agent does not send one.")
-@click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
-@click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        acp_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
-    """Start COMMAND as a supervised session and stream what it does.
-
-    Without --adapter, loopwarden chooses from what the agent does and says
-    which and why: its command (codex app-server, an ACP agent), else its
-    first line on stdout (loopwarden's protocol, Claude Code stream-json,
-    codex exec --json), else plain output, shown and stored. No command
-    is ended for not speaking loopwarden's protocol unless --adapter native
-    asks for that.
-
-    Ctrl-C detaches without stopping the session. The exit code is the
-    session's: the agent's own when it exits, or the termination reason's
-    (max_runtime 10, repetition_loop 11, validation_failure 12,
-    consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
-    operator 17, lost 19: the daemon died while following, daemon_stopped 20).
-    A command that cannot start exits 127; loopwarden's own errors exit 2 (what
-    was asked is wrong), 3 (the daemon could not be reached or cannot do it now)
-    or 4 (refused inside a supervised session).
-
-    \b
-    Examples:
-      loopwarden run --set limits.max_runtime=5s -- python -c "import time; time.sleep(60)"
-      loopwarden run --name fixer -- python -m loopwarden.sessions.scripted repetition
-      loopwarden run --set limits.stall_timeout=2m -- make test
-      loopwarden run --adapter native -- ./my-agent
-      loopwarden run --adapter claude-code -- --max-turns 30 "fix the failing test"
-      loopwarden run --adapter codex -- -m gpt-5.5 "fix the failing test"
-      loopwarden run --adapter acp -- opencode acp -- "fix the failing test"
-      loopwarden run --agent gemini -- "fix the failing test"
-      loopwarden run -d -- ./my-agent --task T1
-    """
-    build_config(config_file, preset, sets)  # fail here, before anything starts
-    cmd = list(command)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    env = dict(os.environ)
-    try:
-        if acp_agent:
-            if adapter not in ("auto", "acp"):
-                raise ValueError(f"--agent {acp_agent} runs the acp adapter; leave out --adapter {adapter}")
-            adapter = "acp"
-            cmd = acp_agents.shortcut_words(acp_agent, cmd, env, os.getcwd())
-        cls = registry.adapters()[adapter]
-        cmd = cls.launch_command(cmd, env)
-        env.update(cls.launch_env(cmd, env, os.getcwd()))
-    except ValueError as exc:
-        raise Fail(str(exc)) from None
-    missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
-    if missing:
-        click.echo(f"loopwarden: error: {missing}", err=True)
-        sys.exit(127)
-    spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": env,
-            "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
-            "config_file": str(Path(config_file).resolve()) if config_file else None}
-    with operator_connection() as client:
-        try:
-            started = client.request("run", spec=spec)
-        except DaemonError as exc:
-            raise failure(exc) from None
-        sid = started["id"]
-        _say_renamed(started)
-        if detach:
-            click.echo(sid)
-            return
-        name = visible(str(started["name"]))
-        click.echo(f"loopwarden: session {sid} ({name}) started; Ctrl-C detaches", err=True)
-        code = _follow(client, sid, as_json)
-    sys.exit(code)
 
 
 def _say_renamed(started: dict[str, Any]) -> None:

@@ -88,7 +88,10 @@ def test_every_command_has_an_example_in_its_help() -> None:
 
     def walk(cmd: click.Command, path: list[str]) -> Any:
         yield path, cmd
-        for name, sub in (cmd.commands.items() if isinstance(cmd, click.Group) else ()):
+        ctx = click.Context(cmd)
+        for name in (cmd.list_commands(ctx) if isinstance(cmd, click.Group) else ()):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, name
             yield from walk(sub, [*path, name])
 
     missing = [" ".join(path) for path, cmd in walk(main, ["loopwarden"])
