@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import psutil
 
 from ..runtime.client import Client, DaemonError
 from ..supervisor.config import Config, ConfigError, load_config
@@ -185,6 +184,8 @@ def _wait_gone(pid: Any, paths: Paths) -> None:
     """Wait until the daemon `pid` has exited (its lock and socket go with it), at most STOP_WAIT seconds."""
     if not isinstance(pid, int):
         return
+    import psutil  # only stop-daemon and demo wait for a daemon: the other commands skip its import
+
     try:
         daemon = psutil.Process(pid)
     except psutil.Error:

@@ -14,7 +14,7 @@ from ..runtime.ending import ending, exit_words
 from ..runtime.hosts import HostError
 from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
-from ..supervisor.health import RESETTABLE
+from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines

@@ -12,7 +12,7 @@ import psutil
 from ..sessions.base import Adapter, Capability
 from ..supervisor.config import Config, ConfigError, change, load_config, show_value, value_of
 from ..supervisor.gates import GateError
-from ..supervisor.health import RESETTABLE
+from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from . import messages
 from .config import Config
+from .counters import RESETTABLE as RESETTABLE  # re-exported: its home before it moved out for the command line
 from .control import NOTHING, TUNED_GUARDS, ToolControl
 from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult, UserMessage,
                      ValidationError)
@@ -35,11 +36,6 @@ from .verdicts import Action, Termination, Verdict, terminate
 RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
 _DECIDED_GATES_KEPT = 200
 OPERATOR_RULE = "operator"  # the rule of the verdicts that carry an operator's own decision (guidance, grant, kill)
-# names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
-RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "polling",
-                        "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
-                        "iterations", "escalation", "condensation", "rereads", "chanting",
-                        "reflections"})
 _VALIDATION_KEPT = 1000
 _EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
