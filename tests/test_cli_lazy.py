@@ -52,16 +52,39 @@ def test_help_lists_every_command_with_its_short_help_as_the_eager_group_does() 
             assert f"  {name} " in listed and command.get_short_help_str(limit=40)[:20] in listed
 
 
-def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
-    """`loopwarden ls` does not import the web server, the demo, the replay engine or the adapters."""
+def _modules_after(tmp_path: Path, *args: str) -> tuple[str, set[str]]:
+    """Run `loopwarden ARGS` in a fresh interpreter (no daemon in its profile); its output and the modules
+    it imported."""
     code = ("import sys\nfrom loopwarden.cli import main\n"
-            "try:\n    main.main(['ls', '--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            f"try:\n    main.main({list(args)!r}, standalone_mode=False)\nexcept BaseException as exc:\n"
+            "    print(type(exc).__name__)\n"
             "print('MODULES', *sorted(sys.modules), file=sys.stderr)")
     env = {**os.environ, "LOOPWARDEN_HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
                           check=True)
-    assert "Usage: " in proc.stdout and " ls " in proc.stdout
-    loaded = set(proc.stderr.split("MODULES", 1)[1].split())
+    return proc.stdout, set(proc.stderr.split("MODULES", 1)[1].split())
+
+
+# what `ls` (and the other commands that only talk to the daemon) has no use for
+NOT_FOR_LS = {"loopwarden.cli.web", "loopwarden.cli.demo", "loopwarden.cli.adapters", "loopwarden.cli.offline",
+              "loopwarden.cli.hook", "loopwarden.cli.run", "loopwarden.replay", "loopwarden.sessions.registry",
+              "loopwarden.supervisor.health", "loopwarden.supervisor.config", "psutil"}
+
+
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    """`loopwarden ls` does not import the web server, the demo, the replay engine, the adapters or the engine."""
+    out, loaded = _modules_after(tmp_path, "ls", "--help")
+    assert "Usage: " in out and " ls " in out
     assert "loopwarden.cli.live" in loaded
-    assert not loaded & {"loopwarden.cli.web", "loopwarden.cli.demo", "loopwarden.cli.adapters",
-                         "loopwarden.cli.offline", "loopwarden.cli.hook", "loopwarden.replay"}
+    assert not loaded & NOT_FOR_LS
+
+
+def test_ls_without_a_daemon_imports_none_of_the_rest(tmp_path: Path) -> None:
+    out, loaded = _modules_after(tmp_path, "ls")
+    assert out.strip() == "DaemonFail"  # read-only commands start no daemon
+    assert not loaded & NOT_FOR_LS
+
+
+def test_run_loads_the_adapter_registry_for_its_choices(tmp_path: Path) -> None:
+    out, loaded = _modules_after(tmp_path, "run", "--help")
+    assert "--adapter [" in out and "loopwarden.sessions.registry" in loaded

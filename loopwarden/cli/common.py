@@ -6,17 +6,19 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..runtime.client import Client, DaemonError
-from ..supervisor.config import Config, ConfigError, load_config
 from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.hosts import HostError, hosts_file, supervised_refusal
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 from .remote import chosen, closed_early, remote_client, route
+
+if TYPE_CHECKING:
+    from ..supervisor.config import Config
 
 # exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
 EXIT_USAGE = 2  # what was asked is wrong: usage, a bad value, an unknown or ambiguous session, an ended one
@@ -75,6 +77,8 @@ def config_options(func: Any) -> Any:
 
 
 def build_config(config_file: str | None, preset: str | None, sets: tuple[str, ...] | list[str]) -> Config:
+    from ..supervisor.config import ConfigError, load_config  # its dataclasses: only for commands that build one
+
     try:
         return load_config(preset=preset, file=config_file, sets=list(sets))
     except ConfigError as exc:

@@ -12,7 +12,6 @@ import orjson
 from ..runtime.client import DaemonError
 from ..runtime.ending import ending, exit_words
 from ..runtime.hosts import HostError
-from ..supervisor.config import ConfigError, format_duration, parse_duration, parse_set, show_value
 from ..runtime.principal import EXPLANATION
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
@@ -30,7 +29,11 @@ def _json_out(data: Any) -> None:
 
 
 def _age(seconds: float | None) -> str:
-    return "-" if seconds is None else format_duration(max(0.0, seconds))
+    if seconds is None:
+        return "-"
+    from ..supervisor.config import format_duration  # the config module's dataclasses cost ls more than it lists
+
+    return format_duration(max(0.0, seconds))
 
 
 def _state(snap: dict[str, Any]) -> str:
@@ -491,6 +494,8 @@ def prune(older_than: str, audit_older_than: str | None, dry_run: bool, as_json:
       loopwarden prune --older-than 7d
       loopwarden prune --older-than 90d --audit-older-than 365d
     """
+    from ..supervisor.config import parse_duration
+
     try:
         older = parse_duration(older_than)
         audit = parse_duration(audit_older_than) if audit_older_than else None
@@ -600,6 +605,8 @@ def set_limits(session: str, values: tuple[str, ...]) -> None:
       loopwarden set s3 limits.max_runtime=2h
       loopwarden set fixer repetition.max_identical_calls=3 gates.timeout=10m
     """
+    from ..supervisor.config import ConfigError, parse_set, show_value
+
     try:
         pairs = dict(parse_set(item, "set") for item in values)
     except ConfigError as exc:
