@@ -88,3 +88,11 @@ def test_ls_without_a_daemon_imports_none_of_the_rest(tmp_path: Path) -> None:
 def test_run_loads_the_adapter_registry_for_its_choices(tmp_path: Path) -> None:
     out, loaded = _modules_after(tmp_path, "run", "--help")
     assert "--adapter [" in out and "loopwarden.sessions.registry" in loaded
+
+
+def test_a_mistyped_command_is_answered_with_the_nearest_commands_though_none_is_loaded(tmp_path: Path) -> None:
+    out, _ = _modules_after(tmp_path, "lgs")
+    assert out.strip() == "NoSuchCommand"
+    proc = subprocess.run([sys.executable, "-m", "loopwarden", "lgs"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LOOPWARDEN_HOME": str(tmp_path)})
+    assert proc.returncode != 0 and "No such command 'lgs'" in proc.stderr and "'logs'" in proc.stderr

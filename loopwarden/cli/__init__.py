@@ -45,6 +45,14 @@ class _Commands(click.Group):
             self.add_command(load_command(cmd_name), cmd_name)
         return self.commands.get(cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                               list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:  # suggest from every command, not only those loaded
+            raise click.exceptions.NoSuchCommand(exc.command_name, possibilities=self.list_commands(ctx),
+                                                 ctx=ctx) from None
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         command = self.get_command(ctx, args[0]) if args else None
         valued = {name for p in (command.params if command else []) if isinstance(p, click.Option) and not p.is_flag
