@@ -16,7 +16,7 @@ from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
 from .supervisor.lines import LongLine, Oversized, first_read, line_limit, one_line, oversized_line, read_lines
 from .supervisor.longline import STREAM_FROM, streamed_event
-from .supervisor.typed import typed_event
+from .supervisor import typed
 from .runtime.spill import Spiller, SpillStream, spill_event
 from .supervisor.verdicts import Action, Verdict
 
@@ -101,9 +101,10 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
         yield from _array_events(stream, limit, tally)
         return
     if fmt == "native":
-        # protocol.parse_line is typed_event, else the careful path: calling typed_event here saves a call per
-        # line (a line it refuses is decoded twice, and explained)
-        typed, parse_native = typed_event, protocol.parse_line
+        # protocol.parse_line is typed_event, else the careful path: typed_event's two steps done here save a
+        # call per line (a line they refuse is decoded twice, and explained)
+        typed_event, parse_native = typed.typed_event, protocol.parse_line
+        decode, event_of, refused = typed.decode_record, typed.EVENT_OF, typed.REFUSED
         readline = stream.readline
         first = first_read(limit, STREAM_FROM)
         seq = 0
@@ -114,7 +115,11 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
             seq += 1
             tally.read = seq
             if raw[-1:] == b"\n" and len(raw) <= limit:  # the decoder skips the trailing newline (or \r\n)
-                event = typed(raw, seq)
+                try:
+                    record = decode(raw)
+                    event = event_of[type(record)](record, seq)
+                except refused:
+                    event = None
                 if event is not None:
                     tally.judged += 1  # a native line is always one event, an invalid one included
                     yield event
@@ -124,7 +129,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
                 continue
             tally.judged += 1
             if type(line) is bytes:
-                yield typed(line, seq) or parse_native(line, seq)
+                yield typed_event(line, seq) or parse_native(line, seq)
             elif type(line) is LongLine:
                 yield streamed_event(seq, line, sink(seq) if sink else None)
                 line.drain()

@@ -47,11 +47,20 @@ class AlternationGuard(TypedGuard):
 
     def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.pending = call
-        changing = self._changing(call)
+        recent = self.recent
+        sig = call.sig
+        if len(recent) == 2 and sig == recent[0].sig and sig != recent[1].sig:
+            self.continued += 1
+        else:
+            self.continued = 0
+            self.changing_nudged = False
+        recent.append(call)
+        # one cycle (no A,B going on: most calls) reaches only a ceiling of 1
+        changing = self._changing(call) if self.continued or 0 < self.ceiling <= 1 else NO_VERDICTS
         if not self.armed:
             return changing
         expected = self.pairs[-2][0] if len(self.pairs) >= 2 else None
-        if call.sig != expected:
+        if sig != expected:
             self.armed = False
             self.pairs.clear()
             return NO_VERDICTS
@@ -93,14 +102,9 @@ class AlternationGuard(TypedGuard):
                         message=messages.alternation_nudge(a, b, cycles), evidence={"pattern": [a, b]}),)
 
     def _changing(self, call: ToolCall) -> Sequence[Verdict]:
-        """A,B,A,B by the calls alone: past `ceiling` cycles, one nudge unless identical results had one."""
+        """A,B,A,B by the calls alone (counted in `continued`): past `ceiling` cycles, one nudge unless
+        identical results had one."""
         recent = self.recent
-        if len(recent) == 2 and call.sig == recent[0].sig and call.sig != recent[1].sig:
-            self.continued += 1
-        else:
-            self.continued = 0
-            self.changing_nudged = False
-        recent.append(call)
         cycles = (self.continued + 2) // 2
         if not self.ceiling or cycles < self.ceiling or self.changing_nudged or self.nudged or self.armed:
             return NO_VERDICTS

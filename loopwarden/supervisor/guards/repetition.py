@@ -72,15 +72,16 @@ class RepetitionGuard(TypedGuard):
         return self._call if kind is ToolCall else self._result
 
     def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
-        out: list[Verdict] = []
-        if self.nudge_due:
-            out.append(self._nudge())
+        out: list[Verdict] = [self._nudge()] if self.nudge_due else []
         if call.sig == self.sig:
             self.streak += 1
             self.run += 1
         else:
             self._clear()
             self.sig, self.tool, self.args, self.streak, self.run = call.sig, call.tool, call.args, 1, 1
+            self.call_id = call.call_id
+            if not out and self.cfg.nudge_after != 1:
+                return NO_VERDICTS  # a first call: only a nudge after one call could be due (the rest need two)
         self.call_id = call.call_id
         gate_after = self.cfg.progress_gate_after
         if (gate_after and self.run > gate_after and not self.poll_gated and self.changes

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TypeVar
 
 from .. import messages
 from ..config import Config, Repetition
@@ -51,10 +50,16 @@ class SameErrorGuard(TypedGuard):
         return self._call if kind is ToolCall else self._result
 
     def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
-        self.last_tool = call.tool
-        if call.call_id is not None:
-            _remember(self.tools_by_call, call.call_id, call.tool)
-        armed = self.armed.pop(call.tool, None) if self.armed else None  # usually none is armed
+        self.last_tool = tool = call.tool
+        call_id = call.call_id
+        if call_id is not None:  # remembered as most recent, the oldest dropped past the bound
+            table = self.tools_by_call
+            if call_id in table:  # a new id is inserted last already (call ids are usually new)
+                table.move_to_end(call_id)
+            table[call_id] = tool
+            if len(table) > _MAX_TRACKED:
+                table.popitem(last=False)
+        armed = self.armed.pop(tool, None) if self.armed else None  # usually none is armed
         if armed is None or self.ledger.blocked_seq == call.seq:
             return NO_VERDICTS
         fingerprint, count = armed
@@ -139,15 +144,3 @@ class SameErrorGuard(TypedGuard):
         self._fingerprint_all()
         worst = max((streak.count for streak in self.streaks.values()), default=0)
         return [Counter("same_error", worst, self.cfg.max_same_error)]
-
-
-V = TypeVar("V")
-
-
-def _remember(table: OrderedDict[str, V], key: str, value: V) -> None:
-    """Insert as most recent, dropping the oldest entry past the bound."""
-    if key in table:  # a new key is inserted last already (call ids are usually new)
-        table.move_to_end(key)
-    table[key] = value
-    if len(table) > _MAX_TRACKED:
-        table.popitem(last=False)
