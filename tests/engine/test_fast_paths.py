@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 import random
 
+from loopwarden.supervisor.guards.chanting import find_chant, maybe_chanting, prose
 from loopwarden.supervisor.guards.rereads import normal_path
 
 
@@ -39,3 +40,42 @@ def test_a_check_command_is_told_as_the_word_by_word_test_would() -> None:
     assert sum(map(plain, commands)) > 500  # check commands, and near misses beside them
     for command in commands:
         assert guard._is_check(command) == plain(command), command
+
+
+def _chants(text: str, chunk: int, repeats: int) -> bool:
+    """The chanting rule's own check over the message's prose, with no pre-check."""
+    return any(find_chant(run, chunk, repeats) for run in prose(text))
+
+
+def test_the_chanting_pre_check_passes_every_message_that_chants() -> None:
+    """maybe_chanting searches a short message only as far as its smallest gap can reach: the chants that
+    fill their message to the last character (the tightest case) must all still pass it."""
+    rng = random.Random(16)
+    letters = "abcdefgh ijk"
+    fired = 0
+    for _ in range(3000):
+        chunk = rng.choice((50, 50, 20, 7))
+        repeats = rng.choice((10, 10, 3, 2))
+        if rng.random() < 0.5:  # a passage of period g repeated: exactly `repeats` occurrences of its first chunk
+            g = rng.randint(1, 5 * chunk)
+            base = "".join(rng.choice(letters) for _ in range(g))
+            body = (base * (chunk // g + repeats + 1))[:chunk + (repeats - 1) * g]
+        else:  # one chunk, with fillers of up to three kinds between its occurrences
+            passage = "".join(rng.choice(letters) for _ in range(chunk))
+            fillers = ["".join(rng.choice(letters) for _ in range(rng.randint(0, 4 * chunk))) for _ in range(3)]
+            body = passage + "".join(rng.choice(fillers) + passage for _ in range(repeats - 1))
+        text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 30))) + body \
+            + "".join(rng.choice(letters) for _ in range(rng.randint(0, 30)))
+        if _chants(text, chunk, repeats):
+            fired += 1
+            assert maybe_chanting(text, chunk, repeats), (chunk, repeats, text)
+    assert fired > 1000  # the cases above mostly chant
+
+
+def test_the_chanting_pre_check_turns_away_plain_prose() -> None:
+    """The near miss: messages with no passage repeated are mostly turned away before the rule's own check."""
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 9))) for _ in range(300)]
+    passed = sum(maybe_chanting(" ".join(rng.choice(words) for _ in range(rng.randint(20, 400))) + ".", 50, 10)
+                 for _ in range(200))
+    assert passed < 20

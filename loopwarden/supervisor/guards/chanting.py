@@ -49,16 +49,22 @@ def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
     Sound: of `repeats` occurrences with an average spacing of at most 5 chunks, two are at most 5
     chunks apart; the occurrence before that smallest gap holds a sampled piece (stride 4/5 of a
     chunk, length chunk - stride + 1) which recurs within the gap. Either the gap is shorter than the piece,
-    or no two occurrences overlap and the piece occurs `repeats` times around it.
+    or no two occurrences of the chunk are closer than the piece, and the piece occurs `repeats` times
+    around it. The occurrences also fit in the text, so the smallest gap is at most (len(text) - chunk) /
+    (repeats - 1): a short message (most are) is searched over that much, not 5 chunks.
     """
     stride = max(1, chunk * 4 // 5)  # any stride below a chunk is sound; a longer one is fewer `find`s
     piece = chunk - stride + 1
     gap = 5 * chunk
     span = gap * (repeats - 1) + chunk
+    reach = min(gap, (len(text) - chunk) // (repeats - 1)) + piece  # where the piece's next occurrence ends
     find = text.find
-    for i in range(0, len(text) - chunk + 1, stride):
+    # the sampled piece of an occurrence may start up to stride - 1 past it, and an occurrence follows it: the
+    # last piece worth a search starts piece + 1 before the end (it once stopped a chunk before: a short chant
+    # after a few other characters was missed)
+    for i in range(0, len(text) - piece, stride):
         sub = text[i:i + piece]
-        j = find(sub, i + 1, i + gap + piece)
+        j = find(sub, i + 1, i + reach)
         if j >= 0 and (j - i < piece or text.count(sub, max(0, i - span), i + span + piece) >= repeats):
             return True
     return False
