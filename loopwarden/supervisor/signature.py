@@ -37,14 +37,17 @@ def _canon(value: Any, depth: int) -> Any:
 
 def canonical_args(args: dict[str, Any]) -> bytes:
     """Arguments as canonical JSON: sorted keys, 1.0 == 1, surrounding whitespace of strings ignored."""
-    for value in args.values():  # flat arguments already canonical (the common case) are written as they are
+    padded = False
+    for value in args.values():  # flat arguments (the common case) are written as they are, strings stripped
         kind = type(value)
         if kind is str:
             if value and (value[0].isspace() or value[-1].isspace()):
-                break
+                padded = True  # (code sent to an edit often ends with a newline)
         elif kind is not int and kind is not bool and value is not None:
             break
     else:
+        if padded:  # what the walk gives for flat arguments, with no call per value
+            args = {k: v.strip() if type(v) is str else v for k, v in args.items()}
         return orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
     return orjson.dumps(_canon(args, 0), option=orjson.OPT_SORT_KEYS)
 

@@ -82,8 +82,10 @@ class SameErrorGuard(TypedGuard):
         if tool is None:
             return NO_VERDICTS
         if not result.failed:
-            self._forget(tool)
-            self.armed.pop(tool, None)
+            if self.streaks:  # usually no tool has a streak of failures going: nothing to forget
+                self._forget(tool)
+            if self.armed:
+                self.armed.pop(tool, None)
             return NO_VERDICTS
         streaks = self.streaks
         streak = streaks.get(tool)
