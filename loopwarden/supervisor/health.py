@@ -41,6 +41,10 @@ _EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
 # off drops their verdicts, never their observing
 _ALWAYS_OBSERVE = frozenset({"runtime", "validation"})
+# Calls and results are most events: `observe` does validation's and runtime's bookkeeping of them itself (what
+# their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard fewer.
+# A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
+_FUSED = (ToolCall, ToolResult)
 
 
 class SessionHealth:
@@ -140,6 +144,18 @@ class SessionHealth:
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         else:  # the common case: every guard of the type, by its bound method
+            if kind is ToolCall:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
+                validation = self._validation
+                if validation.call_pending:
+                    validation.count = 0  # the call before was valid
+                validation.call_pending = True
+                runtime.last_activity, runtime.stalled = now, False
+                runtime.last_tool, runtime.last_result = event.tool, None  # type: ignore[attr-defined]
+            elif kind is ToolResult:  # and of a result: a valid step, and activity
+                validation = self._validation
+                validation.count, validation.call_pending = 0, False
+                runtime.last_activity, runtime.stalled = now, False
+                runtime.last_result = event  # type: ignore[assignment]
             for guard_observe in self._observers[kind]:
                 verdicts = guard_observe(event, now)
                 if verdicts:
@@ -158,7 +174,9 @@ class SessionHealth:
         on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
         self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
                           for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
-        self._observers = {kind: tuple(judge for g in guards if (judge := g.hook(kind)) is not None)
+        fused = (self._validation, self.runtime)
+        self._observers = {kind: tuple(judge for g in guards if (judge := g.hook(kind)) is not None
+                                       and not (kind in _FUSED and g in fused))
                            for kind, guards in self._dispatch.items()}
 
     def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import posixpath
 import random
 
+from loopwarden.supervisor import events as ev
+from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.guards.chanting import find_chant, maybe_chanting, prose
 from loopwarden.supervisor.guards.rereads import normal_path
+from loopwarden.supervisor.health import SessionHealth
 
 
 def test_a_path_is_normalised_as_normpath_would() -> None:
@@ -79,3 +82,34 @@ def test_the_chanting_pre_check_turns_away_plain_prose() -> None:
     passed = sum(maybe_chanting(" ".join(rng.choice(words) for _ in range(rng.randint(20, 400))) + ".", 50, 10)
                  for _ in range(200))
     assert passed < 20
+
+
+def test_calls_and_results_keep_validation_and_runtime_as_their_own_hooks_would() -> None:
+    """SessionHealth does validation's and runtime's bookkeeping of a call or result itself; a tool with its own
+    thresholds (`tools.limits`, here the defaults again) takes the guards' own hooks: both end the same."""
+    rng = random.Random(5)
+    lax = ["validation.max_consecutive=0", "failures.max_consecutive=0", "repetition.max_identical_calls=0",
+           "limits.max_runtime=0"]
+    fused = SessionHealth(load_config(env={}, sets=lax))
+    hooked = SessionHealth(load_config(env={}, sets=[*lax, "tools.limits=Bash:repetition.nudge_after=2"]))
+    assert not fused.control.tuned and "Bash" in hooked.control.tuned
+    now = 0.0
+    for seq in range(1, 1500):
+        now += rng.choice((0.5, 2.0, 31.0))  # 31 s: past the stall timeout now and then
+        kind = rng.choices(("call", "result", "invalid", "message", "verr"), (8, 8, 1, 2, 1))[0]
+        if kind == "call":
+            event: ev.Event = ev.ToolCall(seq=seq, tool="Bash", args={"command": rng.choice(("ls", "make", "ls -l"))})
+        elif kind == "result":
+            event = ev.ToolResult(seq=seq, tool=rng.choice(("Bash", None)), output=rng.choice(("a", "b")),
+                                  is_error=rng.random() < 0.3)
+        elif kind == "invalid":
+            event = ev.InvalidLine(seq=seq, reason="not JSON")
+        elif kind == "verr":
+            event = ev.ValidationError(seq=seq, message="bad output")
+        else:
+            event = ev.AssistantMessage(seq=seq, text="thinking")
+        got = [(v.rule, v.action, v.reason) for v in fused.observe(event, now)]
+        assert got == [(v.rule, v.action, v.reason) for v in hooked.observe(event, now)], seq
+        for a, b in ((fused._validation, hooked._validation), (fused.runtime, hooked.runtime)):
+            assert {k: v for k, v in vars(a).items() if k != "cfg"} == {k: v for k, v in vars(b).items() if k != "cfg"}
+    assert fused.state != "terminated" and fused.validation_total > 100

@@ -45,6 +45,7 @@ class RuntimeGuard(TypedGuard):
         self.stalled = False
         return NO_VERDICTS
 
+    # SessionHealth.observe writes `_call` and `_result` out for calls and results (health._FUSED): keep them alike
     def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
         self.last_activity = now
         self.stalled = False

@@ -44,7 +44,8 @@ class ValidationGuard(TypedGuard):
         self.total += 1
         return self._failure(event)
 
-    # a valid step resets the count; so does anything but a validation error after a call (the call was valid)
+    # a valid step resets the count; so does anything but a validation error after a call (the call was valid).
+    # SessionHealth.observe writes `_step` (for a result) and `_call` out for calls and results (health._FUSED).
     def _step(self, event: Event, now: float) -> Sequence[Verdict]:
         self.count = 0
         self.call_pending = False
