@@ -119,7 +119,8 @@ class SessionHealth:
         if kind is not ResourceSample:
             self.events += 1
             by_type = self.by_type
-            by_type[event.kind] = by_type.get(event.kind, 0) + 1
+            name = event.kind
+            by_type[name] = by_type.get(name, 0) + 1
         if kind is ToolCall:
             exempt = self._call_exemptions(event)  # type: ignore[arg-type]
         elif kind is ToolResult:
