@@ -65,6 +65,33 @@ async def test_a_waiter_does_not_wait_behind_another_lanes_backlog(tmp_path: Pat
     assert flood_done < 20_000  # s1 went first: at most one bounded transaction of the flood before it
 
 
+async def test_a_waiters_small_transaction_takes_along_what_other_lanes_queued(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    assert recorder.store is not None
+    writes: list[int] = []  # rows per transaction
+    write = recorder.store.write
+    recorder.store.write = lambda batch: (writes.append(len(batch)), write(batch))[1]  # type: ignore[method-assign]
+
+    async def audited(seqs: range) -> None:
+        for seq in seqs:
+            recorder.add("events", "s1", event("s1", seq))
+        recorder.add("actions", AUDIT, {"ts": 1.0, "actor": "op", "action": "kill", "session_id": "s1"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.run, lambda: None)
+            with anyio.fail_after(5):
+                assert await recorder.durable(AUDIT, recorder.mark(AUDIT))
+            await recorder.flush()
+            tg.cancel_scope.cancel()
+
+    await audited(range(1, 4))
+    assert writes == [4]  # one commit: the audit row and the session's three rows
+    # near miss: more queued elsewhere than a waiter's small transaction holds: it stays that small
+    writes.clear()
+    await audited(range(4, 4 + 2 * records.INLINE_ROWS))
+    assert writes[0] == records.INLINE_ROWS and sum(writes) == 2 * records.INLINE_ROWS + 1
+    assert stored(tmp_path / "lw.db", "s1") == list(range(1, 4 + 2 * records.INLINE_ROWS))
+
+
 async def test_every_transaction_is_bounded(tmp_path: Path) -> None:
     recorder = make(tmp_path)
     for seq in range(1, records.TXN_ROWS * 3 + 1):
