@@ -20,13 +20,14 @@ state, written whole next time), and waiters learn that it failed. Without a sto
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -93,6 +94,7 @@ class Recorder:
         self.writing_bytes = 0
         self._failed: deque[tuple[str, int, int]] = deque(maxlen=FAILED_KEPT)  # (lane, first, last) add numbers
         self._wanted: dict[str, int] = {}  # lane -> waiters
+        self._soon = False  # _write_waited is scheduled
         self._write_lock = anyio.Lock()
         self._has_work = anyio.Event()
         self._signalled = False  # _has_work is set (the flusher resets both when it starts a round)
@@ -178,14 +180,53 @@ class Recorder:
         while (result := self.written(lane, mark)) is None:
             self._wanted[lane] = self._wanted.get(lane, 0) + 1
             try:
-                self._urgent.set()
-                self._has_work.set()
+                if not self._soon:
+                    self._soon = True
+                    asyncio.get_running_loop().call_soon(self._write_waited)
                 await self._written.wait()
             finally:
                 self._wanted[lane] -= 1
                 if not self._wanted[lane]:
                     del self._wanted[lane]
         return result
+
+    def _write_waited(self) -> None:
+        """What waiters asked for in this pass of the event loop, written at once on the loop in one small
+        transaction when nothing else is writing (an operator's `kill` waits for its audit row): no flusher
+        round, no task switch. Else, or when it is too large, the flusher writes it next, as before."""
+        self._soon = False
+        wanted = [lane for lane in self._wanted if self.lanes.get(lane)]
+        if not wanted:
+            return  # written meanwhile, or being written: the writer wakes the waiters
+        if self.store is None or self._write_lock.locked() or not self._write_small(wanted):
+            self._urgent.set()
+            self._has_work.set()
+
+    def _write_small(self, lanes: list[str]) -> bool:
+        """`lanes` (and what rides along) in one transaction on the event loop; False when the store was
+        busy or it came out too large, with everything put back as it was."""
+        taken = self._take(lanes, self.added, INLINE_ROWS, INLINE_BYTES)
+        self._ride_along(taken, self.added)
+        try:
+            error = self._write_inline([e for got in taken.values() for e in got])
+        finally:
+            self.writing_bytes = 0
+        if error is False:
+            self._untake(taken)
+            return False
+        self._settle(taken, error)
+        if self.pending_bytes < BACKLOG_LOW:
+            self._drained.set()
+        return True
+
+    def _untake(self, taken: dict[str, list[Entry]]) -> None:
+        """Entries taken but not written back at the front of their lanes, in their order."""
+        for lane, got in taken.items():
+            entries = self.lanes.get(lane)
+            if entries is None:
+                entries = self.lanes[lane] = deque()
+            entries.extendleft(reversed(got))
+            self.pending_bytes += sum(e[3] for e in got)
 
     def forget(self, lane: str) -> None:
         """A released session's lane, once all of it is written: nobody will wait on it again."""
@@ -308,12 +349,18 @@ class Recorder:
     async def _write_taken(self, taken: dict[str, list[Entry]]) -> None:
         entries = [e for got in taken.values() for e in got]
         try:
-            error = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
-            if error is False:
+            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
+            if inline is False:
                 with anyio.CancelScope(shield=True):  # taken from the lanes: written, or counted, never lost
                     error = await anyio.to_thread.run_sync(self._write, entries)
+            else:
+                error = inline
         finally:
             self.writing_bytes = 0
+        self._settle(taken, error)
+
+    def _settle(self, taken: dict[str, list[Entry]], error: str | None) -> None:
+        """After a transaction: its lanes done up to it (or failed), state queued again on failure, waiters woken."""
         for lane, got in taken.items():
             self.done[lane] = max(self.done.get(lane, 0), got[-1][0])
             if error is not None:
@@ -337,7 +384,7 @@ class Recorder:
             elif self._write(entries) is not None:
                 self._count_lost(entries)
 
-    def _write_inline(self, entries: list[Entry]) -> str | bool | None:
+    def _write_inline(self, entries: list[Entry]) -> str | Literal[False] | None:
         """A few rows someone waits on, written on the event loop when the store is free (a thread hop
         costs more than the write): None when written, the error, or False when the store was busy."""
         store = self.store
