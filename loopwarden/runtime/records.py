@@ -3,12 +3,13 @@
 Every record a session produces (event, verdict, gate, spill, session snapshot) joins
 that session's lane; audit rows have a lane of their own. A flusher writes the lanes
 in transactions of at most TXN_ROWS rows or TXN_BYTES bytes, round-robin, every
-FLUSH_SECONDS, on a worker thread. Someone who needs a record stored before going on
-(a handshake verdict must not reach its agent before its event is durable; an
-operator action is answered only once its audit row is) waits on its lane's mark:
-that lane is written next, in a small transaction of its own, so a flood in other
-sessions never delays it by more than one bounded transaction (group commit: what
-else queued in that lane meanwhile rides along).
+FLUSH_SECONDS, on a worker thread (a small transaction on the event loop). Someone who
+needs a record stored before going on (a handshake verdict must not reach its agent
+before its event is durable; an operator action is answered only once its audit row
+is) waits on its lane's mark: the lanes waited on in one pass of the event loop are
+written next, in one small transaction (at once on the loop when nothing else is
+writing), so a flood in other sessions never delays them by more than one bounded
+transaction (group commit: what else queued meanwhile rides along, up to that size).
 
 Memory is bounded by bytes: past BACKLOG_HIGH bytes waiting for the store, session
 pumps wait (their agents' pipes fill and the agents block); past PENDING_CAP, events
@@ -42,7 +43,8 @@ ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts
 BACKLOG_HIGH = 16 << 20  # bytes waiting for the store before session pumps wait
 BACKLOG_LOW = 4 << 20  # ... and resume once the backlog is back under this
 PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
-INLINE_ROWS = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free
+INLINE_ROWS = 64  # a transaction this small is written on the event loop when the store is free (a thread hop
+# costs more than such a write)
 INLINE_BYTES = 64 << 10  # ... and no larger than this
 FAILED_KEPT = 256  # failed ranges remembered for durability waiters
 LOG_EVERY = 10.0  # seconds between two log lines about failing writes
@@ -205,7 +207,9 @@ class Recorder:
     def _write_small(self, lanes: list[str]) -> bool:
         """`lanes` (and what rides along) in one transaction on the event loop; False when the store was
         busy or it came out too large, with everything put back as it was."""
-        taken = self._take(lanes, self.added, INLINE_ROWS, INLINE_BYTES)
+        taken = self._take(lanes, self.added, INLINE_ROWS, INLINE_BYTES, within=True)
+        if not taken:  # a row larger than a small transaction: the flusher's
+            return False
         self._ride_along(taken, self.added)
         try:
             error = self._write_inline([e for got in taken.values() for e in got])
@@ -309,16 +313,18 @@ class Recorder:
             if self.pending_bytes < BACKLOG_LOW:
                 self._drained.set()
 
-    def _take(self, lanes: list[str], upto: int, most_rows: int = TXN_ROWS,
-              most_bytes: int = TXN_BYTES) -> dict[str, list[Entry]]:
+    def _take(self, lanes: list[str], upto: int, most_rows: int = TXN_ROWS, most_bytes: int = TXN_BYTES,
+              *, within: bool = False) -> dict[str, list[Entry]]:
         """Entries added up to `upto` for one transaction, from the front of `lanes` (rotated, so
-        every lane gets its turn)."""
+        every lane gets its turn). `within`: no entry that would take the bytes past `most_bytes`
+        (else the last one may)."""
         taken: dict[str, list[Entry]] = {}
         rows = size = 0
         for lane in lanes:
             entries = self.lanes[lane]
             got: list[Entry] = []
-            while entries and entries[0][0] <= upto and rows < most_rows and size < most_bytes:
+            while (entries and entries[0][0] <= upto and rows < most_rows
+                   and (size + entries[0][3] <= most_bytes if within else size < most_bytes)):
                 entry = entries.popleft()
                 got.append(entry)
                 rows += 1
@@ -343,13 +349,13 @@ class Recorder:
         if rows >= INLINE_ROWS or size >= INLINE_BYTES:
             return
         taken.update(self._take([lane for lane in self.lanes if lane not in taken], upto,
-                                INLINE_ROWS - rows, INLINE_BYTES - size))
+                                INLINE_ROWS - rows, INLINE_BYTES - size, within=True))
         self.writing_bytes += size
 
     async def _write_taken(self, taken: dict[str, list[Entry]]) -> None:
         entries = [e for got in taken.values() for e in got]
         try:
-            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
+            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS else False
             if inline is False:
                 with anyio.CancelScope(shield=True):  # taken from the lanes: written, or counted, never lost
                     error = await anyio.to_thread.run_sync(self._write, entries)
@@ -385,8 +391,8 @@ class Recorder:
                 self._count_lost(entries)
 
     def _write_inline(self, entries: list[Entry]) -> str | Literal[False] | None:
-        """A few rows someone waits on, written on the event loop when the store is free (a thread hop
-        costs more than the write): None when written, the error, or False when the store was busy."""
+        """A few rows, written on the event loop when the store is free (a thread hop costs more than the
+        write): None when written, the error, or False when the store was busy."""
         store = self.store
         if store is None or self.writing_bytes > INLINE_BYTES:
             return False
