@@ -148,6 +148,7 @@ class LiveSession:
         self._finishing = False  # the agent and its output are gone: the stdin writer and the ticker return
         self._writer_idle = self._ticker_idle = False  # ... each waiting for nothing but its wake-up (or returned)
         self._others = 0  # other tasks of the session running (_other)
+        self._kill_asked: tuple[str | None] | None = None  # (note,) of a kill the ticker is to carry out
         self.drain_abandoned = False
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
@@ -613,6 +614,9 @@ class LiveSession:
             with anyio.move_on_after(delay + 0.001):
                 await self._wake.wait()
             self._ticker_idle = False
+            if self._kill_asked is not None:  # (even at the end: the operator's kill is recorded as asked)
+                (note,), self._kill_asked = self._kill_asked, None
+                await self.kill(note)
             if self._finishing:  # the agent and its output are gone (_supervise)
                 return
             if self._wake.is_set():
@@ -939,6 +943,15 @@ class LiveSession:
             self._signal_group(signal.SIGCONT)
             self.paused = False
         self._publish()
+
+    def kill_soon(self, note: str | None = None) -> bool:
+        """An operator's kill carried out by the session's ticker, woken for it, when the ticker waits for
+        nothing else: no task of its own. False: the caller runs `kill` in a task."""
+        if self.process is None or self._finishing or not self._ticker_idle or self.stopping or self.final:
+            return False
+        self._kill_asked = (note,)
+        self._wake.set()
+        return True
 
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """An operator's kill (or the daemon's stop); a session already stopping keeps the reason it is
