@@ -985,7 +985,7 @@ class LiveSession:
         old = self.resources
         self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
         if abs(old.cpu_percent - cpu) >= 0.5 or abs(old.rss - rss) > old.rss // 100 or old.processes != len(tree):
-            self._publish()
+            self._resources_moved()
         if self.config.limits.max_rss or self.config.limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
             verdicts = self.health.observe(sample, self.clock())
@@ -1197,6 +1197,11 @@ class LiveSession:
     def _publish(self) -> None:
         """Tell the daemon this session changed; it builds the snapshot when it publishes."""
         self._changes += 1  # the cached snapshot is built again (see snapshot)
+        self.sink("session", self.spec.id, {})
+
+    def _resources_moved(self) -> None:
+        """Only the sampled numbers moved: the session is published, its cached snapshot kept (snapshot() fills
+        them in fresh), so 200 agents starting up are not rebuilt whole every sampler round."""
         self.sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:
