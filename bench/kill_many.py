@@ -19,8 +19,8 @@ Baseline, in the same run: this process starts N of the same agents itself
 the CPU time this process spends doing that (getrusage, self only).
 
 With --before DIR, each run is repeated, interleaved, by a daemon importing the loopwarden of
-DIR (PYTHONPATH; e.g. `git archive main | tar -x -C DIR`), so a before and an after come from
-the same minutes.
+DIR (served from DIR with PYTHONPATH=DIR; e.g. `git archive main | tar -x -C DIR`), so a before
+and an after come from the same minutes.
 
 Target (issue 16): killing N=200 sessions costs the daemon under 0.3 s of CPU.
 The load average is printed beside each figure (the machine is shared). Always exits 0.
@@ -57,11 +57,10 @@ def system_cpu(proc: psutil.Process) -> float:
 
 
 def daemon(label: str, keep: bool, before: str | None) -> BenchDaemon:
-    """A bench daemon; with `before`, one importing the loopwarden of that checkout."""
-    d = BenchDaemon(label, keep=keep)
-    if before:
-        d.env["PYTHONPATH"] = before
-    return d
+    """A bench daemon; with `before`, one importing the loopwarden of that checkout: served from its directory,
+    since `python -m` puts the working directory before PYTHONPATH (PYTHONPATH alone, run from this checkout,
+    served this checkout's loopwarden for the "before" too)."""
+    return BenchDaemon(label, keep=keep, checkout=Path(before).resolve() if before else None)
 
 
 def start_sessions(d: BenchDaemon, n: int) -> list[str]:
