@@ -5,8 +5,9 @@
 
 (a) kill: a daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME) starts N
     plain-adapter sessions of a quiet agent (`python3 -c "import time;
-    time.sleep(600)"`, which prints nothing). Once all run and the daemon has
-    settled, the benchmark sends one `kill` request per session, then waits until
+    time.sleep(600)"`, which prints nothing). Once all run, their interpreters have
+    started (their CPU stopped moving) and the daemon has settled, the benchmark
+    sends one `kill` request per session, then waits until
     every session is final (one `status` of the oldest session not yet seen final
     every 0.2 s, so waiting costs the daemon next to nothing). Printed: the daemon's
     CPU time (psutil cpu_times user + system, all threads) from the first kill
@@ -35,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -78,8 +80,29 @@ def start_sessions(d: BenchDaemon, n: int) -> list[str]:
         return len(snaps) == n and all(s.get("state") == "running" for s in snaps.values())
 
     wait_for(running, 180, f"{n} sessions to run", interval=0.5)
+    wait_for(_agents_idle(d), 120, f"{n} agents to finish starting", interval=0.5)
     time.sleep(SETTLE)
     return sids
+
+
+def _agents_idle(d: BenchDaemon) -> Callable[[], bool]:
+    """True once the agents' CPU stopped moving between two calls: every interpreter has started and sleeps (a
+    kill measured while 200 of them still start up is measured on a saturated machine)."""
+    procs = [psutil.Process(pid) for pid in d.session_pids]
+    last: list[float] = [-1.0]
+
+    def idle() -> bool:
+        total = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        was, last[0] = last[0], total
+        return total == was
+
+    return idle
 
 
 def wait_all_final(d: BenchDaemon, sids: list[str], timeout: float = 120) -> None:
