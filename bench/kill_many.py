@@ -5,8 +5,9 @@
 
 (a) kill: a daemon (`loopwarden serve` in a temporary LOOPWARDEN_HOME) starts N
     plain-adapter sessions of a quiet agent (`python3 -c "import time;
-    time.sleep(600)"`, which prints nothing). Once all run and the daemon has
-    settled, the benchmark sends one `kill` request per session, then waits until
+    time.sleep(600)"`, which prints nothing). Once all run, their interpreters have
+    started (their CPU stopped moving) and the daemon has settled, the benchmark
+    sends one `kill` request per session, then waits until
     every session is final (one `status` of the oldest session not yet seen final
     every 0.2 s, so waiting costs the daemon next to nothing). Printed: the daemon's
     CPU time (psutil cpu_times user + system, all threads) from the first kill
@@ -19,8 +20,8 @@ Baseline, in the same run: this process starts N of the same agents itself
 the CPU time this process spends doing that (getrusage, self only).
 
 With --before DIR, each run is repeated, interleaved, by a daemon importing the loopwarden of
-DIR (PYTHONPATH; e.g. `git archive main | tar -x -C DIR`), so a before and an after come from
-the same minutes.
+DIR (served from DIR with PYTHONPATH=DIR; e.g. `git archive main | tar -x -C DIR`), so a before
+and an after come from the same minutes; they take turns going first.
 
 Target (issue 16): killing N=200 sessions costs the daemon under 0.3 s of CPU.
 The load average is printed beside each figure (the machine is shared). Always exits 0.
@@ -35,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -57,11 +59,10 @@ def system_cpu(proc: psutil.Process) -> float:
 
 
 def daemon(label: str, keep: bool, before: str | None) -> BenchDaemon:
-    """A bench daemon; with `before`, one importing the loopwarden of that checkout."""
-    d = BenchDaemon(label, keep=keep)
-    if before:
-        d.env["PYTHONPATH"] = before
-    return d
+    """A bench daemon; with `before`, one importing the loopwarden of that checkout: served from its directory,
+    since `python -m` puts the working directory before PYTHONPATH (PYTHONPATH alone, run from this checkout,
+    served this checkout's loopwarden for the "before" too)."""
+    return BenchDaemon(label, keep=keep, checkout=Path(before).resolve() if before else None)
 
 
 def start_sessions(d: BenchDaemon, n: int) -> list[str]:
@@ -79,8 +80,29 @@ def start_sessions(d: BenchDaemon, n: int) -> list[str]:
         return len(snaps) == n and all(s.get("state") == "running" for s in snaps.values())
 
     wait_for(running, 180, f"{n} sessions to run", interval=0.5)
+    wait_for(_agents_idle(d), 120, f"{n} agents to finish starting", interval=0.5)
     time.sleep(SETTLE)
     return sids
+
+
+def _agents_idle(d: BenchDaemon) -> Callable[[], bool]:
+    """True once the agents' CPU stopped moving between two calls: every interpreter has started and sleeps (a
+    kill measured while 200 of them still start up is measured on a saturated machine)."""
+    procs = [psutil.Process(pid) for pid in d.session_pids]
+    last: list[float] = [-1.0]
+
+    def idle() -> bool:
+        total = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        was, last[0] = last[0], total
+        return total == was
+
+    return idle
 
 
 def wait_all_final(d: BenchDaemon, sids: list[str], timeout: float = 120) -> None:
@@ -203,15 +225,16 @@ def main() -> int:
     n = args.sessions
     kills, stops, bases = [], [], []
     kills_before, stops_before = [], []
-    for _ in range(args.repeats):
+    for repeat in range(args.repeats):
         bases.append(baseline(n))
-        if args.before:
-            kills_before.append(by_kill(n, args.keep, args.before, args.py_spy))
-        kills.append(by_kill(n, args.keep, py_spy=args.py_spy))
+        # before and after take turns going first: the second daemon of a pair starts while the first one's
+        # agents are still being reaped, and paid for it (stop-daemon: 0.48 s first, 0.62-0.71 s second, same code)
+        versions = [args.before, None] if args.before else [None]
+        for before in versions if repeat % 2 == 0 else versions[::-1]:
+            (kills_before if before else kills).append(by_kill(n, args.keep, before, args.py_spy))
         if not args.skip_stop_daemon:
-            if args.before:
-                stops_before.append(by_stop_daemon(n, args.keep, args.before))
-            stops.append(by_stop_daemon(n, args.keep))
+            for before in versions if repeat % 2 == 0 else versions[::-1]:
+                (stops_before if before else stops).append(by_stop_daemon(n, args.keep, before))
     lines = []
     for label, runs in (("baseline: SIGKILL + reap by hand", bases), ("before: kill request per session", kills_before),
                         ("kill request per session", kills), ("before: stop-daemon (end-all)", stops_before),

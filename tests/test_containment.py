@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from loopwarden.runtime import containment, procfs
+from loopwarden.runtime.cgroups import CgroupTree, SessionCgroup
 from loopwarden.runtime.procfs import ProcTable
 
 pytestmark = pytest.mark.anyio
@@ -183,6 +184,7 @@ _ENDING_TOGETHER = """\
 import json, os, subprocess, sys, time
 import anyio
 from loopwarden.runtime import containment, procfs
+from loopwarden.runtime.cgroups import CgroupTree, SessionCgroup
 from loopwarden.runtime.reaper import become_subreaper
 
 ESCAPER, N = sys.argv[1], int(sys.argv[2])
@@ -309,3 +311,62 @@ def test_the_daemon_raises_its_soft_limit_of_open_files_and_sizes_the_pidfds_to_
     low = code.replace("(200, 4096)", "(200, 200)")
     out = subprocess.run([sys.executable, "-c", low], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["200", "200", "25"]  # the hard limit is the ceiling: 200 // 8
+
+
+async def test_sessions_asking_before_a_look_begins_share_it_and_one_asking_after_gets_its_own() -> None:
+    """`kill` requests end sessions one after another, each in a pass of the loop of its own: those that ask
+    before the look begins (within its gathering window) share it; one that asks after it began gets a
+    look of its own (the near miss), as fresh as its request."""
+    sweep = containment.Sweep(os.getpid(), gather=3600.0)  # the test begins each look itself
+    sessions = [containment.Containment(f"g{i}", daemon_pid=os.getpid()) for i in range(4)]
+    tables: dict[str, ProcTable] = {}
+
+    async def ask(c: containment.Containment) -> None:
+        tables[c.sid] = await sweep.table(c)
+
+    async with anyio.create_task_group() as tg:
+        for c in sessions[:3]:
+            tg.start_soon(ask, c)
+            await anyio.wait_all_tasks_blocked()  # it asked and waits: the next one asks in a later pass
+        first = sweep._next
+        assert first is not None and len(first.sessions) == 3 and not tables
+        sweep._begin(first)
+        tg.start_soon(ask, sessions[3])
+        await anyio.wait_all_tasks_blocked()
+        second = sweep._next
+        assert second is not None and second is not first and list(second.sessions.values()) == [sessions[3]]
+        sweep._begin(second)
+    assert sweep.asked == 4 and sweep.looks == 2
+    assert tables["g0"] is tables["g1"] is tables["g2"] is not tables["g3"]
+
+
+def test_a_sessions_cgroup_lists_the_processes_in_the_cgroups_below_it_too() -> None:
+    tree, why = CgroupTree.create()
+    if tree is None:
+        pytest.skip(f"no usable cgroup v2 here: {why}")
+    session = tree.session("t1")
+    assert session is not None
+    procs = []
+    try:
+        procs.append(subprocess.Popen(session.wrap(["sleep", "600"])))
+        below = session.path / "below"
+        below.mkdir()  # as an agent with the right to may: a cgroup of its own inside the session's
+        procs.append(subprocess.Popen(SessionCgroup(below).wrap(["sleep", "600"])))
+        wanted = {p.pid for p in procs}
+        deadline = time.monotonic() + 30
+        while session.pids() != wanted:  # each joins its cgroup as it starts
+            assert time.monotonic() < deadline, f"{session.pids()} != {wanted}"
+            time.sleep(0.01)
+        gone = procs.pop()
+        gone.kill()  # the near miss: the cgroup below, empty, adds nothing
+        gone.wait()
+        deadline = time.monotonic() + 30
+        while session.pids() != {procs[0].pid}:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        session.kill()
+        tree.close()

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from loopwarden.runtime import records
@@ -63,6 +64,57 @@ async def test_a_waiter_does_not_wait_behind_another_lanes_backlog(tmp_path: Pat
         tg.cancel_scope.cancel()
     assert stored(tmp_path / "lw.db", "s1") == [1]
     assert flood_done < 20_000  # s1 went first: at most one bounded transaction of the flood before it
+
+
+async def test_a_waiters_small_transaction_takes_along_what_other_lanes_queued(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    assert recorder.store is not None
+    writes: list[int] = []  # rows per transaction
+    write = recorder.store.write
+    recorder.store.write = lambda batch: (writes.append(len(batch)), write(batch))[1]  # type: ignore[method-assign]
+
+    async def audited(seqs: range) -> None:
+        for seq in seqs:
+            recorder.add("events", "s1", event("s1", seq))
+        recorder.add("actions", AUDIT, {"ts": 1.0, "actor": "op", "action": "kill", "session_id": "s1"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.run, lambda: None)
+            with anyio.fail_after(5):
+                assert await recorder.durable(AUDIT, recorder.mark(AUDIT))
+            await recorder.flush()
+            tg.cancel_scope.cancel()
+
+    await audited(range(1, 4))
+    assert writes == [4]  # one commit: the audit row and the session's three rows
+    # near miss: more queued elsewhere than a waiter's small transaction holds: it stays that small
+    writes.clear()
+    await audited(range(4, 4 + 2 * records.INLINE_ROWS))
+    assert writes[0] == records.INLINE_ROWS and sum(writes) == 2 * records.INLINE_ROWS + 1
+    assert stored(tmp_path / "lw.db", "s1") == list(range(1, 4 + 2 * records.INLINE_ROWS))
+
+
+async def test_a_waiters_rows_are_written_on_the_loop_at_once_unless_a_flush_is_writing(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    audit = {"ts": 1.0, "actor": "op", "action": "kill", "session_id": "s1"}
+    recorder.add("actions", AUDIT, audit)
+    with anyio.fail_after(5):  # no flusher runs: the waiter's pass of the loop writes it
+        assert await recorder.durable(AUDIT, recorder.mark(AUDIT)) is True
+    # near miss: while a flush holds the writer, the waiter's row is left to the flusher
+    recorder.add("actions", AUDIT, audit)
+    mark = recorder.mark(AUDIT)
+    async with anyio.create_task_group() as tg:
+        await recorder._write_lock.acquire()
+        tg.start_soon(recorder.durable, AUDIT, mark)
+        await anyio.wait_all_tasks_blocked()
+        await anyio.lowlevel.checkpoint()  # after the waiter's callback, queued before this step's resumption
+        assert recorder.written(AUDIT, mark) is None and recorder._urgent.is_set()
+        recorder._write_lock.release()
+        tg.start_soon(recorder.run, lambda: None)
+        with anyio.fail_after(5):
+            assert await recorder.durable(AUDIT, mark) is True
+        tg.cancel_scope.cancel()
+    with sqlite3.connect(tmp_path / "lw.db") as db:
+        assert db.execute("SELECT count(*) FROM actions").fetchone()[0] == 2
 
 
 async def test_every_transaction_is_bounded(tmp_path: Path) -> None:

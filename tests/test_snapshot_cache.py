@@ -75,3 +75,18 @@ def test_an_ended_session_shows_its_final_runtime_however_late_it_is_asked() -> 
     clock.now += 100.0
     snap = session.snapshot()
     assert snap["runtime"] == 5.0 and snap == fresh(session)  # the counters as of its last event or tick
+
+
+def test_moved_resources_are_published_from_the_cached_snapshot_and_a_change_is_built_again() -> None:
+    clock = Clock()
+    session, published = running(clock)
+    session.snapshot()
+    cached = session._snap_cache
+    session.resources = Resources(cpu_percent=87.5, rss=3 << 20, processes=2, open_files=4)
+    session._resources_moved()  # as the sampler does when the numbers moved
+    snap = session.snapshot()
+    assert published[-1] == "session" and session._snap_cache is cached  # published, not built again
+    assert snap == fresh(session) and snap["cpu_percent"] == 87.5 and snap["rss"] == 3 << 20
+    session._publish()  # near miss: any other change builds it again
+    session.snapshot()
+    assert session._snap_cache is not cached

@@ -76,8 +76,11 @@ class SessionCgroup:
                     out.update(map(int, os.read(fd, 1 << 20).split()))
                 finally:
                     os.close(fd)
-                with os.scandir(directory) as entries:
-                    stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+                # cgroups below it (a cgroup directory's link count is 2 without): read after its processes, so a
+                # cgroup made meanwhile, and a process moved into it, is seen
+                if os.stat(directory).st_nlink != 2:
+                    with os.scandir(directory) as entries:
+                        stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
             except (OSError, ValueError):
                 continue
         return out

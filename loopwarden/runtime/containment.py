@@ -16,6 +16,7 @@ and everything below any of them. Every signal goes to a `ProcId`, never to a ba
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import resource
@@ -37,6 +38,7 @@ RESCAN_SECONDS = 0.25  # during the grace, look for new processes (forks) at lea
 KILL_RESCAN = 0.1  # ... and after SIGKILL
 KILL_WAIT = 1.0  # after SIGKILL, how long to wait for the kernel to finish them
 SHARED_SCAN_AGE = 0.03  # sessions ending together share /proc scans this fresh
+GATHER_SECONDS = 0.004  # a look for the processes of sessions ending waits this long for others to join it
 
 
 class Guard(Protocol):
@@ -354,9 +356,35 @@ async def wait_gone(procs: set[ProcId], at_most: float, fds: Pidfds | None = Non
         if not waits:
             await anyio.lowlevel.checkpoint()
             return
-        with anyio.move_on_after(at_most):
-            for fd in waits:  # one after the other: all must end, so the wait is as long as the slowest
-                await anyio.wait_readable(fd)
+        await _readable_all(waits, at_most)
+
+
+async def _readable_all(fds: list[int], at_most: float) -> None:
+    """Until every one of `fds` is readable (a pidfd: its process exited), or `at_most` seconds: one future
+    for them all, woken by the loop's reader callbacks (no cancel scope and wait per descriptor)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    pending = set(fds)
+
+    def ready(fd: int) -> None:
+        loop.remove_reader(fd)
+        pending.discard(fd)
+        if not pending and not done.done():
+            done.set_result(None)
+
+    def late() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    for fd in fds:
+        loop.add_reader(fd, ready, fd)
+    timer = loop.call_later(at_most, late)
+    try:
+        await done
+    finally:
+        timer.cancel()
+        for fd in pending:
+            loop.remove_reader(fd)
 
 
 class _Look:
@@ -364,21 +392,24 @@ class _Look:
 
     def __init__(self) -> None:
         self.sessions: dict[int, Containment] = {}
-        self.done: anyio.Event | None = None  # made by the first session that joins: most looks have none
+        self.done = anyio.Event()
         self.table: ProcTable | None = None
 
 
 class Sweep:
-    """One process map per sweep: the sessions of a daemon that look for their processes in the same pass
-    of the event loop (ending together: stop-daemon, exits that come together) share one look, which reads
-    the daemon's children (where orphans come back) once and walks one table from all their seeds; each
-    session's cgroup is read in that look too. A session joins only a look that has not begun, so what it
-    gets is as fresh as a look of its own at the moment it asked; an orphan that comes back after the look
-    is found by the session's next one (an end looks again until nothing of the session is left)."""
+    """One process map per sweep: the sessions of a daemon that look for their processes within GATHER_SECONDS
+    of each other (ending together: stop-daemon, exits that come together, `kill` requests one after another)
+    share one look, which reads the daemon's children (where orphans come back) once and walks one table from
+    all their seeds; each session's cgroup is read in that look too. A session joins only a look that has not
+    begun, so what it gets is as fresh as a look of its own at the moment it asked; an orphan that comes back
+    after the look is found by the session's next one (an end looks again until nothing of the session is
+    left). A look waits at most GATHER_SECONDS for those that join it."""
 
-    def __init__(self, daemon_pid: int, helpers: Callable[[], set[int]] = set) -> None:
+    def __init__(self, daemon_pid: int, helpers: Callable[[], set[int]] = set,
+                 gather: float | None = None) -> None:
         self.daemon_pid = daemon_pid
         self.helpers = helpers  # the daemon's own children that are no agent's nor orphan (the guardian)
+        self.gather = GATHER_SECONDS if gather is None else gather
         self.asked = 0  # how many tables sessions asked for
         self.looks = 0  # ... and how many looks were taken for them (each one read of the daemon's children)
         self._next: _Look | None = None
@@ -387,24 +418,19 @@ class Sweep:
         """A table that holds every process of `session` now (and of the sessions looking with it)."""
         self.asked += 1
         look = self._next
-        if look is not None:  # not begun yet: its read of the daemon's children comes after this call
-            look.sessions[id(session)] = session
-            if look.done is None:
-                look.done = anyio.Event()
-            await look.done.wait()
-            return look.table if look.table is not None else self._look([session])
-        look = self._next = _Look()
-        look.sessions[id(session)] = session
+        if look is None:  # the look begins in a callback of its own, so a caller cancelled meanwhile delays nobody
+            look = self._next = _Look()
+            asyncio.get_running_loop().call_later(self.gather, self._begin, look)
+        look.sessions[id(session)] = session  # not begun yet: its read of the daemon's children comes after this
+        await look.done.wait()
+        return look.table if look.table is not None else self._look([session])
+
+    def _begin(self, look: _Look) -> None:
+        self._next = None  # from here on a caller needs a look that begins after it asked
         try:
-            await anyio.lowlevel.checkpoint()  # the sessions looking in this pass of the loop join it
-        finally:  # taken even when this caller is cancelled meanwhile: the others wait for it
-            self._next = None  # from here on a caller needs a look that begins after it asked
-            try:
-                look.table = self._look(look.sessions.values())
-            finally:
-                if look.done is not None:
-                    look.done.set()
-        return look.table
+            look.table = self._look(look.sessions.values())
+        finally:  # (failed: each caller looks for itself)
+            look.done.set()
 
     def _look(self, sessions: Iterable[Containment]) -> ProcTable:
         """The sessions' own trees first, then the daemon's children: a process that exits after its walk

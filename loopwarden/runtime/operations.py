@@ -520,7 +520,8 @@ class ControlOperations(DaemonParts):
         session = await self._live(req.get("session"))
         note = request_note(req)
         warning = await self._audited(who, session.spec.id, "kill", None, note, "stopping", stops=True)
-        self._tg.start_soon(session.kill, note)
+        if not (isinstance(session, LiveSession) and session.kill_soon(note)):  # (a launched one: by its ticker)
+            self._tg.start_soon(session.kill, note)
         return _warned({"session": session.spec.id, "state": SessionState.STOPPING}, warning)
 
     async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:

@@ -3,12 +3,13 @@
 Every record a session produces (event, verdict, gate, spill, session snapshot) joins
 that session's lane; audit rows have a lane of their own. A flusher writes the lanes
 in transactions of at most TXN_ROWS rows or TXN_BYTES bytes, round-robin, every
-FLUSH_SECONDS, on a worker thread. Someone who needs a record stored before going on
-(a handshake verdict must not reach its agent before its event is durable; an
-operator action is answered only once its audit row is) waits on its lane's mark:
-that lane is written next, in a small transaction of its own, so a flood in other
-sessions never delays it by more than one bounded transaction (group commit: what
-else queued in that lane meanwhile rides along).
+FLUSH_SECONDS, on a worker thread (a small transaction on the event loop). Someone who
+needs a record stored before going on (a handshake verdict must not reach its agent
+before its event is durable; an operator action is answered only once its audit row
+is) waits on its lane's mark: the lanes waited on in one pass of the event loop are
+written next, in one small transaction (at once on the loop when nothing else is
+writing), so a flood in other sessions never delays them by more than one bounded
+transaction (group commit: what else queued meanwhile rides along, up to that size).
 
 Memory is bounded by bytes: past BACKLOG_HIGH bytes waiting for the store, session
 pumps wait (their agents' pipes fill and the agents block); past PENDING_CAP, events
@@ -20,13 +21,14 @@ state, written whole next time), and waiters learn that it failed. Without a sto
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -41,7 +43,8 @@ ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts
 BACKLOG_HIGH = 16 << 20  # bytes waiting for the store before session pumps wait
 BACKLOG_LOW = 4 << 20  # ... and resume once the backlog is back under this
 PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
-INLINE_ROWS = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free
+INLINE_ROWS = 64  # a transaction this small is written on the event loop when the store is free (a thread hop
+# costs more than such a write)
 INLINE_BYTES = 64 << 10  # ... and no larger than this
 FAILED_KEPT = 256  # failed ranges remembered for durability waiters
 LOG_EVERY = 10.0  # seconds between two log lines about failing writes
@@ -93,6 +96,7 @@ class Recorder:
         self.writing_bytes = 0
         self._failed: deque[tuple[str, int, int]] = deque(maxlen=FAILED_KEPT)  # (lane, first, last) add numbers
         self._wanted: dict[str, int] = {}  # lane -> waiters
+        self._soon = False  # _write_waited is scheduled
         self._write_lock = anyio.Lock()
         self._has_work = anyio.Event()
         self._signalled = False  # _has_work is set (the flusher resets both when it starts a round)
@@ -178,14 +182,55 @@ class Recorder:
         while (result := self.written(lane, mark)) is None:
             self._wanted[lane] = self._wanted.get(lane, 0) + 1
             try:
-                self._urgent.set()
-                self._has_work.set()
+                if not self._soon:
+                    self._soon = True
+                    asyncio.get_running_loop().call_soon(self._write_waited)
                 await self._written.wait()
             finally:
                 self._wanted[lane] -= 1
                 if not self._wanted[lane]:
                     del self._wanted[lane]
         return result
+
+    def _write_waited(self) -> None:
+        """What waiters asked for in this pass of the event loop, written at once on the loop in one small
+        transaction when nothing else is writing (an operator's `kill` waits for its audit row): no flusher
+        round, no task switch. Else, or when it is too large, the flusher writes it next, as before."""
+        self._soon = False
+        wanted = [lane for lane in self._wanted if self.lanes.get(lane)]
+        if not wanted:
+            return  # written meanwhile, or being written: the writer wakes the waiters
+        if self.store is None or self._write_lock.locked() or not self._write_small(wanted):
+            self._urgent.set()
+            self._has_work.set()
+
+    def _write_small(self, lanes: list[str]) -> bool:
+        """`lanes` (and what rides along) in one transaction on the event loop; False when the store was
+        busy or it came out too large, with everything put back as it was."""
+        taken = self._take(lanes, self.added, INLINE_ROWS, INLINE_BYTES, within=True)
+        if not taken:  # a row larger than a small transaction: the flusher's
+            return False
+        self._ride_along(taken, self.added)
+        try:
+            error = self._write_inline([e for got in taken.values() for e in got])
+        finally:
+            self.writing_bytes = 0
+        if error is False:
+            self._untake(taken)
+            return False
+        self._settle(taken, error)
+        if self.pending_bytes < BACKLOG_LOW:
+            self._drained.set()
+        return True
+
+    def _untake(self, taken: dict[str, list[Entry]]) -> None:
+        """Entries taken but not written back at the front of their lanes, in their order."""
+        for lane, got in taken.items():
+            entries = self.lanes.get(lane)
+            if entries is None:
+                entries = self.lanes[lane] = deque()
+            entries.extendleft(reversed(got))
+            self.pending_bytes += sum(e[3] for e in got)
 
     def forget(self, lane: str) -> None:
         """A released session's lane, once all of it is written: nobody will wait on it again."""
@@ -255,7 +300,11 @@ class Recorder:
                     self.log(f"store open again: {self.path}")
             while self.lanes:
                 wanted = [lane for lane in self._wanted if self.lanes.get(lane)]
-                taken = self._take(wanted, self.added) or self._take(list(self.lanes), upto)
+                taken = self._take(wanted, self.added)
+                if taken:
+                    self._ride_along(taken, upto)
+                else:
+                    taken = self._take(list(self.lanes), upto)
                 if not taken:
                     break
                 await self._write_taken(taken)
@@ -264,16 +313,18 @@ class Recorder:
             if self.pending_bytes < BACKLOG_LOW:
                 self._drained.set()
 
-    def _take(self, lanes: list[str], upto: int) -> dict[str, list[Entry]]:
+    def _take(self, lanes: list[str], upto: int, most_rows: int = TXN_ROWS, most_bytes: int = TXN_BYTES,
+              *, within: bool = False) -> dict[str, list[Entry]]:
         """Entries added up to `upto` for one transaction, from the front of `lanes` (rotated, so
-        every lane gets its turn)."""
+        every lane gets its turn). `within`: no entry that would take the bytes past `most_bytes`
+        (else the last one may)."""
         taken: dict[str, list[Entry]] = {}
         rows = size = 0
-        most_rows, most_bytes = TXN_ROWS, TXN_BYTES
         for lane in lanes:
             entries = self.lanes[lane]
             got: list[Entry] = []
-            while entries and entries[0][0] <= upto and rows < most_rows and size < most_bytes:
+            while (entries and entries[0][0] <= upto and rows < most_rows
+                   and (size + entries[0][3] <= most_bytes if within else size < most_bytes)):
                 entry = entries.popleft()
                 got.append(entry)
                 rows += 1
@@ -290,15 +341,32 @@ class Recorder:
         self.writing_bytes = size
         return taken
 
+    def _ride_along(self, taken: dict[str, list[Entry]], upto: int) -> None:
+        """A waiter's transaction small enough to be written on the event loop takes along, up to that
+        size, what other lanes queued before the round: one commit instead of two (an operator's `kill`
+        waits for its audit row while the session it ended queues its own rows)."""
+        rows, size = sum(map(len, taken.values())), self.writing_bytes
+        if rows >= INLINE_ROWS or size >= INLINE_BYTES:
+            return
+        taken.update(self._take([lane for lane in self.lanes if lane not in taken], upto,
+                                INLINE_ROWS - rows, INLINE_BYTES - size, within=True))
+        self.writing_bytes += size
+
     async def _write_taken(self, taken: dict[str, list[Entry]]) -> None:
         entries = [e for got in taken.values() for e in got]
         try:
-            error = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
-            if error is False:
+            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS else False
+            if inline is False:
                 with anyio.CancelScope(shield=True):  # taken from the lanes: written, or counted, never lost
                     error = await anyio.to_thread.run_sync(self._write, entries)
+            else:
+                error = inline
         finally:
             self.writing_bytes = 0
+        self._settle(taken, error)
+
+    def _settle(self, taken: dict[str, list[Entry]], error: str | None) -> None:
+        """After a transaction: its lanes done up to it (or failed), state queued again on failure, waiters woken."""
         for lane, got in taken.items():
             self.done[lane] = max(self.done.get(lane, 0), got[-1][0])
             if error is not None:
@@ -322,9 +390,9 @@ class Recorder:
             elif self._write(entries) is not None:
                 self._count_lost(entries)
 
-    def _write_inline(self, entries: list[Entry]) -> str | bool | None:
-        """A few rows someone waits on, written on the event loop when the store is free (a thread hop
-        costs more than the write): None when written, the error, or False when the store was busy."""
+    def _write_inline(self, entries: list[Entry]) -> str | Literal[False] | None:
+        """A few rows, written on the event loop when the store is free (a thread hop costs more than the
+        write): None when written, the error, or False when the store was busy."""
         store = self.store
         if store is None or self.writing_bytes > INLINE_BYTES:
             return False

@@ -8,6 +8,7 @@ import socket
 import struct
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import anyio
 import orjson
@@ -44,10 +45,22 @@ def peer_uid(stream: SocketStream) -> tuple[int, int]:
     return uid, pid
 
 
+_RAW: WeakKeyDictionary[SocketStream, socket.socket] = WeakKeyDictionary()  # each connection's socket
+
+
 async def _send(stream: SocketStream, data: bytes) -> None:
-    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError)."""
-    with anyio.fail_after(REPLY_SECONDS):
-        await stream.send(data)
+    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError). Most
+    replies fit the socket's buffer: written at once, without the stream's checkpoint and a timeout each."""
+    raw = _RAW.get(stream)
+    if raw is None:
+        raw = _RAW[stream] = stream.extra(SocketAttribute.raw_socket)  # (a lookup costs 15 us: once per connection)
+    try:
+        sent = raw.send(data)  # non-blocking (anyio's sockets are); the client reads one reply at a time
+    except BlockingIOError:
+        sent = 0
+    if sent < len(data):
+        with anyio.fail_after(REPLY_SECONDS):
+            await stream.send(data[sent:])
 
 
 async def _drain_client(stream: SocketStream, scope: Any) -> None:

@@ -145,6 +145,10 @@ class LiveSession:
         self._sampled: list[Verdict] = []  # verdicts on resources, for the ticker to carry out
         self._bytes_read = 0
         self._waiting_for_store = False
+        self._finishing = False  # the agent and its output are gone: the stdin writer and the ticker return
+        self._writer_idle = self._ticker_idle = False  # ... each waiting for nothing but its wake-up (or returned)
+        self._others = 0  # other tasks of the session running (_other)
+        self._kill_asked: tuple[str | None] | None = None  # (note,) of a kill the ticker is to carry out
         self.drain_abandoned = False
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
@@ -235,11 +239,15 @@ class LiveSession:
             if self._progress_timer is not None:  # the final publish below tells everything
                 self._progress_timer.cancel()
                 self._progress_timer = None
-            with anyio.CancelScope(shield=True):
-                await self._kill_leftovers()
+            if self.containment.emptied and self.opinion is None:  # the usual end: nothing left to wait for
+                self.containment.release()
                 self.on_group(self.pid, False)
-                if self.opinion is not None:
-                    await self.opinion.aclose()
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._kill_leftovers()
+                    self.on_group(self.pid, False)
+                    if self.opinion is not None:
+                        await self.opinion.aclose()
         self.ended_at = self.clock()
         if self._choosing:
             self._choose(detect.QUIET, final=True)
@@ -263,38 +271,52 @@ class LiveSession:
                 self._send(b"")
             tg.start_soon(self._ticker)
             if self._choosing:
-                tg.start_soon(self._choose_if_silent)
-            pumps_done = anyio.Event()
+                tg.start_soon(self._other, self._choose_if_silent)
+            pumps_done = asyncio.get_running_loop().create_future()
             tg.start_soon(self._pumps, pumps_done)
             if self._kill_requested is not None:  # a kill that came while the process was starting
-                tg.start_soon(self.stop, self.health.termination_reason or Termination.OPERATOR, self._kill_requested)
+                tg.start_soon(self._other, self.stop, self.health.termination_reason or Termination.OPERATOR,
+                              self._kill_requested)
             self.exit_code = await self.process.wait()
             await self._kill_leftovers()  # nothing the agent started writes on after it, so EOF comes
             await self._drain(pumps_done)
-            tg.cancel_scope.cancel()
+            self._finishing = True
+            if self._writer_idle and self._ticker_idle and not self._others:  # they wait for nothing but a
+                self._out_ready.set()  # wake-up: they return by themselves, and the task group ends without a
+                self._wake.set()  # cancellation to deliver
+            else:
+                tg.cancel_scope.cancel()
 
-    async def _drain(self, pumps_done: anyio.Event) -> None:
+    async def _other(self, job: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """A task of the session's besides the stdin writer, the ticker and the pumps, counted: while one
+        runs, the end of the session cancels them all."""
+        self._others += 1
+        try:
+            await job(*args)
+        finally:
+            self._others -= 1
+
+    async def _drain(self, pumps_done: asyncio.Future[None]) -> None:
         """After the agent and its leftovers are gone, read what they wrote until EOF, however far
         behind the store is. Only a pipe held open by a process outside the session, with no byte for
         DRAIN_STALLED, ends the reading early; that is logged, never silent."""
-        while not pumps_done.is_set():
+        while not pumps_done.done():
             before = self._bytes_read, self._lines_read
-            with anyio.move_on_after(DRAIN_STALLED):
-                await pumps_done.wait()
+            await asyncio.wait((pumps_done,), timeout=DRAIN_STALLED)  # (a future and a timer: no cancel scope)
             # reading paused while held lines are judged, or the store is behind, is progress, not a stall
             busy = self._held or self._waiting_for_store
-            if not pumps_done.is_set() and (self._bytes_read, self._lines_read) == before and not busy:
+            if not pumps_done.done() and (self._bytes_read, self._lines_read) == before and not busy:
                 self.drain_abandoned = True
                 self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
                                    "a process outside the session still holds its pipe open")
                 return
 
-    async def _pumps(self, done: anyio.Event) -> None:
+    async def _pumps(self, done: asyncio.Future[None]) -> None:
         assert self.process and self.process.stderr
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump_stderr)
             await self._pump_stdout()
-        done.set()
+        done.set_result(None)
 
     # ---- reading stdout -----------------------------------------------------
     # The agent's stdout is read through a Protocol: each chunk is split and its lines judged and
@@ -588,8 +610,15 @@ class LiveSession:
             deadline = self.health.next_deadline()
             now = self.clock()
             delay = IDLE_TICK if deadline is None else min(IDLE_TICK, max(0.0, deadline - now))
+            self._ticker_idle = True
             with anyio.move_on_after(delay + 0.001):
                 await self._wake.wait()
+            self._ticker_idle = False
+            if self._kill_asked is not None:  # (even at the end: the operator's kill is recorded as asked)
+                (note,), self._kill_asked = self._kill_asked, None
+                await self.kill(note)
+            if self._finishing:  # the agent and its output are gone (_supervise)
+                return
             if self._wake.is_set():
                 self._wake = anyio.Event()
             if self._deaf is not None and not self.stopping:
@@ -744,7 +773,7 @@ class LiveSession:
                 now.append(verdict)
                 continue
             self.opinion.busy = True  # taken now: the next ambiguous verdict is carried out as the rule says
-            self._tasks.start_soon(self._second_opinion, kind, verdict)
+            self._tasks.start_soon(self._other, self._second_opinion, kind, verdict)
             if verdict.gate_id:
                 now.append(verdict)
         return now
@@ -915,6 +944,15 @@ class LiveSession:
             self.paused = False
         self._publish()
 
+    def kill_soon(self, note: str | None = None) -> bool:
+        """An operator's kill carried out by the session's ticker, woken for it, when the ticker waits for
+        nothing else: no task of its own. False: the caller runs `kill` in a task."""
+        if self.process is None or self._finishing or not self._ticker_idle or self.stopping or self.final:
+            return False
+        self._kill_asked = (note,)
+        self._wake.set()
+        return True
+
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """An operator's kill (or the daemon's stop); a session already stopping keeps the reason it is
         stopping for."""
@@ -947,7 +985,7 @@ class LiveSession:
         old = self.resources
         self.resources = Resources(cpu, rss, len(tree), files, tree[:50])
         if abs(old.cpu_percent - cpu) >= 0.5 or abs(old.rss - rss) > old.rss // 100 or old.processes != len(tree):
-            self._publish()
+            self._resources_moved()
         if self.config.limits.max_rss or self.config.limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
             verdicts = self.health.observe(sample, self.clock())
@@ -1105,11 +1143,21 @@ class LiveSession:
         self._publish()
 
     async def _write_stdin(self) -> None:
+        try:
+            await self._write_lines()
+        finally:
+            self._writer_idle = True  # returned: nothing of it to cancel
+
+    async def _write_lines(self) -> None:
         assert self.process and self.process.stdin and self._out_ready is not None
         stdin = self.process.stdin
         records = self.records
         while True:
+            self._writer_idle = True
             await self._out_ready.wait()
+            self._writer_idle = False
+            if self._finishing:  # the agent is gone (_supervise): what is left would not reach it
+                return
             self._out_ready = anyio.Event()
             while self._out:
                 mark, data = self._out[0]
@@ -1149,6 +1197,11 @@ class LiveSession:
     def _publish(self) -> None:
         """Tell the daemon this session changed; it builds the snapshot when it publishes."""
         self._changes += 1  # the cached snapshot is built again (see snapshot)
+        self.sink("session", self.spec.id, {})
+
+    def _resources_moved(self) -> None:
+        """Only the sampled numbers moved: the session is published, its cached snapshot kept (snapshot() fills
+        them in fresh), so 200 agents starting up are not rebuilt whole every sampler round."""
         self.sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:

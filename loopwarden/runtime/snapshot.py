@@ -78,7 +78,7 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
     h = health
     reason = h.termination_reason
     return Snapshot(
-        id=sid, name=name, adapter=adapter, agent=agent, capabilities=capability_names(caps), command=command,
+        id=sid, name=name, adapter=adapter, agent=agent, capabilities=_capabilities(caps), command=command,
         cwd=cwd, env_keys=env_keys, preset=config.preset, state=shown_state(state, h, paused), pid=pid,
         created_at=created_at, started_at=started_at, ended_at=ended_at,
         runtime=round((ended_at or now) - (started_at or created_at), 3), max_runtime=config.limits.max_runtime,
@@ -89,6 +89,16 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
         last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
         settings=_settings(config), **kinds)
+
+
+_CAPABILITIES: dict[Capability, list[str]] = {}  # a flag's names, listed once (a walk of the enum per build)
+
+
+def _capabilities(caps: Capability) -> list[str]:
+    names = _CAPABILITIES.get(caps)
+    if names is None:
+        names = _CAPABILITIES[caps] = capability_names(caps)  # few combinations: bounded by the adapters
+    return list(names)
 
 
 _SETTINGS_KEPT = 256

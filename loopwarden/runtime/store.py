@@ -113,8 +113,9 @@ class Batch:
     actions: list[dict[str, Any]] = field(default_factory=list)
     spills: list[dict[str, Any]] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return sum(len(getattr(self, f.name)) for f in dataclasses.fields(self))
+    def __len__(self) -> int:  # (spelled out: a walk of dataclasses.fields cost more than a small write's rows)
+        return (len(self.sessions_upsert) + len(self.events) + len(self.verdicts) + len(self.gates_upsert)
+                + len(self.actions) + len(self.spills))
 
 
 # ---- migrations: history, never edited once released ------------------------
@@ -371,7 +372,7 @@ class Store:
         if not rows:
             return
         cols, sql = self._insert(table)
-        self.db.conn.executemany(sql, [tuple(r.get(c) for c in cols) for r in rows])
+        self.db.conn.executemany(sql, [[r.get(c) for c in cols] for r in rows])
 
     def _append_events(self, rows: list[dict[str, Any]]) -> None:
         """Insert event rows. The rows the daemon queues (its five columns, short ASCII ids, a dict of
@@ -427,6 +428,7 @@ class Store:
             gate_id = row.pop("id")
             row.setdefault("gate_id", gate_id)
         kinds = self._kinds[table]
+        cap = self.text_cap
         out: dict[str, Any] = {}
         for key, value in row.items():
             kind = kinds.get(key)
@@ -434,8 +436,9 @@ class Store:
                 raise StoreError(f"{table} has no writable column {key!r}")
             if value is None or kind == "value":
                 out[key] = value
-            elif kind == "text":
-                out[key] = _clean(value if isinstance(value, str) else _str(value), self.text_cap)
+            elif kind == "text":  # most are short ASCII already: kept as they are (what _clean would return)
+                fine = type(value) is str and len(value) <= cap and value.isascii()
+                out[key] = value if fine else _clean(value if isinstance(value, str) else _str(value), cap)
             elif kind == "json":
                 out[key] = self._json(value)
             else:  # bool
