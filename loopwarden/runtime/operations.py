@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import psutil
@@ -342,13 +342,7 @@ class ControlOperations(DaemonParts):
             sid = await self._resolve(sid)
             session = self.sessions.get(sid)
             if session is None or session.final:
-                store = self.store
-                gates = await anyio.to_thread.run_sync(store.gates, sid) if store is not None else []
-                decided = [g for g in gates if g.get("gate_id") == gate_id]  # rare: an ended session
-                if decided and decided[0].get("status") != "pending":
-                    g = decided[0]
-                    raise RequestError(f"gate {sid}:{gate_id} was already {g['status']} by {g.get('decided_by')}")
-                raise RequestError(f"session {sid} has ended; only its history remains")
+                await self._ended_gate(sid, session, gate_id)
             return session, gate_id
         owners = [s for s in self.sessions.values() if not s.final and ref in s.health.gates.gates]
         if len(owners) > 1:
@@ -366,6 +360,21 @@ class ControlOperations(DaemonParts):
             raise RequestError(f"session {session.spec.id} has {which if pending else 'no pending gate'}; "
                                "name one as SESSION:GATE (see 'loopwarden gates')")
         return session, pending[0]
+
+    async def _ended_gate(self, sid: str, session: Supervised | None, gate_id: str) -> NoReturn:
+        """Refuse a decision on a gate of an ended session, saying how the gate was decided if it was. An
+        ended session still in memory knows (its last records may not be stored yet); else the store does."""
+        if session is not None:
+            gate = session.health.gates.gates.get(gate_id)
+            status, by = (gate.status, gate.decided_by) if gate is not None else ("pending", None)
+        else:  # rare: it has left memory, its records all stored
+            store = self.store
+            gates = await anyio.to_thread.run_sync(store.gates, sid) if store is not None else []
+            row = next((g for g in gates if g.get("gate_id") == gate_id), {})
+            status, by = row.get("status", "pending"), row.get("decided_by")
+        if status != "pending":
+            raise RequestError(f"gate {sid}:{gate_id} was already {status} by {by}")
+        raise RequestError(f"session {sid} has ended; only its history remains")
 
     async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
         note, verb = request_note(req), "approve" if approve else "deny"
