@@ -10,7 +10,7 @@ import click
 import orjson
 
 from ..runtime.client import DaemonError
-from ..runtime.ending import ending, exit_words
+from ..runtime.ending import ending, exit_words, intervened
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
 from ..supervisor.counters import RESETTABLE
@@ -192,7 +192,7 @@ def _print_record(kind: str | None, raw: dict[str, Any], when: float | None = No
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 @click.option("--all", "-a", "show_all", is_flag=True, help="Include ended sessions (default: the last 20).")
 def ls(as_json: bool, show_all: bool) -> None:
-    """List sessions: live ones and recent history.
+    """List sessions: live ones and recent history, and what loopwarden did to each (INTERVENED).
 
     \b
     Example:
@@ -214,12 +214,12 @@ def ls(as_json: bool, show_all: bool) -> None:
     sessions = visible_tree(sessions)
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
     agents = max(5, *(len(str(s.get("agent") or "")) for s in sessions))
-    click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'RUNTIME':>9} "
-               f"{'CALLS':>6} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
+    click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'INTERVENED':<20} "
+               f"{'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
     for s in sessions:
         click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('agent') or '-'!s:<{agents}} "
-                   f"{s.get('adapter', '')!s:<{width}} "
-                   f"{_state(s)[:34]:<34} {_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
+                   f"{s.get('adapter', '')!s:<{width}} {_state(s)[:34]:<34} {intervened(s)[:20]:<20} "
+                   f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
                    f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6}")  # ended: no memory
 

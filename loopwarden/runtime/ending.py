@@ -1,4 +1,5 @@
-"""Why a session ended, in words, from its snapshot: what `ls`, `status` and the console's ENDED column say."""
+"""A session in words, from its snapshot: why it ended (what `ls`, `status` and the console's ENDED column say)
+and what loopwarden did to it (their INTERVENED column)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ SHORT: dict[Termination, str] = {
     Termination.LOST: "daemon restarted",
     Termination.DAEMON_STOPPED: "daemon stopped",
 }
+# what loopwarden did to the agent, a word per verdict action, in the order they are shown
+INTERVENTION_WORDS: dict[str, str] = {
+    "nudge": "nudged", "block": "blocked", "gate": "gated", "escalate": "escalated", "force_next": "moved on",
+    "unblock_authority": "granted", "spill": "spilled"}
 _PREFIX = "session terminated: "
 _KNOWN = frozenset(str(t) for t in Termination)  # a store written by a newer loopwarden may hold others
 
@@ -60,3 +65,15 @@ def ending(snap: dict[str, Any], *, short: bool = False) -> str:
     if short or not text:
         return visible(f"{head}: {SHORT.get(Termination(raw), raw) if raw in _KNOWN else raw}")
     return visible(f"{head}: {text.removeprefix(_PREFIX)}")
+
+
+def interventions(snap: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(action, its word, how many times) for each kind of intervention the session had, in display order."""
+    counts = snap.get("interventions") or {}
+    return [(action, words, int(counts[action])) for action, words in INTERVENTION_WORDS.items()
+            if counts.get(action)]
+
+
+def intervened(snap: dict[str, Any]) -> str:
+    """`nudged 2 blocked 1`, or `-` for a session left alone."""
+    return " ".join(f"{words} {count}" for _, words, count in interventions(snap)) or "-"

@@ -18,7 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from ..runtime.ending import ending
+from ..runtime.ending import INTERVENTION_WORDS, ending, interventions
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
@@ -51,10 +51,9 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
 }
 
 # verdict action: (the words after it was done, colour); in the order shown
-INTERVENTION_WORDS: dict[str, tuple[str, str]] = {
-    "nudge": ("nudged", "yellow"), "block": ("blocked", "bold red"), "gate": ("gated", "magenta"),
-    "escalate": ("escalated", "bold yellow"), "force_next": ("moved on", "cyan"),
-    "unblock_authority": ("granted", "green"), "spill": ("spilled", "cyan")}
+INTERVENTION_STYLE: dict[str, str] = {  # by verdict action; the words are runtime/ending.py's
+    "nudge": "yellow", "block": "bold red", "gate": "magenta", "escalate": "bold yellow", "force_next": "cyan",
+    "unblock_authority": "green", "spill": "cyan"}
 
 STATE_STYLE: dict[str, str] = {
     SessionState.RUNNING: "green", SessionState.GATED: "bold magenta", SessionState.PAUSED: "yellow",
@@ -107,13 +106,10 @@ def usage_text(snap: dict[str, Any]) -> str:
 
 def interventions_text(snap: dict[str, Any]) -> Text:
     """`nudged 2 blocked 1`, each kind in its verdict's colour; `-` for a session left alone."""
-    counts = snap.get("interventions") or {}
     out = Text()
-    for action, (words, style) in INTERVENTION_WORDS.items():
-        count = counts.get(action)
-        if count:
-            out.append(" " if out else "")
-            out.append(f"{words} {count}", style=style)
+    for action, words, count in interventions(snap):
+        out.append(" " if out else "")
+        out.append(f"{words} {count}", style=INTERVENTION_STYLE.get(action, ""))
     return out or Text("-", style="dim")
 
 
@@ -171,7 +167,7 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
     fields = ("id", "host", "name", "agent", "adapter", "state", "termination")
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
-    haystack += " " + " ".join(INTERVENTION_WORDS.get(k, (k,))[0] for k in snap.get("interventions") or {})
+    haystack += " " + " ".join(INTERVENTION_WORDS.get(k, k) for k in snap.get("interventions") or {})
     haystack += " " + ending(snap, short=True).lower()  # the ENDED column's words: killed, sigkill, max runtime
     for word in text.lower().split():
         if word == "!":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.supervisor.health import RESETTABLE
-from tests.live.live_harness import PY, Harness
+from tests.live.live_harness import PY, Harness, wait_for
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,6 +49,20 @@ def test_logs_of_an_ended_session_end_with_how_it_ended(lw: Harness) -> None:
     lw.wait_state(running, "running")
     assert "session" not in lw.cli("logs", running).stdout.splitlines()[-1]  # still running: no end line
     lw.cli("kill", running)
+
+
+def test_ls_says_what_loopwarden_did_to_each_session(lw: Harness) -> None:
+    """The INTERVENED column, as the console has it: what was done to a looping agent; `-` for one left alone."""
+    calm = lw.run_detached(PY, "-c", "print('hello', flush=True)", adapter="plain")
+    lw.wait_state(calm, "exited")
+    looping = lw.scenario("repetition")
+    wait_for(lambda: any(v["action"] == "nudge" for v in lw.verdicts(looping)), what="a nudge")
+    header, *lines = lw.cli("ls").stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines}
+    column = header.index("INTERVENED")
+    assert rows[looping][column:].startswith("nudged ")
+    assert rows[calm][column:column + 2] == "- "
+    lw.cli("kill", looping)
 
 
 def test_reset_counter_names_are_the_same_in_help_and_error(lw: Harness) -> None:
