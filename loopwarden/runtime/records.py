@@ -3,7 +3,7 @@
 Every record a session produces (event, verdict, gate, spill, session snapshot) joins
 that session's lane; audit rows have a lane of their own. A flusher writes the lanes
 in transactions of at most TXN_ROWS rows or TXN_BYTES bytes, round-robin, every
-FLUSH_SECONDS, on a worker thread (a small transaction on the event loop). Someone who
+FLUSH_SECONDS, on a worker thread (a small one someone waits on, on the event loop). Someone who
 needs a record stored before going on (a handshake verdict must not reach its agent
 before its event is durable; an operator action is answered only once its audit row
 is) waits on its lane's mark: the lanes waited on in one pass of the event loop are
@@ -43,8 +43,8 @@ ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts
 BACKLOG_HIGH = 16 << 20  # bytes waiting for the store before session pumps wait
 BACKLOG_LOW = 4 << 20  # ... and resume once the backlog is back under this
 PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
-INLINE_ROWS = 64  # a transaction this small is written on the event loop when the store is free (a thread hop
-# costs more than such a write)
+INLINE_ROWS = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free (a
+# thread hop costs more than such a write)
 INLINE_BYTES = 64 << 10  # ... and no larger than this
 FAILED_KEPT = 256  # failed ranges remembered for durability waiters
 LOG_EVERY = 10.0  # seconds between two log lines about failing writes
@@ -355,7 +355,8 @@ class Recorder:
     async def _write_taken(self, taken: dict[str, list[Entry]]) -> None:
         entries = [e for got in taken.values() for e in got]
         try:
-            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS else False
+            # only for a waiter: another program holding SQLite's write lock would stall the loop for the busy timeout
+            inline = self._write_inline(entries) if len(entries) <= INLINE_ROWS and self._wanted else False
             if inline is False:
                 with anyio.CancelScope(shield=True):  # taken from the lanes: written, or counted, never lost
                     error = await anyio.to_thread.run_sync(self._write, entries)

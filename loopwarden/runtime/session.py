@@ -281,11 +281,17 @@ class LiveSession:
             await self._kill_leftovers()  # nothing the agent started writes on after it, so EOF comes
             await self._drain(pumps_done)
             self._finishing = True
-            if self._writer_idle and self._ticker_idle and not self._others:  # they wait for nothing but a
-                self._out_ready.set()  # wake-up: they return by themselves, and the task group ends without a
-                self._wake.set()  # cancellation to deliver
+            # the stdin writer and the ticker, when they wait for nothing but a wake-up, return by themselves
+            # and the task group ends without a cancellation to deliver; a drain given up leaves the pumps
+            # waiting for an EOF that may never come: they are cancelled
+            if pumps_done.done() and self._writer_idle and self._ticker_idle and not self._others:
+                self._out_ready.set()
+                self._wake.set()
             else:
                 tg.cancel_scope.cancel()
+        if self._kill_asked is not None:  # asked of the ticker, which was cancelled before it got to it
+            (note,), self._kill_asked = self._kill_asked, None
+            await self.kill(note)
 
     async def _other(self, job: Callable[..., Awaitable[None]], *args: Any) -> None:
         """A task of the session's besides the stdin writer, the ticker and the pumps, counted: while one
