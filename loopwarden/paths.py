@@ -69,6 +69,17 @@ class Paths:
         return self.cache / "spill"
 
 
+def working_directory() -> str:
+    """The directory an agent launched from here starts in: this process's, which may have been removed (or
+    made unreadable) under it; ValueError then says so in one line."""
+    try:
+        return os.getcwd()
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise ValueError(f"the current directory cannot be read ({reason}); "
+                         "cd to a directory that exists and run again") from None
+
+
 def default_paths(env: dict[str, str] | None = None) -> Paths:
     """The current profile: LOOPWARDEN_HOME if set, else the platform's per-user directories."""
     env = dict(os.environ) if env is None else env

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ..paths import working_directory
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..sessions import acp_agents, registry
@@ -77,21 +78,22 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         cmd = cmd[1:]
     env = dict(os.environ)
     try:
+        cwd = working_directory()
         if acp_agent:
             if adapter not in ("auto", "acp"):
                 raise ValueError(f"--agent {acp_agent} runs the acp adapter; leave out --adapter {adapter}")
             adapter = "acp"
-            cmd = acp_agents.shortcut_words(acp_agent, cmd, env, os.getcwd())
+            cmd = acp_agents.shortcut_words(acp_agent, cmd, env, cwd)
         cls = registry.adapters()[adapter]
         cmd = cls.launch_command(cmd, env)
-        env.update(cls.launch_env(cmd, env, os.getcwd()))
+        env.update(cls.launch_env(cmd, env, cwd))
     except ValueError as exc:
         raise Fail(str(exc)) from None
-    missing = missing_program(cmd[0], os.environ.get("PATH"), os.getcwd())
+    missing = missing_program(cmd[0], os.environ.get("PATH"), cwd)
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)
         sys.exit(127)
-    spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": os.getcwd(), "env": env,
+    spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": cwd, "env": env,
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
             "config_file": str(Path(config_file).resolve()) if config_file else None}
     with operator_connection() as client:
@@ -108,3 +110,4 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         click.echo(f"loopwarden: session {sid} ({name}) started; Ctrl-C detaches", err=True)
         code = _follow(client, sid, as_json)
     sys.exit(code)
+

@@ -562,7 +562,7 @@ class ConsoleApp(App[None]):
         if not self.feed.connected:
             raise DaemonError("not connected to the daemon; wait until the status line says reconnected")
         extra = spec.pop("env_extra", None) or {}
-        return self.feed.request("run", spec={**spec, "cwd": os.getcwd(), "env": {**os.environ, **extra}})
+        return self.feed.request("run", spec={**spec, "env": {**os.environ, **extra}})
 
     def _launched(self, reply: dict[str, Any] | None) -> None:
         if reply is not None:

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from ..paths import working_directory
 from ..sessions import acp_agents, registry
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
@@ -196,16 +197,17 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             return None
         env = dict(os.environ)
         try:  # for an agent CLI the words are its arguments and prompt
+            cwd = working_directory()
             if adapter.startswith("agent:"):  # a known ACP agent: the whole text is the prompt
-                command = acp_agents.shortcut_words(adapter.removeprefix("agent:"), command, env, os.getcwd())
+                command = acp_agents.shortcut_words(adapter.removeprefix("agent:"), command, env, cwd)
                 adapter = "acp"
             cls = registry.adapters()[adapter]
             command = cls.launch_command(command, env)
-            extra = cls.launch_env(command, env, os.getcwd())
+            extra = cls.launch_env(command, env, cwd)
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return None
-        return {"command": command, "adapter": adapter, "env_extra": extra,
+        return {"command": command, "adapter": adapter, "env_extra": extra, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -197,6 +198,25 @@ async def test_launch_refuses_an_empty_command_with_a_message(lw: Harness) -> No
         assert "command" in str(dialog.query_one("#error").render())
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, Launch), what="the dialog to close")
+    assert lw.request("list") == []
+
+
+async def test_launch_from_a_removed_directory_says_so_in_the_dialog(lw: Harness, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # the console's directory removed under it: launching says so instead of crashing the console
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed.ready, what="the feed")
+        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Launch) else None, what="launch")
+        dialog.query_one("#command", Input).value = "true"
+        await pilot.press("enter")
+        await until(pilot, lambda: "current directory cannot be read" in str(dialog.query_one("#error").render()),
+                    what="the error in the dialog")
+        assert isinstance(app.screen, Launch)
     assert lw.request("list") == []
 
 

@@ -138,3 +138,17 @@ def test_an_attached_run_shows_what_a_session_wrote_before_it_subscribed(lw: Har
     assert code == 3
     assert "│ first" in out and "│ second" in out and out.index("│ first") < out.index("│ second")
     assert err.endswith(f"loopwarden: session {sid} exited 3\n")
+
+
+def test_run_from_a_removed_directory_says_so_in_one_line_and_starts_nothing(lw: Harness, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # a shell whose directory was removed under it: the child inherits a cwd that no longer exists
+    proc = subprocess.Popen([PY, "-c", "import os, subprocess, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+                             "sys.exit(subprocess.run(sys.argv[2:]).returncode)", str(gone),
+                             PY, "-m", "loopwarden", "run", "--detach", "--", "true"],
+                            env=lw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert err.count("\n") == 1 and "current directory cannot be read" in err and "Traceback" not in err
+    assert out == "" and lw.request("list") == []
