@@ -24,10 +24,12 @@ from .bounds import kept_too_deep
 _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 # Every record forbids unknown fields: msgspec skips them without checking what orjson checks (UTF-8, numbers
-# that overflow a double), so a line with one goes the careful way.
+# that overflow a double), so a line with one goes the careful way. Records hold only strings, numbers, lists of
+# strings and raw JSON, never themselves: they cannot be part of a reference cycle, so the garbage collector
+# need not track them (gc=False: one tracked allocation fewer per line, fewer collections).
 
 
-class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True):
+class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True, gc=False):
     ts: float | None = None
     task: str | None = None
     agent: str | None = None
