@@ -84,6 +84,28 @@ def test_the_chanting_pre_check_turns_away_plain_prose() -> None:
     assert passed < 20
 
 
+def test_the_pieces_searched_at_once_answer_as_the_loop_over_them(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """maybe_chanting cuts and searches the sampled pieces of a short message all at once; its answer is the loop's,
+    over messages of every length it does so for, repeats found within the windows and just past them included."""
+    from loopwarden.supervisor.guards import chanting
+
+    rng = random.Random(16)
+    texts = []
+    for _ in range(3000):
+        letters = rng.choice(("abcdefgh ijk", "ab c", "abcdefghijklmnopqrstuvwxyz ., "))
+        text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 1400)))
+        if text and rng.random() < 0.5:  # a passage repeated a few times, at spacings around the window's end
+            at = rng.randrange(len(text))
+            passage = text[at:at + rng.randint(5, 60)]
+            text = text[:at] + "".join(passage + "".join(rng.choice(letters) for _ in range(rng.randint(0, 120)))
+                                       for _ in range(rng.randint(2, 11))) + text[at:]
+        texts.append((text, rng.choice((50, 50, 20, 7)), rng.choice((10, 10, 3, 2))))
+    at_once = [maybe_chanting(*case) for case in texts]
+    monkeypatch.setattr(chanting, "_AT_ONCE", 0)
+    assert at_once == [maybe_chanting(*case) for case in texts]
+    assert 300 < sum(at_once) < 2700
+
+
 def test_calls_and_results_keep_validation_and_runtime_as_their_own_hooks_would() -> None:
     """SessionHealth does validation's and runtime's bookkeeping of a call or result itself; a tool with its own
     thresholds (`tools.limits`, here the defaults again) takes the guards' own hooks: both end the same."""

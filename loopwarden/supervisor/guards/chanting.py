@@ -9,8 +9,11 @@ items, headings, blockquotes and dividers repeat by nature and are left out.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import pairwise
-from collections.abc import Sequence
+from operator import contains, itemgetter
+from typing import Any
 
 from .. import messages
 from ..config import Config
@@ -58,6 +61,11 @@ def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
     gap = 5 * chunk
     span = gap * (repeats - 1) + chunk
     reach = min(gap, (len(text) - chunk) // (repeats - 1)) + piece  # where the piece's next occurrence ends
+    count = len(range(0, len(text) - piece, stride))
+    if 2 <= count <= _AT_ONCE:  # every piece and the window it must recur in, cut and searched in C (no loop)
+        pieces, windows = _samplers(count, stride, piece, -(-reach // _WINDOW_STEP) * _WINDOW_STEP)
+        if not any(map(contains, windows(text), pieces(text))):
+            return False  # no piece recurs within its reach: the loop below would find none
     find = text.find
     # the sampled piece of an occurrence may start up to stride - 1 past it, and an occurrence follows it: the
     # last piece worth a search starts piece + 1 before the end (it once stopped a chunk before: a short chant
@@ -68,6 +76,18 @@ def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
         if j >= 0 and (j - i < piece or text.count(sub, max(0, i - span), i + span + piece) >= repeats):
             return True
     return False
+
+
+_AT_ONCE = 32  # sampled pieces taken at once, at most (a message up to about 1,300 characters at the default chunk)
+_WINDOW_STEP = 32  # windows are rounded up to this (a longer window is as sound): few shapes to keep
+
+
+@lru_cache(maxsize=64)
+def _samplers(count: int, stride: int, piece: int, reach: int) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+    """Getters of a message's `count` sampled pieces, and of the windows after each that `maybe_chanting` searches
+    (the part of the message from one character after the piece to `reach` after its start)."""
+    starts = range(0, count * stride, stride)
+    return (itemgetter(*[slice(i, i + piece) for i in starts]), itemgetter(*[slice(i + 1, i + reach) for i in starts]))
 
 
 def find_chant(text: str, chunk: int, repeats: int) -> tuple[str, int] | None:
