@@ -84,8 +84,8 @@ _WINDOW_STEP = 32  # windows are rounded up to this (a longer window is as sound
 
 @lru_cache(maxsize=64)
 def _samplers(count: int, stride: int, piece: int, reach: int) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
-    """Getters of a message's `count` sampled pieces, and of the windows after each that `maybe_chanting` searches
-    (the part of the message from one character after the piece to `reach` after its start)."""
+    """Getters of a message's `count` sampled pieces, and of the window each must recur in for `maybe_chanting`
+    (from one character past the piece's start to `reach` past it)."""
     starts = range(0, count * stride, stride)
     return (itemgetter(*[slice(i, i + piece) for i in starts]), itemgetter(*[slice(i + 1, i + reach) for i in starts]))
 
