@@ -212,3 +212,18 @@ def test_a_store_that_opens_but_cannot_be_used_is_closed_and_not_used(tmp_path: 
     assert "disk is full" in str(recorder.health.last_error)
     with pytest.raises(sqlite3.ProgrammingError):  # closed: its file descriptors are not leaked
         opened[0].db.execute("SELECT 1")
+
+
+async def test_encoded_event_rows_are_written_in_order_with_the_others_and_counted_when_lost(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    assert recorder.store is not None
+    recorder.add("events", "s1", event("s1", 1))
+    recorder.add("events", "s1", ("s1", 2, 2.0, "output", '{"type":"output","text":"two","seq":2}'))
+    recorder.add("events", "s1", event("s1", 3))
+    await recorder.flush()
+    assert stored(tmp_path / "lw.db", "s1") == [1, 2, 3]
+    assert recorder.store.events("s1")[1]["data"] == {"type": "output", "text": "two", "seq": 2}
+    recorder.store.db.execute("PRAGMA query_only = 1")  # SQLite refuses every write, as a full disk would
+    recorder.add("events", "s2", ("s2", 1, 1.0, "output", '{"type":"output","text":"x","seq":1}'))
+    await recorder.flush()
+    assert recorder.health.unwritten == {"events": 1} and recorder.dropped == {"s2": 1}
