@@ -325,6 +325,13 @@ class Recorder:
         for lane in lanes:
             entries = self.lanes[lane]
             got: list[Entry] = []
+            if not within and entries and entries[-1][0] <= upto and rows + len(entries) <= most_rows:
+                whole = sum(map(_COST, entries))  # the whole lane fits: taken at once, as the loop below would
+                if size + whole - entries[-1][3] < most_bytes:
+                    got = list(entries)
+                    entries.clear()
+                    rows += len(got)
+                    size += whole
             while (entries and entries[0][0] <= upto and rows < most_rows
                    and (size + entries[0][3] <= most_bytes if within else size < most_bytes)):
                 entry = entries.popleft()
