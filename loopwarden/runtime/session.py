@@ -507,8 +507,17 @@ class LiveSession:
                 event = None
             if event is None:
                 events = self.adapter.parse_stdout(line, seq)
-            else:
-                return self._take_native(record, self.adapter.parsed(event, line)[0], size)
+            else:  # one event, its row stored from its record
+                if type(event) is Hello:
+                    self.adapter.parsed(event, line)  # (what else `parsed` looks at, the typed decoder refuses)
+                verdicts = self._judge(event, size, record)
+                if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
+                    end = self._act(verdicts, event, publish=False)
+                    if end is not None:
+                        return end, []
+                if self.adapter.owed:  # (native lines owe a reply rarely)
+                    self._send_replies()
+                return None
         else:
             events = self.adapter.parse_stdout(line, seq)
         for i, event in enumerate(events):
@@ -524,17 +533,6 @@ class LiveSession:
                     return end, events[i + 1:]
         adapter = self.adapter
         if type(adapter) is not NativeAdapter or adapter.owed:  # (native lines owe a reply rarely)
-            self._send_replies()
-        return None
-
-    def _take_native(self, record: Any, event: Event, size: int) -> tuple[Verdict, list[Event]] | None:
-        """`_take_line` for a native line read by the typed decoder (one event), its row stored from `record`."""
-        verdicts = self._judge(event, size, record)
-        if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
-            end = self._act(verdicts, event, publish=False)
-            if end is not None:
-                return end, []
-        if self.adapter.owed:  # type: ignore[attr-defined]  # (a native line owes a reply rarely)
             self._send_replies()
         return None
 

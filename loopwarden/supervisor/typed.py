@@ -213,6 +213,8 @@ _encode = msgspec.json.Encoder().encode
 # records whose event has a field at a default other than None, which `to_dict` shows and the encoding leaves out
 # (a result's is_error is added by hand), or free JSON not read by msgspec (a validation error's raw)
 _NOT_ENCODED = frozenset({_Hello, _Attempt, _ValidationError})
+_SEQ = b',"seq":%d}'
+_NO_ERROR_SEQ = b',"is_error":false,"seq":%d}'
 
 
 def stored_json(record: Any, event: ev.Event) -> bytes | None:
@@ -229,8 +231,8 @@ def stored_json(record: Any, event: ev.Event) -> bytes | None:
     except (msgspec.EncodeError, ValueError, TypeError, OverflowError):  # nothing orjson read should be refused
         return None
     if kind is _ToolResult and not record.is_error:
-        return b'%b,"is_error":false,"seq":%d}' % (text[:-1], event.seq)
-    return b'%b,"seq":%d}' % (text[:-1], event.seq)
+        return text[:-1] + _NO_ERROR_SEQ % event.seq
+    return text[:-1] + _SEQ % event.seq
 
 
 def typed_event(line: bytes | str, seq: int) -> ev.Event | None:
