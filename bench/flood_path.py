@@ -9,7 +9,8 @@ chunks of tests/agents/paced_flood.py's lines, `--lines` per chunk, through `Liv
 the read callback of the live flood; every 1,000 queued rows are written the way the flusher writes
 them (`Recorder._take`, `Recorder._write`: one transaction), on this thread. Prints CPU time per line
 for the read side (split, parse, judge, record) and the store side (the transaction), the best of
-RUNS. `--profile`: one run under cProfile, the top functions by their own time. Always exits 0.
+RUNS. `--held`: the lines are taken by the pump task (`_catch_up`), as when the daemon is behind and reads
+long chunks. `--profile`: one run under cProfile, the top functions by their own time. Always exits 0.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def chunks(rounds: int, per_chunk: int) -> list[bytes]:
     return out
 
 
-async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int) -> tuple[float, float, int]:
+async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
+                  held: bool = False) -> tuple[float, float, int]:
     daemon = Daemon(Paths(runtime=home / "run", data=home / "data", cache=home / "cache"))
     (home / "data").mkdir(parents=True, exist_ok=True)
     recorder = daemon.recorder
@@ -68,7 +70,12 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int) -> t
     for chunk in data:
         t0 = time.thread_time()
         for session in sessions:
-            session._received(chunk)
+            if held and chunk is not data[0]:  # as when the daemon is behind: the pump task takes the lines
+                assert session._splitter is not None
+                session._held_items.extend(session._splitter.feed(chunk))
+                await session._catch_up()
+            else:
+                session._received(chunk)
         t1 = time.thread_time()
         read += t1 - t0
         lines += chunk.count(b"\n") * n_sessions
@@ -98,6 +105,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("runs", nargs="?", type=int, default=3)
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--lines", type=int, default=12, help="lines per chunk (default 12: 1,200 ev/s in 10 ms ticks)")
+    ap.add_argument("--held", action="store_true", help="lines taken by the pump task (_catch_up), as when the "
+                    "daemon is behind its agents and reads long chunks, instead of the read callback")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args(argv)
     best_read = best_store = float("inf")
@@ -107,7 +116,7 @@ def main(argv: list[str]) -> int:
             if args.profile:
                 prof = cProfile.Profile()
                 prof.enable()
-            read, store, lines = asyncio.run(one_run(Path(tmp), args.sessions, args.rounds, args.lines))
+            read, store, lines = asyncio.run(one_run(Path(tmp), args.sessions, args.rounds, args.lines, args.held))
             if args.profile:
                 prof.disable()
                 pstats.Stats(prof).sort_stats("tottime").print_stats(35)
