@@ -440,14 +440,16 @@ class LiveSession:
         while True:
             later, self._later = self._later, None
             if later is not None:
+                self._progress()  # the lines before it (_progress asks little of an unchanged session)
                 await later()
             elif self._held_items:
                 self._later = self._take(self._held_items.popleft())
-                self._progress()
                 taken += 1
                 if taken % YIELD_EVERY == 0:
+                    self._progress()  # once per batch, as per chunk in the read callback
                     await self._yield()
             else:
+                self._progress()
                 await self._yield()
                 if not self._held_items and self._later is None:
                     return
