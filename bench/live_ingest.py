@@ -111,6 +111,11 @@ def cpu_of(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
+def thread_cpu(proc: psutil.Process) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of `proc`; the main thread's id is the pid."""
+    return {t.id: t.user_time + t.system_time for t in proc.threads()}
+
+
 # ---- the baseline: a bare asyncio Protocol reader ----------------------------
 
 class Counter(asyncio.SubprocessProtocol):
@@ -234,8 +239,10 @@ def run_daemon(sc: Scenario, window: float, seconds: float, checkout: Path | Non
                                     "--duration", f"{window:g}", "--pid", str(d.pid), "-o", str(out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         n0, c0, t0, w0 = stored_events(d), cpu_of(d.ps), time.monotonic(), d.ps.num_ctx_switches().voluntary
+        h0 = thread_cpu(d.ps)
         time.sleep(window)
         n1, c1, t1, w1 = stored_events(d), cpu_of(d.ps), time.monotonic(), d.ps.num_ctx_switches().voluntary
+        h1 = thread_cpu(d.ps)
         if spy is not None:
             spy.wait(30)
         load = os.getloadavg()[0]
@@ -258,7 +265,10 @@ def run_daemon(sc: Scenario, window: float, seconds: float, checkout: Path | Non
         if dup or off:
             print(f"    {dup} duplicate (session, seq) rows; sessions whose count is off: {off[:5]}")
         ok = dones == sc.sessions and stored == written
+        main = (h1.get(d.pid, 0.0) - h0.get(d.pid, 0.0)) / max(n1 - n0, 1) * 1e6
+        rest = (c1 - c0) / max(n1 - n0, 1) * 1e6 - main  # the store's and other worker threads
         note = (f"{(w1 - w0) / max(n1 - n0, 1):.2f} sleeps (voluntary context switches) per event; "
+                f"threads: main {main:.1f} us/event, the others {rest:.1f}; "
                 f"{stored:,} of {written:,} written events stored, {dones} of {sc.sessions} sessions done {ends}"
                 + (f", verdicts {verdicts}" if verdicts else ""))
     left = leftovers(d)

@@ -212,3 +212,60 @@ def test_a_store_that_opens_but_cannot_be_used_is_closed_and_not_used(tmp_path: 
     assert "disk is full" in str(recorder.health.last_error)
     with pytest.raises(sqlite3.ProgrammingError):  # closed: its file descriptors are not leaked
         opened[0].db.execute("SELECT 1")
+
+
+async def test_encoded_event_rows_are_written_in_order_with_the_others_and_counted_when_lost(tmp_path: Path) -> None:
+    recorder = make(tmp_path)
+    assert recorder.store is not None
+    recorder.add("events", "s1", event("s1", 1))
+    recorder.add("events", "s1", ("s1", 2, 2.0, "output", '{"type":"output","text":"two","seq":2}'))
+    recorder.add("events", "s1", event("s1", 3))
+    await recorder.flush()
+    assert stored(tmp_path / "lw.db", "s1") == [1, 2, 3]
+    assert recorder.store.events("s1")[1]["data"] == {"type": "output", "text": "two", "seq": 2}
+    recorder.store.db.execute("PRAGMA query_only = 1")  # SQLite refuses every write, as a full disk would
+    recorder.add("events", "s2", ("s2", 1, 1.0, "output", '{"type":"output","text":"x","seq":1}'))
+    await recorder.flush()
+    assert recorder.health.unwritten == {"events": 1} and recorder.dropped == {"s2": 1}
+
+
+def test_taking_whole_lanes_at_once_takes_what_one_entry_at_a_time_would(tmp_path: Path) -> None:
+    import random
+    from collections import deque
+
+    def one_at_a_time(lanes: dict[str, deque], order: list[str], upto: int, most_rows: int, most_bytes: int,
+                      within: bool) -> dict[str, list]:
+        taken: dict[str, list] = {}
+        rows = size = 0
+        for lane in order:
+            entries = lanes[lane]
+            got = []
+            while (entries and entries[0][0] <= upto and rows < most_rows
+                   and (size + entries[0][3] <= most_bytes if within else size < most_bytes)):
+                entry = entries.popleft()
+                got.append(entry)
+                rows += 1
+                size += entry[3]
+            if got:
+                taken[lane] = got
+            if rows >= most_rows or size >= most_bytes:
+                break
+        return taken
+
+    rng = random.Random(16)
+    recorder = Recorder(tmp_path / "lw.db", log=[].append)
+    for _ in range(2000):
+        recorder.lanes.clear()
+        added = 0
+        for lane in [f"s{i}" for i in range(rng.randint(1, 6))]:
+            recorder.lanes[lane] = deque()
+            for _ in range(rng.randint(0, 12)):
+                added += rng.randint(1, 3)
+                recorder.lanes[lane].append((added, "events", {}, rng.randint(1, 40)))
+        copy = {lane: deque(entries) for lane, entries in recorder.lanes.items()}
+        upto, most_rows, most_bytes = rng.randint(0, added + 1), rng.randint(1, 40), rng.randint(1, 400)
+        within = rng.random() < 0.3
+        expected = one_at_a_time(copy, list(copy), upto, most_rows, most_bytes, within)
+        got = recorder._take(list(recorder.lanes), upto, most_rows, most_bytes, within=within)
+        assert got == expected
+        assert {k: list(v) for k, v in recorder.lanes.items() if v} == {k: list(v) for k, v in copy.items() if v}

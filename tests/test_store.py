@@ -9,6 +9,7 @@ import stat
 import threading
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -498,3 +499,18 @@ def test_a_record_is_stored_whole_up_to_the_record_bound_and_cut_below_it(store,
     assert depth_of(row["data"]) == min(depth, MAX_RECORD_DEPTH)
     assert (cut_marker(MAX_RECORD_DEPTH) in json.dumps(row["data"])) is (depth > MAX_RECORD_DEPTH)
     assert row["data"]["output"] == "ok"
+
+
+def test_an_encoded_event_row_past_the_text_cap_is_capped_as_a_dict_row_would_be(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "lw.db", text_cap=100) as store:
+        text = "y" * 150
+        encoded = orjson.dumps({"type": "output", "text": text, "seq": 1}).decode()
+        store.write(Batch(events=[("s1", 1, 1.0, "output", encoded),
+                                  {"session_id": "s1", "seq": 2, "ts": 2.0, "kind": "output",
+                                   "data": {"type": "output", "text": text, "seq": 2}},
+                                  ("s1", 3, 3.0, "output", '{"type":"output","text":"short","seq":3}')]))
+        rows = store.events("s1")
+        assert [r["seq"] for r in rows] == [1, 2, 3]
+        capped = rows[0]["data"]["text"]
+        assert capped == rows[1]["data"]["text"] != text and capped.startswith("y" * 100)
+        assert rows[2]["data"] == {"type": "output", "text": "short", "seq": 3}

@@ -172,7 +172,8 @@ class ControlOperations(DaemonParts):
                           session=sid)
         session = LiveSession(spec, config, adapter, sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
-                              containment=self._containment(sid))  # its cgroup, once it is sure to start
+                              containment=self._containment(sid),  # its cgroup, once it is sure to start
+                              sink_line=self.sink_line)
         self.sessions[sid] = session
         self._mark(sid)
         self._cleaner_wake.set()  # its spill retention may be the shortest yet

@@ -24,6 +24,7 @@ from .restarts import Restartables
 from .hooked import HookedSession
 from ..paths import Paths
 from .principal import Principal
+from ..supervisor.events import Event
 from .records import Recorder
 from .store import Store
 from .subscribers import QueueBudget, Subscriber
@@ -126,6 +127,9 @@ class DaemonParts:
         raise NotImplementedError  # routing.py
 
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        raise NotImplementedError  # routing.py
+
+    def sink_line(self, session_id: str, event: Event, data: bytes, size: int) -> None:
         raise NotImplementedError  # routing.py
 
     def _mark(self, session_id: str) -> None:

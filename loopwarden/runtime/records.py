@@ -27,12 +27,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 
-from .store import Batch, Store, StoreError
+from .store import Batch, EventRow, Store, StoreError
 
 FLUSH_SECONDS = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
 CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
@@ -53,7 +54,8 @@ AUDIT = ""  # the lane of audit rows
 _TABLES = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
            "actions": "actions", "sessions": "sessions_upsert"}
 
-Entry = tuple[int, str, dict[str, Any], int]  # (add number, table, row, bytes)
+Entry = tuple[int, str, dict[str, Any] | EventRow, int]  # (add number, table, row, bytes); a tuple only for events
+_COST = itemgetter(3)
 
 
 @dataclass
@@ -136,7 +138,7 @@ class Recorder:
             self.health.open = False
 
     # ---- adding -----------------------------------------------------------------
-    def add(self, kind: str, lane: str, row: dict[str, Any], size: int = 0) -> bool:
+    def add(self, kind: str, lane: str, row: dict[str, Any] | EventRow, size: int = 0) -> bool:
         """Queue one row for table `kind` in `lane`; False when an event was dropped (over PENDING_CAP)."""
         cost = size + ROW_OVERHEAD
         queued = self.pending_bytes + cost  # (called for every record: attributes are read once)
@@ -323,6 +325,13 @@ class Recorder:
         for lane in lanes:
             entries = self.lanes[lane]
             got: list[Entry] = []
+            if not within and entries and entries[-1][0] <= upto and rows + len(entries) <= most_rows:
+                whole = sum(map(_COST, entries))  # the whole lane fits: taken at once, as the loop below would
+                if size + whole - entries[-1][3] < most_bytes:
+                    got = list(entries)
+                    entries.clear()
+                    rows += len(got)
+                    size += whole
             while (entries and entries[0][0] <= upto and rows < most_rows
                    and (size + entries[0][3] <= most_bytes if within else size < most_bytes)):
                 entry = entries.popleft()
@@ -424,9 +433,10 @@ class Recorder:
         published again by the daemon)."""
         self._count_lost(entries)
         for _, kind, row, size in entries:
-            if kind == "gates":
+            if kind == "gates" and isinstance(row, dict):
                 self.add(kind, str(row.get("session_id") or ""), row, size - ROW_OVERHEAD)
-        self.on_requeue_sessions([str(row.get("id")) for _, kind, row, _ in entries if kind == "sessions"])
+        self.on_requeue_sessions([str(row.get("id")) for _, kind, row, _ in entries
+                                  if kind == "sessions" and isinstance(row, dict)])
 
     def _count_lost(self, entries: list[Entry]) -> None:
         lost = self.health.unwritten
@@ -434,7 +444,7 @@ class Recorder:
             if kind in ("events", "verdicts", "actions", "spills"):
                 lost[kind] = lost.get(kind, 0) + 1
             if kind == "events":
-                sid = str(row.get("session_id") or "")
+                sid = row[0] if isinstance(row, tuple) else str(row.get("session_id") or "")
                 self.dropped[sid] = self.dropped.get(sid, 0) + 1
 
     def _note_error(self, error: str) -> None:
@@ -454,5 +464,5 @@ class Recorder:
 def _batch(entries: list[Entry]) -> Batch:
     batch = Batch()
     for _, kind, row, _ in entries:
-        getattr(batch, _TABLES[kind]).append(row)
+        getattr(batch, _TABLES[kind]).append(row)  # (a tuple is an events row)
     return batch

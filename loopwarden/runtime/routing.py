@@ -6,6 +6,7 @@ import os
 import time
 from typing import Any
 
+from ..supervisor.events import Event
 from ..supervisor.visible import visible
 from .parts import DaemonParts
 from .principal import Principal
@@ -67,6 +68,17 @@ class RecordRouting(DaemonParts):
         elif kind == "action":
             self.recorder.add("actions", AUDIT, {"session_id": session_id, **data}, _text_size(data))
         self._broadcast(kind, session_id, data, is_event=False)
+
+    def sink_line(self, session_id: str, event: Event, data: bytes, size: int) -> None:
+        """An event whose record is JSON already (`typed.stored_json`, read from `size` bytes): its row is
+        queued in the table's column order, the JSON as it is; subscribers get the record as `sink` sends it."""
+        if not self.recorder.add("events", session_id, (session_id, event.seq, self.clock(), event.kind, data.decode()),
+                                 size or len(data)):
+            self._mark(session_id)  # its dropped_events count moved
+        elif self.subscribers:
+            record = event.to_dict()
+            record["seq"] = event.seq
+            self._broadcast("event", session_id, record, is_event=True)
 
     def _mark(self, session_id: str) -> None:
         """A session changed: publish its snapshot on the next round."""

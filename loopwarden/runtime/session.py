@@ -30,6 +30,7 @@ from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, line_limit, oversized_line
 from ..supervisor.longline import PREFIX_CHARS, STREAM_FROM, line_event
 from ..supervisor.opinion import askable
+from ..supervisor.typed import EVENT_OF, REFUSED, decode_record, stored_json
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
 from .opinion import Outcome, SecondOpinion
@@ -73,6 +74,12 @@ class Sink(Protocol):
     def __call__(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None: ...
 
 
+class LineSink(Protocol):
+    """Where an event whose record is JSON already (`typed.stored_json`) goes instead of the sink."""
+
+    def __call__(self, session_id: str, event: Event, data: bytes, size: int) -> None: ...
+
+
 class Records(Protocol):
     """The daemon's record path as a session sees it (runtime/records.py)."""
 
@@ -98,11 +105,12 @@ class LiveSession:
     def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
                  clock: Callable[[], float] = time.time, records: Records | None = None,
-                 containment: Containment | None = None) -> None:
+                 containment: Containment | None = None, sink_line: LineSink | None = None) -> None:
         self.spec = spec
         self.config = config
         self.adapter = adapter
         self.sink = sink
+        self.sink_line = sink_line
         self.spiller = spiller
         self.on_group = on_group or (lambda pgid, alive: None)
         self.containment = containment or Containment(spec.id)
@@ -432,14 +440,16 @@ class LiveSession:
         while True:
             later, self._later = self._later, None
             if later is not None:
+                self._progress()  # the lines before it (_progress asks little of an unchanged session)
                 await later()
             elif self._held_items:
                 self._later = self._take(self._held_items.popleft())
-                self._progress()
                 taken += 1
                 if taken % YIELD_EVERY == 0:
+                    self._progress()  # once per batch, as per chunk in the read callback
                     await self._yield()
             else:
+                self._progress()
                 await self._yield()
                 if not self._held_items and self._later is None:
                     return
@@ -491,6 +501,25 @@ class LiveSession:
             reply = self.adapter.oversized_reply(line.head, line.length, seq, limit)
         elif not line:
             return None
+        elif type(self.adapter) is NativeAdapter and self.sink_line is not None:
+            try:  # typed.typed_event written out, keeping the record: the stored JSON is encoded from it
+                record = decode_record(line)
+                event = EVENT_OF[type(record)](record, seq)
+            except REFUSED:
+                event = None
+            if event is None:
+                events = self.adapter.parse_stdout(line, seq)
+            else:  # one event, its row stored from its record
+                if type(event) is Hello:
+                    self.adapter.parsed(event, line)  # (what else `parsed` looks at, the typed decoder refuses)
+                verdicts = self._judge(event, size, record)
+                if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
+                    end = self._act(verdicts, event, publish=False)
+                    if end is not None:
+                        return end, []
+                if self.adapter.owed:  # (native lines owe a reply rarely)
+                    self._send_replies()
+                return None
         else:
             events = self.adapter.parse_stdout(line, seq)
         for i, event in enumerate(events):
@@ -654,7 +683,9 @@ class LiveSession:
         """Judge one event (read from `size` bytes) and carry out its verdicts."""
         await self._carry_out(self._judge(event, size), event)
 
-    def _judge(self, event: Event, size: int = 0) -> list[Verdict]:
+    def _judge(self, event: Event, size: int = 0, typed: Any = None) -> list[Verdict]:
+        """The engine's verdicts on `event`, the event and the verdicts recorded. `typed`: the typed record the
+        event was built from; the event's row is then encoded from it when nothing changed the event."""
         now = self.clock()
         if int(now) == self._rate_second:
             self.rate[-1] += 1
@@ -673,6 +704,11 @@ class LiveSession:
             verdicts = self._recover(verdicts)
         if verdicts or type(event) is Hello:
             self._noteworthy = True  # published at once (_progress), not with the next second's counts
+        elif typed is not None and self.opinion is None and self.sink_line is not None:  # (a verdict may change it)
+            data = stored_json(typed, event)
+            if data is not None:
+                self.sink_line(self.spec.id, event, data, size)
+                return verdicts
         record = event.to_dict()
         record["seq"] = event.seq
         self.sink("event", self.spec.id, record, size)

@@ -102,12 +102,17 @@ class StoreError(Exception):
     """The store cannot be opened, or a batch was refused (and nothing of it was written)."""
 
 
+# an events row in the table's column order, its data JSON text already (the daemon's typed lines): written as
+# it is when the text is within the text cap, which then holds for every string in it
+EventRow = tuple[str, int, float, str, str]
+
+
 @dataclass(slots=True)
 class Batch:
-    """Rows written in one transaction; each row is a dict keyed by column name."""
+    """Rows written in one transaction; each row is a dict keyed by column name (or an `EventRow`)."""
 
     sessions_upsert: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any] | EventRow] = field(default_factory=list)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     gates_upsert: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
@@ -374,15 +379,24 @@ class Store:
         cols, sql = self._insert(table)
         self.db.conn.executemany(sql, [[r.get(c) for c in cols] for r in rows])
 
-    def _append_events(self, rows: list[dict[str, Any]]) -> None:
+    def _append_events(self, rows: list[dict[str, Any] | EventRow]) -> None:
         """Insert event rows. The rows the daemon queues (its five columns, short ASCII ids, a dict of
-        data) skip `_prepare`: nothing in them needs cleaning but the data, encoded as `_prepare` would."""
+        data) skip `_prepare`: nothing in them needs cleaning but the data, encoded as `_prepare` would.
+        An `EventRow` within the text cap is written as it is."""
         if not rows:
             return
         cols, sql = self._insert("events")
         values: list[tuple[Any, ...]] = []
         fast = cols == _EVENT_COLUMNS
-        for row in rows:
+        cap = self.text_cap
+        for each in rows:
+            if isinstance(each, tuple):
+                if fast and len(each[4]) <= cap:
+                    values.append(each)
+                    continue
+                row = dict(zip(_EVENT_COLUMNS, (*each[:4], orjson.loads(each[4])), strict=True))
+            else:
+                row = each
             sid, kind, data = row.get("session_id"), row.get("kind"), row.get("data")
             if (fast and type(sid) is str and type(kind) is str and type(data) is dict and len(row) == 5
                     and row.keys() == _EVENT_KEYS and len(sid) + len(kind) < 512 and sid.isascii() and kind.isascii()):

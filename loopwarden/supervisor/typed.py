@@ -26,10 +26,13 @@ _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # Every record forbids unknown fields: msgspec skips them without checking what orjson checks (UTF-8, numbers
 # that overflow a double), so a line with one goes the careful way. Records hold only strings, numbers, lists of
 # strings and raw JSON, never themselves: they cannot be part of a reference cycle, so the garbage collector
-# need not track them (gc=False: one tracked allocation fewer per line, fewer collections).
+# need not track them (gc=False: one tracked allocation fewer per line, fewer collections). Encoded
+# (`stored_json`), a record leaves out the fields at their defaults: the None ones, which `Event.to_dict` leaves
+# out too.
 
 
-class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True, gc=False):
+class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True, omit_defaults=True,
+              gc=False):
     ts: float | None = None
     task: str | None = None
     agent: str | None = None
@@ -278,6 +281,32 @@ REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
 # both inside one `try` that catches REFUSED, is `typed_event` for a bytes line, without a call per line.
 decode_record = _decode_record
 EVENT_OF = _BUILD
+
+
+_encode = msgspec.json.Encoder().encode
+# records whose event has a field at a default other than None, which `to_dict` shows and the encoding leaves out
+# (a result's is_error is added by hand), or free JSON not read by msgspec (a validation error's raw)
+_NOT_ENCODED = frozenset({_Hello, _Attempt, _ValidationError})
+_SEQ = b',"seq":%d}'
+_NO_ERROR_SEQ = b',"is_error":false,"seq":%d}'
+
+
+def stored_json(record: Any, event: ev.Event) -> bytes | None:
+    """`event.to_dict()` with its `seq`, as JSON, encoded from the record it was built from (one C call instead
+    of the dict and its encoding); None for the kinds it cannot be. The event must be the record's own,
+    unchanged since (`EVENT_OF`): a call's arguments are the event's, as orjson read them."""
+    kind = type(record)
+    if kind is _ToolCall:
+        record.args = event.args  # type: ignore[attr-defined]  # orjson's reading of the raw arguments
+    elif kind in _NOT_ENCODED:
+        return None
+    try:
+        text = _encode(record)
+    except (msgspec.EncodeError, ValueError, TypeError, OverflowError):  # nothing orjson read should be refused
+        return None
+    if kind is _ToolResult and not record.is_error:
+        return text[:-1] + _NO_ERROR_SEQ % event.seq
+    return text[:-1] + _SEQ % event.seq
 
 
 def typed_event(line: bytes | str, seq: int) -> ev.Event | None:

@@ -1,0 +1,134 @@
+"""The flood's path in-process, per line: from a chunk read to its rows stored, without pipes or a loop's waits.
+
+    .venv/bin/python bench/flood_path.py [ROUNDS] [RUNS] [--sessions 50] [--lines 12] [--profile]
+    cd /tmp && PYTHONPATH=/tmp/before /work/wt/.venv/bin/python /work/wt/bench/flood_path.py   # another checkout
+
+50 live sessions (`LiveSession`, the native adapter, the default configuration) of a real `Daemon`
+(not serving: its record routing and its recorder over a real store in a temporary home) are handed
+chunks of tests/agents/paced_flood.py's lines, `--lines` per chunk, through `LiveSession._received`,
+the read callback of the live flood; every 1,000 queued rows are written the way the flusher writes
+them (`Recorder._take`, `Recorder._write`: one transaction), on this thread. Prints CPU time per line
+for the read side (split, parse, judge, record) and the store side (the transaction), the best of
+RUNS. `--held`: the lines are taken by the pump task (`_catch_up`), as when the daemon is behind and reads
+long chunks. `--profile`: one run under cProfile, the top functions by their own time. Always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "agents"))
+
+from paced_flood import event_line
+
+from loopwarden.paths import Paths
+from loopwarden.runtime.daemon import Daemon
+from loopwarden.runtime.session import LiveSession, SessionSpec
+from loopwarden.sessions.registry import adapters
+from loopwarden.supervisor.config import load_config
+from loopwarden.supervisor.lines import LineSplitter
+from loopwarden.supervisor.verdicts import SessionState
+
+FLUSH_ROWS = 1000
+
+
+def chunks(rounds: int, per_chunk: int) -> list[bytes]:
+    """One session's chunks: a hello, then paced_flood's lines, `per_chunk` at a time."""
+    out = [b'{"type":"hello","name":"paced_flood","protocol":1,"handshake":false}\n']
+    for r in range(rounds):
+        ts = 1000.0 + r * 0.01
+        out.append("".join(event_line(r * per_chunk + j, ts) for j in range(per_chunk)).encode())
+    return out
+
+
+async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
+                  held: bool = False) -> tuple[float, float, int]:
+    daemon = Daemon(Paths(runtime=home / "run", data=home / "data", cache=home / "cache"))
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    recorder = daemon.recorder
+    assert recorder.open(), recorder.health.last_error
+    config = load_config(env={})
+    native = adapters()["native"]
+    sessions = []
+    lines_to = {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {}  # as the daemon's sessions
+    for i in range(n_sessions):
+        session = LiveSession(SessionSpec(id=f"s{i}", name=f"flood{i}", command=["agent"]), config, native(),
+                              sink=daemon.sink, records=recorder, **lines_to)
+        session.pid, session.state = 10_000 + i, SessionState.RUNNING
+        session._splitter = LineSplitter(session._max_line())
+        sessions.append(session)
+    data = chunks(rounds, per_chunk)
+    read = store = 0.0
+    lines = 0
+    for chunk in data:
+        t0 = time.thread_time()
+        for session in sessions:
+            if held and chunk is not data[0]:  # as when the daemon is behind: the pump task takes the lines
+                assert session._splitter is not None
+                session._held_items.extend(session._splitter.feed(chunk))
+                await session._catch_up()
+            else:
+                session._received(chunk)
+        t1 = time.thread_time()
+        read += t1 - t0
+        lines += chunk.count(b"\n") * n_sessions
+        if sum(map(len, recorder.lanes.values())) >= FLUSH_ROWS or chunk is data[-1]:
+            while recorder.lanes:
+                taken = recorder._take(list(recorder.lanes), recorder.added)
+                error = recorder._write([e for got in taken.values() for e in got])
+                recorder.writing_bytes = 0
+                recorder._settle(taken, error)
+                assert error is None, error
+            store += time.thread_time() - t1
+    for session in sessions:
+        assert not session._held and session.health.state != "terminated", (session._held, session.health.state)
+        if session._progress_timer is not None:
+            session._progress_timer.cancel()
+    store_ = recorder.store
+    assert store_ is not None
+    stored = store_.count("events")
+    assert stored == lines, (stored, lines)
+    recorder.close()
+    return read, store, lines
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("rounds", nargs="?", type=int, default=200)
+    ap.add_argument("runs", nargs="?", type=int, default=3)
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--lines", type=int, default=12, help="lines per chunk (default 12: 1,200 ev/s in 10 ms ticks)")
+    ap.add_argument("--held", action="store_true", help="lines taken by the pump task (_catch_up), as when the "
+                    "daemon is behind its agents and reads long chunks, instead of the read callback")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args(argv)
+    best_read = best_store = float("inf")
+    lines = 0
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="flood-path-") as tmp:
+            if args.profile:
+                prof = cProfile.Profile()
+                prof.enable()
+            read, store, lines = asyncio.run(one_run(Path(tmp), args.sessions, args.rounds, args.lines, args.held))
+            if args.profile:
+                prof.disable()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(35)
+                return 0
+        best_read, best_store = min(best_read, read), min(best_store, store)
+    if args.runs:
+        import loopwarden
+        print(f"read side {best_read / lines * 1e6:.2f} us per line, store side {best_store / lines * 1e6:.2f} us, "
+              f"sum {(best_read + best_store) / lines * 1e6:.2f} us ({lines:,} lines, best of {args.runs}; "
+              f"{Path(loopwarden.__file__).parent})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
