@@ -1303,7 +1303,7 @@ class LiveSession:
     @property
     def capabilities(self) -> Capability:
         """The adapter's, and its process group: loopwarden started the agent and leads its group."""
-        return self.adapter.capabilities | Capability.PROCESS_GROUP | Capability.HOLD  # SIGSTOP holds any agent
+        return self.adapter.capabilities | _LAUNCHED  # SIGSTOP holds any agent
 
     _changes = 0  # bumped by every _publish: what the cached snapshot was built from may have moved
     _snap_cache: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -1439,6 +1439,7 @@ INJECT_KINDS: dict[Action, str] = {
 }
 
 
+_LAUNCHED = Capability.PROCESS_GROUP | Capability.HOLD  # what every launched session can do (enum `|` is slow)
 _ANSWERED = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
 
 
