@@ -46,9 +46,10 @@ YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte bu
 PROGRESS_SECONDS = 1.0  # a session whose lines only moved its counts (no verdict) is published at most this often
 SYNC_LINES = 64  # lines of one chunk taken in the read callback; the rest by the pump task, YIELD_EVERY at a time
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
-READ_CHUNK = 1 << 16
+STDERR_LINE = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
 ERRORS_KEPT = 3  # the agent's last errors, for a restart's summary
+Later = Callable[[], Awaitable[None]]  # what a line's read callback left for the pump task to await
 # verdicts that tell what a loop did (a rewind's guidance and a restart's summary quote the last one)
 EVIDENCE = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
 
@@ -161,16 +162,24 @@ class LiveSession:
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
         self._splitter: LineSplitter | None = None
-        # reading stdout (_pump_stdout): the pipe until connected, its transport, and what waits for the task
+        # reading stdout (_pump_output): the pipe until connected, its transport, and what waits for the task
         self._stdout_fd: int | None = None
         self._stdout: asyncio.ReadTransport | None = None
         self._stdout_seq = 0
-        self._stdout_wake = anyio.Event()
+        self._output_wake = anyio.Event()
         self._stdout_eof = False
-        self._stdout_failed: Exception | None = None
+        self._output_failed: Exception | None = None
         self._held = False  # reading is paused until the task has caught up
         self._held_items: deque[bytes | Oversized] = deque()
-        self._later: Callable[[], Awaitable[None]] | None = None
+        self._later: Later | None = None
+        # reading stderr, the same way and by the same task (_pump_output): its lines are logged, or judged (plain)
+        self._stderr_fd: int | None = None
+        self._stderr: asyncio.ReadTransport | None = None
+        self._stderr_splitter = LineSplitter(STDERR_LINE)
+        self._stderr_eof = False
+        self._stderr_held = False
+        self._stderr_items: deque[bytes | Oversized] = deque()
+        self._stderr_later: Later | None = None
         self._noteworthy = False  # a line judged since the last publish had a verdict or a hello (see _progress)
         self._progressed = 0.0  # loop time of the last publish for progress
         self._progress_timer: asyncio.TimerHandle | None = None
@@ -192,21 +201,20 @@ class LiveSession:
         no_stdin = detect.stdin_unused(self.spec.command) if self._choosing else None
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
+        writers: list[int] = []  # the agent's ends of its output pipes, closed here once it has them
         try:
-            # stdout is a pipe of our own, read through a Protocol (_pump_stdout), not an anyio stream
+            # stdout and stderr are pipes of our own, read through Protocols (_pump_output), not anyio streams
             self._stdout_fd, stdout = os.pipe()
-            try:
-                self.process = await anyio.open_process(
-                    self.containment.command(argv), stdin=subprocess.PIPE, stdout=stdout,
-                    stderr=subprocess.PIPE, cwd=self.spec.cwd or None, env=self.containment.environment(env),
-                    start_new_session=True,
-                )
-            finally:
-                os.close(stdout)  # the agent's copy only: EOF comes when it and its children are done
+            writers.append(stdout)
+            self._stderr_fd, stderr = os.pipe()
+            writers.append(stderr)
+            self.process = await anyio.open_process(
+                self.containment.command(argv), stdin=subprocess.PIPE, stdout=stdout,
+                stderr=stderr, cwd=self.spec.cwd or None, env=self.containment.environment(env),
+                start_new_session=True,
+            )
         except (OSError, ValueError) as exc:
-            if self._stdout_fd is not None:
-                os.close(self._stdout_fd)
-                self._stdout_fd = None
+            self._close_pipes()
             self.state, self.ended_at = SessionState.EXITED, self.clock()
             self.exit_code = 127
             self.health.termination = None
@@ -214,6 +222,9 @@ class LiveSession:
             self.containment.release()
             self._publish()
             return
+        finally:
+            for fd in writers:  # EOF comes when the agent and its children are done
+                os.close(fd)
         self.pid = self.process.pid
         self.containment.started(self.pid)
         self.on_group(self.pid, True)
@@ -241,9 +252,7 @@ class LiveSession:
                 await self.stop(Termination.CRASHED, "the supervisor failed")
                 await self.process.wait()
         finally:
-            if self._stdout_fd is not None:  # never handed to the reader (supervision failed first)
-                os.close(self._stdout_fd)
-                self._stdout_fd = None
+            self._close_pipes()  # those never handed to the readers (supervision failed first)
             if self._progress_timer is not None:  # the final publish below tells everything
                 self._progress_timer.cancel()
                 self._progress_timer = None
@@ -318,7 +327,7 @@ class LiveSession:
             before = self._bytes_read, self._lines_read
             await asyncio.wait((pumps_done,), timeout=DRAIN_STALLED)  # (a future and a timer: no cancel scope)
             # reading paused while held lines are judged, or the store is behind, is progress, not a stall
-            busy = self._held or self._waiting_for_store
+            busy = self._held or self._stderr_held or self._waiting_for_store
             if not pumps_done.done() and (self._bytes_read, self._lines_read) == before and not busy:
                 self.drain_abandoned = True
                 self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
@@ -326,48 +335,78 @@ class LiveSession:
                 return
 
     async def _pumps(self, done: asyncio.Future[None]) -> None:
-        assert self.process and self.process.stderr
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._pump_stderr)
-            await self._pump_stdout()
+        await self._pump_output()
         done.set_result(None)
 
-    # ---- reading stdout -----------------------------------------------------
+    # ---- reading stdout and stderr --------------------------------------------
     # The agent's stdout is read through a Protocol: each chunk is split and its lines judged and
     # carried out in the loop's read callback (_received), with no task switch per line. Only what
     # must wait (a stop, the store's backpressure, a broken line of ours) pauses the reading and hands
     # the rest to this task (_catch_up), which takes the held lines in order and resumes the reading.
-    async def _pump_stdout(self) -> None:
-        assert self._stdout_fd is not None
+    # stderr likewise (_stderr_received), by the same task: no task of its own.
+    async def _pump_output(self) -> None:
+        assert self._stdout_fd is not None and self._stderr_fd is not None
         self._splitter = LineSplitter(self._max_line(), self._open_long, STREAM_FROM)
-        self._stdout_wake = anyio.Event()
+        self._output_wake = anyio.Event()
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(self._stdout_fd, "rb", buffering=0)
         self._stdout_fd = None
-        transport, _ = await loop.connect_read_pipe(lambda: _StdoutReader(self), pipe)
-        self._stdout = transport
+        errors = os.fdopen(self._stderr_fd, "rb", buffering=0)
+        self._stderr_fd = None
+        transport: asyncio.ReadTransport | None = None
+        stderr: asyncio.ReadTransport | None = None
         try:
-            while True:
-                await self._stdout_wake.wait()
-                self._stdout_wake = anyio.Event()
-                if self._stdout_failed is not None:
-                    raise self._stdout_failed
+            transport, _ = await loop.connect_read_pipe(lambda: _PipeReader(self._received, self._stdout_ended), pipe)
+            self._stdout = transport
+            stderr, _ = await loop.connect_read_pipe(lambda: _PipeReader(self._stderr_received, self._stderr_ended),
+                                                     errors)
+            self._stderr = stderr
+            stdout_done = stderr_done = False
+            while not (stdout_done and stderr_done):
+                await self._output_wake.wait()
+                self._output_wake = anyio.Event()
+                if self._output_failed is not None:
+                    raise self._output_failed
                 if self._held:
-                    await self._catch_up()
+                    later, self._later = self._later, None
+                    await self._catch_up(self._held_items, self._take, later)
                     self._held = False
                     if not self._stdout_eof:
                         transport.resume_reading()
-                if self._stdout_eof and not self._held:
+                if self._stderr_held:
+                    later, self._stderr_later = self._stderr_later, None
+                    await self._catch_up(self._stderr_items, self._take_stderr, later)
+                    self._stderr_held = False
+                    if not self._stderr_eof:
+                        stderr.resume_reading()
+                if self._stdout_eof and not self._held and not stdout_done:
+                    stdout_done = True
                     for item in self._splitter.finish():
                         later = self._take(item)
                         self._publish()
                         if later is not None:
                             await later()
-                    return
+                if self._stderr_eof and not self._stderr_held and not stderr_done:
+                    stderr_done = True
+                    for line in self._stderr_splitter.finish():
+                        later = self._take_stderr(line)
+                        if later is not None:
+                            await later()
         finally:
-            transport.close()
+            for reader, file in ((transport, pipe), (stderr, errors)):
+                if reader is not None:
+                    reader.close()
+                else:
+                    file.close()  # never connected (cancelled first)
             for seq in list(self._streams or ()):
                 self._drop_stream(seq)  # a long line cut short (the reading stopped or failed): its file goes
+
+    def _close_pipes(self) -> None:
+        """Our ends of the output pipes that no reader took (the agent did not start, or supervision failed)."""
+        for fd in (self._stdout_fd, self._stderr_fd):
+            if fd is not None:
+                os.close(fd)
+        self._stdout_fd = self._stderr_fd = None
 
     def _received(self, chunk: bytes) -> None:
         """A chunk of the agent's stdout (the loop's read callback): its lines, judged now, in order."""
@@ -376,7 +415,7 @@ class LiveSession:
         try:
             items = self._splitter.feed(chunk)
         except Exception as exc:  # noqa: BLE001 - a bug of ours (splitter, decoder): as below, never the loop's
-            self._stdout_failed = exc
+            self._output_failed = exc
             self._hold()
             return
         if self._held:  # a chunk read before the pause took effect: the task takes it after the held ones
@@ -395,7 +434,7 @@ class LiveSession:
                     self._hold()
                     return
         except Exception as exc:  # noqa: BLE001 - a bug of ours: the task raises it, and run() stops the agent
-            self._stdout_failed = exc
+            self._output_failed = exc
             self._hold()
             return
         finally:
@@ -425,25 +464,27 @@ class LiveSession:
 
     def _stdout_ended(self) -> None:
         self._stdout_eof = True
-        self._stdout_wake.set()
+        self._output_wake.set()
 
     def _hold(self) -> None:
-        """Stop reading stdout until the task has caught up (_pump_stdout)."""
+        """Stop reading stdout until the task has caught up (_pump_output)."""
         self._held = True
         if self._stdout is not None:
             self._stdout.pause_reading()
-        self._stdout_wake.set()
+        self._output_wake.set()
 
-    async def _catch_up(self) -> None:
-        """While reading is paused: what had to wait, the held lines in order, the store's backpressure."""
+    async def _catch_up(self, items: deque[bytes | Oversized], take: Callable[[bytes | Oversized], Later | None],
+                        later: Later | None) -> None:
+        """While a pipe's reading is paused: what had to wait (`later`), the held `items` in order (each
+        taken by `take`), the store's backpressure. (Nothing is held meanwhile but more `items`.)"""
         taken = 0
         while True:
-            later, self._later = self._later, None
             if later is not None:
                 self._progress()  # the lines before it (_progress asks little of an unchanged session)
-                await later()
-            elif self._held_items:
-                self._later = self._take(self._held_items.popleft())
+                done, later = later, None
+                await done()
+            elif items:
+                later = take(items.popleft())
                 taken += 1
                 if taken % YIELD_EVERY == 0:
                     self._progress()  # once per batch, as per chunk in the read callback
@@ -451,10 +492,10 @@ class LiveSession:
             else:
                 self._progress()
                 await self._yield()
-                if not self._held_items and self._later is None:
+                if not items:
                     return
 
-    def _take(self, line: bytes | Oversized | LongLine) -> Callable[[], Awaitable[None]] | None:
+    def _take(self, line: bytes | Oversized | LongLine) -> Later | None:
         """One item from the splitter, dispatched by type: judged and carried out now; or, when something
         must be awaited first (a stop), what to await, and the reading waits for it."""
         self._stdout_seq += 1
@@ -477,15 +518,6 @@ class LiveSession:
             finally:
                 self._waiting_for_store = False
         await anyio.lowlevel.checkpoint()
-
-    async def _chunks(self, stream: Any) -> Any:
-        while True:
-            try:
-                chunk = await stream.receive(READ_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            self._bytes_read += len(chunk)
-            yield chunk
 
     def _take_line(self, line: bytes | Oversized, seq: int, size: int) -> tuple[Verdict, list[Event]] | None:
         """Judge one line and carry out its verdicts; when one ends the session, the stop is left to await
@@ -614,30 +646,69 @@ class LiveSession:
         for data in adapter.replies(self.health.state == GATED):
             self._send(data)
 
-    async def _pump_stderr(self) -> None:
-        assert self.process and self.process.stderr
-        splitter = LineSplitter(64 << 10)
-        async for chunk in self._chunks(self.process.stderr):
-            for line in splitter.feed(chunk):
-                await self._stderr_line(line)
-            await self._yield()
-        for line in splitter.finish():
-            await self._stderr_line(line)
+    # ---- reading stderr (see _pump_output) ------------------------------------------
+    def _stderr_received(self, chunk: bytes) -> None:
+        """A chunk of the agent's stderr (the loop's read callback): its lines logged, or judged, now, in order."""
+        self._bytes_read += len(chunk)
+        try:
+            lines = self._stderr_splitter.feed(chunk)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: the task raises it, and run() stops the agent
+            self._output_failed = exc
+            self._hold_stderr()
+            return
+        if self._stderr_held:  # a chunk read before the pause took effect: after the held ones
+            self._stderr_items.extend(lines)
+            return
+        try:
+            for i, line in enumerate(lines):
+                if i == SYNC_LINES:  # the task takes the rest, yielding between
+                    self._stderr_items.extend(lines[i:])
+                    self._hold_stderr()
+                    return
+                later = self._take_stderr(line)
+                if later is not None:
+                    self._stderr_later = later
+                    self._stderr_items.extend(lines[i + 1:])
+                    self._hold_stderr()
+                    return
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._output_failed = exc
+            self._hold_stderr()
+            return
+        records = self.records
+        if records is not None and records.over_backlog:
+            self._hold_stderr()  # the store is behind: the agent's pipe fills meanwhile
 
-    async def _stderr_line(self, line: bytes | Oversized) -> None:
+    def _stderr_ended(self) -> None:
+        self._stderr_eof = True
+        self._output_wake.set()
+
+    def _hold_stderr(self) -> None:
+        """Stop reading stderr until the task has caught up (_pump_output)."""
+        self._stderr_held = True
+        if self._stderr is not None:
+            self._stderr.pause_reading()
+        self._output_wake.set()
+
+    def _take_stderr(self, line: bytes | Oversized) -> Later | None:
+        """One stderr line logged, or judged and carried out (an adapter that makes events of it); when a
+        verdict ends the session, the stop is left to await, with the line's other events."""
         self._stderr_seq += 1
         if type(line) is Oversized:
             text = f"[stderr line of {line.length:,} bytes, not kept]"
         elif not line:
-            return
+            return None
         else:
             events = self.adapter.parse_stderr(line, self._stderr_seq)
             if events:
-                for event in events:
-                    await self.handle(event)
-                return
+                for i, event in enumerate(events):
+                    end = self._act(self._judge(event), event)
+                    if end is not None:
+                        return partial(self._finish_line, end, events[i + 1:])
+                return None
             text = self.adapter.stderr_text(line)
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
+        return None
 
     async def _ticker(self) -> None:
         """Sleep until the engine's next deadline (runtime, stall, gate expiry), then tick."""
@@ -1264,7 +1335,7 @@ class LiveSession:
     @property
     def capabilities(self) -> Capability:
         """The adapter's, and its process group: loopwarden started the agent and leads its group."""
-        return self.adapter.capabilities | Capability.PROCESS_GROUP | Capability.HOLD  # SIGSTOP holds any agent
+        return self.adapter.capabilities | _LAUNCHED  # SIGSTOP holds any agent
 
     _changes = 0  # bumped by every _publish: what the cached snapshot was built from may have moved
     _snap_cache: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -1322,21 +1393,19 @@ class LiveSession:
         return self.state in FINAL_STATES
 
 
-class _StdoutReader(asyncio.Protocol):
-    """The agent's stdout pipe: hands each chunk to its session as it is read."""
+class _PipeReader(asyncio.Protocol):
+    """One of the agent's output pipes: hands each chunk to its session as it is read, and its end."""
 
-    def __init__(self, session: LiveSession) -> None:
-        self.session = session
-
-    def data_received(self, data: bytes) -> None:
-        self.session._received(data)
+    def __init__(self, received: Callable[[bytes], None], ended: Callable[[], None]) -> None:
+        self.data_received = received  # type: ignore[method-assign,assignment]
+        self.ended = ended
 
     def eof_received(self) -> bool:
-        self.session._stdout_ended()
+        self.ended()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.session._stdout_ended()
+        self.ended()
 def _ignore_text(text: str) -> None:
     """A long output's text when there is no spill directory: only its first part is kept (in the event)."""
 
@@ -1402,6 +1471,7 @@ INJECT_KINDS: dict[Action, str] = {
 }
 
 
+_LAUNCHED = Capability.PROCESS_GROUP | Capability.HOLD  # what every launched session can do (enum `|` is slow)
 _ANSWERED = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
 
 
