@@ -110,4 +110,3 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         click.echo(f"loopwarden: session {sid} ({name}) started; Ctrl-C detaches", err=True)
         code = _follow(client, sid, as_json)
     sys.exit(code)
-
