@@ -5,9 +5,10 @@
 
 50 live sessions (`LiveSession`, the native adapter, the default configuration) of a real `Daemon`
 (not serving: its record routing and its recorder over a real store in a temporary home) are handed
-chunks of tests/agents/paced_flood.py's lines, `--lines` per chunk, through `LiveSession._received`,
-the read callback of the live flood; every 1,000 queued rows are written the way the flusher writes
-them (`Recorder._take`, `Recorder._write`: one transaction), on this thread. Prints CPU time per line
+chunks of tests/agents/paced_flood.py's lines, `--lines` per chunk, through stdout's reader
+(`OutputPipe.data_received`, the read callback of the live flood); every 1,000 queued rows are
+written the way the flusher writes them (`Recorder._take`, `Recorder._write`: one transaction),
+on this thread. Prints CPU time per line
 for the read side (split, parse, judge, record) and the store side (the transaction), the best of
 RUNS. `--held`: the lines are taken by the pump task (`_catch_up`), as when the daemon is behind and reads
 long chunks. `--profile`: one run under cProfile, the top functions by their own time. Always exits 0.
@@ -22,6 +23,8 @@ import pstats
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
+from typing import Any
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "agents"))
@@ -34,9 +37,20 @@ from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.lines import LineSplitter
+from loopwarden.supervisor.longline import STREAM_FROM
 from loopwarden.supervisor.verdicts import SessionState
 
 FLUSH_ROWS = 1000
+
+
+def read_stdout(session: LiveSession) -> Any:
+    """The session's stdout reader, not connected: this bench hands it the chunks (older checkouts: the session)."""
+    if hasattr(session, "_read_stdout"):
+        return session._read_stdout()
+    # before runtime/pipes.py (main 2d20fc0 and earlier): the splitter _pump_output made
+    session._splitter = LineSplitter(session._max_line(), session._open_long, STREAM_FROM)
+    return SimpleNamespace(data_received=session._received, splitter=session._splitter, items=session._held_items,
+                           take=session._take, held=False)
 
 
 def chunks(rounds: int, per_chunk: int) -> list[bytes]:
@@ -62,20 +76,19 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
         session = LiveSession(SessionSpec(id=f"s{i}", name=f"flood{i}", command=["agent"]), config, native(),
                               sink=daemon.sink, records=recorder, **lines_to)
         session.pid, session.state = 10_000 + i, SessionState.RUNNING
-        session._splitter = LineSplitter(session._max_line())
         sessions.append(session)
     data = chunks(rounds, per_chunk)
     read = store = 0.0
     lines = 0
+    pipes = [read_stdout(session) for session in sessions]
     for chunk in data:
         t0 = time.thread_time()
-        for session in sessions:
+        for session, pipe in zip(sessions, pipes, strict=True):
             if held and chunk is not data[0]:  # as when the daemon is behind: the pump task takes the lines
-                assert session._splitter is not None
-                session._held_items.extend(session._splitter.feed(chunk))
-                await session._catch_up()
+                pipe.items.extend(pipe.splitter.feed(chunk))
+                await session._catch_up(pipe.items, pipe.take, None)
             else:
-                session._received(chunk)
+                pipe.data_received(chunk)
         t1 = time.thread_time()
         read += t1 - t0
         lines += chunk.count(b"\n") * n_sessions
@@ -87,8 +100,8 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
                 recorder._settle(taken, error)
                 assert error is None, error
             store += time.thread_time() - t1
-    for session in sessions:
-        assert not session._held and session.health.state != "terminated", (session._held, session.health.state)
+    for session, pipe in zip(sessions, pipes, strict=True):
+        assert not pipe.held and session.health.state != "terminated", (pipe.held, session.health.state)
         if session._progress_timer is not None:
             session._progress_timer.cancel()
     store_ = recorder.store

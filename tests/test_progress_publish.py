@@ -12,7 +12,6 @@ from typing import Any
 from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
-from loopwarden.supervisor.lines import LineSplitter
 from loopwarden.supervisor.verdicts import SessionState
 
 sys.path.insert(0, str(Path(__file__).parent / "agents"))
@@ -26,7 +25,6 @@ def reading_session(published: list[str], sets: tuple[str, ...] = ()) -> LiveSes
     session = LiveSession(SessionSpec(id="s1", name="counts", command=["agent"]), load_config(env={}, sets=sets),
                           adapters()["native"](), sink=sink)
     session.pid, session.state = 4321, SessionState.RUNNING
-    session._splitter = LineSplitter(1 << 20)
     return session
 
 
@@ -46,10 +44,11 @@ def test_counts_alone_are_published_once_then_by_a_timer() -> None:
     async def go() -> None:
         published: list[str] = []
         session = reading_session(published)
-        session._received(line(1))
+        stdout = session._read_stdout()  # not connected: the test hands it chunks
+        stdout.data_received(line(1))
         assert published.count("session") == 1  # the first: at once
         for i in range(2, 50):
-            session._received(line(i))
+            stdout.data_received(line(i))
         assert published.count("session") == 1 and "verdict" not in published  # counts alone, within the second
         assert session._progress_timer is not None and session.health.events == 49
         await until(lambda: published.count("session") == 2)  # the timer tells the rest
@@ -62,13 +61,14 @@ def test_a_hello_or_a_verdict_is_published_at_once() -> None:
     async def go() -> None:
         published: list[str] = []
         session = reading_session(published, ("repetition.max_identical_calls=1",))
-        session._received(line(1))
-        session._received(b'{"type":"hello","name":"agent","handshake":false}\n')
+        stdout = session._read_stdout()  # not connected: the test hands it chunks
+        stdout.data_received(line(1))
+        stdout.data_received(b'{"type":"hello","name":"agent","handshake":false}\n')
         assert published.count("session") == 2  # a hello: at once
         call = b'{"type":"tool_call","tool":"read_file","args":{"path":"a.py"}}\n'
-        session._received(call)
+        stdout.data_received(call)
         assert published.count("session") == 2  # no verdict yet (near miss): held
-        session._received(call)
+        stdout.data_received(call)
         assert "verdict" in published and published.count("session") == 3  # blocked: at once
         if session._progress_timer is not None:
             session._progress_timer.cancel()

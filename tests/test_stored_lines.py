@@ -26,7 +26,6 @@ from loopwarden.runtime.store import TEXT_CAP
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor import protocol, typed
 from loopwarden.supervisor.config import load_config
-from loopwarden.supervisor.lines import LineSplitter
 from loopwarden.supervisor.verdicts import SessionState
 
 
@@ -128,10 +127,10 @@ async def stored_rows(home: Path, lines_too: bool) -> tuple[list[tuple[Any, ...]
                           adapters()["native"](), sink=daemon.sink, records=recorder,
                           sink_line=sink_line if lines_too else None)
     session.pid, session.state = 4321, SessionState.RUNNING
-    session._splitter = LineSplitter(session._max_line())
+    stdout = session._read_stdout()
     for line in LINES:
-        session._received(line + b"\n")
-        assert not session._held
+        stdout.data_received(line + b"\n")
+        assert not stdout.held
     if session._progress_timer is not None:
         session._progress_timer.cancel()
     assert len(encoded) > 60 if lines_too else not encoded  # most lines went the encoded way

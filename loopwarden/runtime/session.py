@@ -34,6 +34,7 @@ from ..supervisor.typed import EVENT_OF, REFUSED, decode_record, stored_json
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
 from .opinion import Outcome, SecondOpinion
+from .pipes import Item, Later, OutputPipe, Take
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
 from .snapshot import build
@@ -44,12 +45,10 @@ DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byt
 YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
 YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
 PROGRESS_SECONDS = 1.0  # a session whose lines only moved its counts (no verdict) is published at most this often
-SYNC_LINES = 64  # lines of one chunk taken in the read callback; the rest by the pump task, YIELD_EVERY at a time
 STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
 STDERR_LINE = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
 OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
 ERRORS_KEPT = 3  # the agent's last errors, for a restart's summary
-Later = Callable[[], Awaitable[None]]  # what a line's read callback left for the pump task to await
 # verdicts that tell what a loop did (a rewind's guidance and a restart's summary quote the last one)
 EVIDENCE = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
 
@@ -152,7 +151,6 @@ class LiveSession:
         self._stdin_closed = False
         self._deaf: str | None = None  # why the agent is being stopped for not reading its input
         self._sampled: list[Verdict] = []  # verdicts on resources, for the ticker to carry out
-        self._bytes_read = 0
         self._waiting_for_store = False
         self._finishing = False  # the agent and its output are gone: the stdin writer and the ticker return
         self._writer_idle = self._ticker_idle = False  # ... each waiting for nothing but its wake-up (or returned)
@@ -161,25 +159,13 @@ class LiveSession:
         self.drain_abandoned = False
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
-        self._splitter: LineSplitter | None = None
-        # reading stdout (_pump_output): the pipe until connected, its transport, and what waits for the task
+        # reading the output (_pump_output): each pipe's fd until a reader takes it, then the reader
         self._stdout_fd: int | None = None
-        self._stdout: asyncio.ReadTransport | None = None
+        self._stderr_fd: int | None = None
+        self._stdout: OutputPipe | None = None
+        self._stderr: OutputPipe | None = None
         self._stdout_seq = 0
         self._output_wake = anyio.Event()
-        self._stdout_eof = False
-        self._output_failed: Exception | None = None
-        self._held = False  # reading is paused until the task has caught up
-        self._held_items: deque[bytes | Oversized] = deque()
-        self._later: Later | None = None
-        # reading stderr, the same way and by the same task (_pump_output): its lines are logged, or judged (plain)
-        self._stderr_fd: int | None = None
-        self._stderr: asyncio.ReadTransport | None = None
-        self._stderr_splitter = LineSplitter(STDERR_LINE)
-        self._stderr_eof = False
-        self._stderr_held = False
-        self._stderr_items: deque[bytes | Oversized] = deque()
-        self._stderr_later: Later | None = None
         self._noteworthy = False  # a line judged since the last publish had a verdict or a hello (see _progress)
         self._progressed = 0.0  # loop time of the last publish for progress
         self._progress_timer: asyncio.TimerHandle | None = None
@@ -324,11 +310,11 @@ class LiveSession:
         behind the store is. Only a pipe held open by a process outside the session, with no byte for
         DRAIN_STALLED, ends the reading early; that is logged, never silent."""
         while not pumps_done.done():
-            before = self._bytes_read, self._lines_read
+            before = self._bytes_read(), self._lines_read
             await asyncio.wait((pumps_done,), timeout=DRAIN_STALLED)  # (a future and a timer: no cancel scope)
             # reading paused while held lines are judged, or the store is behind, is progress, not a stall
-            busy = self._held or self._stderr_held or self._waiting_for_store
-            if not pumps_done.done() and (self._bytes_read, self._lines_read) == before and not busy:
+            busy = any(pipe.held for pipe in self._pipes()) or self._waiting_for_store
+            if not pumps_done.done() and (self._bytes_read(), self._lines_read) == before and not busy:
                 self.drain_abandoned = True
                 self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
                                    "a process outside the session still holds its pipe open")
@@ -339,67 +325,78 @@ class LiveSession:
         done.set_result(None)
 
     # ---- reading stdout and stderr --------------------------------------------
-    # The agent's stdout is read through a Protocol: each chunk is split and its lines judged and
-    # carried out in the loop's read callback (_received), with no task switch per line. Only what
-    # must wait (a stop, the store's backpressure, a broken line of ours) pauses the reading and hands
-    # the rest to this task (_catch_up), which takes the held lines in order and resumes the reading.
-    # stderr likewise (_stderr_received), by the same task: no task of its own.
+    # Both pipes are read through the loop's callbacks (runtime/pipes.py): each chunk's lines are
+    # judged and carried out in the read callback, with no task switch per line. Only what must wait
+    # (a stop, the store's backpressure, a bug of ours) pauses a pipe and hands the rest to this task,
+    # which takes the held lines in order (_catch_up) and resumes the reading. stdout's lines are
+    # judged (_take); stderr's logged, or judged when the adapter makes events of them (_take_stderr).
     async def _pump_output(self) -> None:
         assert self._stdout_fd is not None and self._stderr_fd is not None
-        self._splitter = LineSplitter(self._max_line(), self._open_long, STREAM_FROM)
         self._output_wake = anyio.Event()
-        loop = asyncio.get_running_loop()
-        pipe = os.fdopen(self._stdout_fd, "rb", buffering=0)
-        self._stdout_fd = None
-        errors = os.fdopen(self._stderr_fd, "rb", buffering=0)
-        self._stderr_fd = None
-        transport: asyncio.ReadTransport | None = None
-        stderr: asyncio.ReadTransport | None = None
+        files = [os.fdopen(self._stdout_fd, "rb", buffering=0), os.fdopen(self._stderr_fd, "rb", buffering=0)]
+        self._stdout_fd = self._stderr_fd = None
+        pipes = [self._read_stdout(), self._read_stderr()]
         try:
-            transport, _ = await loop.connect_read_pipe(lambda: _PipeReader(self._received, self._stdout_ended), pipe)
-            self._stdout = transport
-            stderr, _ = await loop.connect_read_pipe(lambda: _PipeReader(self._stderr_received, self._stderr_ended),
-                                                     errors)
-            self._stderr = stderr
-            stdout_done = stderr_done = False
-            while not (stdout_done and stderr_done):
+            for pipe in pipes:
+                file = files.pop(0)
+                try:
+                    await pipe.connect(file)
+                except BaseException:
+                    file.close()  # never connected (cancelled first)
+                    raise
+            reading = list(pipes)
+            while reading:
                 await self._output_wake.wait()
                 self._output_wake = anyio.Event()
-                if self._output_failed is not None:
-                    raise self._output_failed
-                if self._held:
-                    later, self._later = self._later, None
-                    await self._catch_up(self._held_items, self._take, later)
-                    self._held = False
-                    if not self._stdout_eof:
-                        transport.resume_reading()
-                if self._stderr_held:
-                    later, self._stderr_later = self._stderr_later, None
-                    await self._catch_up(self._stderr_items, self._take_stderr, later)
-                    self._stderr_held = False
-                    if not self._stderr_eof:
-                        stderr.resume_reading()
-                if self._stdout_eof and not self._held and not stdout_done:
-                    stdout_done = True
-                    for item in self._splitter.finish():
-                        later = self._take(item)
-                        self._publish()
-                        if later is not None:
-                            await later()
-                if self._stderr_eof and not self._stderr_held and not stderr_done:
-                    stderr_done = True
-                    for line in self._stderr_splitter.finish():
-                        later = self._take_stderr(line)
-                        if later is not None:
-                            await later()
+                for pipe in pipes:
+                    if pipe.failed is not None:
+                        raise pipe.failed
+                for pipe in pipes:
+                    if pipe.held:
+                        later, pipe.later = pipe.later, None
+                        await self._catch_up(pipe.items, pipe.take, later)
+                        pipe.resume()
+                for pipe in pipes:
+                    if pipe.done and pipe in reading:
+                        reading.remove(pipe)
+                        await self._finish_pipe(pipe)
         finally:
-            for reader, file in ((transport, pipe), (stderr, errors)):
-                if reader is not None:
-                    reader.close()
-                else:
-                    file.close()  # never connected (cancelled first)
+            for file in files:
+                file.close()  # never connected (cancelled first)
+            for pipe in pipes:
+                if pipe.transport is not None:
+                    pipe.transport.close()
             for seq in list(self._streams or ()):
                 self._drop_stream(seq)  # a long line cut short (the reading stopped or failed): its file goes
+
+    def _read_stdout(self) -> OutputPipe:
+        """stdout's reader, not yet connected: its lines judged (_take), the session published per chunk."""
+        self._stdout = OutputPipe(LineSplitter(self._max_line(), self._open_long, STREAM_FROM), self._take,
+                                  self._wake_pump, self.records, self._progress)
+        return self._stdout
+
+    def _read_stderr(self) -> OutputPipe:
+        """stderr's reader, not yet connected: its lines logged, or judged (_take_stderr)."""
+        self._stderr = OutputPipe(LineSplitter(STDERR_LINE), self._take_stderr, self._wake_pump, self.records)
+        return self._stderr
+
+    async def _finish_pipe(self, pipe: OutputPipe) -> None:
+        """A pipe's end: its last line, if it had no newline; stdout publishes after each."""
+        for item in pipe.splitter.finish():
+            later = pipe.take(item)
+            if pipe.progress is not None:
+                self._publish()
+            if later is not None:
+                await later()
+
+    def _pipes(self) -> tuple[OutputPipe, ...]:
+        return tuple(pipe for pipe in (self._stdout, self._stderr) if pipe is not None)
+
+    def _bytes_read(self) -> int:
+        return sum(pipe.bytes_read for pipe in self._pipes())
+
+    def _wake_pump(self) -> None:
+        self._output_wake.set()
 
     def _close_pipes(self) -> None:
         """Our ends of the output pipes that no reader took (the agent did not start, or supervision failed)."""
@@ -407,42 +404,6 @@ class LiveSession:
             if fd is not None:
                 os.close(fd)
         self._stdout_fd = self._stderr_fd = None
-
-    def _received(self, chunk: bytes) -> None:
-        """A chunk of the agent's stdout (the loop's read callback): its lines, judged now, in order."""
-        self._bytes_read += len(chunk)
-        assert self._splitter is not None
-        try:
-            items = self._splitter.feed(chunk)
-        except Exception as exc:  # noqa: BLE001 - a bug of ours (splitter, decoder): as below, never the loop's
-            self._output_failed = exc
-            self._hold()
-            return
-        if self._held:  # a chunk read before the pause took effect: the task takes it after the held ones
-            self._held_items.extend(items)
-            return
-        try:
-            for i, item in enumerate(items):
-                if i == SYNC_LINES:  # a long chunk (the agent is ahead): the task takes the rest, yielding between
-                    self._held_items.extend(items[i:])
-                    self._hold()
-                    return
-                later = self._take(item)
-                if later is not None:
-                    self._later = later
-                    self._held_items.extend(items[i + 1:])
-                    self._hold()
-                    return
-        except Exception as exc:  # noqa: BLE001 - a bug of ours: the task raises it, and run() stops the agent
-            self._output_failed = exc
-            self._hold()
-            return
-        finally:
-            if items:
-                self._progress()  # once per chunk at most: the snapshot is built when the daemon publishes
-        records = self.records
-        if records is not None and records.over_backlog:
-            self._hold()  # the store is behind: the agent's pipe fills meanwhile
 
     def _progress(self) -> None:
         """Lines were judged: publish the session now when one had a verdict (or a hello), else at most
@@ -462,19 +423,7 @@ class LiveSession:
         self._progressed = asyncio.get_running_loop().time()
         self._publish()
 
-    def _stdout_ended(self) -> None:
-        self._stdout_eof = True
-        self._output_wake.set()
-
-    def _hold(self) -> None:
-        """Stop reading stdout until the task has caught up (_pump_output)."""
-        self._held = True
-        if self._stdout is not None:
-            self._stdout.pause_reading()
-        self._output_wake.set()
-
-    async def _catch_up(self, items: deque[bytes | Oversized], take: Callable[[bytes | Oversized], Later | None],
-                        later: Later | None) -> None:
+    async def _catch_up(self, items: deque[Item], take: Take, later: Later | None) -> None:
         """While a pipe's reading is paused: what had to wait (`later`), the held `items` in order (each
         taken by `take`), the store's backpressure. (Nothing is held meanwhile but more `items`.)"""
         taken = 0
@@ -495,7 +444,7 @@ class LiveSession:
                 if not items:
                     return
 
-    def _take(self, line: bytes | Oversized | LongLine) -> Later | None:
+    def _take(self, line: Item) -> Later | None:
         """One item from the splitter, dispatched by type: judged and carried out now; or, when something
         must be awaited first (a stop), what to await, and the reading waits for it."""
         self._stdout_seq += 1
@@ -633,8 +582,8 @@ class LiveSession:
             adapter.cwd = self.adapter.cwd
             self.adapter = adapter
             self.spec.adapter = adapter.name
-            if self._splitter is not None:
-                self._splitter.max_bytes = self._max_line()  # the next lines are read at the new adapter's limit
+            if self._stdout is not None:
+                self._stdout.splitter.max_bytes = self._max_line()  # the next lines are read at the new adapter's limit
             if announce:
                 self._report(choice.line())
         self._publish()
@@ -646,59 +595,14 @@ class LiveSession:
         for data in adapter.replies(self.health.state == GATED):
             self._send(data)
 
-    # ---- reading stderr (see _pump_output) ------------------------------------------
-    def _stderr_received(self, chunk: bytes) -> None:
-        """A chunk of the agent's stderr (the loop's read callback): its lines logged, or judged, now, in order."""
-        self._bytes_read += len(chunk)
-        try:
-            lines = self._stderr_splitter.feed(chunk)
-        except Exception as exc:  # noqa: BLE001 - a bug of ours: the task raises it, and run() stops the agent
-            self._output_failed = exc
-            self._hold_stderr()
-            return
-        if self._stderr_held:  # a chunk read before the pause took effect: after the held ones
-            self._stderr_items.extend(lines)
-            return
-        try:
-            for i, line in enumerate(lines):
-                if i == SYNC_LINES:  # the task takes the rest, yielding between
-                    self._stderr_items.extend(lines[i:])
-                    self._hold_stderr()
-                    return
-                later = self._take_stderr(line)
-                if later is not None:
-                    self._stderr_later = later
-                    self._stderr_items.extend(lines[i + 1:])
-                    self._hold_stderr()
-                    return
-        except Exception as exc:  # noqa: BLE001 - as above
-            self._output_failed = exc
-            self._hold_stderr()
-            return
-        records = self.records
-        if records is not None and records.over_backlog:
-            self._hold_stderr()  # the store is behind: the agent's pipe fills meanwhile
-
-    def _stderr_ended(self) -> None:
-        self._stderr_eof = True
-        self._output_wake.set()
-
-    def _hold_stderr(self) -> None:
-        """Stop reading stderr until the task has caught up (_pump_output)."""
-        self._stderr_held = True
-        if self._stderr is not None:
-            self._stderr.pause_reading()
-        self._output_wake.set()
-
-    def _take_stderr(self, line: bytes | Oversized) -> Later | None:
+    # ---- stderr's lines (see _pump_output) ------------------------------------------
+    def _take_stderr(self, line: Item) -> Later | None:
         """One stderr line logged, or judged and carried out (an adapter that makes events of it); when a
         verdict ends the session, the stop is left to await, with the line's other events."""
         self._stderr_seq += 1
-        if type(line) is Oversized:
-            text = f"[stderr line of {line.length:,} bytes, not kept]"
-        elif not line:
-            return None
-        else:
+        if isinstance(line, bytes):
+            if not line:
+                return None
             events = self.adapter.parse_stderr(line, self._stderr_seq)
             if events:
                 for i, event in enumerate(events):
@@ -707,6 +611,8 @@ class LiveSession:
                         return partial(self._finish_line, end, events[i + 1:])
                 return None
             text = self.adapter.stderr_text(line)
+        else:  # Oversized (stderr's splitter streams no long line)
+            text = f"[stderr line of {line.length:,} bytes, not kept]"
         self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
         return None
 
@@ -1393,19 +1299,6 @@ class LiveSession:
         return self.state in FINAL_STATES
 
 
-class _PipeReader(asyncio.Protocol):
-    """One of the agent's output pipes: hands each chunk to its session as it is read, and its end."""
-
-    def __init__(self, received: Callable[[bytes], None], ended: Callable[[], None]) -> None:
-        self.data_received = received  # type: ignore[method-assign,assignment]
-        self.ended = ended
-
-    def eof_received(self) -> bool:
-        self.ended()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.ended()
 def _ignore_text(text: str) -> None:
     """A long output's text when there is no spill directory: only its first part is kept (in the event)."""
 
