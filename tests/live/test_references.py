@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from tests.live.live_harness import PY, Harness
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
@@ -14,9 +16,10 @@ def test_a_name_a_live_session_has_gets_a_suffix_and_run_says_so(lw: Harness) ->
     second = proc.stdout.strip()
     assert proc.stderr == f"loopwarden: a live session is already named 'dup'; {second} is named 'dup-2'\n"
     defaults = [lw.cli("run", "-d", "--adapter", "plain", "--", *SLEEPER) for _ in range(2)]  # the command's
-    assert [p.stderr.endswith("is named 'python-2'\n") for p in defaults] == [False, True]  # name: python
+    program = os.path.basename(PY)  # name: the program for `-c` (python, or python3 when pytest ran as python3)
+    assert [p.stderr.endswith(f"is named '{program}-2'\n") for p in defaults] == [False, True], defaults[1].stderr
     assert lw.status("dup")["id"] == first and lw.status("dup-2")["id"] == second
-    assert lw.status("python-2")["id"] == defaults[1].stdout.strip()
+    assert lw.status(f"{program}-2")["id"] == defaults[1].stdout.strip()
 
 
 def test_a_name_several_sessions_had_is_an_error_listing_them_for_every_command(lw: Harness) -> None:
