@@ -50,9 +50,12 @@ def refusal_line(pid: int, where: str) -> str:
 
 
 def read_report(path: Path) -> list[dict[str, Any]]:
+    """The report's complete lines: one still being written (a long `logs` output is written in several
+    pieces) is read on a later poll."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def report_done(path: Path, key: str = "done") -> list[dict[str, Any]]:
