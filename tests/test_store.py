@@ -514,3 +514,32 @@ def test_an_encoded_event_row_past_the_text_cap_is_capped_as_a_dict_row_would_be
         capped = rows[0]["data"]["text"]
         assert capped == rows[1]["data"]["text"] != text and capped.startswith("y" * 100)
         assert rows[2]["data"] == {"type": "output", "text": "short", "seq": 3}
+
+
+@pytest.mark.parametrize("bad_at", [None, 5, store_mod._ROWS_PER_INSERT * 2 + 30])
+def test_a_large_batch_of_events_keeps_its_order_and_is_refused_whole(tmp_path: Path, bad_at: int | None) -> None:
+    """Event rows go in by statements of many rows (and the rest one by one): ids follow the batch's order, every
+    kind of row takes the same way, and a bad row anywhere refuses all of them."""
+    n = store_mod._ROWS_PER_INSERT * 2 + 37
+    rows: list = []
+    for i in range(n):
+        sid = f"s{i % 3}"
+        if i % 4 == 0:
+            rows.append(event(sid, i, output=f"dict {i}"))
+        else:
+            rows.append((sid, i, NOW + i, "tool_result", orjson.dumps({"type": "tool_result", "seq": i}).decode()))
+    if bad_at is not None:
+        rows[bad_at] = (f"s{bad_at % 3}", bad_at, NOW, None, "{}")  # kind is NOT NULL
+    with Store.open(tmp_path / "lw.db") as store:
+        if bad_at is not None:
+            with pytest.raises(StoreError):
+                store.write(Batch(events=rows))
+            assert store.count("events") == 0 and not store.db.conn.in_transaction
+            return
+        store.write(Batch(events=rows))
+        got = list(store.db.execute("SELECT id, session_id, seq FROM events ORDER BY id"))
+        assert [(sid, seq) for _, sid, seq in got] == [(f"s{i % 3}", i) for i in range(n)]
+        assert [rid for rid, _, _ in got] == list(range(1, n + 1))
+        assert [e["seq"] for e in store.events("s1")] == list(range(1, n, 3))
+        assert store.events("s0")[1]["data"] == {"type": "tool_result", "seq": 3}
+        assert store.events("s0")[0]["data"] == {"type": "tool_result", "output": "dict 0"}

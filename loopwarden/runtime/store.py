@@ -72,6 +72,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,9 @@ _EVENT_COLUMNS = ("session_id", "seq", "ts", "kind", "data")  # an events row, i
 _EVENT_KEYS = frozenset(_EVENT_COLUMNS)
 _BUSY_TIMEOUT = 5.0
 _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
+# event rows inserted by one statement: executemany binds and steps once per row, releasing and taking the
+# interpreter lock each time; 100 rows of one multi-row INSERT cost ~4k instructions a row less (of ~17k)
+_ROWS_PER_INSERT = 100
 
 
 class StoreError(Exception):
@@ -260,6 +264,7 @@ class Store:
         self._kinds = {t: self._column_kinds(t) for t in TABLES}
         self._insert_sql: dict[str, tuple[tuple[str, ...], str]] = {}
         self._upsert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._events_many: tuple[tuple[str, ...], str] | None = None
         self._checkpointer: sqlite3.Connection | None = None
 
     @classmethod
@@ -404,7 +409,22 @@ class Store:
             else:
                 prepared = self._prepare("events", row)
                 values.append(tuple(prepared.get(c) for c in cols))
-        self.db.conn.executemany(sql, values)
+        conn = self.db.conn
+        whole = len(values) - len(values) % _ROWS_PER_INSERT
+        if whole:  # _ROWS_PER_INSERT rows per statement: one bind and one step each, not one per row
+            many = self._insert_many(cols)
+            for start in range(0, whole, _ROWS_PER_INSERT):
+                conn.execute(many, list(chain.from_iterable(values[start:start + _ROWS_PER_INSERT])))
+        if whole < len(values):
+            conn.executemany(sql, values[whole:] if whole else values)
+
+    def _insert_many(self, cols: tuple[str, ...]) -> str:
+        """The events statement that inserts _ROWS_PER_INSERT rows of `cols`, in their order."""
+        if self._events_many is None or self._events_many[0] != cols:
+            one = f"({', '.join('?' * len(cols))})"
+            self._events_many = cols, (f"INSERT INTO events ({', '.join(cols)}) VALUES "
+                                       + ", ".join([one] * _ROWS_PER_INSERT))
+        return self._events_many[1]
 
     def _insert(self, table: str) -> tuple[tuple[str, ...], str]:
         """The columns an append names, and its statement."""
