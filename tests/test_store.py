@@ -87,7 +87,8 @@ def test_new_store_has_every_table_and_the_schema_version(store, tmp_path):
     assert {"task", "agent", "model", "env_keys", "dropped_events", "handshake"} <= set(db["sessions"].columns_dict)
     assert "env" not in db["sessions"].columns_dict
     indexes = {ix.name: ix.columns for t in TABLES for ix in db[t].indexes}
-    assert indexes["events_by_session"] == ["session_id", "id"]
+    assert "events_by_session" not in indexes  # since version 3 a session's events are found through its runs
+    assert db["event_runs"].indexes[0].columns == ["session_id", "last_id"]
     assert indexes["verdicts_by_session"] == ["session_id", "id"]
 
 
@@ -177,7 +178,7 @@ def test_a_version_1_file_gets_the_principal_columns_and_keeps_its_audit_rows(tm
     assert raw_version(path) == "1"
     monkeypatch.undo()
     with Store.open(path) as s:
-        assert s.schema_version == 2
+        assert s.schema_version == SCHEMA_VERSION
         [old] = s.actions()
         assert old["actor"] and old["pid"] is None and old["inside_session"] is None
         s.write(Batch(actions=[{"ts": NOW, "actor": "uid 1000 (alice)", "client": "cli pid 42", "action": "kill",
@@ -186,7 +187,7 @@ def test_a_version_1_file_gets_the_principal_columns_and_keeps_its_audit_rows(tm
         new = s.actions()[-1]
         assert (new["client_kind"], new["pid"], new["uid"], new["user"], new["tty"], new["inside_session"]) == (
             "cli", 42, 1000, "alice", "pts/3", "s3")
-    assert raw_version(path) == "2"
+    assert raw_version(path) == str(SCHEMA_VERSION)
 
 
 def test_a_failing_migration_changes_nothing(tmp_path, monkeypatch):
@@ -514,3 +515,139 @@ def test_an_encoded_event_row_past_the_text_cap_is_capped_as_a_dict_row_would_be
         capped = rows[0]["data"]["text"]
         assert capped == rows[1]["data"]["text"] != text and capped.startswith("y" * 100)
         assert rows[2]["data"] == {"type": "output", "text": "short", "seq": 3}
+
+
+@pytest.mark.parametrize("bad_at", [None, 5, store_mod._ROWS_PER_INSERT * 2 + 30])
+def test_a_large_batch_of_events_keeps_its_order_and_is_refused_whole(tmp_path: Path, bad_at: int | None) -> None:
+    """Event rows go in by statements of many rows (and the rest one by one): ids follow the batch's order, every
+    kind of row takes the same way, and a bad row anywhere refuses all of them."""
+    n = store_mod._ROWS_PER_INSERT * 2 + 37
+    rows: list = []
+    for i in range(n):
+        sid = f"s{i % 3}"
+        if i % 4 == 0:
+            rows.append(event(sid, i, output=f"dict {i}"))
+        else:
+            rows.append((sid, i, NOW + i, "tool_result", orjson.dumps({"type": "tool_result", "seq": i}).decode()))
+    if bad_at is not None:
+        rows[bad_at] = (f"s{bad_at % 3}", bad_at, NOW, None, "{}")  # kind is NOT NULL
+    with Store.open(tmp_path / "lw.db") as store:
+        if bad_at is not None:
+            with pytest.raises(StoreError):
+                store.write(Batch(events=rows))
+            assert store.count("events") == 0 and not store.db.conn.in_transaction
+            return
+        store.write(Batch(events=rows))
+        got = list(store.db.execute("SELECT id, session_id, seq FROM events ORDER BY id"))
+        assert [(sid, seq) for _, sid, seq in got] == [(f"s{i % 3}", i) for i in range(n)]
+        assert [rid for rid, _, _ in got] == list(range(1, n + 1))
+        assert [e["seq"] for e in store.events("s1")] == list(range(1, n, 3))
+        assert store.events("s0")[1]["data"] == {"type": "tool_result", "seq": 3}
+        assert store.events("s0")[0]["data"] == {"type": "tool_result", "output": "dict 0"}
+
+
+def _old_reads(path: Path, sids: list[str]) -> dict:
+    """A session's events as a version-2 file answers them, by the queries of that version (the index)."""
+    out = {}
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        for sid in sids:
+            rows = [dict(r) for r in conn.execute("SELECT * FROM events WHERE session_id = ? ORDER BY id", [sid])]
+            out[sid] = rows
+    conn.close()
+    return out
+
+
+def _event_batches(sids: list[str], rounds: int) -> list[Batch]:
+    """Rounds of events of several sessions, interleaved within and across batches (some sessions skip rounds)."""
+    batches, seq = [], dict.fromkeys(sids, 0)
+    for r in range(rounds):
+        rows: list = []
+        for k, sid in enumerate(sids):
+            if (r + k) % 3 == 2:
+                continue
+            for n in range(1 + (r * 7 + k) % 5):
+                seq[sid] += 1
+                rows.append(event(sid, seq[sid], output=f"{sid} {seq[sid]}") if seq[sid] % 2 else
+                            (sid, seq[sid], NOW + seq[sid], "tool_result",
+                             orjson.dumps({"type": "tool_result", "output": f"{sid} {seq[sid]}"}).decode()))
+                if n == 0 and r % 4 == 1:  # a session's rows split by another's within one batch
+                    rows.append(event("s8", r * 10 + k))
+        batches.append(Batch(events=rows, verdicts=[{"session_id": sids[r % len(sids)], "ts": NOW + r,
+                                                     "action": "nudge"}]))
+    return batches
+
+
+def test_a_version_2_file_gets_event_runs_and_reads_the_same(tmp_path: Path, monkeypatch) -> None:
+    """A file written before event runs (events indexed by session) opens at version 3: every session's events read
+    the same by every way of reading them, and new events join them."""
+    path = tmp_path / "v2.db"
+    sids = ["s1", "s2", "s3", "s9"]  # and s8, whose rows split theirs
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:2])
+    with Store.open(path) as s:
+        assert s.schema_version == 2
+        for batch in _event_batches(sids, 30):
+            s.write(batch)
+        s.write(Batch(sessions_upsert=[session(sid, state="exited", ended_at=NOW) for sid in sids[:2]]))
+    assert raw_version(path) == "2"
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM events WHERE session_id = 's2'")  # a pruned session leaves gaps in the ids
+    conn.close()
+    old = _old_reads(path, [*sids, "s8"])
+    assert all(old[sid] for sid in ("s1", "s3", "s8", "s9")) and not old["s2"]
+    monkeypatch.undo()
+    with Store.open(path) as s:
+        assert s.schema_version == SCHEMA_VERSION == 3
+        for sid in [*sids, "s8"]:
+            want = [{**row, "data": orjson.loads(row["data"])} for row in old[sid]]
+            assert s.events(sid, limit=10_000) == want
+            assert s.count("events", sid) == len(want)
+            assert s.last("events", sid, 7) == want[-7:]
+            paged, after = [], 0
+            while page := s.events(sid, after_id=after, limit=4):
+                paged += page
+                after = page[-1]["id"]
+            assert paged == want
+            for n in (0, 1, 5, len(want)):
+                assert s.newest_start(sid, "events", n) == (want[-n - 1]["id"] if n < len(want) else 0)
+            rows, _ = s.newest(sid, limit=10, max_bytes=1 << 20, tables=["events"])
+            assert rows["events"] == want[-10:]
+            history, _, _ = s.history(sid, {}, limit=10_000, max_bytes=1 << 30, tables=["events"])
+            assert history["events"] == want
+        before = s.count("events", "s1")
+        s.write(Batch(events=[event("s1", 1000), event("s4", 1), event("s1", 1001)]))
+        assert [e["seq"] for e in s.events("s1", limit=10_000)][-3:] == [old["s1"][-1]["seq"], 1000, 1001]
+        assert s.count("events", "s1") == before + 2 and [e["seq"] for e in s.events("s4")] == [1]
+        assert s.prunable(NOW + 1)["events"] == before + 2
+        assert s.prune(NOW + 1)["events"] == before + 2
+        assert s.events("s1") == [] and s.count("events", "s1") == 0
+        assert s.events("s3", limit=10_000) == [{**row, "data": orjson.loads(row["data"])} for row in old["s3"]]
+        assert s.db.execute("SELECT count(*) FROM event_runs WHERE session_id = 's1'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("query", ["events", "last", "newest_start", "history", "count", "prune"])
+def test_a_sessions_events_are_read_without_a_scan_or_a_sort(store: Store, query: str) -> None:
+    """Every read of one session's events searches its runs, then the rows by id: no table scan, no sort."""
+    seen: list[str] = []
+    store.db.conn.set_trace_callback(seen.append)
+    try:
+        if query == "events":
+            store.events("s1", after_id=3)
+        elif query == "last":
+            store.last("events", "s1", 5)
+        elif query == "newest_start":
+            store.newest_start("s1", "events", 5)
+        elif query == "history":
+            store.history("s1", {"events": 2}, limit=10, max_bytes=1 << 20, tables=["events"])
+        elif query == "count":
+            store.count("events", "s1")
+        else:
+            store.write(Batch(sessions_upsert=[session("s1", state="exited", ended_at=NOW)]))
+            store.prune(NOW + 1)
+    finally:
+        store.db.conn.set_trace_callback(None)
+    reads = [sql for sql in seen if "events" in sql and not sql.startswith(("BEGIN", "COMMIT"))]
+    assert reads
+    for sql in reads:
+        plan = " | ".join(row[3] for row in store.db.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        assert "TEMP B-TREE" not in plan and "SCAN e" not in plan and "SCAN events" not in plan, (sql, plan)
