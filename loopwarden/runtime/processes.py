@@ -57,6 +57,19 @@ def adoption_refusal(pid: int, peer_pid: int) -> str | None:
     return None
 
 
+async def sample_round(sessions: list[Any]) -> None:
+    """One sampler round over `sessions`: one pass over /proc (in a worker thread), then each session that is
+    not stopping or final remembers the processes that left its group and measures its tree."""
+    live = [s for s in sessions if not (s.final or s.stopping)]  # a stopping session's end looks for itself
+    if not live:
+        return  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
+    table = await anyio.to_thread.run_sync(ProcTable.scan)
+    for session in live:
+        if not (session.final or session.stopping):  # a stopping session's end looks for itself
+            session.observe(table)
+            await session.sample(table.children)  # marks the session dirty only when numbers moved
+
+
 PROCESS_ROWS = 200
 CMDLINE_CHARS = 200
 
@@ -205,14 +218,7 @@ class ProcessWatch(DaemonParts):
                 await self._sampler_wake.wait()
                 continue
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
-            live = [s for s in live if not (s.final or s.stopping)]  # a stopping session's end looks for itself
-            if not live:
-                continue  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
-            table = await anyio.to_thread.run_sync(ProcTable.scan)
-            for session in live:
-                if not (session.final or session.stopping):  # a stopping session's end looks for itself
-                    session.observe(table)
-                    await session.sample(table.children)  # marks the session dirty only when numbers moved
+            await sample_round(live)
 
     def _session_added(self) -> None:
         self._sampler_wake.set()
