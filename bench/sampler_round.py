@@ -7,10 +7,10 @@
 N plain-adapter live sessions of `sleep 600` run in-process as the daemon runs them (a child subreaper, the pidfd
 child watcher, one containment Sweep, a cgroup per session when cgroup v2 is writable here, as the daemon's), with
 a sink that keeps nothing. Once all run, `processes.sample_round` (the daemon sampler's round: a pass over /proc in
-a worker thread, then each session's observe and sample) runs `--rounds` times. Printed per round: the CPU of all
-this process's threads (a round's pass over /proc runs in a worker thread) and the longest time the event loop
-went without running anything else (a ticker task that sleeps 0 between checks measures it). With --callgrind
-the instrumentation is on around the rounds only: the instructions of the rounds, all threads.
+a worker thread, then each session's observe and sample) runs `--rounds` times alone (its CPU, all threads: the
+pass over /proc runs in a worker thread), each followed by a round watched by a task that sleeps 1 ms at a time:
+how late its wake-ups came is the longest time the event loop ran nothing else. With --callgrind the
+instrumentation is on around the rounds alone (no watched rounds): their instructions, all threads.
 
 For another checkout's code: run from /tmp with PYTHONPATH=/path/to/checkout. Informative; always exits 0.
 """
@@ -25,7 +25,6 @@ import time
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from loopwarden.runtime import processes
 from loopwarden.runtime.cgroups import CgroupTree
@@ -82,19 +81,18 @@ def _cpu() -> float:
 
 
 class _Holds:
-    """The longest time the event loop went without coming back to a task that only yields."""
+    """The longest time the event loop went without running other tasks: a task that sleeps 1 ms at a time notes
+    how late each wake-up came (a spinning task would compete with the round's worker thread for the GIL)."""
 
     def __init__(self) -> None:
         self.longest = 0.0
         self.running = True
 
     async def watch(self) -> None:
-        last = time.perf_counter()
         while self.running:
-            await anyio.lowlevel.checkpoint()
-            now = time.perf_counter()
-            self.longest = max(self.longest, now - last)
-            last = now
+            t0 = time.perf_counter()
+            await anyio.sleep(0.001)
+            self.longest = max(self.longest, time.perf_counter() - t0 - 0.001)
 
 
 async def measure(n: int, rounds: int, callgrind: bool) -> None:
@@ -119,17 +117,21 @@ async def measure(n: int, rounds: int, callgrind: bool) -> None:
             if callgrind:
                 await _callgrind("-i", "on")
             cpus, holds = [], []
-            for _ in range(rounds):
-                hold = _Holds()
-                tg.start_soon(hold.watch)
-                await anyio.sleep(0.05)
+            for _ in range(rounds):  # CPU (or instructions) of a round alone, then a round with the loop watched
                 c0 = _cpu()
                 await sample_round(sessions)
                 cpus.append(_cpu() - c0)
+                await anyio.sleep(0.3)  # the next round's CPU figures have moved, as between the daemon's rounds
+                if callgrind:
+                    continue
+                hold = _Holds()
+                tg.start_soon(hold.watch)
+                await anyio.sleep(0.05)
+                await sample_round(sessions)
                 await anyio.sleep(0.05)
                 hold.running = False
                 holds.append(hold.longest)
-                await anyio.sleep(0.3)  # the next round's CPU figures have moved, as between the daemon's rounds
+                await anyio.sleep(0.3)
             if callgrind:
                 await _callgrind("-d")
             for session in sessions:
@@ -140,9 +142,10 @@ async def measure(n: int, rounds: int, callgrind: bool) -> None:
             tree.root.remove()
     cpus.sort()
     holds.sort()
+    held = (f"the loop's longest hold median {1e3 * holds[len(holds) // 2]:.1f} ms (max {1e3 * holds[-1]:.1f})"
+            if holds else "the loop's holds not measured under callgrind")
     print(f"{n} sessions ({'cgroups: ' + how if tree is not None else 'no cgroups: ' + how}), {rounds} rounds: "
-          f"CPU per round median {1e3 * cpus[len(cpus) // 2]:.1f} ms (min {1e3 * cpus[0]:.1f}), the loop's longest "
-          f"hold median {1e3 * holds[len(holds) // 2]:.1f} ms (max {1e3 * holds[-1]:.1f}); "
+          f"CPU per round (all threads) median {1e3 * cpus[len(cpus) // 2]:.1f} ms (min {1e3 * cpus[0]:.1f}), {held}; "
           f"load {os.getloadavg()[0]:.2f}")
 
 
