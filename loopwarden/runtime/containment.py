@@ -118,10 +118,8 @@ class Containment:
             seen, in_cgroup = self._cgroup_seen
             seeds |= {pid for pid in (in_cgroup if seen is table else self.cgroup.pids()) if table.live(pid)}
         seeds |= {p.pid for p in self.tracked if table.is_current(p)}
-        for pid in table.children.get(self.daemon_pid, ()):
-            if pid in _ROOTS:
-                continue  # an agent: its own session's root, or already a seed when it is ours
-            if pid not in seeds and table.live(pid) and table.mark(pid) == self.mark:
+        for pid in table.strays(self.daemon_pid, _ROOTS):  # not an agent (its own session's root, or a seed)
+            if pid not in seeds and table.mark(pid) == self.mark:
                 seeds.add(pid)  # an orphan that came back to the daemon, unseen until now
         return {table.procs[pid].id for pid in table.descendants(seeds) if table.live(pid)}
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import psutil
 
 from ..sessions.base import Capability
@@ -23,6 +24,7 @@ from .session import tree_pids
 REAP_RETRY = 0.05  # seconds between rounds; a zombie session leader passed over is looked at again then
 SAMPLE_SECONDS = 0.5  # 2 Hz with few sessions
 SAMPLES_PER_SECOND = 20  # ... and at most this many session samples a second
+SAMPLE_SLICE = 10  # sessions sampled between two turns of the event loop's other tasks (~0.1-0.25 ms each)
 
 
 def wait_children_by_pidfd() -> bool:
@@ -55,6 +57,23 @@ def adoption_refusal(pid: int, peer_pid: int) -> str | None:
         return (f"refusing to adopt pid {pid}: it is the daemon, the calling shell or one of their parents, "
                 "and a limit would kill it")
     return None
+
+
+async def sample_round(sessions: list[Any]) -> None:
+    """One sampler round over `sessions`: one pass over /proc (in a worker thread), then each session that is
+    not stopping or final remembers the processes that left its group and measures its tree. The event loop
+    runs other tasks after every SAMPLE_SLICE sessions (a round of 200 held it for 25-70 ms at once: requests,
+    handshakes and kills waited that long); a session that began to stop meanwhile is passed over."""
+    live = [s for s in sessions if not (s.final or s.stopping)]  # a stopping session's end looks for itself
+    if not live:
+        return  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
+    table = await anyio.to_thread.run_sync(ProcTable.scan)
+    for i, session in enumerate(live):
+        if i and not i % SAMPLE_SLICE:
+            await anyio.lowlevel.checkpoint()
+        if not (session.final or session.stopping):  # a stopping session's end looks for itself
+            session.observe(table)
+            await session.sample(table.children)  # marks the session dirty only when numbers moved
 
 
 PROCESS_ROWS = 200
@@ -205,14 +224,7 @@ class ProcessWatch(DaemonParts):
                 await self._sampler_wake.wait()
                 continue
             await anyio.sleep(max(SAMPLE_SECONDS, len(live) / SAMPLES_PER_SECOND))
-            live = [s for s in live if not (s.final or s.stopping)]  # a stopping session's end looks for itself
-            if not live:
-                continue  # every one is stopping (a stop-daemon, many kills): no pass over /proc for none
-            table = await anyio.to_thread.run_sync(ProcTable.scan)
-            for session in live:
-                if not (session.final or session.stopping):  # a stopping session's end looks for itself
-                    session.observe(table)
-                    await session.sample(table.children)  # marks the session dirty only when numbers moved
+            await sample_round(live)
 
     def _session_added(self) -> None:
         self._sampler_wake.set()

@@ -132,6 +132,7 @@ class ProcTable:
     children: dict[int, list[int]] = field(default_factory=dict)
     groups: dict[int, list[int]] = field(default_factory=dict)  # pgid -> member pids
     _marks: dict[int, str | None] = field(default_factory=dict)
+    _strays: dict[int, list[int]] = field(default_factory=dict)  # see strays()
 
     @classmethod
     def scan(cls) -> ProcTable:
@@ -192,7 +193,18 @@ class ProcTable:
             self.children.setdefault(info.ppid, []).append(pid)
             self.groups.setdefault(info.pgid, []).append(pid)
             stack.extend(children_of(pid, info.threads))
+        self._strays.clear()
         return self
+
+    def strays(self, parent: int, known: set[int]) -> list[int]:
+        """`parent`'s live children that are not among `known` (as it is at the first call: a table is one
+        instant), listed once per table: the daemon's children other than its agents, where each session looks
+        for its orphans (200 sessions sampled from one table walked the daemon's 200 children each)."""
+        found = self._strays.get(parent)
+        if found is None:
+            found = self._strays[parent] = [pid for pid in self.children.get(parent, ())
+                                            if pid not in known and self.live(pid)]
+        return found
 
     def mark(self, pid: int) -> str | None:
         """`pid`'s MARK_ENV (see environ_mark), read once per process however many sessions and tables ask."""
