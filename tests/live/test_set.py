@@ -17,12 +17,13 @@ def _verdict(folder: Path, n: int) -> str:
 
 
 def test_raising_max_runtime_keeps_running_a_session_past_its_old_limit(lw: Harness) -> None:
-    sid = lw.run_detached(*SLEEPER, adapter="plain", sets=("limits.max_runtime=6s",))
+    # the old limit leaves `set` (a CLI process) 15 s to get there: 6 s was too short on a machine at load 50
+    sid = lw.run_detached(*SLEEPER, adapter="plain", sets=("limits.max_runtime=15s",))
     lw.wait_state(sid, "running")
     proc = lw.cli("set", sid, "limits.max_runtime=2h")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"{sid}: limits.max_runtime 6s -> 2h\n"
-    snap = wait_for(lambda: (s := lw.status(sid))["runtime"] > 7 and s, what="the session to outlive 6 s")
+    assert proc.stdout == f"{sid}: limits.max_runtime 15s -> 2h\n"
+    snap = wait_for(lambda: (s := lw.status(sid))["runtime"] > 16 and s, timeout=40, what="the session to outlive 15 s")
     assert snap["state"] == "running" and snap["max_runtime"] == 7200.0
 
 
