@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -88,9 +88,10 @@ def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
 TextSink = Callable[[str], None]
 
 
-def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None = None, *,
-                array: bool | None = None, sink: Callable[[int], TextSink | None] | None = None) -> Iterator[Event]:
-    """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read.
+def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None = None, *, array: bool | None = None,
+                sink: Callable[[int], TextSink | None] | None = None) -> Generator[Event, None, None]:
+    """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read (a native
+    stream's once the reading ends, or the generator is closed).
 
     `array`: the stream is one JSON array of records (claude-code only); None peeks at the stream.
     A native tool_result whose output runs past STREAM_FROM bytes is read on in chunks and judged by its
@@ -107,34 +108,35 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
         decode, event_of, refused = typed.decode_record, typed.EVENT_OF, typed.REFUSED
         readline = stream.readline
         first = first_read(limit, STREAM_FROM)
-        seq = 0
-        while True:  # read_lines, with the common line (whole, within the limit, plainly valid) judged at once
-            raw = readline(first)
-            if not raw:
-                return
-            seq += 1
-            tally.read = seq
-            if raw[-1:] == b"\n" and len(raw) <= limit:  # the decoder skips the trailing newline (or \r\n)
-                try:
-                    record = decode(raw)
-                    event = event_of[type(record)](record, seq)
-                except refused:
-                    event = None
-                if event is not None:
-                    tally.judged += 1  # a native line is always one event, an invalid one included
-                    yield event
+        seq = ignored = 0
+        try:  # the tally is written once, when the reading ends or the reader is closed, not per line
+            while True:  # read_lines, with the common line (whole, within the limit, plainly valid) judged at once
+                raw = readline(first)
+                if not raw:
+                    return
+                seq += 1
+                if raw[-1:] == b"\n" and len(raw) <= limit:  # the decoder skips the trailing newline (or \r\n)
+                    try:
+                        record = decode(raw)
+                        event = event_of[type(record)](record, seq)
+                    except refused:
+                        event = None
+                    if event is not None:
+                        yield event  # a native line is always one event, an invalid one included
+                        continue
+                line = one_line(raw, readline, first, limit)  # blank, long, too long, or to be explained
+                if line is None:
+                    ignored += 1
                     continue
-            line = one_line(raw, readline, first, limit)  # blank, long, too long, or to be explained
-            if line is None:
-                continue
-            tally.judged += 1
-            if type(line) is bytes:
-                yield typed_event(line, seq) or parse_native(line, seq)
-            elif type(line) is LongLine:
-                yield streamed_event(seq, line, sink(seq) if sink else None)
-                line.drain()
-            else:
-                yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
+                if type(line) is bytes:
+                    yield typed_event(line, seq) or parse_native(line, seq)
+                elif type(line) is LongLine:
+                    yield streamed_event(seq, line, sink(seq) if sink else None)
+                    line.drain()
+                else:
+                    yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
+        finally:
+            tally.read, tally.judged = seq, seq - ignored
     lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
     parse = line_parser(fmt)
     for seq, line in lines:
@@ -284,17 +286,19 @@ class Replayer:
             if ts is not None and ts > now:
                 now = self.now = ts
             verdicts = observe(event, now)
-            for verdict in verdicts:
-                if verdict.action == Action.SPILL and type(event) is ToolResult and self.spill:
-                    self._spill(verdict, event)
-                self.actions[verdict.action] += 1
-                on_verdict(verdict)
+            if verdicts:
+                for verdict in verdicts:
+                    if verdict.action == Action.SPILL and type(event) is ToolResult and self.spill:
+                        self._spill(verdict, event)
+                    self.actions[verdict.action] += 1
+                    on_verdict(verdict)
             if self._streaming is not None:  # a streamed output that was not spilled
                 self._streaming.discard()
                 self._streaming = None
-            if health.state == "terminated":
+            if verdicts and health.state == "terminated":  # the session ends with a verdict
                 stopped_at = event.seq
                 break
+        events.close()  # the tally is complete once the reader is closed
         summary = self._summary(tally, stopped_at)
         summary.format, summary.detected = fmt, detected
         return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from loopwarden.supervisor import events as ev
-from loopwarden.supervisor import protocol
+from loopwarden.supervisor import protocol, typed
 from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
 from loopwarden.supervisor.lines import Oversized, read_lines
 
@@ -313,6 +314,30 @@ def test_generated_objects_parse_and_round_trip(kind: str, data: st.DataObject) 
     assert again == event
     assert again.to_dict() == event.to_dict()
     assert VALIDATOR.is_valid(event.to_dict())
+
+
+@pytest.mark.parametrize("kind", list(protocol.FIELDS))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_typed_path_builds_the_careful_paths_event_field_for_field(kind: str, data: st.DataObject) -> None:
+    """typed.EVENT_OF stores each field itself (no __init__): every slot is set, to what the careful path gives."""
+    obj = {k: v for k, v in data.draw(valid_objects(kind)).items()
+           if k in {"type", *_COMMON_KINDS, *(n for n, _, _ in protocol.FIELDS[kind])}}  # no unknown fields
+    line = orjson.dumps(obj)
+    try:
+        record = typed.decode_record(line)
+    except typed.REFUSED:
+        return  # a null where a default is, a number past 64 bits...: the careful path's own (tested above)
+    event = typed.EVENT_OF[type(record)](record, 5)
+    if event is None:
+        return  # refused by its builder: another protocol version, arguments nested too deep
+    careful = protocol.event_from_object(orjson.loads(line), 5)
+    assert type(event) is type(careful)
+    for f in dataclasses.fields(careful):
+        assert getattr(event, f.name) == getattr(careful, f.name), f.name
+    if kind == "attempt" and record.work is None:  # type: ignore[union-attr]  # a fresh list each time
+        again = typed.EVENT_OF[type(record)](record, 5)
+        assert again.work == [] and again.work is not event.work  # type: ignore[attr-defined]
 
 
 def test_a_byte_order_mark_is_tolerated() -> None:

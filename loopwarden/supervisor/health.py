@@ -87,7 +87,6 @@ class SessionHealth:
         self._gate_timeout = config.gates.timeout
         self.state = RUNNING
         self.termination: Verdict | None = None
-        self.events = 0
         self.by_rule: Tally[str] = Tally()
         self.by_action: Tally[str] = Tally()  # what was done to the agent (nudged, blocked...), counted as it is
         self.validation_failures: deque[tuple[int, str]] = deque(maxlen=_VALIDATION_KEPT)
@@ -117,7 +116,6 @@ class SessionHealth:
                                     reason=f"tool_call: {exc}")
                 kind = InvalidLine
         if kind is not ResourceSample:
-            self.events += 1
             by_type = self.by_type
             name = event.kind
             by_type[name] = by_type.get(name, 0) + 1
@@ -377,6 +375,11 @@ class SessionHealth:
     def interventions(self) -> dict[str, int]:
         """How often each kind of verdict short of ending the session was given: {"nudge": 2, "block": 1}."""
         return {str(action): n for action, n in self.by_action.items() if action != Action.TERMINATE}
+
+    @property
+    def events(self) -> int:
+        """Events judged so far (resource samples are not events of the agent's)."""
+        return sum(self.by_type.values())
 
     @property
     def validation_total(self) -> int:

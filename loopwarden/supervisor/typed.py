@@ -11,6 +11,7 @@ numbers past 64 bits as floats, msgspec as ints: the signature of a call must no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import MISSING, fields
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -135,21 +136,49 @@ _decode_record = msgspec.json.Decoder(_Record).decode
 
 
 # An event class called with keywords packs them into a dict that its __init__ then unpacks again (a class has no
-# vectorcall of its own in CPython 3.11); the builders make each event with __new__ and call __init__ themselves:
-# the same construction (every default, every default factory), in about half the time.
+# vectorcall of its own in CPython 3.11). The builders make each event with __new__ and store its fields one by one:
+# no frame for __init__, no keyword matching (that was a fifth of the input stage: ~30 bytecodes and 1,000
+# instructions of argument binding per line).
 _new = object.__new__
+
+
+def _maker(cls: type[ev.Event], record: type[_Common], *extra: str, **given: str) -> Callable[..., ev.Event]:
+    """`make(r, seq, *extra)`: a `cls` event with every field of the class stored, as its __init__ would: `seq`,
+    a field named in `given` from that expression, one the record has from the record (`r.name`), any other at its
+    default (a fresh value from a default factory). Written out once per class: a field added to an event class
+    is never left unset."""
+    lines = [f"def make(r, seq{''.join(', ' + name for name in extra)}):", "    event = _new(cls)"]
+    names: dict[str, Any] = {"_new": _new, "cls": cls}
+    for f in fields(cls):
+        if f.name == "seq":
+            value = "seq"
+        elif f.name in given:
+            value = given[f.name]
+        elif f.name in record.__struct_fields__:
+            value = f"r.{f.name}"
+        elif f.default_factory is not MISSING:
+            names[f"_{f.name}_factory"] = f.default_factory
+            value = f"_{f.name}_factory()"
+        else:
+            assert f.default is not MISSING, f"{cls.__name__}.{f.name} has no value"
+            names[f"_{f.name}_default"] = f.default
+            value = f"_{f.name}_default"
+        lines.append(f"    event.{f.name} = {value}")
+    lines.append("    return event")
+    exec("\n".join(lines), names)  # the source above, made of field names only
+    return names["make"]  # type: ignore[no-any-return]
+
+
+_make_hello = _maker(ev.Hello, _Hello)
 
 
 def _hello(r: Any, seq: int) -> ev.Event | None:
     if r.protocol != 1:
         return None  # the careful path names the version
-    event = _new(ev.Hello)
-    ev.Hello.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, handshake=r.handshake, name=r.name,
-                      protocol=r.protocol)
-    return event
+    return _make_hello(r, seq)
 
 
-_CALL, _CALL_INIT = ev.ToolCall, ev.ToolCall.__init__
+_make_call = _maker(ev.ToolCall, _ToolCall, "args", args="args")
 
 
 def _tool_call(r: Any, seq: int) -> ev.Event | None:
@@ -158,118 +187,39 @@ def _tool_call(r: Any, seq: int) -> ev.Event | None:
     args = orjson.loads(memoryview(r.args))
     if type(args) is not dict or kept_too_deep(args):
         return None
-    event = _new(_CALL)
-    _CALL_INIT(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, tool=r.tool, args=args, call_id=r.call_id)
-    return event
+    return _make_call(r, seq, args)
 
 
-_RESULT, _RESULT_INIT = ev.ToolResult, ev.ToolResult.__init__
-
-
-def _tool_result(r: Any, seq: int) -> ev.Event:
-    event = _new(_RESULT)
-    _RESULT_INIT(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, output=r.output, tool=r.tool,
-                 call_id=r.call_id, is_error=r.is_error, exit_code=r.exit_code)
-    return event
+_make_validation_error = _maker(ev.ValidationError, _ValidationError, "raw", raw="raw")
 
 
 def _validation_error(r: Any, seq: int) -> ev.Event | None:
     raw = None if r.raw is None else orjson.loads(memoryview(r.raw))
     if kept_too_deep(raw):
         return None
-    event = _new(ev.ValidationError)
-    ev.ValidationError.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, message=r.message, raw=raw)
-    return event
+    return _make_validation_error(r, seq, raw)
 
 
-def _attempt(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Attempt)
-    ev.Attempt.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, status=r.status,
-                        blockers=r.blockers if r.blockers is not None else [],
-                        work=r.work if r.work is not None else [])
-    return event
-
-
-def _text(cls: type[ev.Event]) -> Callable[[Any, int], ev.Event]:
-    """The event of a record whose one own field is `text` (named outright: no kwargs dict per line)."""
-    init = cls.__init__
-
-    def build(r: Any, seq: int) -> ev.Event:
-        event = _new(cls)
-        init(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, text=r.text)  # type: ignore[call-arg]
-        return event
-    return build
-
-
-# The events whose fields are their record's own, one for one, each named outright (a dict of keywords per line, as
-# from msgspec.structs.asdict, costs three times as much).
-
-
-def _error(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Error)
-    ev.Error.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent,
-                      message=r.message, error_type=r.error_type, location=r.location, stack=r.stack)
-    return event
-
-
-def _test_result(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.TestResult)
-    ev.TestResult.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent,
-                           passed=r.passed, failed=r.failed, failing=r.failing, coverage=r.coverage)
-    return event
-
-
-def _iteration(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Iteration)
-    ev.Iteration.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent,
-                          n=r.n, status=r.status, files_modified=r.files_modified, failing_tests=r.failing_tests,
-                          error=r.error)
-    return event
-
-
-def _usage(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Usage)
-    ev.Usage.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent,
-                      input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost_usd=r.cost_usd)
-    return event
-
-
-def _collaboration(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Collaboration)
-    ev.Collaboration.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent,
-                              from_agent=r.from_agent, to_agent=r.to_agent, request=r.request)
-    return event
-
-
-def _gate_request(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.GateRequest)
-    ev.GateRequest.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, reason=r.reason)
-    return event
-
-
-def _done(r: Any, seq: int) -> ev.Event:
-    event = _new(ev.Done)
-    ev.Done.__init__(event, seq=seq, ts=r.ts, task=r.task, agent=r.agent, summary=r.summary)
-    return event
-
-
+# The rest are made from their records alone, each field named outright (a dict of keywords per line, as from
+# msgspec.structs.asdict, costs three times as much): an attempt's absent lists are empty ones.
 _BUILD: dict[type[_Common], Callable[[Any, int], ev.Event | None]] = {
     _Hello: _hello,
     _ToolCall: _tool_call,
-    _ToolResult: _tool_result,
-    _AssistantMessage: _text(ev.AssistantMessage),
-    _UserMessage: _text(ev.UserMessage),
-    _SystemNudge: _text(ev.SystemNudge),
-    _Condensation: _text(ev.Condensation),
+    _ToolResult: _maker(ev.ToolResult, _ToolResult),
+    _AssistantMessage: _maker(ev.AssistantMessage, _AssistantMessage),
+    _UserMessage: _maker(ev.UserMessage, _UserMessage),
+    _SystemNudge: _maker(ev.SystemNudge, _SystemNudge),
+    _Condensation: _maker(ev.Condensation, _Condensation),
     _ValidationError: _validation_error,
-    _Error: _error,
-    _TestResult: _test_result,
-    _Attempt: _attempt,
-    _Iteration: _iteration,
-    _Usage: _usage,
-    _Collaboration: _collaboration,
-    _GateRequest: _gate_request,
-    _Done: _done,
+    _Error: _maker(ev.Error, _Error),
+    _TestResult: _maker(ev.TestResult, _TestResult),
+    _Attempt: _maker(ev.Attempt, _Attempt, blockers="r.blockers if r.blockers is not None else []",
+                     work="r.work if r.work is not None else []"),
+    _Iteration: _maker(ev.Iteration, _Iteration),
+    _Usage: _maker(ev.Usage, _Usage),
+    _Collaboration: _maker(ev.Collaboration, _Collaboration),
+    _GateRequest: _maker(ev.GateRequest, _GateRequest),
+    _Done: _maker(ev.Done, _Done),
 }
 
 
