@@ -370,3 +370,20 @@ def test_a_sessions_cgroup_lists_the_processes_in_the_cgroups_below_it_too() -> 
             p.wait()
         session.kill()
         tree.close()
+
+
+def test_a_table_scanned_before_the_agent_started_does_not_mark_its_group_gone() -> None:
+    """The sampler scans /proc, then observes its sessions one slice at a time; an agent that starts in
+    between is not in that table, and must not be taken for gone (its group would never be signalled)."""
+    before = ProcTable.scan()
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    session = containment.Containment("t1", mark="t1@test")
+    try:
+        session.started(agent.pid)
+        session.observe(before)
+        assert not session.group_gone
+        assert agent.pid in {p.pid for p in session.members(ProcTable.scan())}
+    finally:
+        session.release()
+        agent.kill()
+        agent.wait()

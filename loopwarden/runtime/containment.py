@@ -59,6 +59,7 @@ class Containment:
         self.cgroup = cgroup
         self.guard = guard
         self.root: ProcId | None = None
+        self._rooted = 0.0  # when the root became known (monotonic): a table taken before cannot show it
         self.tracked: set[ProcId] = set()  # seen outside the group and the cgroup; the guardian knows them too
         self.walk = False  # find members by walking from seeds (see table()); the daemon sets it as subreaper
         self.emptied = False  # end() found nothing left: with no process of the session alive, none can come
@@ -79,6 +80,7 @@ class Containment:
     def started(self, pid: int) -> None:
         """The agent runs as `pid`, leader of its own process group."""
         self.root = proc_id(pid) or ProcId(pid, 0)
+        self._rooted = time.monotonic()
         _ROOTS.add(pid)
         _ROOT_TOKENS.add(str(pid).encode())
         self._tell("+", "g", f"{self.root.pid} {self.root.start}")
@@ -106,7 +108,8 @@ class Containment:
 
     def members(self, table: ProcTable | None = None) -> set[ProcId]:
         """Every live process of the session now."""
-        table = table or ProcTable.scan()
+        if table is None or self._predates_root(table):  # the agent's absence from it would read as its end
+            table = ProcTable.scan()
         seeds: set[int] = set()
         if self.root is not None and not self.group_gone:
             if table.is_current(self.root):
@@ -136,6 +139,8 @@ class Containment:
     def observe(self, table: ProcTable) -> None:
         """Remember the processes that left the group and the cgroup (so a later double fork cannot hide
         them), and tell the guardian; forget those that are gone."""
+        if self._predates_root(table):
+            return  # a sampler's table scanned before the agent started: nothing in it to remember
         in_cgroup = self.cgroup.pids() if self.cgroup is not None else set()
         self._cgroup_seen = (table, in_cgroup)
         group = self.root.pid if self.root is not None else None
@@ -147,6 +152,9 @@ class Containment:
         for proc in [p for p in self.tracked if not table.is_current(p)]:
             self.tracked.discard(proc)
             self._tell("-", "p", f"{proc.pid} {proc.start}")
+
+    def _predates_root(self, table: ProcTable) -> bool:
+        return self.root is not None and table.taken < self._rooted
 
     # ---- ending -------------------------------------------------------------
     def signal(self, sig: int, members: set[ProcId] | None = None, fds: Pidfds | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -133,6 +134,7 @@ class ProcTable:
     groups: dict[int, list[int]] = field(default_factory=dict)  # pgid -> member pids
     _marks: dict[int, str | None] = field(default_factory=dict)
     _strays: dict[int, list[int]] = field(default_factory=dict)  # see strays()
+    taken: float = field(default_factory=time.monotonic)  # when its look began: a process started later is not in it
 
     @classmethod
     def scan(cls) -> ProcTable:
