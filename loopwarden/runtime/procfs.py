@@ -133,7 +133,7 @@ class ProcTable:
     children: dict[int, list[int]] = field(default_factory=dict)
     groups: dict[int, list[int]] = field(default_factory=dict)  # pgid -> member pids
     _marks: dict[int, str | None] = field(default_factory=dict)
-    _strays: dict[int, list[int]] = field(default_factory=dict)  # see strays()
+    _strays: dict[int, tuple[int, ...]] = field(default_factory=dict)  # see strays()
     taken: float = field(default_factory=time.monotonic)  # when its look began: a process started later is not in it
 
     @classmethod
@@ -198,14 +198,14 @@ class ProcTable:
         self._strays.clear()
         return self
 
-    def strays(self, parent: int, known: set[int]) -> list[int]:
-        """`parent`'s live children that are not among `known` (as it is at the first call: a table is one
-        instant), listed once per table: the daemon's children other than its agents, where each session looks
-        for its orphans (200 sessions sampled from one table walked the daemon's 200 children each)."""
+    def strays(self, parent: int, known: set[int]) -> tuple[int, ...]:
+        """`parent`'s live children that are not among `known`, listed once per table and parent (`known` as
+        it is at the first call: a table is one instant): the daemon's children other than its agents, where
+        every session sampled from the table looks for its orphans."""
         found = self._strays.get(parent)
         if found is None:
-            found = self._strays[parent] = [pid for pid in self.children.get(parent, ())
-                                            if pid not in known and self.live(pid)]
+            found = self._strays[parent] = tuple(pid for pid in self.children.get(parent, ())
+                                                 if pid not in known and self.live(pid))
         return found
 
     def mark(self, pid: int) -> str | None:

@@ -333,17 +333,13 @@ class LiveSession:
     async def _pump_output(self) -> None:
         assert self._stdout_fd is not None and self._stderr_fd is not None
         self._output_wake = anyio.Event()
+        pipes = [self._read_stdout(), self._read_stderr()]
         files = [os.fdopen(self._stdout_fd, "rb", buffering=0), os.fdopen(self._stderr_fd, "rb", buffering=0)]
         self._stdout_fd = self._stderr_fd = None
-        pipes = [self._read_stdout(), self._read_stderr()]
         try:
-            for pipe in pipes:
-                file = files.pop(0)
-                try:
-                    await pipe.connect(file)
-                except BaseException:
-                    file.close()  # never connected (cancelled first)
-                    raise
+            for pipe, file in zip(pipes, list(files), strict=True):
+                await pipe.connect(file)
+                files.remove(file)  # the transport owns it now
             reading = list(pipes)
             while reading:
                 await self._output_wake.wait()

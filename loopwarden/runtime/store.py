@@ -37,11 +37,14 @@ Decisions:
 * Columns added to the suggestion: sessions.task, .agent, .model (the session spec
   in ARCHITECTURE.md; kept queryable rather than buried in `config`).
 * Ids are rowids (max + 1), not AUTOINCREMENT: sqlite-utils' create_table cannot
-  declare it, and nothing deletes rows, so ids only grow, which is all the
-  `after_id` cursors need. AUTOINCREMENT measured 8-10% slower on inserts.
+  declare it, and only `prune` deletes rows (of ended sessions, with their runs),
+  so a live session's ids only grow, which is all the `after_id` cursors need.
+  Event runs rely on max + 1 and are checked against it. AUTOINCREMENT measured
+  8-10% slower on inserts.
 * Schema and migrations use sqlite-utils (`Database.create_table`, `create_index`,
   `add_column`; not `Table.create`, which commits the caller's transaction on 3.x),
-  reads use `db.query`. Batch rows go through `db.conn.executemany` (appends) and
+  reads use `db.query`. Batch rows go through `db.conn.executemany` (appends; events
+  100 rows per multi-row INSERT, the rest one by one) and
   `INSERT ... ON CONFLICT DO UPDATE` (upserts) inside one BEGIN IMMEDIATE: 1.3-1.5x
   the throughput of `insert_all` (bench/store_throughput.py), and the only way a
   batch stays atomic on sqlite-utils 3.x, whose insert/upsert commit the caller's
@@ -597,11 +600,11 @@ class Store:
         """Rows in `table`, optionally of one session."""
         if table not in TABLES:
             raise ValueError(f"no table {table!r}")
-        column = "id" if table == "sessions" else "session_id"
-        where, params = self._where(**{column: session_id})
-        sql = f"SELECT count(*) AS n FROM {table}{where}"
         if table == "events" and session_id is not None:
-            sql = f"SELECT count(*) AS n FROM ({_EVENT_IDS})"
+            sql, params = f"SELECT count(*) AS n FROM ({_EVENT_IDS})", [session_id]
+        else:
+            where, params = self._where(**{"id" if table == "sessions" else "session_id": session_id})
+            sql = f"SELECT count(*) AS n FROM {table}{where}"
         with self._lock, _store_errors(self.path):
             n: int = next(iter(self.db.query(sql, params)))["n"]
             return n
