@@ -22,11 +22,6 @@ from loopwarden.runtime.procfs import ProcTable
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_sessions_ending_together_share_one_scan_of_proc(monkeypatch: pytest.MonkeyPatch) -> None:
     scans = []
     real = ProcTable.scan

@@ -17,11 +17,6 @@ from loopwarden.runtime.store import Store
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def event(sid: str, seq: int, text: str = "x") -> dict:
     return {"session_id": sid, "seq": seq, "ts": float(seq), "kind": "output", "data": {"type": "output", "text": text}}
 

@@ -15,11 +15,6 @@ from loopwarden.runtime.procfs import ProcTable
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Loop:
     """Counts the turns another task gets while the round runs."""
 

@@ -16,11 +16,6 @@ from loopwarden.runtime.subscribers import MESSAGE_LIMIT, QueueBudget, Subscribe
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0

@@ -10,11 +10,6 @@ from tests.live.live_harness import Harness, lw  # noqa: F401
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def acp(lw: Harness, tmp_path: Path) -> Harness:  # noqa: F811
     """The harness with a work dir and the fake agent's report file."""
     work = tmp_path / "work"

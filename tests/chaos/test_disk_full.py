@@ -194,8 +194,3 @@ async def test_the_consoles_status_line_says_when_records_are_not_stored(volume:
         lw.request("kill", session=sid)
     finally:
         lw.stop()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

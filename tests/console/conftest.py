@@ -1,10 +1,3 @@
-"""Fixtures for console tests: a real daemon per test, anyio on asyncio."""
-
-import pytest
+"""Fixtures for console tests: a real daemon per test (anyio runs them on asyncio: tests/conftest.py)."""
 
 from tests.live.live_harness import lw  # noqa: F401
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

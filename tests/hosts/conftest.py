@@ -13,11 +13,6 @@ from tests.live.live_harness import Harness, lw  # noqa: F401
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def remote(tmp_path: Path) -> Iterator[Harness]:
     """The daemon of the machine across ssh: its own LOOPWARDEN_HOME."""
     home = tmp_path / "remote"

@@ -11,11 +11,6 @@ from loopwarden.widgets.app import Sessions
 from tests.live.live_harness import Harness
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_the_served_console_drops_textual_serves_variables_once_mounted(lw: Harness,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
