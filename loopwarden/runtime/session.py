@@ -380,7 +380,7 @@ class LiveSession:
         """A pipe's end: its last line, if it had no newline; stdout publishes after each."""
         for item in pipe.splitter.finish():
             later = pipe.take(item)
-            if pipe.progress is not None:
+            if pipe is self._stdout:
                 self._publish()
             if later is not None:
                 await later()

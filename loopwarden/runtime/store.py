@@ -791,8 +791,7 @@ class Store:
         counts = {t: 0 for t in TABLES}
         with self._lock, _store_errors(self.path):
             counts["sessions"] = self.db.execute(f"SELECT count(*) FROM ({old})", params).fetchone()[0]
-            counts["events"] = self.db.execute(f"SELECT count(*) FROM event_runs r CROSS JOIN events e ON"
-                                               f" e.id BETWEEN r.first_id AND r.last_id WHERE r.session_id IN ({old})",
+            counts["events"] = self.db.execute(f"SELECT count(*) FROM {_RUN_EVENTS} WHERE r.session_id IN ({old})",
                                                params).fetchone()[0]
             for table in ("verdicts", "gates", "spills"):
                 counts[table] = self.db.execute(f"SELECT count(*) FROM {table} WHERE session_id IN ({old})",
@@ -849,7 +848,8 @@ class Store:
 
 # a session's events, found through its runs: the runs in order, each a range of the table's ids (a plan of two
 # searches, no sort: tests/test_store.py holds the plans to it)
-_EVENT_FROM = "event_runs r CROSS JOIN events e ON e.id BETWEEN r.first_id AND r.last_id WHERE r.session_id = ?1"
+_RUN_EVENTS = "event_runs r CROSS JOIN events e ON e.id BETWEEN r.first_id AND r.last_id"
+_EVENT_FROM = f"{_RUN_EVENTS} WHERE r.session_id = ?1"
 _EVENT_IDS = f"SELECT e.id FROM {_EVENT_FROM}"
 
 

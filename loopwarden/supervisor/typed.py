@@ -147,6 +147,7 @@ def _maker(cls: type[ev.Event], record: type[_Common], *extra: str, **given: str
     a field named in `given` from that expression, one the record has from the record (`r.name`), any other at its
     default (a fresh value from a default factory). Written out once per class: a field added to an event class
     is never left unset."""
+    assert not hasattr(cls, "__post_init__"), f"{cls.__name__}.__post_init__ would be skipped"
     lines = [f"def make(r, seq{''.join(', ' + name for name in extra)}):", "    event = _new(cls)"]
     names: dict[str, Any] = {"_new": _new, "cls": cls}
     for f in fields(cls):
