@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -153,7 +152,9 @@ class LiveSession:
         self._sampled: list[Verdict] = []  # verdicts on resources, for the ticker to carry out
         self._waiting_for_store = False
         self._finishing = False  # the agent and its output are gone: the stdin writer and the ticker return
-        self._writer_idle = self._ticker_idle = False  # ... each waiting for nothing but its wake-up (or returned)
+        self._writer_idle = True  # the stdin writer waits for nothing but its wake-up, returned, or never started
+        self._ticker_idle = False  # ... and the ticker
+        self._writer_started = False  # the stdin writer runs from the first line queued (most agents get none)
         self._others = 0  # other tasks of the session running (_other)
         self._kill_asked: tuple[str | None] | None = None  # (note,) of a kill the ticker is to carry out
         self.drain_abandoned = False
@@ -162,6 +163,7 @@ class LiveSession:
         # reading the output (_pump_output): each pipe's fd until a reader takes it, then the reader
         self._stdout_fd: int | None = None
         self._stderr_fd: int | None = None
+        self._stdin_fd: int | None = None  # our end of the agent's stdin until the writer takes it
         self._stdout: OutputPipe | None = None
         self._stderr: OutputPipe | None = None
         self._stdout_seq = 0
@@ -187,15 +189,18 @@ class LiveSession:
         no_stdin = detect.stdin_unused(self.spec.command) if self._choosing else None
         argv = self.adapter.command(self.spec.command)
         env = self.spec.env or minimal_env()  # the client's environment only, never the daemon's
-        writers: list[int] = []  # the agent's ends of its output pipes, closed here once it has them
+        writers: list[int] = []  # the agent's ends of its pipes, closed here once it has them
         try:
-            # stdout and stderr are pipes of our own, read through Protocols (_pump_output), not anyio streams
+            # stdout and stderr are pipes of our own, read through Protocols (_pump_output), not anyio streams;
+            # stdin too, written through a transport made with the first line (_write_lines)
             self._stdout_fd, stdout = os.pipe()
             writers.append(stdout)
             self._stderr_fd, stderr = os.pipe()
             writers.append(stderr)
+            stdin, self._stdin_fd = os.pipe()
+            writers.append(stdin)
             self.process = await anyio.open_process(
-                self.containment.command(argv), stdin=subprocess.PIPE, stdout=stdout,
+                self.containment.command(argv), stdin=stdin, stdout=stdout,
                 stderr=stderr, cwd=self.spec.cwd or None, env=self.containment.environment(env),
                 start_new_session=True,
             )
@@ -267,7 +272,8 @@ class LiveSession:
         self._out_ready = anyio.Event()
         async with anyio.create_task_group() as tg:
             self._tasks = tg
-            tg.start_soon(self._write_stdin)
+            if self._out:  # (queued before the task group was there)
+                self._start_writer()
             for data in self.adapter.start_lines():
                 self._send(data)
             if close_stdin:
@@ -395,11 +401,12 @@ class LiveSession:
         self._output_wake.set()
 
     def _close_pipes(self) -> None:
-        """Our ends of the output pipes that no reader took (the agent did not start, or supervision failed)."""
-        for fd in (self._stdout_fd, self._stderr_fd):
+        """Our ends of the pipes that no reader or writer took (the agent did not start, supervision failed,
+        or nothing was written to its stdin)."""
+        for fd in (self._stdout_fd, self._stderr_fd, self._stdin_fd):
             if fd is not None:
                 os.close(fd)
-        self._stdout_fd = self._stderr_fd = None
+        self._stdout_fd = self._stderr_fd = self._stdin_fd = None
 
     def _progress(self) -> None:
         """Lines were judged: publish the session now when one had a verdict (or a hello), else at most
@@ -629,6 +636,8 @@ class LiveSession:
                 return
             if self._wake.is_set():
                 self._wake = anyio.Event()
+            if self._out and not self._writer_started:  # queued by a read callback
+                self._start_writer()
             if self._deaf is not None and not self.stopping:
                 await self._stop_deaf(self._deaf)
             if self._sampled:
@@ -1145,6 +1154,8 @@ class LiveSession:
         self._out.append((self.records.mark(self.spec.id) if self.records is not None else 0, data))
         self._out_bytes += len(data)
         self._out_ready.set()
+        if not self._writer_started:
+            self._start_writer()
         limit = self.config.limits.stdin_backlog
         if limit and self._out_bytes > limit and self._deaf is None and not self.stopping:
             self._deaf = messages.deaf_agent(self._out_bytes, limit)
@@ -1157,15 +1168,37 @@ class LiveSession:
         await self.stop(Termination.VALIDATION_FAILURE, text)
         self._publish()
 
+    def _start_writer(self) -> None:
+        """The stdin writer, started with the first line queued: an agent that is never written to (a plain one,
+        killed) has no task for it to start, wake and end. A line queued by a read callback (no task runs it,
+        so none can be started there) has the ticker start it."""
+        if self._tasks is None or self._finishing or self._writer_started:
+            return
+        if asyncio.current_task() is None:
+            self._wake.set()  # (the ticker looks at _out)
+            return
+        self._writer_started, self._writer_idle = True, False
+        self._tasks.start_soon(self._write_stdin)
+
     async def _write_stdin(self) -> None:
+        stdin: asyncio.WriteTransport | None = None
         try:
-            await self._write_lines()
+            stdin, protocol = await self._stdin_transport()
+            await self._write_lines(stdin, protocol)
         finally:
             self._writer_idle = True  # returned: nothing of it to cancel
+            if stdin is not None:
+                stdin.close()
 
-    async def _write_lines(self) -> None:
-        assert self.process and self.process.stdin and self._out_ready is not None
-        stdin = self.process.stdin
+    async def _stdin_transport(self) -> tuple[asyncio.WriteTransport, _StdinProtocol]:
+        """Our end of the agent's stdin as a transport (its file closed with it)."""
+        assert self._stdin_fd is not None
+        fd, self._stdin_fd = self._stdin_fd, None
+        loop = asyncio.get_running_loop()
+        return await loop.connect_write_pipe(_StdinProtocol, os.fdopen(fd, "wb", buffering=0))
+
+    async def _write_lines(self, stdin: asyncio.WriteTransport, protocol: _StdinProtocol) -> None:
+        assert self._out_ready is not None
         records = self.records
         while True:
             self._writer_idle = True
@@ -1185,14 +1218,12 @@ class LiveSession:
                     self._stdin_closed = True
                     self._out.clear()
                     self._out_bytes = 0
-                    try:
-                        await stdin.aclose()
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                        pass
+                    stdin.close()
+                    await anyio.lowlevel.checkpoint()
                     return
                 try:
-                    await stdin.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    await _send_to(stdin, protocol, data)
+                except (ConnectionResetError, BrokenPipeError, RuntimeError, OSError):
                     self.stdin_dropped += 1 + len(self._out)
                     self._out.clear()
                     self._out_bytes = 0
@@ -1293,6 +1324,49 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+class _StdinProtocol(asyncio.Protocol):
+    """The agent's stdin: writes wait while the pipe is full (flow control), and fail once it is gone."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.lost = False
+        self._resumed: asyncio.Future[None] | None = None
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None
+
+    async def drain(self) -> None:
+        while self.paused and not self.lost:
+            self._resumed = asyncio.get_running_loop().create_future()
+            await self._resumed
+        if self.lost:
+            raise ConnectionResetError("the agent's stdin is closed")
+
+
+async def _send_to(stdin: asyncio.WriteTransport, protocol: _StdinProtocol, data: bytes) -> None:
+    """Write `data`, waiting while the pipe is full (as anyio's stream did: a checkpoint when it was not)."""
+    paused = protocol.paused
+    if stdin.is_closing() or protocol.lost:
+        raise ConnectionResetError("the agent's stdin is closed")
+    stdin.write(data)
+    await protocol.drain()
+    if not paused:
+        await anyio.lowlevel.cancel_shielded_checkpoint()
 
 
 def _ignore_text(text: str) -> None:
