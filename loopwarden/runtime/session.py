@@ -632,6 +632,9 @@ class LiveSession:
             if self._kill_asked is not None:  # (even at the end: the operator's kill is recorded as asked)
                 (note,), self._kill_asked = self._kill_asked, None
                 await self.kill(note)
+                if self.containment.emptied:  # nothing of the session runs, nor can again: nothing left to tick for
+                    self._ticker_idle = True  # (returned)
+                    return
             if self._finishing:  # the agent and its output are gone (_supervise)
                 return
             if self._wake.is_set():
