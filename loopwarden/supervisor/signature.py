@@ -91,7 +91,7 @@ def output_key(result: Any) -> OutputKey:
     if len(output) > _LAZY_DIGEST_CHARS:
         return result_digest(result)
     exit_code = result.exit_code
-    if result.is_error or (exit_code is not None and exit_code != 0):  # ToolResult.failed, written out (a property)
+    if result.is_error or (exit_code is not None and exit_code != 0):  # result.failed, written out (see ToolResult)
         return (output,)
     return output
 

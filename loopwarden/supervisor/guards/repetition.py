@@ -108,7 +108,8 @@ class RepetitionGuard(TypedGuard):
     def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         if self.sig is None or not result_matches(result, self.call_id, self.tool):
             return NO_VERDICTS
-        failed = result.failed
+        exit_code = result.exit_code
+        failed = result.is_error or (exit_code is not None and exit_code != 0)  # result.failed, written out
         out: Sequence[Verdict] = NO_VERDICTS
         if not failed:
             key = output_key(result)
