@@ -115,7 +115,7 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
                 if not raw:
                     return
                 seq += 1
-                if raw[-1:] == b"\n" and len(raw) <= limit:  # the decoder skips the trailing newline (or \r\n)
+                if raw[-1] == 10 and len(raw) <= limit:  # a newline (msgspec skips it, or \r\n); raw is not empty
                     try:
                         record = decode(raw)
                         event = event_of[type(record)](record, seq)

@@ -72,37 +72,45 @@ def result_digest(result: Any) -> bytes:
 _LAZY_DIGEST_CHARS = 64 * 1024  # a longer output is digested at once rather than held until it is compared
 
 
-class LazyDigest:
-    """A tool result's digest for a rule that may compare it later: worked out at the first comparison.
+OutputKey = str | tuple[str] | bytes
 
-    Most results are never compared (the next call differs), so most are never digested. The output is
-    held until then (a string: what the shell does to the event afterwards, a spill, does not change it),
-    unless it is long; equal digests compare equal.
+
+def output_key(result: Any) -> OutputKey:
+    """What stands for a tool result's digest (`result_digest`) in a rule that may compare it later: its output
+    when it succeeded, its output in a 1-tuple when it failed, or (a long output, or a result whose digest came
+    with it) the digest itself. Most results are never compared (the next call differs), so most are never
+    digested; no object is made for one (a `LazyDigest` cost ~1.5k instructions per result).
+
+    The output string is held, not the result: what the shell does to the event afterwards (a spill) does not
+    change it. Two keys stand for equal digests exactly when `same_output` says so.
     """
+    digest: bytes | None = result.digest
+    if digest is not None:
+        return digest
+    output: str = result.output
+    if len(output) > _LAZY_DIGEST_CHARS:
+        return result_digest(result)
+    exit_code = result.exit_code
+    if result.is_error or (exit_code is not None and exit_code != 0):  # result.failed, written out (see ToolResult)
+        return (output,)
+    return output
 
-    __slots__ = ("_digest", "_output", "_result")
 
-    def __init__(self, result: Any) -> None:
-        digest: bytes | None = result.digest
-        output: str = result.output
-        if digest is None and len(output) > _LAZY_DIGEST_CHARS:
-            digest = result_digest(result)
-        self._digest = digest
-        self._output: str | None = None if digest is not None else output
-        self._result: Any = None if digest is not None else result  # failed or not, asked only when digested
+def same_output(a: OutputKey, b: OutputKey) -> bool:
+    """Whether two `output_key`s stand for equal digests: keys of one type compare as they are (equal outputs
+    and flags give equal digests; different ones give different digests, blake2b's collisions aside), keys of two
+    types by digest."""
+    if type(a) is type(b):
+        return a == b
+    return _key_digest(a) == _key_digest(b)
 
-    @property
-    def value(self) -> bytes:
-        if self._digest is None:
-            assert self._output is not None
-            self._digest = output_digest(self._output, self._result.failed)
-            self._output = self._result = None
-        return self._digest
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LazyDigest) and self.value == other.value
-
-    __hash__ = None  # type: ignore[assignment]  # compared, never a key
+def _key_digest(key: OutputKey) -> bytes:
+    if type(key) is bytes:
+        return key
+    if type(key) is tuple:
+        return output_digest(key[0], True)
+    return output_digest(key, False)  # type: ignore[arg-type]
 
 
 def output_digest(output: str, failed: bool) -> bytes:

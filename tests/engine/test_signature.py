@@ -10,7 +10,8 @@ import string
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from loopwarden.supervisor.signature import call_signature
+from loopwarden.supervisor.events import ToolResult
+from loopwarden.supervisor.signature import call_signature, output_digest, output_key, same_output
 from tests.engine.helpers import call, ok, run, summary
 
 SAFE_INT = 2**53 - 1  # every int in this range has an exact float twin
@@ -175,3 +176,33 @@ def test_the_engine_judges_every_call_a_parser_accepts_and_refuses_deeper_argume
     deeper = call("t", json.loads(args(MAX_ARGS_DEPTH + 1)), seq=2)  # an event no parser would have built
     health.observe(deeper, 2.0)
     assert list(health.validation_failures) == [(2, f"tool_call: {TOO_DEEP}")]
+
+
+# ---- results compared by key (`output_key`, `same_output`): exactly when their digests are equal ----
+OUTPUT = st.one_of(st.sampled_from(["", "ok", "ok ", "E", "x" * 70_000, "y" * 70_000]),
+                   st.text(max_size=20))
+RESULT = st.tuples(OUTPUT, st.booleans(), st.sampled_from([None, 0, 1, 2]), st.booleans())
+
+
+def _result(output: str, is_error: bool, exit_code: int | None, digested: bool) -> ToolResult:
+    result = ToolResult(output=output, is_error=is_error, exit_code=exit_code)
+    if digested:  # as a streamed output comes: its digest made before any rule sees it
+        result.digest = output_digest(output, result.failed)
+    return result
+
+
+@FAST
+@given(RESULT, RESULT)
+def test_output_keys_are_equal_exactly_when_the_digests_are(a: tuple, b: tuple) -> None:
+    first, second = _result(*a), _result(*b)
+    expected = (output_digest(first.output, first.failed) == output_digest(second.output, second.failed))
+    assert same_output(output_key(first), output_key(second)) is expected
+    assert same_output(output_key(second), output_key(first)) is expected
+
+
+def test_an_output_key_holds_the_output_not_the_result_a_spill_changes() -> None:
+    result = ToolResult(output="the whole output", exit_code=0)
+    key = output_key(result)
+    result.output = "spilled to a file"  # what the shell does to an event after it is judged
+    assert same_output(key, output_key(ToolResult(output="the whole output")))
+    assert not same_output(key, output_key(result))

@@ -11,7 +11,7 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import ALTERNATION
-from ..signature import LazyDigest
+from ..signature import OutputKey, output_key, same_output
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 from .repetition import result_matches
@@ -30,7 +30,7 @@ class AlternationGuard(TypedGuard):
         self.recent: deque[ToolCall] = deque(maxlen=2)  # the last two calls
         self.continued = 0  # calls in a row that repeat the call two before (an A,B pattern going on)
         self.changing_nudged = False
-        self.pairs: deque[tuple[int | None, LazyDigest, ToolCall]] = deque(maxlen=max(self.window, 1))
+        self.pairs: deque[tuple[int | None, OutputKey, ToolCall]] = deque(maxlen=max(self.window, 1))
         self.pending: ToolCall | None = None
         self.nudged = False
         self.armed = False
@@ -84,10 +84,10 @@ class AlternationGuard(TypedGuard):
         self.pending = None
         pairs = self.pairs
         sig = call.sig
-        pairs.append((sig, LazyDigest(result), call))  # digested only if its call recurs two later
+        pairs.append((sig, output_key(result), call))  # digested only if its call recurs two later (and is long)
         if len(pairs) >= 3:
             before = pairs[-3]
-            if sig != before[0] or pairs[-1][1] != before[1]:  # (no tuple slices: this runs on every result)
+            if sig != before[0] or not same_output(pairs[-1][1], before[1]):  # (this runs on every result)
                 return NO_VERDICTS  # the newest pair breaks the pattern: no need to scan the window
         if not self._alternating():
             return NO_VERDICTS
@@ -121,7 +121,7 @@ class AlternationGuard(TypedGuard):
         first, second = pairs[0], pairs[1]
         if first[0] == second[0]:
             return False
-        return all(p[:2] == (first if i % 2 == 0 else second)[:2] for i, p in enumerate(pairs))
+        return _alike(pairs, first, second)
 
     def _clear(self) -> None:
         self.pairs.clear()
@@ -144,7 +144,17 @@ class AlternationGuard(TypedGuard):
         pairs = self.pairs
         if len(pairs) < 2 or pairs[0][0] == pairs[1][0]:
             return False
-        return all(p[:2] == pairs[i % 2][:2] for i, p in enumerate(pairs))
+        return _alike(pairs, pairs[0], pairs[1])
+
+
+def _alike(pairs: deque[tuple[int | None, OutputKey, ToolCall]], first: tuple[int | None, OutputKey, ToolCall],
+           second: tuple[int | None, OutputKey, ToolCall]) -> bool:
+    """Every pair has the call and result of `first` (at even places) or `second` (at odd ones)."""
+    for i, (sig, key, _call) in enumerate(pairs):
+        like = second if i % 2 else first
+        if sig != like[0] or not same_output(key, like[1]):
+            return False
+    return True
 
 
 def _label(call: ToolCall) -> str:

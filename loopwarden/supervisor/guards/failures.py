@@ -24,7 +24,8 @@ class FailuresGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         is_result = type(event) is ToolResult
-        if is_result and not event.failed:  # type: ignore[attr-defined]
+        # not event.failed, written out (see ToolResult.failed)
+        if is_result and not (event.is_error or (event.exit_code is not None and event.exit_code != 0)):  # type: ignore[attr-defined]
             self.count = 0
             return NO_VERDICTS
         self.count += 1

@@ -14,7 +14,7 @@ from .. import messages
 from ..config import Config, Repetition
 from ..events import Event, ToolCall, ToolResult
 from ..opinion import POLL
-from ..signature import LazyDigest, first_difference, output_shape
+from ..signature import OutputKey, first_difference, output_key, output_shape, same_output
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
@@ -53,7 +53,7 @@ class RepetitionGuard(TypedGuard):
         self.args: dict[str, Any] = {}
         self.call_id: str | None = None
         self.streak = 0
-        self.last_ok_digest: LazyDigest | None = None  # digested only if the same call comes again
+        self.last_ok_key: OutputKey | None = None  # digested only if the same call comes again (and then only if long)
         self.last_result: ToolResult | None = None
         self.nudge_due = False
         self.nudged = False
@@ -108,11 +108,13 @@ class RepetitionGuard(TypedGuard):
     def _result(self, result: ToolResult, now: float) -> Sequence[Verdict]:
         if self.sig is None or not result_matches(result, self.call_id, self.tool):
             return NO_VERDICTS
-        failed = result.failed
+        exit_code = result.exit_code
+        failed = result.is_error or (exit_code is not None and exit_code != 0)  # result.failed, written out
         out: Sequence[Verdict] = NO_VERDICTS
         if not failed:
-            digest = LazyDigest(result)
-            if self.last_ok_digest is not None and digest != self.last_ok_digest:
+            key = output_key(result)
+            last = self.last_ok_key
+            if last is not None and not same_output(key, last):
                 self.streak, self.nudged, self.nudge_due = 1, False, False  # new output: paging or polling
                 if self.run >= _CLASSIFY_FROM:
                     self._changed(result.output)
@@ -120,7 +122,7 @@ class RepetitionGuard(TypedGuard):
                 if nudge_after and self.run >= nudge_after and not self.poll_nudged:
                     self.poll_nudged = True
                     out = (self._polling(Action.NUDGE),)
-            self.last_ok_digest = digest
+            self.last_ok_key = key
             self.last_ok_output = result.output
         self.last_result = result
         if self.nudge_due:

@@ -81,7 +81,8 @@ class SameErrorGuard(TypedGuard):
         tool = tool or self.last_tool
         if tool is None:
             return NO_VERDICTS
-        if not result.failed:
+        exit_code = result.exit_code
+        if not (result.is_error or (exit_code is not None and exit_code != 0)):  # not result.failed, written out
             if self.streaks:  # usually no tool has a streak of failures going: nothing to forget
                 self._forget(tool)
             if self.armed:
