@@ -105,8 +105,9 @@ class Recorder:
         self._urgent = anyio.Event()
         self._written = anyio.Event()
         self._wrote = anyio.Event()  # written since the last checkpoint
-        self._drained = anyio.Event()
+        self._drained = anyio.Event()  # set while not over_backlog (what backpressure waits for)
         self._drained.set()
+        self.over_backlog = False  # the queue passed BACKLOG_HIGH and has not yet fallen under BACKLOG_LOW
         self._last_open_attempt = 0.0
         self._last_log = 0.0
         self._errors_since_log = 0
@@ -153,7 +154,8 @@ class Recorder:
         entries.append((added, kind, row, cost))
         self.latest[lane] = added
         self.pending_bytes = queued
-        if held >= BACKLOG_HIGH and self._drained.is_set():
+        if held >= BACKLOG_HIGH and not self.over_backlog:
+            self.over_backlog = True
             self._drained = anyio.Event()
         if not self._signalled:
             self._signal()
@@ -222,7 +224,7 @@ class Recorder:
             return False
         self._settle(taken, error)
         if self.pending_bytes < BACKLOG_LOW:
-            self._drained.set()
+            self._drain_done()
         return True
 
     def _untake(self, taken: dict[str, list[Entry]]) -> None:
@@ -241,14 +243,16 @@ class Recorder:
             self.latest.pop(lane, None)
             self.done.pop(lane, None)
 
-    @property
-    def over_backlog(self) -> bool:
-        return not self._drained.is_set()
+    def _drain_done(self) -> None:
+        """The queue fell under BACKLOG_LOW: reading goes on (`over_backlog` is a plain attribute, read once
+        per chunk read, where a property over the event cost three calls)."""
+        self.over_backlog = False
+        self._drained.set()
 
     async def backpressure(self) -> None:
         """Held by a session's pump while the store is behind: its agent's pipe fills and the agent
         waits, so memory stays flat under a flood and nothing is dropped."""
-        if not self._drained.is_set():
+        if self.over_backlog:
             self._has_work.set()
             await self._drained.wait()
 
@@ -311,9 +315,9 @@ class Recorder:
                     break
                 await self._write_taken(taken)
                 if self.pending_bytes < BACKLOG_LOW:  # pumps go on while the rest is written
-                    self._drained.set()
+                    self._drain_done()
             if self.pending_bytes < BACKLOG_LOW:
-                self._drained.set()
+                self._drain_done()
 
     def _take(self, lanes: list[str], upto: int, most_rows: int = TXN_ROWS, most_bytes: int = TXN_BYTES,
               *, within: bool = False) -> dict[str, list[Entry]]:

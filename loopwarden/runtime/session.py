@@ -404,7 +404,10 @@ class LiveSession:
     def _progress(self) -> None:
         """Lines were judged: publish the session now when one had a verdict (or a hello), else at most
         every PROGRESS_SECONDS (a timer publishes the last of it). Counts moving alone were published per
-        chunk, so 200 sessions at 20 events/s had their snapshots built and stored 800 times a second."""
+        chunk, so 200 sessions at 20 events/s had their snapshots built and stored 800 times a second.
+        While the timer is set, the counts' publish is due already: nothing to do (called once per chunk)."""
+        if self._progress_timer is not None and not self._noteworthy:
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
         if self._noteworthy or now - self._progressed >= PROGRESS_SECONDS:
