@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +57,7 @@ _TABLES = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", 
 
 Entry = tuple[int, str, dict[str, Any] | EventRow, int]  # (add number, table, row, bytes); a tuple only for events
 _COST = itemgetter(3)
+_KIND, _ROW = itemgetter(1), itemgetter(2)
 
 
 @dataclass
@@ -105,8 +107,9 @@ class Recorder:
         self._urgent = anyio.Event()
         self._written = anyio.Event()
         self._wrote = anyio.Event()  # written since the last checkpoint
-        self._drained = anyio.Event()
+        self._drained = anyio.Event()  # set while not over_backlog (what backpressure waits for)
         self._drained.set()
+        self.over_backlog = False  # the queue passed BACKLOG_HIGH and has not yet fallen under BACKLOG_LOW
         self._last_open_attempt = 0.0
         self._last_log = 0.0
         self._errors_since_log = 0
@@ -153,7 +156,8 @@ class Recorder:
         entries.append((added, kind, row, cost))
         self.latest[lane] = added
         self.pending_bytes = queued
-        if held >= BACKLOG_HIGH and self._drained.is_set():
+        if held >= BACKLOG_HIGH and not self.over_backlog:
+            self.over_backlog = True
             self._drained = anyio.Event()
         if not self._signalled:
             self._signal()
@@ -222,7 +226,7 @@ class Recorder:
             return False
         self._settle(taken, error)
         if self.pending_bytes < BACKLOG_LOW:
-            self._drained.set()
+            self._drain_done()
         return True
 
     def _untake(self, taken: dict[str, list[Entry]]) -> None:
@@ -241,14 +245,16 @@ class Recorder:
             self.latest.pop(lane, None)
             self.done.pop(lane, None)
 
-    @property
-    def over_backlog(self) -> bool:
-        return not self._drained.is_set()
+    def _drain_done(self) -> None:
+        """The queue fell under BACKLOG_LOW: reading goes on (`over_backlog` is a plain attribute, read once
+        per chunk read, where a property over the event cost three calls)."""
+        self.over_backlog = False
+        self._drained.set()
 
     async def backpressure(self) -> None:
         """Held by a session's pump while the store is behind: its agent's pipe fills and the agent
         waits, so memory stays flat under a flood and nothing is dropped."""
-        if not self._drained.is_set():
+        if self.over_backlog:
             self._has_work.set()
             await self._drained.wait()
 
@@ -311,9 +317,9 @@ class Recorder:
                     break
                 await self._write_taken(taken)
                 if self.pending_bytes < BACKLOG_LOW:  # pumps go on while the rest is written
-                    self._drained.set()
+                    self._drain_done()
             if self.pending_bytes < BACKLOG_LOW:
-                self._drained.set()
+                self._drain_done()
 
     def _take(self, lanes: list[str], upto: int, most_rows: int = TXN_ROWS, most_bytes: int = TXN_BYTES,
               *, within: bool = False) -> dict[str, list[Entry]]:
@@ -462,7 +468,9 @@ class Recorder:
 
 
 def _batch(entries: list[Entry]) -> Batch:
+    """The entries' rows by table, each table's in the entries' order (a tuple is an events row). A run of
+    one kind (most of a lane is events) is moved in C."""
     batch = Batch()
-    for _, kind, row, _ in entries:
-        getattr(batch, _TABLES[kind]).append(row)  # (a tuple is an events row)
+    for kind, run in groupby(entries, _KIND):
+        getattr(batch, _TABLES[kind]).extend(map(_ROW, run))
     return batch

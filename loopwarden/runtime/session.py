@@ -140,7 +140,6 @@ class LiveSession:
         self._ticks: dict[int, tuple[int, int]] = {}  # pid -> (start, CPU ticks) at the previous sample
         self._sampled_at = time.monotonic()
         self._stderr_seq = 0
-        self._lines_read = 0
         self._wake = anyio.Event()  # a gate opened or was decided: deadlines may have moved
         self._kill_requested: str | None = None
         self._gates_stored: set[str] = set()
@@ -160,6 +159,7 @@ class LiveSession:
         self.drain_abandoned = False
         self.choice: detect.Choice | None = None  # how the adapter was chosen, when the user did not name one
         self._choosing = adapter.name == detect.AUTO  # until the first stdout line names the adapter
+        self._typed_lines = self._reads_typed()  # stdout's native lines taken by _take's typed path: its adapter
         # reading the output (_pump_output): each pipe's fd until a reader takes it, then the reader
         self._stdout_fd: int | None = None
         self._stderr_fd: int | None = None
@@ -316,11 +316,11 @@ class LiveSession:
         behind the store is. Only a pipe held open by a process outside the session, with no byte for
         DRAIN_STALLED, ends the reading early; that is logged, never silent."""
         while not pumps_done.done():
-            before = self._bytes_read(), self._lines_read
+            before = self._bytes_read(), self._stdout_seq
             await asyncio.wait((pumps_done,), timeout=DRAIN_STALLED)  # (a future and a timer: no cancel scope)
             # reading paused while held lines are judged, or the store is behind, is progress, not a stall
             busy = any(pipe.held for pipe in self._pipes()) or self._waiting_for_store
-            if not pumps_done.done() and (self._bytes_read(), self._lines_read) == before and not busy:
+            if not pumps_done.done() and (self._bytes_read(), self._stdout_seq) == before and not busy:
                 self.drain_abandoned = True
                 self._report_error(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
                                    "a process outside the session still holds its pipe open")
@@ -411,7 +411,10 @@ class LiveSession:
     def _progress(self) -> None:
         """Lines were judged: publish the session now when one had a verdict (or a hello), else at most
         every PROGRESS_SECONDS (a timer publishes the last of it). Counts moving alone were published per
-        chunk, so 200 sessions at 20 events/s had their snapshots built and stored 800 times a second."""
+        chunk, so 200 sessions at 20 events/s had their snapshots built and stored 800 times a second.
+        While the timer is set, the counts' publish is due already: nothing to do (called once per chunk)."""
+        if self._progress_timer is not None and not self._noteworthy:
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
         if self._noteworthy or now - self._progressed >= PROGRESS_SECONDS:
@@ -449,16 +452,35 @@ class LiveSession:
 
     def _take(self, line: Item) -> Later | None:
         """One item from the splitter, dispatched by type: judged and carried out now; or, when something
-        must be awaited first (a stop), what to await, and the reading waits for it."""
-        self._stdout_seq += 1
-        self._lines_read += 1
-        seq = self._stdout_seq
-        if type(line) is LongLine:  # decoded and spilled as it came: judged by the task (_long_line)
+        must be awaited first (a stop), what to await, and the reading waits for it. A native line the
+        typed decoder reads (the common case) is judged here, its row stored from its record."""
+        seq = self._stdout_seq = self._stdout_seq + 1
+        if type(line) is bytes:
+            native = self._typed_lines
+            if native is not None and line:
+                try:  # typed.typed_event written out, keeping the record: the stored JSON is encoded from it
+                    record = decode_record(line)
+                    event = EVENT_OF[type(record)](record, seq)
+                except REFUSED:
+                    event = None
+                if event is not None:  # one event, its row stored from its record
+                    kind = type(event)
+                    if kind is Hello:
+                        native.parsed(event, line)  # (what else `parsed` looks at, the typed decoder refuses)
+                    verdicts = self._judge(event, len(line), record)
+                    if verdicts or kind in _ANSWERED or self.health.state == GATED:
+                        end = self._act(verdicts, event, publish=False)
+                        if end is not None:
+                            return partial(self._finish_line, end, [])
+                    if native.owed:  # (native lines owe a reply rarely)
+                        self._send_replies()
+                    return None
+            held = self._take_line(line, seq, len(line))
+        elif type(line) is LongLine:  # decoded and spilled as it came: judged by the task (_long_line)
             return partial(self._long_line, line, seq)
-        held = self._take_line(line, seq, len(line) if type(line) is bytes else OVERSIZED_COST)
-        if held is None:
-            return None
-        return partial(self._finish_line, *held)
+        else:
+            held = self._take_line(line, seq, OVERSIZED_COST)
+        return None if held is None else partial(self._finish_line, *held)
 
     async def _yield(self) -> None:
         """Let other sessions run, and wait while the store is behind (the agent's pipe fills meanwhile)."""
@@ -485,26 +507,7 @@ class LiveSession:
             reply = self.adapter.oversized_reply(line.head, line.length, seq, limit)
         elif not line:
             return None
-        elif type(self.adapter) is NativeAdapter and self.sink_line is not None:
-            try:  # typed.typed_event written out, keeping the record: the stored JSON is encoded from it
-                record = decode_record(line)
-                event = EVENT_OF[type(record)](record, seq)
-            except REFUSED:
-                event = None
-            if event is None:
-                events = self.adapter.parse_stdout(line, seq)
-            else:  # one event, its row stored from its record
-                if type(event) is Hello:
-                    self.adapter.parsed(event, line)  # (what else `parsed` looks at, the typed decoder refuses)
-                verdicts = self._judge(event, size, record)
-                if verdicts or type(event) in _ANSWERED or self.health.state == GATED:
-                    end = self._act(verdicts, event, publish=False)
-                    if end is not None:
-                        return end, []
-                if self.adapter.owed:  # (native lines owe a reply rarely)
-                    self._send_replies()
-                return None
-        else:
+        else:  # (a native line the typed decoder reads is taken by _take)
             events = self.adapter.parse_stdout(line, seq)
         for i, event in enumerate(events):
             verdicts = self._judge(event, size)
@@ -589,7 +592,16 @@ class LiveSession:
                 self._stdout.splitter.max_bytes = self._max_line()  # the next lines are read at the new adapter's limit
             if announce:
                 self._report(choice.line())
+        self._typed_lines = self._reads_typed()
         self._publish()
+
+    def _reads_typed(self) -> NativeAdapter | None:
+        """The adapter when stdout's lines are read by the typed decoder (the native adapter, chosen), their
+        rows stored from their records; else None."""
+        adapter = self.adapter
+        if type(adapter) is NativeAdapter and self.sink_line is not None and not self._choosing:
+            return adapter
+        return None
 
     def _send_replies(self) -> None:
         adapter = self.adapter
@@ -677,18 +689,21 @@ class LiveSession:
         else:
             self._count_rate(now)
         verdicts = self.health.observe(event, now)
-        if type(event) is ToolResult:
+        kind = type(event)
+        if kind is ToolCall:
+            self.tool_calls += 1
+        elif type(event) is ToolResult:
             for verdict in verdicts:
                 if verdict.action == Action.SPILL:
                     self._spill(verdict, event, now)
-        if type(event) is ToolCall:
-            self.tool_calls += 1
         elif type(event) is Error:
             self.errors.append(event.message)
-        if verdicts and verdicts[-1].action == Action.TERMINATE:
-            verdicts = self._recover(verdicts)
-        if verdicts or type(event) is Hello:
+        if verdicts:
+            if verdicts[-1].action == Action.TERMINATE:
+                verdicts = self._recover(verdicts)
             self._noteworthy = True  # published at once (_progress), not with the next second's counts
+        elif kind is Hello:
+            self._noteworthy = True
         elif typed is not None and self.opinion is None and self.sink_line is not None:  # (a verdict may change it)
             data = stored_json(typed, event)
             if data is not None:

@@ -104,6 +104,7 @@ _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
 _EVENT_COLUMNS = ("session_id", "seq", "ts", "kind", "data")  # an events row, in the table's order
 _EVENT_KEYS = frozenset(_EVENT_COLUMNS)
+_ONLY_TUPLES, _DATA = {tuple}, itemgetter(4)  # the daemon's queued event rows, and their data
 _BUSY_TIMEOUT = 5.0
 _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
 # event rows inserted by one statement: executemany binds and steps once per row, releasing and taking the
@@ -416,6 +417,9 @@ class Store:
         values: list[tuple[Any, ...]] = []
         fast = cols == _EVENT_COLUMNS
         cap = self.text_cap
+        if fast and set(map(type, rows)) == _ONLY_TUPLES and max(map(len, map(_DATA, rows))) <= cap:
+            values = rows  # type: ignore[assignment]  # all EventRows within the cap: as they are (checked in C)
+            rows = []
         for each in rows:
             if isinstance(each, tuple):
                 if fast and len(each[4]) <= cap:
