@@ -19,30 +19,25 @@ class EndedSessions:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.bytes = 0
-        self._snaps: OrderedDict[str, tuple[dict[str, Any], bytes]] = OrderedDict()  # each encoded too, for `list`
+        self._snaps: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
 
     def add(self, sid: str, snapshot: dict[str, Any]) -> None:
-        encoded = orjson.dumps(snapshot, default=str)
+        size = len(orjson.dumps(snapshot, default=str))
         self.discard(sid)
-        self._snaps[sid] = (snapshot, encoded)
-        self.bytes += len(encoded)
+        self._snaps[sid] = (snapshot, size)
+        self.bytes += size
         while self.bytes > self.limit and len(self._snaps) > 1:
             _, (_, old) = self._snaps.popitem(last=False)
-            self.bytes -= len(old)
+            self.bytes -= old
 
     def discard(self, sid: str) -> None:
         found = self._snaps.pop(sid, None)
         if found is not None:
-            self.bytes -= len(found[1])
+            self.bytes -= found[1]
 
     def get(self, sid: str) -> dict[str, Any] | None:
         found = self._snaps.get(sid)
         return found[0] if found else None
-
-    def encoded(self, sid: str) -> bytes | None:
-        """The snapshot as orjson wrote it when it was added (a snapshot kept here is never changed)."""
-        found = self._snaps.get(sid)
-        return found[1] if found else None
 
     def named(self, name: str) -> list[str]:
         """The ended sessions with this name, oldest first."""

@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 import anyio
-import orjson
 import psutil
 
 from ..sessions.base import Adapter, Capability
@@ -261,12 +260,11 @@ class ControlOperations(DaemonParts):
         except PermissionError as exc:
             raise RequestError(f"refused: {exc}", kind="refused") from None
 
-    async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]] | orjson.Fragment:
-        """Every live session and the newest ended ones, oldest first (their snapshots, already encoded: each
-        session keeps its encoding between changes). With `stored: true`, a page of the store instead, newest
-        first: `limit` sessions created before session `before` (or the newest)."""
+    async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
+        """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
+        store instead, newest first: `limit` sessions created before session `before` (or the newest)."""
         if not req.get("stored"):
-            return orjson.Fragment(b"[%b]" % b",".join([self._snapshot_json(sid) for sid in self._all_sessions()]))
+            return [self._snapshot(sid) for sid in self._all_sessions()]
         before, limit = req.get("before"), _count(req.get("limit"), LIST_PAGE, LIST_PAGE)
         if before is not None and not isinstance(before, str):
             raise RequestError("'before' must be a session id")

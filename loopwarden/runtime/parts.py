@@ -111,9 +111,6 @@ class DaemonParts:
     def _snapshot(self, sid: str) -> dict[str, Any]:
         raise NotImplementedError  # registry.py
 
-    def _snapshot_json(self, sid: str) -> bytes:
-        raise NotImplementedError  # registry.py
-
     def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
         raise NotImplementedError  # registry.py
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import orjson
 
 from ..supervisor.verdicts import SessionState
 from .contract import Supervised
@@ -121,17 +120,6 @@ class SessionRegistry(DaemonParts):
         if session is not None:
             return self._live_snapshot(session)
         return self.recent.get(sid) or {"id": sid}
-
-    def _snapshot_json(self, sid: str) -> bytes:
-        """`_snapshot(sid)` as orjson writes it (the same bytes), from what the session or `recent` keeps encoded:
-        a `list` of unchanged sessions encodes only what moved."""
-        session = self.sessions.get(sid)
-        if session is None:
-            return self.recent.encoded(sid) or orjson.dumps({"id": sid})
-        encode = getattr(session, "snapshot_json", None)
-        if encode is None:  # attached and adopted sessions: their snapshot, encoded
-            return orjson.dumps(self._live_snapshot(session), default=str)
-        return encode(b',"dropped_events":%d' % self.recorder.dropped.get(session.spec.id, 0))
 
     def _all_sessions(self, wanted: set[str] | None = None) -> list[str]:
         """The newest ended sessions and every live one, oldest first, from memory."""

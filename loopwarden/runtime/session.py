@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
-import orjson
 import psutil
 from anyio.abc import Process, TaskGroup
 
@@ -38,7 +37,7 @@ from .opinion import Outcome, SecondOpinion
 from .pipes import Item, Later, OutputPipe, Take
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
-from .snapshot import Encoded, build
+from .snapshot import build
 from .spill import Spiller, SpillStream, spill_event, spill_streamed
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
@@ -1242,13 +1241,15 @@ class LiveSession:
 
     _changes = 0  # bumped by every _publish: what the cached snapshot was built from may have moved
     _snap_cache: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-    _snap_json: tuple[tuple[tuple[Any, ...], dict[str, Any]], Encoded] | None = None  # (the snapshot it encodes, ...)
-    _resources_json: tuple[tuple[float, int, int, int], dict[str, bytes]] | None = None
-    _rate_json: tuple[tuple[int, int], bytes] | None = None
 
-    def _cached_snapshot(self, now: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The snapshot as of the last change, built again when its key moved. The key holds, beside the
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a console or `status` shows about this session.
+
+        Built once per change and cached (a `list` of 200 sessions built each one whole: 110 us apiece);
+        what moves with the clock alone (runtime, the runtime and silence counters, the rate) and the
+        resources the sampler replaces are filled in fresh on every call. The key holds, beside the
         publish count, what can change without a publish."""
+        now = self.clock()
         h = self.health
         key = (self._changes, h.events, self.state, self.pid, self.started_at, self.ended_at, self.exit_code,
                self.stopping, self.operator_paused, self.tool_calls, self.stdin_dropped, self.spill_failures,
@@ -1256,17 +1257,7 @@ class LiveSession:
         cached = self._snap_cache
         if cached is None or cached[0] != key:
             cached = self._snap_cache = (key, self._build_snapshot(now))
-        return cached
-
-    def snapshot(self) -> dict[str, Any]:
-        """Everything a console or `status` shows about this session.
-
-        Built once per change and cached (a `list` of 200 sessions built each one whole: 110 us apiece);
-        what moves with the clock alone (runtime, the runtime and silence counters, the rate) and the
-        resources the sampler replaces are filled in fresh on every call."""
-        now = self.clock()
-        h = self.health
-        snap = dict(self._cached_snapshot(now)[1])
+        snap = dict(cached[1])
         if self.ended_at is None:
             snap["runtime"] = round(now - (self.started_at or self.created_at), 3)
             counters = snap["counters"] = dict(snap["counters"])
@@ -1278,47 +1269,6 @@ class LiveSession:
         snap["processes"], snap["open_files"] = r.processes, r.open_files
         snap["rate"] = self._rate_view(now)
         return snap
-
-    def snapshot_json(self, tail: bytes = b"") -> bytes:
-        """`snapshot()` as orjson writes it (the same keys in the same order), with `tail` (more `,"key":value`
-        pairs) before its closing brace: what `list` sends. The cached snapshot is encoded once, with holes
-        for what `snapshot()` fills in fresh; a call encodes those alone (an unchanged session of a list of 200
-        cost its whole dict copied and encoded: ~12 us)."""
-        now = self.clock()
-        cached = self._cached_snapshot(now)
-        encoded = self._snap_json
-        if encoded is None or encoded[0] is not cached:
-            encoded = self._snap_json = (cached, self._encode_snapshot(cached[1], now))
-        values = dict(self._resource_values())
-        if self.ended_at is None:
-            values["runtime"] = orjson.dumps(round(now - (self.started_at or self.created_at), 3))
-            for c in self.health.runtime.counters(now):
-                values[_COUNTER_HOLE.get(c.name) or f"counters.{c.name}"] = orjson.dumps([c.value, c.limit])
-        self._count_rate(now, 0)
-        rate = self._rate_json
-        if rate is None or rate[0] != (self._rate_second, self.rate[-1]):  # within a second only the last moves
-            rate = self._rate_json = ((self._rate_second, self.rate[-1]), orjson.dumps(list(self.rate)[-30:]))
-        values["rate"] = rate[1]
-        return encoded[1].fill(values, tail)
-
-    def _encode_snapshot(self, snap: dict[str, Any], now: float) -> Encoded:
-        holes = dict.fromkeys(("cpu_percent", "rss", "processes", "open_files", "rate"))
-        if self.ended_at is None:
-            holes["runtime"] = None
-            counters = snap["counters"]
-            holes.update((f"counters.{c.name}", None) for c in self.health.runtime.counters(now) if c.name in counters)
-        return Encoded(snap, holes)
-
-    def _resource_values(self) -> dict[str, bytes]:
-        """The sampled numbers, encoded once per sample."""
-        r = self.resources
-        key = (r.cpu_percent, r.rss, r.processes, r.open_files)
-        cached = self._resources_json
-        if cached is None or cached[0] != key:
-            values = {"cpu_percent": orjson.dumps(round(r.cpu_percent, 1)), "rss": orjson.dumps(r.rss),
-                      "processes": orjson.dumps(r.processes), "open_files": orjson.dumps(r.open_files)}
-            cached = self._resources_json = (key, values)
-        return cached[1]
 
     def _build_snapshot(self, now: float) -> dict[str, Any]:
         r = self.resources
@@ -1412,9 +1362,6 @@ INJECT_KINDS: dict[Action, str] = {
 
 _LAUNCHED = Capability.PROCESS_GROUP | Capability.HOLD  # what every launched session can do (enum `|` is slow)
 _ANSWERED = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
-
-
-_COUNTER_HOLE = {"runtime": "counters.runtime", "silence": "counters.silence"}  # (an f-string per call costs)
 
 
 def _inject_kind(verdict: Verdict) -> str:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, fields
 from typing import Any
-
-import orjson
 
 from ..sessions.base import Capability, capability_names
 from ..supervisor.config import Config, changed_settings
@@ -116,40 +113,3 @@ def _settings(config: Config) -> dict[str, str]:
             _settings_by_config.clear()
         cached = _settings_by_config[id(config)] = (config, changed_settings(config))
     return dict(cached[1])
-
-
-class Encoded:
-    """A snapshot's JSON with holes where the values that move go (runtime, resources, rate...): made once per
-    change, filled on every `list` (`fill`). The bytes are orjson's for the whole snapshot, in the same key
-    order, so an unchanged session costs the encoding of its moving values alone, not of ~1 KiB of fields."""
-
-    __slots__ = ("order", "parts")
-
-    def __init__(self, snap: dict[str, Any], holes: dict[str, Any]) -> None:
-        """`snap` with each value named in `holes` left open: a top-level key, or "counters.NAME"."""
-        marked = dict(snap)
-        names = list(holes)
-        for i, name in enumerate(names):
-            mark = orjson.Fragment(b"\0%d\0" % i)  # no NUL byte is ever in orjson's output (it escapes them)
-            outer, _, inner = name.partition(".")
-            if inner:
-                marked[outer] = {**marked[outer], inner: mark}
-            else:
-                marked[outer] = mark
-        cut = _HOLE.split(orjson.dumps(marked, default=str))  # [text, index, text, index, ..., text]
-        self.order = tuple(names[int(i)] for i in cut[1::2])
-        # the texts, with a place after each but the last for its hole's value, and one before the closing
-        # brace for what the caller adds (`,"key":value` pairs): fill joins them (a bytes % walks every byte)
-        texts = cut[::2]
-        texts[-1] = texts[-1][:-1]
-        texts.append(b"}")
-        self.parts = [part for text in texts for part in (text, b"")][:-1]
-
-    def fill(self, values: dict[str, bytes], tail: bytes = b"") -> bytes:
-        """The snapshot's JSON with each hole's value (already encoded), and `tail` before its closing brace."""
-        parts = self.parts.copy()
-        parts[1::2] = [*[values[name] for name in self.order], tail]
-        return b"".join(parts)
-
-
-_HOLE = re.compile(rb"\0(\d+)\0")
