@@ -53,6 +53,7 @@ def test_list_sends_every_snapshot_as_status_shows_it_and_the_next_list_shows_a_
                 session._read_stdout().data_received(HELLO)
                 if session._progress_timer is not None:
                     session._progress_timer.cancel()
+                    session._progress_timer = None
             daemon.recorder.dropped["s2"] = 7
             ended = daemon.sessions.pop("s3")
             ended.ended_at, ended.state = clock(), SessionState.EXITED

@@ -6,11 +6,15 @@ end; lines reach the agent in order, an empty line closes its stdin, and a pipe 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from loopwarden.runtime.pipes import InputPipe
 from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
@@ -41,7 +45,7 @@ def running(session: LiveSession) -> Callable[[], bool]:
 
 
 def test_an_agent_never_written_to_has_no_writer_task() -> None:
-    """Fails before: every session started its stdin writer, which waited, woke at the end and returned."""
+    """A plain agent, killed: no stdin writer task was started, woken or ended for it."""
     async def go() -> None:
         records: list[tuple[str, dict[str, Any]]] = []
         session = plain_session(["sleep", "600"], records)
@@ -116,5 +120,52 @@ def test_lines_for_an_agent_that_closed_its_stdin_are_dropped_and_counted() -> N
         await asyncio.wait_for(task, 20)
         assert session.state == SessionState.TERMINATED
         assert session.health.termination_reason == Termination.OPERATOR
+
+    asyncio.run(go())
+
+
+def test_a_bug_in_judging_before_any_stdin_line_ends_the_session_as_crashed() -> None:
+    """A bug of ours (judging raises) before anything was written to the agent: the crash path's stop line must not
+    try to start the stdin writer in the task group that has just closed; run() waits for the agent and returns
+    with the session crashed."""
+    agent = "import time\nprint('{\"type\":\"message\",\"text\":\"hi\"}', flush=True)\ntime.sleep(600)"
+
+    async def go() -> None:
+        records: list[tuple[str, dict[str, Any]]] = []
+
+        def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+            records.append((kind, data))
+
+        spec = SessionSpec(id="s1", name="bug", command=[sys.executable, "-c", agent], adapter="native")
+        session = LiveSession(spec, load_config(env={}), adapters()["native"](), sink=sink)
+
+        def broken(event: Any, now: float) -> Any:
+            raise ValueError("a bug of ours")
+
+        session.health.observe = broken  # type: ignore[method-assign]
+        await asyncio.wait_for(session.run(), 30)
+        assert session.state == SessionState.TERMINATED
+        assert session.health.termination_reason == Termination.CRASHED
+        assert session.containment.emptied and session.process is not None
+        assert session.process.returncode is not None
+        assert any("supervision failed" in str(data.get("text")) for kind, data in records if kind == "log")
+
+    asyncio.run(go())
+
+
+def test_a_line_written_as_the_agent_closes_its_stdin_is_not_counted_as_sent() -> None:
+    """The agent's end closed before the loop noticed: the write itself meets EPIPE, and the transport reports the
+    loss only later. The line did not reach the agent, so sending it fails (and the writer counts it as dropped)."""
+    async def go() -> None:
+        read_end, write_end = os.pipe()
+        pipe = await InputPipe.open(write_end)
+        os.close(read_end)
+        try:
+            with pytest.raises(ConnectionResetError):
+                await pipe.send(b'{"type":"verdict"}\n')
+            with pytest.raises(ConnectionResetError):
+                await pipe.send(b"the next line\n")
+        finally:
+            pipe.close()
 
     asyncio.run(go())

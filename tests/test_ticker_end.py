@@ -41,8 +41,8 @@ def ticker_tasks() -> list[asyncio.Task[Any]]:
 
 
 def test_the_ticker_returns_once_a_kill_has_ended_everything(tmp_path: Path) -> None:
-    """Fails before: the ticker waited for the session's last wake-up, which comes only once its output is read
-    to the end (here: held open by this test, so the reading lasts until the test lets go of the pipe)."""
+    """The ticker is gone while the session's output is still being read (held open by this test, so the reading
+    lasts until the test lets go of the pipe), instead of waiting for the session's last wake-up."""
     async def go() -> None:
         records: list[tuple[str, dict[str, Any]]] = []
 

@@ -1,14 +1,22 @@
-"""An agent's output pipe, read through the loop's callbacks: each chunk is split and its lines taken
-at once, in order, with no task switch per line. What must wait (a stop, the store's backpressure, a
-bug of ours) pauses the reading and leaves the rest to the session's pump task, which catches up and
-resumes it (runtime/session.py `_pump_output`)."""
+"""An agent's pipes as the loop's protocols.
+
+Output (`OutputPipe`): read through the loop's callbacks, each chunk split and its lines taken at once, in
+order, with no task switch per line. What must wait (a stop, the store's backpressure, a bug of ours)
+pauses the reading and leaves the rest to the session's pump task, which catches up and resumes it
+(runtime/session.py `_pump_output`).
+
+Input (`InputPipe`): the agent's stdin, opened by the session's writer task with the first line it sends
+(most agents are never written to), each write waiting while the pipe is full."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import BinaryIO, Protocol
+
+import anyio
 
 from ..supervisor.lines import LineSplitter, LongLine, Oversized
 
@@ -113,3 +121,65 @@ class OutputPipe(asyncio.Protocol):
     def done(self) -> bool:
         """Ended, and nothing held is left to take."""
         return self.eof and not self.held
+
+
+class InputPipe(asyncio.Protocol):
+    """Our end of the agent's stdin: a write waits while the pipe is full (flow control) and fails once the
+    agent has closed its end."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.lost = False
+        self._transport: asyncio.WriteTransport | None = None
+        self._resumed: asyncio.Future[None] | None = None
+
+    @classmethod
+    async def open(cls, fd: int) -> InputPipe:
+        """A pipe over `fd`, which it owns from now on (closed with it)."""
+        loop = asyncio.get_running_loop()
+        _, pipe = await loop.connect_write_pipe(cls, os.fdopen(fd, "wb", buffering=0))
+        return pipe
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        self._transport = transport
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._wake()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def send(self, data: bytes) -> None:
+        """Write `data`, waiting while the pipe is full (as anyio's stream did: a checkpoint when it was not).
+        Raises ConnectionResetError when the agent's end is closed, also when the write itself found it so
+        (the transport then closes at once but reports the loss only later)."""
+        transport = self._transport
+        assert transport is not None
+        paused = self.paused
+        if transport.is_closing() or self.lost:
+            raise ConnectionResetError("the agent's stdin is closed")
+        transport.write(data)
+        if transport.is_closing():  # the write met a closed pipe (EPIPE): the line did not reach the agent
+            raise ConnectionResetError("the agent's stdin is closed")
+        while self.paused and not self.lost:
+            self._resumed = asyncio.get_running_loop().create_future()
+            await self._resumed
+        if self.lost:
+            raise ConnectionResetError("the agent's stdin is closed")
+        if not paused:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    def _wake(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None

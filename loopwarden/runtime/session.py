@@ -33,7 +33,7 @@ from ..supervisor.typed import EVENT_OF, REFUSED, decode_record, stored_json
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Termination, Verdict, terminate
 from .containment import Containment
 from .opinion import Outcome, SecondOpinion
-from .pipes import Item, Later, OutputPipe, Take
+from .pipes import InputPipe, Item, Later, OutputPipe, Take
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
 from .snapshot import build
@@ -270,10 +270,15 @@ class LiveSession:
     async def _supervise(self, close_stdin: bool = False) -> None:
         assert self.process is not None
         self._out_ready = anyio.Event()
+        try:
+            await self._supervise_in_group(close_stdin)
+        finally:
+            self._tasks = None  # closed: nothing may be started in it (a stop line queued on a crash)
+
+    async def _supervise_in_group(self, close_stdin: bool) -> None:
+        assert self.process is not None and self._out_ready is not None
         async with anyio.create_task_group() as tg:
             self._tasks = tg
-            if self._out:  # (queued before the task group was there)
-                self._start_writer()
             for data in self.adapter.start_lines():
                 self._send(data)
             if close_stdin:
@@ -1199,23 +1204,18 @@ class LiveSession:
         self._tasks.start_soon(self._write_stdin)
 
     async def _write_stdin(self) -> None:
-        stdin: asyncio.WriteTransport | None = None
+        pipe: InputPipe | None = None
         try:
-            stdin, protocol = await self._stdin_transport()
-            await self._write_lines(stdin, protocol)
+            assert self._stdin_fd is not None
+            fd, self._stdin_fd = self._stdin_fd, None
+            pipe = await InputPipe.open(fd)
+            await self._write_lines(pipe)
         finally:
             self._writer_idle = True  # returned: nothing of it to cancel
-            if stdin is not None:
-                stdin.close()
+            if pipe is not None:
+                pipe.close()
 
-    async def _stdin_transport(self) -> tuple[asyncio.WriteTransport, _StdinProtocol]:
-        """Our end of the agent's stdin as a transport (its file closed with it)."""
-        assert self._stdin_fd is not None
-        fd, self._stdin_fd = self._stdin_fd, None
-        loop = asyncio.get_running_loop()
-        return await loop.connect_write_pipe(_StdinProtocol, os.fdopen(fd, "wb", buffering=0))
-
-    async def _write_lines(self, stdin: asyncio.WriteTransport, protocol: _StdinProtocol) -> None:
+    async def _write_lines(self, stdin: InputPipe) -> None:
         assert self._out_ready is not None
         records = self.records
         while True:
@@ -1240,8 +1240,8 @@ class LiveSession:
                     await anyio.lowlevel.checkpoint()
                     return
                 try:
-                    await _send_to(stdin, protocol, data)
-                except (ConnectionResetError, BrokenPipeError, RuntimeError, OSError):
+                    await stdin.send(data)
+                except OSError:  # (ConnectionResetError, BrokenPipeError: the agent closed it)
                     self.stdin_dropped += 1 + len(self._out)
                     self._out.clear()
                     self._out_bytes = 0
@@ -1342,49 +1342,6 @@ class LiveSession:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
-
-
-class _StdinProtocol(asyncio.Protocol):
-    """The agent's stdin: writes wait while the pipe is full (flow control), and fail once it is gone."""
-
-    def __init__(self) -> None:
-        self.paused = False
-        self.lost = False
-        self._resumed: asyncio.Future[None] | None = None
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        self._wake()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._resumed is not None and not self._resumed.done():
-            self._resumed.set_result(None)
-        self._resumed = None
-
-    async def drain(self) -> None:
-        while self.paused and not self.lost:
-            self._resumed = asyncio.get_running_loop().create_future()
-            await self._resumed
-        if self.lost:
-            raise ConnectionResetError("the agent's stdin is closed")
-
-
-async def _send_to(stdin: asyncio.WriteTransport, protocol: _StdinProtocol, data: bytes) -> None:
-    """Write `data`, waiting while the pipe is full (as anyio's stream did: a checkpoint when it was not)."""
-    paused = protocol.paused
-    if stdin.is_closing() or protocol.lost:
-        raise ConnectionResetError("the agent's stdin is closed")
-    stdin.write(data)
-    await protocol.drain()
-    if not paused:
-        await anyio.lowlevel.cancel_shielded_checkpoint()
 
 
 def _ignore_text(text: str) -> None:

@@ -67,7 +67,7 @@ class ToolResult(Event):
     def failed(self) -> bool:
         """An error flag or a non-zero exit code. (The rules that ask on every result write this out: a property
         is read through a C call that starts a new frame, ~900 instructions, where the test is ~150; a function
-        costs a call as well. Issue 16.)"""
+        costs a call as well.)"""
         return self.is_error or (self.exit_code is not None and self.exit_code != 0)
 
 
