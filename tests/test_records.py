@@ -176,6 +176,25 @@ async def test_the_backlog_is_bounded_by_bytes(tmp_path: Path) -> None:
     assert not recorder.over_backlog and stored(tmp_path / "lw.db", "s1") == list(range(1, n + 1))
 
 
+async def test_a_backlog_past_its_mark_is_written_at_once_not_after_the_batching_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pumps wait while the backlog is high: the flusher must not first wait out FLUSH_SECONDS (the live flood
+    stored 35k of 60k events/s while every pump waited a window per round)."""
+    monkeypatch.setattr(records, "FLUSH_SECONDS", 3600.0)  # a window no test would outlive
+    recorder = make(tmp_path)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run, lambda: None)
+        await anyio.wait_all_tasks_blocked()  # the flusher sleeps, with nothing to write
+        n = 0
+        while not recorder.over_backlog:
+            n += 1
+            recorder.add("events", "s1", event("s1", n), size=64 << 10)
+        with anyio.fail_after(10):
+            await recorder.backpressure()  # as a session's pump does
+        tg.cancel_scope.cancel()
+    assert not recorder.over_backlog and stored(tmp_path / "lw.db", "s1")[:1] == [1]
+
+
 async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "PENDING_CAP", 3 * (2000 + records.ROW_OVERHEAD) + 1)

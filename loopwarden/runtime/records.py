@@ -159,6 +159,8 @@ class Recorder:
         if held >= BACKLOG_HIGH and not self.over_backlog:
             self.over_backlog = True
             self._drained = anyio.Event()
+            self._urgent.set()  # write now: waiting out the batching window would hold every pump that long
+            self._has_work.set()
         if not self._signalled:
             self._signal()
         return True
