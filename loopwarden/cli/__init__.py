@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from .. import compiled
 from .common import EXIT_USAGE, Fail
 
 # Each command by name: (its module in loopwarden.cli, its attribute there). A command's module is imported
@@ -87,7 +88,7 @@ def host_first(args: list[str], valued: set[str] | frozenset[str] = frozenset())
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              invoke_without_command=True)
-@click.version_option(package_name="loopwarden")
+@click.version_option(package_name="loopwarden", message=f"%(prog)s, version %(version)s ({compiled.describe()})")
 @click.option("--host", metavar="HOST", help="Act on the daemon of another machine, over ssh (an ssh destination: "
                                              "box, user@box, an alias of ~/.ssh/config); e.g. --host box ls.")
 @click.pass_context

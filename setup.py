@@ -1,0 +1,111 @@
+"""The build: the engine's per-event path compiled to C by mypyc, or left in Python where it cannot be.
+
+Everything else is declared in pyproject.toml. The compiled modules are the same source, type-checked and
+turned into C (issue 16: a replay runs about 1.5 times as fast; bench/README.md). The build writes
+loopwarden/compiled.json: `loopwarden/compiled.py` reads it at import to tell whether the compiled modules are
+still those of the sources beside them, and it says why nothing was compiled when nothing was (LOOPWARDEN_PURE=1
+at install; no C compiler or Python headers: the install then goes on with the Python engine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ENGINE = Path("loopwarden", "supervisor")
+# What is compiled: every guard, and what SessionHealth.observe runs for each event. The rest of the engine
+# runs once per session, verdict or configuration; three modules of the per-event path stay Python:
+#   events.py  typed.py makes events with object.__new__ and stores their fields, which a native class refuses;
+#   typed.py   mypyc drops the class keywords of msgspec Structs (tag, kw_only, forbid_unknown_fields);
+#   lines.py   LineSplitter's overloaded __init__ (typed by its self) compiles to C that does not build.
+PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py")
+GROUP = "loopwarden.supervisor._compiled"  # the shared library the modules' shims load: inside the package
+RECORD = "compiled.json"
+BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}  # the commands that compile
+# setuptools runs build_ext only for a distribution with extensions; this one stands for mypyc's until
+# build_ext is finalized for a build (egg_info finalizes it too, only to list sources: mypyc takes seconds)
+PLACEHOLDER = Extension("loopwarden.supervisor._placeholder", sources=[])
+
+
+def compiled_sources() -> list[Path]:
+    return sorted([*(ENGINE / name for name in PER_EVENT), *(ENGINE / "guards").glob("[!_]*.py")])
+
+
+def _first_line(exc: BaseException, most: int = 160) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def source_record(path: Path) -> dict[str, object]:
+    data = path.read_bytes()
+    return {"path": path.as_posix(), "size": len(data), "mtime_ns": path.stat().st_mtime_ns,
+            "sha256": hashlib.sha256(data).hexdigest()}
+
+
+class BuildEngine(build_ext):
+    """build_ext with mypyc's extensions; any failure leaves the Python engine installed, and says why."""
+
+    def finalize_options(self) -> None:
+        self._why_pure = self._compile()
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1  # the modules' shims compile beside the shared library
+
+    def _compile(self) -> str | None:
+        """Put mypyc's extensions in the placeholder's place; else why there are none."""
+        if not BUILDS.intersection(self.distribution.commands):
+            self.distribution.ext_modules = []
+            return "no build"
+        if os.environ.get("LOOPWARDEN_PURE"):
+            return "LOOPWARDEN_PURE was set at install"
+        try:
+            from mypyc.build import mypycify
+        except ImportError as exc:
+            return f"mypyc is not installed ({exc})"
+        try:
+            self.distribution.ext_modules = mypycify([str(path) for path in compiled_sources()], group_name=GROUP)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a type error mypy names above: the Python engine
+            return f"mypyc could not compile the engine ({exc!r})"
+        return None
+
+    def run(self) -> None:
+        inplace, why = self.inplace, self._why_pure  # build_ext.run clears inplace while it builds
+        if why is None:
+            try:
+                super().run()
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - no compiler or headers: the Python engine
+                self.inplace = inplace
+                why = f"the C compiler failed: {_first_line(exc)} (pip install -v shows its output)"
+        if why is not None:
+            self.extensions = []
+            self._remove_compiled()
+            sys.stderr.write(f"loopwarden: the engine stays pure Python: {why}\n")
+        record = {"compiled": [] if why else [source_record(path) for path in compiled_sources()],
+                  "group": GROUP, "why_pure": why}
+        self._package_dir().mkdir(parents=True, exist_ok=True)
+        (self._package_dir() / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+
+    def _package_dir(self) -> Path:
+        """Where the package's built files go: its source in place (an editable install), else build_lib."""
+        if self.inplace:
+            return Path(self.get_finalized_command("build_py").get_package_dir("loopwarden"))
+        return Path(self.build_lib, "loopwarden")
+
+    def _remove_compiled(self) -> None:
+        """Extension modules an earlier build left (every one in the package is this build's): a shim whose
+        shared library failed would not import (compiled.json would keep them unused all the same)."""
+        for path in self._package_dir().rglob(f"*{sysconfig.get_config_var('EXT_SUFFIX')}"):
+            path.unlink()
+
+    def get_outputs(self) -> list[str]:
+        return [*super().get_outputs(), str(self._package_dir() / RECORD)]
+
+
+setup(ext_modules=[PLACEHOLDER], cmdclass={"build_ext": BuildEngine})
