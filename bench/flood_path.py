@@ -139,7 +139,8 @@ def main(argv: list[str]) -> int:
         import loopwarden
         print(f"read side {best_read / lines * 1e6:.2f} us per line, store side {best_store / lines * 1e6:.2f} us, "
               f"sum {(best_read + best_store) / lines * 1e6:.2f} us ({lines:,} lines, best of {args.runs}; "
-              f"{Path(loopwarden.__file__).parent})")
+              f"{Path(loopwarden.__file__).parent}, "
+              f"{loopwarden.compiled.describe() if hasattr(loopwarden, 'compiled') else 'engine in pure Python'})")
     return 0
 
 

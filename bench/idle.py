@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import BenchDaemon, leftovers, verdict_line
+from live_common import BenchDaemon, engine_of, leftovers, verdict_line
 from kill_many import cpu, start_sessions, wait_all_final
 
 EMPTY_TARGET = 0.1  # % of one core
@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
     args = ap.parse_args()
     n = args.sessions
+    print(f"daemon: {engine_of()}", flush=True)
     base = subprocess.Popen(BASELINE_CMD, stdin=subprocess.DEVNULL)
     rows: list[tuple[str, float, float, float]] = []
     try:

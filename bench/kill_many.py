@@ -42,7 +42,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import FINAL, BenchDaemon, leftovers, verdict_line, wait_for
+from live_common import FINAL, BenchDaemon, engine_of, leftovers, verdict_line, wait_for
 
 TARGET_S = 0.3
 QUIET_CMD = ["python3", "-c", "import time; time.sleep(600)"]
@@ -223,6 +223,8 @@ def main() -> int:
                                                        "the CPU figures of such runs include py-spy's pauses)")
     args = ap.parse_args()
     n = args.sessions
+    print(f"daemon: {engine_of()}" + (f"; before: {engine_of(args.before.resolve())}" if args.before else ""),
+          flush=True)
     kills, stops, bases = [], [], []
     kills_before, stops_before = [], []
     for repeat in range(args.repeats):

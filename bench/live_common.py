@@ -68,6 +68,20 @@ class RssSampler(threading.Thread):
         return max((rss for _, rss in self.samples), default=0)
 
 
+ENGINE_CODE = ("import loopwarden; c = getattr(loopwarden, 'compiled', None); "
+               "print(c.describe() if c else 'engine in pure Python (a checkout from before the compiled engine)')")
+
+
+def engine_of(checkout: Path | None = None) -> str:
+    """Which engine a daemon served from `checkout` (None: this one) runs, compiled or Python, as its
+    `loopwarden --version` says (a new interpreter, run from there as BenchDaemon runs it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
+    done = subprocess.run([PY, "-c", ENGINE_CODE], env=env, cwd=checkout, capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() or f"unknown ({done.stderr.strip()[-200:]})"
+
+
 def pct(values: list[float], p: float) -> float:
     """The same nearest-rank percentile echo_handshake.py prints."""
     if not values:

@@ -66,7 +66,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, verdict_line, wait_for
+from live_common import AGENTS, FINAL, PY, BenchDaemon, engine_of, leftovers, verdict_line, wait_for
 from live_scale import BARRIER_CODE, all_states, blocked_on_fifo
 
 PACED = str(AGENTS / "paced_flood.py")
@@ -299,6 +299,7 @@ def main() -> int:
         asyncio.run(reader(sc.agent(args.seconds, args.barrier), sc.sessions, args.barrier))
         return 0
     before = args.before.resolve() if args.before else None
+    print(f"daemon: {engine_of()}" + (f"; before ({before}): {engine_of(before)}" if before else ""), flush=True)
     results = {}
     for name in args.only.split(","):
         sc = SCENARIOS[name]

@@ -214,7 +214,7 @@ def profile_engine(path: Path, config: Any, limit: int, top: int) -> None:
 
 
 def engine_version(pkg: Any) -> str:
-    """Package version plus the git commit of the engine (and whether it has local edits)."""
+    """Package version plus the git commit of the engine (and whether it has local edits), compiled or not."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -229,7 +229,9 @@ def engine_version(pkg: Any) -> str:
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return text
-    return f"{text} (git {head}{', engine modified' if dirty else ''})" if head else text
+    compiled = getattr(pkg, "compiled", None)  # a checkout from before the compiled engine has none
+    kind = compiled.describe() if compiled else "engine in pure Python"
+    return f"{text} (git {head}{', engine modified' if dirty else ''}; {kind})" if head else f"{text} ({kind})"
 
 
 def mb(n: float) -> str:
