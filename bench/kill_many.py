@@ -223,7 +223,7 @@ def main() -> int:
                                                        "the CPU figures of such runs include py-spy's pauses)")
     args = ap.parse_args()
     n = args.sessions
-    print(f"daemon: {engine_of()}" + (f"; before: {engine_of(args.before.resolve())}" if args.before else ""),
+    print(f"daemon: {engine_of()}" + (f"; before: {engine_of(Path(args.before).resolve())}" if args.before else ""),
           flush=True)
     kills, stops, bases = [], [], []
     kills_before, stops_before = [], []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -119,7 +120,8 @@ class ControlOperations(DaemonParts):
                 "database": str(self.paths.database), **self._health(), "subscribers": len(self.subscribers),
                 "queued_for_subscribers": self.queue_budget.used, "stopping": self.shutting_down,
                 "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
-                "containment": self.containment}
+                "containment": self.containment,
+                "gc": {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}}
 
     def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
         """A shutdown that began while the audit row was written: the session never starts, and says so."""

@@ -107,6 +107,14 @@ def test_garbage_oversized_and_half_closed_requests_do_not_crash_the_daemon(lw: 
     assert lw.request("ping")["sessions"] == 0
 
 
+def test_the_daemon_collects_cycles_less_often_and_never_scans_what_it_started_with(lw: Harness) -> None:
+    from loopwarden.runtime.daemon import GC_YOUNG
+
+    collector = lw.request("ping")["gc"]
+    assert collector["young"] == GC_YOUNG > 700  # Python's default
+    assert collector["frozen"] > 10_000  # the modules and classes loaded before serving
+
+
 def test_a_slow_subscriber_never_blocks_a_session(lw: Harness) -> None:
     stalled = _raw(lw)
     stalled.sendall(b'{"op":"subscribe","events":true}\n')  # and never read again
