@@ -3,13 +3,16 @@ while it was compiled from the sources beside it, and it gives the verdicts its 
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,21 @@ def test_the_python_engine_gives_the_compiled_one_s_verdicts() -> None:
                           env=os.environ | {"LOOPWARDEN_PURE": "1"}, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout
+
+
+def test_the_build_requires_what_the_engine_imports() -> None:
+    """mypyc type-checks the engine with everything it imports, in pip's build environment, where only
+    build-system.requires is installed (a fresh venv has nothing else yet while it builds): a package the engine
+    imports and the build lacks leaves the install with the Python engine (seen: msgspec, orjson)."""
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    built_with = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower().replace("-", "_") for r in requires}
+    imported: set[str] = set()
+    for path in (ROOT / "loopwarden" / "supervisor").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"loopwarden", "__future__"}
+    assert third_party, "the engine imports orjson and msgspec: the walk found nothing"
+    assert third_party <= built_with, f"not in build-system.requires: {sorted(third_party - built_with)}"
