@@ -71,7 +71,8 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
     config = load_config(env={})
     native = adapters()["native"]
     sessions = []
-    lines_to = {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {}  # as the daemon's sessions
+    lines_to = ({"sink_rows": daemon.sink_rows} if hasattr(daemon, "sink_rows")  # as the daemon's sessions
+                else {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {})  # (older checkouts)
     for i in range(n_sessions):
         session = LiveSession(SessionSpec(id=f"s{i}", name=f"flood{i}", command=["agent"]), config, native(),
                               sink=daemon.sink, records=recorder, **lines_to)

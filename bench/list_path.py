@@ -54,7 +54,8 @@ def sessions(daemon: Daemon, n: int) -> None:
     """N running native sessions, each having said hello, with sampled resources; their publishes taken."""
     config = load_config(env={})
     native = adapters()["native"]
-    lines_to = {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {}
+    lines_to = ({"sink_rows": daemon.sink_rows} if hasattr(daemon, "sink_rows")  # (older checkouts: sink_line)
+                else {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {})
     now = time.time()
     for i in range(n):
         sid = f"s{i + 1}"

@@ -1,4 +1,4 @@
-"""A native line's row stored from its typed record (`typed.stored_json`, `RecordRouting.sink_line`) holds what
+"""A native line's row stored from its typed record (`typed.stored_json`, `RecordRouting.sink_rows`) holds what
 the record built from the event held (`Event.to_dict` and its seq), in the same order among the other rows."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -119,13 +120,13 @@ async def stored_rows(home: Path, lines_too: bool) -> tuple[list[tuple[Any, ...]
     assert recorder.open()
     encoded: list[int] = []
 
-    def sink_line(session_id: str, event: Any, data: bytes, size: int) -> None:
-        encoded.append(event.seq)
-        daemon.sink_line(session_id, event, data, size)
+    def sink_rows(session_id: str, rows: list[Any], events: list[Any], size: int) -> None:
+        encoded.extend(event.seq for event in events)
+        daemon.sink_rows(session_id, rows, events, size)
 
     session = LiveSession(SessionSpec(id="s1", name="t", command=["agent"]), load_config(env={}),
                           adapters()["native"](), sink=daemon.sink, records=recorder,
-                          sink_line=sink_line if lines_too else None)
+                          sink_rows=sink_rows if lines_too else None)
     session.pid, session.state = 4321, SessionState.RUNNING
     stdout = session._read_stdout()
     for line in LINES:
@@ -170,9 +171,63 @@ def test_a_subscriber_gets_the_record_as_before(tmp_path: Path) -> None:
         record = typed.decode_record(LINES[1])
         data = typed.stored_json(record, event)
         assert data is not None
-        daemon.sink_line("s1", event, data, len(LINES[1]))
-        assert daemon.recorder.lanes["s1"][0][2] == ("s1", 2, daemon.recorder.lanes["s1"][0][2][2], "tool_call",
-                                                      data.decode())
+        row = ("s1", 2, 1795569172.5, "tool_call", data.decode())
+        daemon.sink_rows("s1", [row], [event], len(LINES[1]))
+        assert daemon.recorder.lanes["s1"][0][1:3] == ("rows", [row])
         return got
 
     assert asyncio.run(go()) == [("event", {**protocol.parse_line(LINES[1], 2).to_dict(), "seq": 2})]
+
+
+def _native_session(tmp_path: Path) -> tuple[LiveSession, Recorder]:
+    daemon = Daemon(Paths(runtime=tmp_path / "run", data=tmp_path / "data", cache=tmp_path / "cache"))
+    (tmp_path / "data").mkdir(parents=True)
+    assert daemon.recorder.open()
+    session = LiveSession(SessionSpec(id="s1", name="t", command=["agent"]), load_config(env={}),
+                          adapters()["native"](), sink=daemon.sink, records=daemon.recorder,
+                          sink_rows=daemon.sink_rows)
+    session.pid, session.state = 4321, SessionState.RUNNING
+    return session, daemon.recorder
+
+
+def test_a_chunks_rows_are_queued_as_one_entry_and_stored_in_order(tmp_path: Path) -> None:
+    async def go() -> None:
+        session, recorder = _native_session(tmp_path)
+        stdout = session._read_stdout()
+        stdout.data_received(b'{"type":"hello","name":"t","protocol":1}\n')
+        chunk = b"".join(event_line(i, 1000.0 + i).encode() for i in range(12))
+        stdout.data_received(chunk)
+        if session._progress_timer is not None:
+            session._progress_timer.cancel()
+        entries = [e for e in recorder.lanes["s1"] if e[1] == "rows"]
+        assert [[row[1] for row in e[2]] for e in entries] == [list(range(2, 14))]  # one entry, every line's row
+        recorder.flush_now()
+        assert recorder.store is not None
+        assert [r["seq"] for r in recorder.store.events("s1", limit=100)] == list(range(1, 14))
+        recorder.close()
+
+    asyncio.run(go())
+
+
+def test_a_line_for_the_agent_waits_for_the_rows_of_the_lines_before_it(tmp_path: Path) -> None:
+    """Write ahead: a handshake agent's verdict goes out once its call is stored. The call's row waits in the
+    session for the chunk's end; the verdict line's mark must still cover it."""
+    async def go() -> None:
+        session, recorder = _native_session(tmp_path)
+        session._out_ready = anyio.Event()  # as run() sets it; the writer task is not started here
+        session._writer_started = True
+        stdout = session._read_stdout()
+        stdout.data_received(b'{"type":"hello","name":"t","protocol":1,"handshake":true}\n')
+        chunk = (b'{"type":"assistant_message","text":"reading"}\n'
+                 b'{"type":"tool_call","tool":"read_file","args":{"path":"a.py"},"call_id":"c1"}\n'
+                 b'{"type":"assistant_message","text":"waiting"}\n')
+        stdout.data_received(chunk)
+        if session._progress_timer is not None:
+            session._progress_timer.cancel()
+        marks = [mark for mark, data in session._out if b'"verdict"' in data]
+        assert len(marks) == 1
+        holding = [e[0] for e in recorder.lanes["s1"] if e[1] == "rows" and 3 in [row[1] for row in e[2]]]
+        assert holding and holding[0] <= marks[0]  # the call's row (seq 3) is queued before the mark was taken
+        recorder.close()
+
+    asyncio.run(go())

@@ -175,7 +175,7 @@ class ControlOperations(DaemonParts):
         session = LiveSession(spec, config, adapter, sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid),  # its cgroup, once it is sure to start
-                              sink_line=self.sink_line)
+                              sink_rows=self.sink_rows)
         self.sessions[sid] = session
         self._mark(sid)
         self._cleaner_wake.set()  # its spill retention may be the shortest yet

@@ -26,7 +26,7 @@ from ..paths import Paths
 from .principal import Principal
 from ..supervisor.events import Event
 from .records import Recorder
-from .store import Store
+from .store import EventRow, Store
 from .subscribers import QueueBudget, Subscriber
 
 PROTOCOL = 1
@@ -129,7 +129,7 @@ class DaemonParts:
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
         raise NotImplementedError  # routing.py
 
-    def sink_line(self, session_id: str, event: Event, data: bytes, size: int) -> None:
+    def sink_rows(self, session_id: str, rows: list[EventRow], events: list[Event], size: int) -> None:
         raise NotImplementedError  # routing.py
 
     def _mark(self, session_id: str) -> None:

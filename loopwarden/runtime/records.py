@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import chain, groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
@@ -54,8 +54,10 @@ AUDIT = ""  # the lane of audit rows
 
 _TABLES = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
            "actions": "actions", "sessions": "sessions_upsert"}
+ROWS = "rows"  # the kind of an entry holding a list of event rows (add_rows): one entry per chunk a session read
 
-Entry = tuple[int, str, dict[str, Any] | EventRow, int]  # (add number, table, row, bytes); a tuple only for events
+# (add number, kind, row, bytes): a row is a dict, an EventRow for "events", a list of EventRows for ROWS
+Entry = tuple[int, str, dict[str, Any] | EventRow | list[EventRow], int]
 _COST = itemgetter(3)
 _KIND, _ROW = itemgetter(1), itemgetter(2)
 
@@ -144,26 +146,39 @@ class Recorder:
     def add(self, kind: str, lane: str, row: dict[str, Any] | EventRow, size: int = 0) -> bool:
         """Queue one row for table `kind` in `lane`; False when an event was dropped (over PENDING_CAP)."""
         cost = size + ROW_OVERHEAD
-        queued = self.pending_bytes + cost  # (called for every record: attributes are read once)
-        held = queued + self.writing_bytes
-        if held > PENDING_CAP and kind == "events":
+        if kind == "events" and self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
             self.dropped[lane] = self.dropped.get(lane, 0) + 1
             return False
+        self._queue(lane, kind, row, cost)
+        return True
+
+    def add_rows(self, lane: str, rows: list[EventRow], size: int) -> bool:
+        """Queue event rows for `lane` as one entry (a session's rows of one chunk, read from `size` bytes): one
+        add number, and one entry to take and keep alive, where `add` made one of each per event. All or none:
+        False when they were dropped (over PENDING_CAP), and counted. An entry counts once against TXN_ROWS;
+        TXN_BYTES bounds its rows, each costing ROW_OVERHEAD at least."""
+        cost = size + ROW_OVERHEAD * len(rows)
+        if self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
+            self.dropped[lane] = self.dropped.get(lane, 0) + len(rows)
+            return False
+        self._queue(lane, ROWS, rows, cost)
+        return True
+
+    def _queue(self, lane: str, kind: str, row: dict[str, Any] | EventRow | list[EventRow], cost: int) -> None:
         added = self.added = self.added + 1
         entries = self.lanes.get(lane)
         if entries is None:
             entries = self.lanes[lane] = deque()
         entries.append((added, kind, row, cost))
         self.latest[lane] = added
-        self.pending_bytes = queued
-        if held >= BACKLOG_HIGH and not self.over_backlog:
+        queued = self.pending_bytes = self.pending_bytes + cost
+        if queued + self.writing_bytes >= BACKLOG_HIGH and not self.over_backlog:
             self.over_backlog = True
             self._drained = anyio.Event()
             self._urgent.set()  # write now: waiting out the batching window would hold every pump that long
             self._has_work.set()
         if not self._signalled:
             self._signal()
-        return True
 
     def poke(self) -> None:
         """Something changed (a snapshot to publish): run a flusher round."""
@@ -449,10 +464,16 @@ class Recorder:
     def _count_lost(self, entries: list[Entry]) -> None:
         lost = self.health.unwritten
         for _, kind, row, _ in entries:
+            if kind == ROWS:
+                assert isinstance(row, list)
+                lost["events"] = lost.get("events", 0) + len(row)
+                if row:
+                    self.dropped[row[0][0]] = self.dropped.get(row[0][0], 0) + len(row)
+                continue
             if kind in ("events", "verdicts", "actions", "spills"):
                 lost[kind] = lost.get(kind, 0) + 1
             if kind == "events":
-                sid = row[0] if isinstance(row, tuple) else str(row.get("session_id") or "")
+                sid = row[0] if isinstance(row, tuple) else str(row.get("session_id") or "")  # type: ignore[union-attr]
                 self.dropped[sid] = self.dropped.get(sid, 0) + 1
 
     def _note_error(self, error: str) -> None:
@@ -470,9 +491,12 @@ class Recorder:
 
 
 def _batch(entries: list[Entry]) -> Batch:
-    """The entries' rows by table, each table's in the entries' order (a tuple is an events row). A run of
-    one kind (most of a lane is events) is moved in C."""
+    """The entries' rows by table, each table's in the entries' order (a tuple is an events row, a list of them
+    a chunk's). A run of one kind (most of a lane is chunks of events) is moved in C."""
     batch = Batch()
     for kind, run in groupby(entries, _KIND):
-        getattr(batch, _TABLES[kind]).extend(map(_ROW, run))
+        if kind == ROWS:
+            batch.events.extend(chain.from_iterable(map(_ROW, run)))
+        else:
+            getattr(batch, _TABLES[kind]).extend(map(_ROW, run))
     return batch

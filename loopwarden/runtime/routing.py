@@ -11,6 +11,7 @@ from ..supervisor.visible import visible
 from .parts import DaemonParts
 from .principal import Principal
 from .records import AUDIT
+from .store import EventRow
 from .registry import _session_row
 from .subscribers import encode
 
@@ -69,16 +70,16 @@ class RecordRouting(DaemonParts):
             self.recorder.add("actions", AUDIT, {"session_id": session_id, **data}, _text_size(data))
         self._broadcast(kind, session_id, data, is_event=False)
 
-    def sink_line(self, session_id: str, event: Event, data: bytes, size: int) -> None:
-        """An event whose record is JSON already (`typed.stored_json`, read from `size` bytes): its row is
-        queued in the table's column order, the JSON as it is; subscribers get the record as `sink` sends it."""
-        if not self.recorder.add("events", session_id, (session_id, event.seq, self.clock(), event.kind, data.decode()),
-                                 size or len(data)):
+    def sink_rows(self, session_id: str, rows: list[EventRow], events: list[Event], size: int) -> None:
+        """Events whose records are JSON already (`typed.stored_json`), a session's rows of one chunk, read from
+        `size` bytes: queued as they are, in one entry; subscribers get each record as `sink` sends it."""
+        if not self.recorder.add_rows(session_id, rows, size):
             self._mark(session_id)  # its dropped_events count moved
         elif self.subscribers:
-            record = event.to_dict()
-            record["seq"] = event.seq
-            self._broadcast("event", session_id, record, is_event=True)
+            for event in events:
+                record = event.to_dict()
+                record["seq"] = event.seq
+                self._broadcast("event", session_id, record, is_event=True)
 
     def _mark(self, session_id: str) -> None:
         """A session changed: publish its snapshot on the next round."""

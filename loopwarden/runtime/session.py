@@ -38,6 +38,7 @@ from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
 from .snapshot import build
 from .spill import Spiller, SpillStream, spill_event, spill_streamed
+from .store import EventRow
 
 IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
 DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
@@ -73,10 +74,11 @@ class Sink(Protocol):
     def __call__(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None: ...
 
 
-class LineSink(Protocol):
-    """Where an event whose record is JSON already (`typed.stored_json`) goes instead of the sink."""
+class RowsSink(Protocol):
+    """Where events whose records are JSON already (`typed.stored_json`) go instead of the sink: a chunk's rows at
+    once, with their events (for subscribers), read from `size` bytes."""
 
-    def __call__(self, session_id: str, event: Event, data: bytes, size: int) -> None: ...
+    def __call__(self, session_id: str, rows: list[EventRow], events: list[Event], size: int) -> None: ...
 
 
 class Records(Protocol):
@@ -104,12 +106,15 @@ class LiveSession:
     def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
                  clock: Callable[[], float] = time.time, records: Records | None = None,
-                 containment: Containment | None = None, sink_line: LineSink | None = None) -> None:
+                 containment: Containment | None = None, sink_rows: RowsSink | None = None) -> None:
         self.spec = spec
         self.config = config
         self.adapter = adapter
         self.sink = sink
-        self.sink_line = sink_line
+        self.sink_rows = sink_rows
+        self._rows: list[EventRow] = []  # the rows of the lines judged since the last _flush_rows
+        self._row_events: list[Event] = []  # ... their events
+        self._rows_size = 0  # ... the bytes they were read from
         self.spiller = spiller
         self.on_group = on_group or (lambda pgid, alive: None)
         self.containment = containment or Containment(spec.id)
@@ -413,11 +418,31 @@ class LiveSession:
                 os.close(fd)
         self._stdout_fd = self._stderr_fd = self._stdin_fd = None
 
+    def _sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        """Every other record of the session, after the rows of the lines judged before it."""
+        if self._rows:
+            self._flush_rows()
+        self.sink(kind, session_id, data, size)
+
+    def _flush_rows(self) -> None:
+        """The rows of the lines judged since the last call, queued for the store in one entry (once per chunk:
+        one call and one entry instead of one per event), before anything that must follow them: a record of
+        the session (_sink), a line for the agent (_send: it waits for them to be stored), an await (_progress
+        precedes each, in the read callback and in the pump task)."""
+        rows, self._rows = self._rows, []
+        events, self._row_events = self._row_events, []
+        size, self._rows_size = self._rows_size, 0
+        assert self.sink_rows is not None  # rows are made only with it
+        self.sink_rows(self.spec.id, rows, events, size)
+
     def _progress(self) -> None:
-        """Lines were judged: publish the session now when one had a verdict (or a hello), else at most
-        every PROGRESS_SECONDS (a timer publishes the last of it). Counts moving alone were published per
-        chunk, so 200 sessions at 20 events/s had their snapshots built and stored 800 times a second.
-        While the timer is set, the counts' publish is due already: nothing to do (called once per chunk)."""
+        """Lines were judged: their rows queued for the store, and the session published now when one had a
+        verdict (or a hello), else at most every PROGRESS_SECONDS (a timer publishes the last of it). Counts
+        moving alone were published per chunk, so 200 sessions at 20 events/s had their snapshots built and
+        stored 800 times a second. While the timer is set, the counts' publish is due already (called once
+        per chunk)."""
+        if self._rows:
+            self._flush_rows()
         if self._progress_timer is not None and not self._noteworthy:
             return
         loop = asyncio.get_running_loop()
@@ -604,7 +629,7 @@ class LiveSession:
         """The adapter when stdout's lines are read by the typed decoder (the native adapter, chosen), their
         rows stored from their records; else None."""
         adapter = self.adapter
-        if type(adapter) is NativeAdapter and self.sink_line is not None and not self._choosing:
+        if type(adapter) is NativeAdapter and self.sink_rows is not None and not self._choosing:
             return adapter
         return None
 
@@ -633,7 +658,7 @@ class LiveSession:
             text = self.adapter.stderr_text(line)
         else:  # Oversized (stderr's splitter streams no long line)
             text = f"[stderr line of {line.length:,} bytes, not kept]"
-        self.sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
+        self._sink("log", self.spec.id, {"stream": "stderr", "text": text[:4000], "ts": self.clock()})
         return None
 
     async def _ticker(self) -> None:
@@ -709,14 +734,16 @@ class LiveSession:
             self._noteworthy = True  # published at once (_progress), not with the next second's counts
         elif kind is Hello:
             self._noteworthy = True
-        elif typed is not None and self.opinion is None and self.sink_line is not None:  # (a verdict may change it)
+        elif typed is not None and self.opinion is None and self.sink_rows is not None:  # (a verdict may change it)
             data = stored_json(typed, event)
-            if data is not None:
-                self.sink_line(self.spec.id, event, data, size)
+            if data is not None:  # stored with the chunk's other rows (_flush_rows)
+                self._rows.append((self.spec.id, event.seq, now, event.kind, data.decode()))
+                self._row_events.append(event)
+                self._rows_size += size or len(data)
                 return verdicts
         record = event.to_dict()
         record["seq"] = event.seq
-        self.sink("event", self.spec.id, record, size)
+        self._sink("event", self.spec.id, record, size)
         if self.opinion is not None:
             self.opinion.recent.add(record)
         if verdicts:
@@ -727,13 +754,13 @@ class LiveSession:
         """Store and broadcast verdicts, and the gates they opened."""
         now = self.clock()
         for verdict in verdicts:
-            self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
+            self._sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
             if verdict.action in EVIDENCE and verdict.rule != "rewind":
                 self.last_intervention = verdict
             if verdict.gate_id:
                 gate = self.health.gates.gates.get(verdict.gate_id)
                 if gate:
-                    self.sink("gate", self.spec.id, gate.to_dict())
+                    self._sink("gate", self.spec.id, gate.to_dict())
 
     def _spill(self, verdict: Verdict, event: ToolResult, now: float) -> None:
         stream = self._streams.pop(event.seq, None) if self._streams and event.size is not None else None
@@ -747,7 +774,7 @@ class LiveSession:
             self.spill_failures += 1  # a full disk or an unusable directory: the agent got the truncated text
             self._report_error(result.warning)
         if result.path:
-            self.sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
+            self._sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
                                               "path": result.path, "size": result.size})
 
     async def _carry_out(self, verdicts: list[Verdict], event: Event | None) -> None:
@@ -832,14 +859,14 @@ class LiveSession:
             out = await self.opinion.ask(kind, verdict)
         except anyio.get_cancelled_exc_class():  # the session ended first: the call is audited all the same
             ended = Outcome(self.opinion.cfg.model, failure="the session ended before the answer")
-            self.sink("action", self.spec.id, self.opinion.audit(kind, verdict, ended, self.clock()))
+            self._sink("action", self.spec.id, self.opinion.audit(kind, verdict, ended, self.clock()))
             raise
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not end supervision: the rule decides
             self.opinion.busy = False
             self._report_error(f"second opinion failed ({type(exc).__name__}); the rule's verdict stands")
             out = None
         if out is not None:
-            self.sink("action", self.spec.id, self.opinion.audit(kind, verdict, out, self.clock()))
+            self._sink("action", self.spec.id, self.opinion.audit(kind, verdict, out, self.clock()))
             self._report(f"second opinion on {verdict.rule} ({verdict.action}): {out.outcome}")
         if self.final or self.stopping:
             return
@@ -892,7 +919,7 @@ class LiveSession:
         for gate in self.health.gates.gates.values():
             if not gate.pending and gate.id not in self._gates_stored:
                 self._gates_stored.add(gate.id)
-                self.sink("gate", self.spec.id, gate.to_dict())
+                self._sink("gate", self.spec.id, gate.to_dict())
         if self.health.state != GATED:
             self._release_held()
             self._send_replies()
@@ -1171,6 +1198,8 @@ class LiveSession:
         unread is stopped. An empty line closes stdin."""
         if self._out_ready is None or self._stdin_closed:
             return
+        if self._rows:
+            self._flush_rows()  # the mark below must cover the events this line answers
         if data and not essential and self._out_bytes >= STDIN_OPTIONAL:
             self.stdin_dropped += 1
             return
@@ -1256,17 +1285,17 @@ class LiveSession:
 
     def _report(self, text: str) -> None:
         """A line from loopwarden in the session's log (shown by an attached run and by `logs`)."""
-        self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
+        self._sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
 
     def _publish(self) -> None:
         """Tell the daemon this session changed; it builds the snapshot when it publishes."""
         self._changes += 1  # the cached snapshot is built again (see snapshot)
-        self.sink("session", self.spec.id, {})
+        self._sink("session", self.spec.id, {})
 
     def _resources_moved(self) -> None:
         """Only the sampled numbers moved: the session is published, its cached snapshot kept (snapshot() fills
         them in fresh), so 200 agents starting up are not rebuilt whole every sampler round."""
-        self.sink("session", self.spec.id, {})
+        self._sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:
         """While it runs, the agent's process group and session (it leads both) and its descendants are its."""
