@@ -1,10 +1,12 @@
-"""The build: the engine's per-event path compiled to C by mypyc, or left in Python where it cannot be.
+"""The build: the per-event path compiled to C by mypyc (the engine's, and a live session's per line), or left
+in Python where it cannot be.
 
 Everything else is declared in pyproject.toml. The compiled modules are the same source, type-checked and
-turned into C (issue 16: a replay runs about 1.5 times as fast; bench/README.md). The build writes
-loopwarden/compiled.json: `loopwarden/compiled.py` reads it at import to tell whether the compiled modules are
-still those of the sources beside them, and it says why nothing was compiled when nothing was (LOOPWARDEN_PURE=1
-at install; no C compiler or Python headers: the install then goes on with the Python engine).
+turned into C (issue 16, bench/README.md: a replay runs about 1.5 times as fast; the live flood's daemon spends
+about a fifth less per event). The build writes loopwarden/compiled.json: `loopwarden/compiled.py` reads it at
+import to tell whether the compiled modules are still those of the sources beside them, and it says why nothing
+was compiled when nothing was (LOOPWARDEN_PURE=1 at install; no C compiler or Python headers: the install then
+goes on with the Python engine).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ ENGINE = Path("loopwarden", "supervisor")
 #   typed.py   mypyc drops the class keywords of msgspec Structs (tag, kw_only, forbid_unknown_fields);
 #   lines.py   LineSplitter's overloaded __init__ (typed by its self) compiles to C that does not build.
 PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py")
+# ... and what a live session runs per line it reads: its pipes, its judging and recording (routing.py, a mixin
+# of the daemon, crashes mypyc; store.py runs on the writer's thread, where SQLite's own C is most of it)
+RUNTIME = Path("loopwarden", "runtime")
+PER_LINE = ("session.py", "pipes.py", "records.py")
+# The runtime imports what the build does not install (anyio, psutil, sqlite-utils...): their types are taken as
+# Any for the compile (the linter checks them); what the engine imports is in build-system.requires
+MYPY_OPTIONS = ("--ignore-missing-imports",)
 GROUP = "loopwarden.supervisor._compiled"  # the shared library the modules' shims load: inside the package
 RECORD = "compiled.json"
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}  # the commands that compile
@@ -35,7 +44,8 @@ PLACEHOLDER = Extension("loopwarden.supervisor._placeholder", sources=[])
 
 
 def compiled_sources() -> list[Path]:
-    return sorted([*(ENGINE / name for name in PER_EVENT), *(ENGINE / "guards").glob("[!_]*.py")])
+    return sorted([*(ENGINE / name for name in PER_EVENT), *(ENGINE / "guards").glob("[!_]*.py"),
+                   *(RUNTIME / name for name in PER_LINE)])
 
 
 def _first_line(exc: BaseException, most: int = 160) -> str:
@@ -70,7 +80,8 @@ class BuildEngine(build_ext):
         except ImportError as exc:
             return f"mypyc is not installed ({exc})"
         try:
-            self.distribution.ext_modules = mypycify([str(path) for path in compiled_sources()], group_name=GROUP)
+            self.distribution.ext_modules = mypycify([*MYPY_OPTIONS, *(str(path) for path in compiled_sources())],
+                                                     group_name=GROUP)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a type error mypy names above: the Python engine
             return f"mypyc could not compile the engine ({exc!r})"
         return None

@@ -288,14 +288,14 @@ class LiveSession:
                 self._send(data)
             if close_stdin:
                 self._send(b"")
-            tg.start_soon(self._ticker)
+            tg.start_soon(self._ticker, name=f"{self.spec.id} _ticker")  # named: compiled methods have no __qualname__
             if self._choosing:
-                tg.start_soon(self._other, self._choose_if_silent)
+                tg.start_soon(self._other, self._choose_if_silent, name=f"{self.spec.id} _choose_if_silent")
             pumps_done = asyncio.get_running_loop().create_future()
-            tg.start_soon(self._pumps, pumps_done)
+            tg.start_soon(self._pumps, pumps_done, name=f"{self.spec.id} _pumps")
             if self._kill_requested is not None:  # a kill that came while the process was starting
                 tg.start_soon(self._other, self.stop, self.health.termination_reason or Termination.OPERATOR,
-                              self._kill_requested)
+                              self._kill_requested, name=f"{self.spec.id} stop")
             self.exit_code = await self.process.wait()
             await self._kill_leftovers()  # nothing the agent started writes on after it, so EOF comes
             await self._drain(pumps_done)
@@ -847,7 +847,8 @@ class LiveSession:
                 now.append(verdict)
                 continue
             self.opinion.busy = True  # taken now: the next ambiguous verdict is carried out as the rule says
-            self._tasks.start_soon(self._other, self._second_opinion, kind, verdict)
+            self._tasks.start_soon(self._other, self._second_opinion, kind, verdict,
+                                   name=f"{self.spec.id} _second_opinion")
             if verdict.gate_id:
                 now.append(verdict)
         return now
@@ -1230,7 +1231,7 @@ class LiveSession:
             self._wake.set()  # (the ticker looks at _out)
             return
         self._writer_started, self._writer_idle = True, False
-        self._tasks.start_soon(self._write_stdin)
+        self._tasks.start_soon(self._write_stdin, name=f"{self.spec.id} _write_stdin")
 
     async def _write_stdin(self) -> None:
         pipe: InputPipe | None = None
