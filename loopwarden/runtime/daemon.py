@@ -38,7 +38,7 @@ from .subscribers import QueueBudget, Subscriber
 from .upkeep import Upkeep
 
 
-GC_YOUNG = 10_000  # allocations between two collections of the youngest generation (Python's default: 700)
+GC_YOUNG = 100_000  # allocations between two collections of the youngest generation (Python's default: 700)
 
 
 class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegistry, RecordRouting, Alerting):

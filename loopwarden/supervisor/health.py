@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from . import messages
 from .config import Config
@@ -155,8 +156,9 @@ class SessionHealth:
                 validation.count, validation.call_pending = 0, False
                 runtime.last_activity, runtime.stalled = now, False
                 runtime.last_result = event  # type: ignore[assignment]
+            at: Any = now  # boxed once for the hooks (Python calls), not once per hook (compiled, `now` is a C double)
             for guard_observe in self._observers[kind]:
-                verdicts = guard_observe(event, now)
+                verdicts = guard_observe(event, at)
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         if kind is UserMessage and self.config.repetition.reset_on_user_message:
