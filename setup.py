@@ -27,7 +27,7 @@ ENGINE = Path("loopwarden", "supervisor")
 #   events.py  typed.py makes events with object.__new__ and stores their fields, which a native class refuses;
 #   typed.py   mypyc drops the class keywords of msgspec Structs (tag, kw_only, forbid_unknown_fields);
 #   lines.py   LineSplitter's overloaded __init__ (typed by its self) compiles to C that does not build.
-PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py")
+PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py", "kinds.py")
 # ... and what a live session runs per line it reads: its pipes, its judging and recording (routing.py, a mixin
 # of the daemon, crashes mypyc; store.py runs on the writer's thread, where SQLite's own C is most of it)
 RUNTIME = Path("loopwarden", "runtime")

@@ -14,13 +14,13 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Final, Protocol
 
 import anyio
 
 from ..supervisor.lines import LineSplitter, LongLine, Oversized
 
-SYNC_LINES = 64  # lines of one chunk taken in the read callback; the rest by the pump task
+SYNC_LINES: Final = 64  # lines of one chunk taken in the read callback; the rest by the pump task
 Item = bytes | Oversized | LongLine
 Later = Callable[[], Awaitable[None]]  # what a line left for the pump task to await before the next
 Take = Callable[[Item], Later | None]  # one line judged and carried out; or what must be awaited first

@@ -30,36 +30,38 @@ from dataclasses import dataclass, field
 from itertools import chain, groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 
 from .store import Batch, EventRow, Store, StoreError
 
+# (FLUSH_SECONDS and PENDING_CAP are the two a test changes: not Final, whose values compiled code holds)
 FLUSH_SECONDS = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
-CHECKPOINT_SECONDS = 1.0  # after a write, the write-ahead log is copied into the database this much later
-TXN_ROWS = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
-TXN_BYTES = 1 << 20  # ... and bytes
-REOPEN_SECONDS = 5.0  # how often a daemon without a store tries to open it again
-ROW_OVERHEAD = 1024  # bytes a record costs in memory beyond its text: its dicts, measured (bench/live_scale.py)
-BACKLOG_HIGH = 16 << 20  # bytes waiting for the store before session pumps wait
-BACKLOG_LOW = 4 << 20  # ... and resume once the backlog is back under this
+CHECKPOINT_SECONDS: Final = 1.0  # after a write, the write-ahead log is copied into the database this much later
+TXN_ROWS: Final = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
+TXN_BYTES: Final = 1 << 20  # ... and bytes
+REOPEN_SECONDS: Final = 5.0  # how often a daemon without a store tries to open it again
+ROW_OVERHEAD: Final = 1024  # bytes a record costs in memory beyond its text: its dicts, measured (bench/live_scale.py)
+BACKLOG_HIGH: Final = 16 << 20  # bytes waiting for the store before session pumps wait
+BACKLOG_LOW: Final = 4 << 20  # ... and resume once the backlog is back under this
 PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
-INLINE_ROWS = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free (a
-# thread hop costs more than such a write)
-INLINE_BYTES = 64 << 10  # ... and no larger than this
-FAILED_KEPT = 256  # failed ranges remembered for durability waiters
-LOG_EVERY = 10.0  # seconds between two log lines about failing writes
-AUDIT = ""  # the lane of audit rows
+INLINE_ROWS: Final = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free
+# (a thread hop costs more than such a write)
+INLINE_BYTES: Final = 64 << 10  # ... and no larger than this
+FAILED_KEPT: Final = 256  # failed ranges remembered for durability waiters
+LOG_EVERY: Final = 10.0  # seconds between two log lines about failing writes
+AUDIT: Final = ""  # the lane of audit rows
 
-_TABLES = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
+_TABLES: Final = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
            "actions": "actions", "sessions": "sessions_upsert"}
-ROWS = "rows"  # the kind of an entry holding a list of event rows (add_rows): one entry per chunk a session read
+ROWS: Final = "rows"  # the kind of an entry holding a list of event rows (add_rows): one entry per chunk a session read
 
 # (add number, kind, row, bytes): a row is a dict, an EventRow for "events", a list of EventRows for ROWS
 Entry = tuple[int, str, dict[str, Any] | EventRow | list[EventRow], int]
-_COST = itemgetter(3)
-_KIND, _ROW = itemgetter(1), itemgetter(2)
+_COST: Final = itemgetter(3)
+_KIND: Final = itemgetter(1)
+_ROW: Final = itemgetter(2)
 
 
 @dataclass

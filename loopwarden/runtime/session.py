@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -21,9 +21,9 @@ from ..sessions import detect
 from ..sessions.base import Adapter, Capability
 from ..sessions.native import NativeAdapter
 from ..sessions.registry import adapters
-from ..supervisor import messages
+from ..supervisor import kinds, messages
 from ..supervisor.config import Config
-from ..supervisor.events import Error, Event, Hello, ResourceSample, ToolCall, ToolResult
+from ..supervisor.events import Event, Hello, ResourceSample, ToolCall, ToolResult
 from ..supervisor.gates import GateError
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, line_limit, oversized_line
@@ -40,17 +40,22 @@ from .snapshot import build
 from .spill import Spiller, SpillStream, spill_event, spill_streamed
 from .store import EventRow
 
-IDLE_TICK = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
-DRAIN_STALLED = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
-YIELD_EVERY = 32  # lines: a flooding agent must not starve the other sessions or the socket
-YIELD_BYTES = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
-PROGRESS_SECONDS = 1.0  # a session whose lines only moved its counts (no verdict) is published at most this often
-STDIN_OPTIONAL = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
-STDERR_LINE = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
-OVERSIZED_COST = 256  # bytes an over-long line costs once read: only its head is kept
-ERRORS_KEPT = 3  # the agent's last errors, for a restart's summary
+# typed decoding's per-line functions as final names: compiled, each is then a C static, not a lookup in this
+# module's dict per line (supervisor/kinds.py)
+_DECODE: Final = decode_record
+_EVENT_OF: Final = EVENT_OF
+_STORED_JSON: Final = stored_json
+IDLE_TICK: Final = 60.0  # the ticker sleeps until the engine's next deadline, or this long at most
+DRAIN_STALLED: Final = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
+YIELD_EVERY: Final = 32  # lines: a flooding agent must not starve the other sessions or the socket
+YIELD_BYTES: Final = 256 << 10  # ... nor may a few huge lines pass the store's byte budget unchecked
+PROGRESS_SECONDS: Final = 1.0  # a session whose lines only moved its counts (no verdict): published at most this often
+STDIN_OPTIONAL: Final = 64 << 10  # bytes queued for the agent past which nudges are dropped (and counted)
+STDERR_LINE: Final = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
+OVERSIZED_COST: Final = 256  # bytes an over-long line costs once read: only its head is kept
+ERRORS_KEPT: Final = 3  # the agent's last errors, for a restart's summary
 # verdicts that tell what a loop did (a rewind's guidance and a restart's summary quote the last one)
-EVIDENCE = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
+EVIDENCE: Final = frozenset({Action.NUDGE, Action.BLOCK, Action.GATE, Action.FORCE_NEXT, Action.ESCALATE})
 
 
 @dataclass
@@ -489,13 +494,13 @@ class LiveSession:
             native = self._typed_lines
             if native is not None and line:
                 try:  # typed.typed_event written out, keeping the record: the stored JSON is encoded from it
-                    record = decode_record(line)
-                    event = EVENT_OF[type(record)](record, seq)
+                    record = _DECODE(line)
+                    event = _EVENT_OF[type(record)](record, seq)
                 except REFUSED:
                     event = None
                 if event is not None:  # one event, its row stored from its record
                     kind = type(event)
-                    if kind is Hello:
+                    if kind is kinds.HELLO:
                         native.parsed(event, line)  # (what else `parsed` looks at, the typed decoder refuses)
                     verdicts = self._judge(event, len(line), record)
                     if verdicts or kind in _ANSWERED or self.health.state == GATED:
@@ -720,22 +725,22 @@ class LiveSession:
             self._count_rate(now)
         verdicts = self.health.observe(event, now)
         kind = type(event)
-        if kind is ToolCall:
+        if kind is kinds.TOOL_CALL:
             self.tool_calls += 1
-        elif type(event) is ToolResult:
+        elif type(event) is kinds.TOOL_RESULT:
             for verdict in verdicts:
                 if verdict.action == Action.SPILL:
                     self._spill(verdict, event, now)
-        elif type(event) is Error:
+        elif type(event) is kinds.ERROR:
             self.errors.append(event.message)
         if verdicts:
             if verdicts[-1].action == Action.TERMINATE:
                 verdicts = self._recover(verdicts)
             self._noteworthy = True  # published at once (_progress), not with the next second's counts
-        elif kind is Hello:
+        elif kind is kinds.HELLO:
             self._noteworthy = True
         elif typed is not None and self.opinion is None and self.sink_rows is not None:  # (a verdict may change it)
-            data = stored_json(typed, event)
+            data = _STORED_JSON(typed, event)
             if data is not None:  # stored with the chunk's other rows (_flush_rows)
                 self._rows.append((self.spec.id, event.seq, now, event.kind, data.decode()))
                 self._row_events.append(event)
@@ -794,7 +799,7 @@ class LiveSession:
         if self.opinion is not None and verdicts:
             verdicts = self._ask_opinions(verdicts)
         adapter = self.adapter
-        if type(event) is Hello:
+        if type(event) is kinds.HELLO:
             reply = adapter.hello_reply(event, self.spec.id, self.config.spill.threshold_chars)
             if reply:
                 self._send(reply)
@@ -803,11 +808,11 @@ class LiveSession:
             action = verdict.action
             if action == Action.TERMINATE:
                 return verdict
-            if action == Action.BLOCK and type(event) is ToolCall:
+            if action == Action.BLOCK and type(event) is kinds.TOOL_CALL:
                 block = verdict
                 if not adapter.can_veto:
                     self._inject(verdict.message or verdict.reason, "nudge", verdict.rule)
-            elif action == Action.SPILL and type(event) is ToolResult:
+            elif action == Action.SPILL and type(event) is kinds.TOOL_RESULT:
                 result = getattr(self, "_spill_result", None)
                 line = adapter.spill_line(event, result) if result is not None else None
                 if line:
@@ -816,7 +821,7 @@ class LiveSession:
                 self._inject(verdict.message, _inject_kind(verdict), verdict.rule)
             elif action == Action.ESCALATE and verdict.message:
                 self._inject(verdict.message, "escalate", verdict.rule, verdict.target)
-        if type(event) is ToolCall:
+        if type(event) is kinds.TOOL_CALL:
             if self.health.state == GATED and adapter.can_veto:
                 self.held.append((event, block))
             else:
@@ -1378,7 +1383,7 @@ def _ignore_text(text: str) -> None:
     """A long output's text when there is no spill directory: only its first part is kept (in the event)."""
 
 
-_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")
+_ENV_KEEP: Final = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL", "TERM")
 
 
 def minimal_env() -> dict[str, str]:
@@ -1431,7 +1436,7 @@ def _tree_from_psutil(proc: psutil.Process | None) -> list[int]:
         return []
 
 
-INJECT_KINDS: dict[Action, str] = {
+INJECT_KINDS: Final[dict[Action, str]] = {
     Action.NUDGE: "nudge",
     Action.UNBLOCK_AUTHORITY: "authority",
     Action.FORCE_NEXT: "force_next",
@@ -1439,8 +1444,8 @@ INJECT_KINDS: dict[Action, str] = {
 }
 
 
-_LAUNCHED = Capability.PROCESS_GROUP | Capability.HOLD  # what every launched session can do (enum `|` is slow)
-_ANSWERED = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
+_LAUNCHED: Final = Capability.PROCESS_GROUP | Capability.HOLD  # what every launched session can do (enum `|` is slow)
+_ANSWERED: Final = (Hello, ToolCall)  # events _act answers even without a verdict (a welcome, a verdict line)
 
 
 def _inject_kind(verdict: Verdict) -> str:

@@ -11,7 +11,7 @@ client imports it.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
 
@@ -21,12 +21,12 @@ __all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_
 
 # 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
 # levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.
-MAX_DEPTH = 64
-REPLY_ENVELOPE = 4  # levels a `logs` reply puts around a stored record: reply, result, events, row
-MAX_RECORD_DEPTH = 254 - REPLY_ENVELOPE  # orjson writes 254 levels
-MAX_REQUEST_BYTES = DEFAULT_MAX_LINE_BYTES  # one request line to the daemon (a hook event rides in one)
-MAX_HOOK_INPUT_BYTES = RECORDED_MAX_LINE_BYTES  # a hook event: what Claude Code writes on one stream line
-TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
+MAX_DEPTH: Final = 64
+REPLY_ENVELOPE: Final = 4  # levels a `logs` reply puts around a stored record: reply, result, events, row
+MAX_RECORD_DEPTH: Final = 254 - REPLY_ENVELOPE  # orjson writes 254 levels
+MAX_REQUEST_BYTES: Final = DEFAULT_MAX_LINE_BYTES  # one request line to the daemon (a hook event rides in one)
+MAX_HOOK_INPUT_BYTES: Final = RECORDED_MAX_LINE_BYTES  # a hook event: what Claude Code writes on one stream line
+TOO_DEEP: Final = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
 
 
 def cut_marker(limit: int) -> str:
@@ -34,11 +34,11 @@ def cut_marker(limit: int) -> str:
     return f"[cut by loopwarden: nested more than {limit} levels deep]"
 
 
-CUT_MARKER = cut_marker(MAX_DEPTH)
+CUT_MARKER: Final = cut_marker(MAX_DEPTH)
 
-_CONTAINERS = (dict, list, tuple)
+_CONTAINERS: Final = (dict, list, tuple)
 # a JSON string (escapes included) or one bracket; a string is skipped whole, so brackets inside it never count
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_JSON_TOKEN: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
 def may_exceed_depth(line: bytes | str, limit: int = MAX_DEPTH) -> bool:

@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from .config import RULES, Config, change, tool_limits
 
 # The guards that read a tool's own thresholds (tools.limits) while they judge that tool's events
-TUNED_GUARDS = frozenset({"repetition", "same_error"})
+TUNED_GUARDS: Final = frozenset({"repetition", "same_error"})
 
 # The rules a waiting command, or a tool exempt without naming a rule, is taken out of: the ones that
 # count repeats and failures of calls, and the stall while the call waits.
-REPEAT_RULES = frozenset({"repetition", "same_error", "alternation", "consecutive_failures", "stall"})
-NOTHING: frozenset[str] = frozenset()
+REPEAT_RULES: Final = frozenset({"repetition", "same_error", "alternation", "consecutive_failures", "stall"})
+NOTHING: Final[frozenset[str]] = frozenset()
 
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
-_SHELL_WRAPPER = re.compile(r"(?:/usr)?(?:/bin/)?(?:ba|z|da)?sh\s+-l?c\s+(['\"])(.*)\1", re.DOTALL)
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
-_BLANKS = re.compile(r"[ \t]+")
-_MAX_COMMAND = 300
-_MAX_WORDS = 16
+_PLAIN_WORD: Final = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
+_SHELL_WRAPPER: Final = re.compile(r"(?:/usr)?(?:/bin/)?(?:ba|z|da)?sh\s+-l?c\s+(['\"])(.*)\1", re.DOTALL)
+_SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
+_BLANKS: Final = re.compile(r"[ \t]+")
+_MAX_COMMAND: Final = 300
+_MAX_WORDS: Final = 16
 
 
 def command_words(args: dict[str, Any]) -> list[str] | None:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 # names `reset_counters` (and `loopwarden reset --counter`) accept; each guard's human_reset knows its own
-RESETTABLE = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue", "polling",
-                        "validation", "failures", "consecutive_failures", "loop", "loop_counter", "attempts",
-                        "iterations", "escalation", "condensation", "rereads", "chanting",
-                        "reflections"})
+RESETTABLE: Final = frozenset({"repetition", "blocks", "identical_calls", "same_error", "alternation", "monologue",
+                               "polling", "validation", "failures", "consecutive_failures", "loop", "loop_counter",
+                               "attempts", "iterations", "escalation", "condensation", "rereads", "chanting",
+                               "reflections"})

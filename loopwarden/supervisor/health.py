@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
-from . import messages
+from . import kinds, messages
 from .config import Config
 from .counters import RESETTABLE as RESETTABLE  # re-exported: its home before it moved out for the command line
 from .control import NOTHING, TUNED_GUARDS, ToolControl
-from .events import (EVENT_TYPES, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult, UserMessage,
-                     ValidationError)
+from .events import (EVENT_TYPES, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult)
 from .gates import Gate, GateBook
 from .guards.alternation import AlternationGuard
 from .guards.attempts import AttemptsGuard
@@ -34,18 +33,21 @@ from .guards.validation import ValidationGuard
 from .signature import ArgsTooDeep, call_signature
 from .verdicts import Action, Termination, Verdict, terminate
 
-RUNNING, GATED, DONE, TERMINATED = "running", "gated", "done", "terminated"
-_DECIDED_GATES_KEPT = 200
-OPERATOR_RULE = "operator"  # the rule of the verdicts that carry an operator's own decision (guidance, grant, kill)
-_VALIDATION_KEPT = 1000
-_EXEMPT_CALLS_KEPT = 16  # calls some rules skip whose results have not come yet
+RUNNING: Final = "running"
+GATED: Final = "gated"
+DONE: Final = "done"
+TERMINATED: Final = "terminated"
+_DECIDED_GATES_KEPT: Final = 200
+OPERATOR_RULE: Final = "operator"  # the rule of verdicts carrying an operator's own decision (guidance, grant, kill)
+_VALIDATION_KEPT: Final = 1000
+_EXEMPT_CALLS_KEPT: Final = 16  # calls some rules skip whose results have not come yet
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
 # off drops their verdicts, never their observing
-_ALWAYS_OBSERVE = frozenset({"runtime", "validation"})
+_ALWAYS_OBSERVE: Final = frozenset({"runtime", "validation"})
 # Calls and results are most events: `observe` does validation's and runtime's bookkeeping of them itself (what
 # their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard fewer.
 # A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
-_FUSED = (ToolCall, ToolResult)
+_FUSED: Final = (ToolCall, ToolResult)
 
 
 class SessionHealth:
@@ -109,27 +111,27 @@ class SessionHealth:
         kind = type(event)
         exempt = NOTHING
         # one test of the type for the common kinds (a call, a result), in the order the checks were made
-        if kind is ToolCall:
+        if kind is kinds.TOOL_CALL:
             try:
                 event.sig = call_signature(event.tool, event.args)  # type: ignore[attr-defined]
             except (ArgsTooDeep, TypeError) as exc:
                 event = InvalidLine(seq=event.seq, ts=event.ts, task=event.task, agent=event.agent,
                                     reason=f"tool_call: {exc}")
                 kind = InvalidLine
-        if kind is not ResourceSample:
+        if kind is not kinds.RESOURCE_SAMPLE:
             by_type = self.by_type
             name = event.kind
             by_type[name] = by_type.get(name, 0) + 1
-        if kind is ToolCall:
+        if kind is kinds.TOOL_CALL:
             exempt = self._call_exemptions(event)  # type: ignore[arg-type]
-        elif kind is ToolResult:
+        elif kind is kinds.TOOL_RESULT:
             if self._exempt_calls:
                 exempt = self._result_exemptions(event)  # type: ignore[arg-type]
-        elif kind is InvalidLine:
+        elif kind is kinds.INVALID_LINE:
             self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
-        elif kind is ValidationError:
+        elif kind is kinds.VALIDATION_ERROR:
             self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))  # type: ignore[attr-defined]
-        elif kind is Done and self.state == RUNNING:
+        elif kind is kinds.DONE and self.state == RUNNING:
             self.state = DONE
         found: list[Verdict] | None = None  # made only when a guard gives a verdict (rare)
         tuned = self._tool_config(event, kind) if self.control.tuned else None
@@ -144,14 +146,14 @@ class SessionHealth:
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         else:  # the common case: every guard of the type, by its bound method
-            if kind is ToolCall:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
+            if kind is kinds.TOOL_CALL:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
                 validation = self._validation
                 if validation.call_pending:
                     validation.count = 0  # the call before was valid
                 validation.call_pending = True
                 runtime.last_activity, runtime.stalled = now, False
                 runtime.last_tool, runtime.last_result = event.tool, None  # type: ignore[attr-defined]
-            elif kind is ToolResult:  # and of a result: a valid step, and activity
+            elif kind is kinds.TOOL_RESULT:  # and of a result: a valid step, and activity
                 validation = self._validation
                 validation.count, validation.call_pending = 0, False
                 runtime.last_activity, runtime.stalled = now, False
@@ -161,7 +163,7 @@ class SessionHealth:
                 verdicts = guard_observe(event, at)
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
-        if kind is UserMessage and self.config.repetition.reset_on_user_message:
+        if kind is kinds.USER_MESSAGE and self.config.repetition.reset_on_user_message:
             self.ledger.reset()
             for guard in self.guards:
                 guard.human_turn()
@@ -182,9 +184,9 @@ class SessionHealth:
 
     def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
         """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""
-        if kind is ToolCall:
+        if kind is kinds.TOOL_CALL:
             return self.control.tuned.get(event.tool)  # type: ignore[attr-defined]
-        if kind is ToolResult:
+        if kind is kinds.TOOL_RESULT:
             return self.control.tuned.get(event.tool or self._last_tool or "")  # type: ignore[attr-defined]
         return None
 

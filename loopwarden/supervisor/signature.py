@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from .bounds import MAX_DEPTH, TOO_DEEP
 
-MAX_ARGS_DEPTH = MAX_DEPTH - 1  # arguments sit one level inside the line (or hook event) that carried them
-_FINGERPRINT_LIMIT = 200
+MAX_ARGS_DEPTH: Final = MAX_DEPTH - 1  # arguments sit one level inside the line (or hook event) that carried them
+_FINGERPRINT_LIMIT: Final = 200
 
 
 class ArgsTooDeep(ValueError):
@@ -69,7 +69,7 @@ def result_digest(result: Any) -> bytes:
     return digest
 
 
-_LAZY_DIGEST_CHARS = 64 * 1024  # a longer output is digested at once rather than held until it is compared
+_LAZY_DIGEST_CHARS: Final = 64 * 1024  # a longer output is digested at once rather than held until it is compared
 
 
 OutputKey = str | tuple[str] | bytes
@@ -120,17 +120,17 @@ def output_digest(output: str, failed: bool) -> bytes:
     return h.digest()
 
 
-_ERROR_LINE = re.compile(
+_ERROR_LINE: Final = re.compile(
     r"\b(error|exception|fail(?:ed|ure|s)?|fatal|panic(?:ked)?|denied|refused|not found|no such"
     r"|cannot|can't|unable|timed? ?out|segmentation fault|abort(?:ed)?|invalid)\b",
     re.IGNORECASE,
 )
-_SKIP_LINE = re.compile(r"^\s*Traceback \(most recent call last\)", re.IGNORECASE)
-_DIGIT = "digit"
+_SKIP_LINE: Final = re.compile(r"^\s*Traceback \(most recent call last\)", re.IGNORECASE)
+_DIGIT: Final = "digit"
 # (pattern, replacement, what the text must hold for the pattern to match: a digit, one of some substrings, or
 # anything). The checks are cheap `in` tests or one search; replacements never add a digit or those substrings,
 # so a check made before an earlier replacement stays sound.
-_VOLATILE: list[tuple[re.Pattern[str], str, str | tuple[str, ...] | None]] = [
+_VOLATILE: Final[list[tuple[re.Pattern[str], str, str | tuple[str, ...] | None]]] = [
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>", _DIGIT),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>", _DIGIT),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>", ("-",)),
@@ -143,7 +143,7 @@ _VOLATILE: list[tuple[re.Pattern[str], str, str | tuple[str, ...] | None]] = [
     (re.compile(r"\b\d{8,}\b"), "<num>", _DIGIT),
     (re.compile(r"\b[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>", None),
 ]
-_ANY_DIGIT = re.compile(r"\d")
+_ANY_DIGIT: Final = re.compile(r"\d")
 
 
 def _hide_volatile(text: str) -> str:
@@ -185,11 +185,11 @@ def normalise_error(line: str) -> str:
 
 # A build runner's own summary line says that a step failed, not which error: the same
 # "make: *** [lint-fix] Error 1" closes three different compile errors fixed one after another.
-_RUNNER_LINE = re.compile(
+_RUNNER_LINE: Final = re.compile(
     r"\s*(?:make(?:\[\d+\])?: \*\*\* |npm ERR! (?:code|errno) |error Command failed with exit code "
     r"|Process completed with exit code )"
 )
-_DIAGNOSTIC = re.compile(r"\s*[\w./\\-]+:\d+(?::\d+)?:")  # path:line[:col]: what compilers and linters print
+_DIAGNOSTIC: Final = re.compile(r"\s*[\w./\\-]+:\d+(?::\d+)?:")  # path:line[:col]: what compilers and linters print
 
 
 def error_fingerprint(tool: str, output: str) -> str:
@@ -208,9 +208,9 @@ def error_fingerprint(tool: str, output: str) -> str:
 # Outputs are compared with every number hidden as well: a directory listing whose sizes grow, a poll whose
 # percentage or age ticks, is the same output. (Error fingerprints keep small numbers: a line number or an
 # error code there tells two errors apart.)
-_SIZE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:[KMGTP]i?B|[KMGTP]\b|bytes?\b|B\b)", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_OUTPUT_HEAD = 64 * 1024  # normalise this much; a change past it is told by the raw tail's digest
+_SIZE: Final = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:[KMGTP]i?B|[KMGTP]\b|bytes?\b|B\b)", re.IGNORECASE)
+_NUMBER: Final = re.compile(r"\d+(?:[.,]\d+)*")
+_OUTPUT_HEAD: Final = 64 * 1024  # normalise this much; a change past it is told by the raw tail's digest
 
 
 def normalise_output(output: str) -> str:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Attempts, Config
 from ..events import Attempt, Event
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
-_MAX_TASKS = 256
-_MAX_RECORDS = 64
+_MAX_TASKS: Final = 256
+_MAX_RECORDS: Final = 64
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,7 +51,7 @@ class AttemptsGuard(Guard):
         self.cfg = config.attempts
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        assert isinstance(event, Attempt)
+        assert isinstance(event, kinds.ATTEMPT)
         task = event.task or "default"
         records = self.tasks.setdefault(task, deque(maxlen=_MAX_RECORDS))
         self.tasks.move_to_end(task)

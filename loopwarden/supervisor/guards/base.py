@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 from ..config import Config
 from ..events import Event
 from ..verdicts import Verdict
 
-NO_VERDICTS: tuple[Verdict, ...] = ()
+NO_VERDICTS: Final[tuple[Verdict, ...]] = ()
 Observer = Callable[[Any, float], Sequence[Verdict]]  # takes the event type it is the hook of
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Config, Limits
 from ..events import Event, Output, ResourceSample, Usage
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
 
-WARN_AT = 0.8
+WARN_AT: Final = 0.8
 
 
 class BudgetGuard(Guard):
@@ -30,7 +31,7 @@ class BudgetGuard(Guard):
         self.cfg = config.limits
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        if type(event) is Output:
+        if type(event) is kinds.OUTPUT:
             self.output_bytes += event.size or len(event.text)
             cap = self.cfg.max_output_bytes
             if cap and self.output_bytes > cap:
@@ -38,9 +39,9 @@ class BudgetGuard(Guard):
                 return (terminate(self.name, Termination.BUDGET, text, what="output", used=self.output_bytes,
                                   limit=cap),)
             return NO_VERDICTS
-        if type(event) is ResourceSample:
+        if type(event) is kinds.RESOURCE_SAMPLE:
             return self._resources(event)
-        assert isinstance(event, Usage)
+        assert isinstance(event, kinds.USAGE)
         self.tokens += event.input_tokens + event.output_tokens
         self.cost += event.cost_usd or 0.0
         if not self.cfg.max_tokens and not self.cfg.max_cost_usd:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import pairwise
 from operator import contains, itemgetter
-from typing import Any
+from typing import Any, Final
 
 from .. import messages
 from ..config import Config
@@ -21,10 +21,10 @@ from ..events import AssistantMessage, Event
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
-_MAX_TEXT = 20_000  # the end of a longer message is judged (a chanting model repeats until it is cut off)
-_FENCE = "```"
-_STRUCTURE = re.compile(r"\s*(?:\|.*\||[|+-]{3,}|[*+-]\s|\d+\.\s|#+\s|>\s)")
-_DIVIDER = re.compile(r"[\s+\-_=*\u2500-\u257F]+")
+_MAX_TEXT: Final = 20_000  # the end of a longer message is judged (a chanting model repeats until it is cut off)
+_FENCE: Final = "```"
+_STRUCTURE: Final = re.compile(r"\s*(?:\|.*\||[|+-]{3,}|[*+-]\s|\d+\.\s|#+\s|>\s)")
+_DIVIDER: Final = re.compile(r"[\s+\-_=*\u2500-\u257F]+")
 
 
 def prose(text: str) -> list[str]:
@@ -78,8 +78,8 @@ def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
     return False
 
 
-_AT_ONCE = 32  # sampled pieces taken at once, at most (a message up to about 1,300 characters at the default chunk)
-_WINDOW_STEP = 32  # windows are rounded up to this (a longer window is as sound): few shapes to keep
+_AT_ONCE: Final = 32  # sampled pieces taken at once, at most (a message of ~1,300 characters at the default chunk)
+_WINDOW_STEP: Final = 32  # windows are rounded up to this (a longer window is as sound): few shapes to keep
 
 
 @lru_cache(maxsize=64)

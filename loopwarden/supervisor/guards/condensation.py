@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from .. import messages
 from ..config import Config
@@ -10,7 +11,7 @@ from ..events import AssistantMessage, Condensation, Event, Output, ToolCall, To
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
-_WORK = tuple(kind.kind for kind in (ToolCall, ToolResult, AssistantMessage, Output))
+_WORK: Final = tuple(kind.kind for kind in (ToolCall, ToolResult, AssistantMessage, Output))
 
 
 class CondensationGuard(Guard):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Config, Failures
 from ..events import Error, Event, ToolResult
 from ..verdicts import Termination, Verdict, terminate
@@ -23,7 +23,7 @@ class FailuresGuard(Guard):
         self.limit = config.failures.max_consecutive
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        is_result = type(event) is ToolResult
+        is_result = type(event) is kinds.TOOL_RESULT
         # not event.failed, written out (see ToolResult.failed)
         if is_result and not (event.is_error or (event.exit_code is not None and event.exit_code != 0)):  # type: ignore[attr-defined]
             self.count = 0

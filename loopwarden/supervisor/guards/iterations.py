@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Config, Escalation, Limits
 from ..events import Event, Iteration
 from ..verdicts import Action, Termination, Verdict, terminate
@@ -34,7 +34,7 @@ class IterationsGuard(Guard):
         self.cfg = config.escalation  # its ladder (`models`) was copied at the start and stays
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        assert isinstance(event, Iteration)
+        assert isinstance(event, kinds.ITERATION)
         self.count += 1
         failed = event.status == "fail"
         self.consecutive_failures = self.consecutive_failures + 1 if failed else 0

@@ -8,16 +8,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import sqrt
+from typing import Final
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Config, Loop
 from ..events import Attempt, Collaboration, Done, Error, Event, TestResult
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
 Similarity = Callable[[str, str], float]
-_MAX_TASKS = 256
-_WORD = re.compile(r"[a-z0-9]+")
+_MAX_TASKS: Final = 256
+_WORD: Final = re.compile(r"[a-z0-9]+")
 
 
 @lru_cache(maxsize=64)  # a new request is compared with each kept one: each text's stems are counted once
@@ -39,7 +40,7 @@ def lexical_similarity(a: str, b: str) -> float:
     return dot / (la * lb)
 
 
-_ERROR_TYPES = (
+_ERROR_TYPES: Final = (
     ("syntax", re.compile(r"syntax|parse error|unexpected token|indentation", re.I)),
     ("dependency", re.compile(r"modulenotfound|importerror|cannot find module|no module named|dependency"
                               r"|unresolved import", re.I)),
@@ -111,16 +112,16 @@ class LoopCounterGuard(Guard):
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         task = event.task or "default"
         kind = type(event)
-        if kind is Done or (kind is Attempt and event.status == "done"):  # type: ignore[attr-defined]
+        if kind is kinds.DONE or (kind is kinds.ATTEMPT and event.status == "done"):  # type: ignore[attr-defined]
             self.trackers.pop(task, None)  # success resets the task's counter
             return NO_VERDICTS
-        if kind is Attempt:
+        if kind is kinds.ATTEMPT:
             return NO_VERDICTS
         tracker = self.tracker(task)
-        if kind is Error:
+        if kind is kinds.ERROR:
             sig = self._signature(event, event.message, event.error_type, event.location, now)  # type: ignore[attr-defined]
             return self._failure(task, tracker, sig)
-        if kind is TestResult:
+        if kind is kinds.TEST_RESULT:
             return self._test(task, tracker, event, now)  # type: ignore[arg-type]
         return self._collaboration(task, tracker, event)  # type: ignore[arg-type]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from .. import messages
 from ..config import Config
@@ -20,8 +20,8 @@ from ..events import Event, TestResult, ToolCall, ToolResult, UserMessage
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
-_MAX_TASKS = 256
-_HISTORY = 10
+_MAX_TASKS: Final = 256
+_HISTORY: Final = 10
 
 
 def command_text(args: dict[str, Any]) -> str | None:

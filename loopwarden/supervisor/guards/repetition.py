@@ -8,7 +8,7 @@ whose log grew ran with no verdict).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from .. import messages
 from ..config import Config, Repetition
@@ -19,7 +19,7 @@ from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
 
-_CLASSIFY_FROM = 3  # a call repeated once with a new output is common; normalising outputs is left to longer runs
+_CLASSIFY_FROM: Final = 3  # a call repeated once with a new output is common; outputs are normalised for longer runs
 
 
 def result_matches(result: ToolResult, call_id: str | None, tool: str | None) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Spill
 from ..events import Event, GateRequest, ToolResult
 from ..verdicts import Action, Verdict
@@ -18,7 +18,7 @@ class GateRequestGuard(Guard):
     handles = (GateRequest,)
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        assert isinstance(event, GateRequest)
+        assert isinstance(event, kinds.GATE_REQUEST)
         return (Verdict(Action.GATE, self.name, "agent asks: " + messages.clip(event.reason, 300),
                         evidence={"request": event.reason}),)
 
@@ -36,7 +36,7 @@ class LargeOutputGuard(Guard):
         return self.observe if self.threshold else None  # no threshold: nothing is ever spilled
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        assert isinstance(event, ToolResult)
+        assert isinstance(event, kinds.TOOL_RESULT)
         size = len(event.output) if event.size is None else event.size  # a streamed output: only its start is kept
         if not self.threshold or size <= self.threshold:
             return NO_VERDICTS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from .. import messages
 from ..config import Config
@@ -13,10 +13,12 @@ from ..events import Condensation, Event, ToolCall
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
-_MAX_TRACKED = 512
-_PATH_KEYS = ("file_path", "path", "filePath", "absolute_path", "target_file", "file", "filename", "uri")
-_READ, _WRITE, _OTHER = 1, 2, 0
-_VIEW = "view"  # str_replace_editor and text_editor read with command=view and write with every other command
+_MAX_TRACKED: Final = 512
+_PATH_KEYS: Final = ("file_path", "path", "filePath", "absolute_path", "target_file", "file", "filename", "uri")
+_READ: Final = 1
+_WRITE: Final = 2
+_OTHER: Final = 0
+_VIEW: Final = "view"  # str_replace_editor and text_editor read with command=view and write with every other command
 
 
 def _path(args: dict[str, Any]) -> str | None:

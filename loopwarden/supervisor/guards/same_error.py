@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Final
 
 from .. import messages
 from ..config import Config, Repetition
@@ -12,8 +13,8 @@ from ..signature import error_fingerprint
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, BlockLedger, Counter, Observer, TypedGuard
 
-_MAX_TRACKED = 512
-_PENDING_CHARS = 256 * 1024  # error outputs held unfingerprinted, over every tool; past it they are fingerprinted
+_MAX_TRACKED: Final = 512
+_PENDING_CHARS: Final = 256 * 1024  # error outputs held unfingerprinted, over all tools; past it they are fingerprinted
 
 
 class _Streak:

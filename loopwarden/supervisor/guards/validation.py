@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from .. import messages
+from .. import kinds, messages
 from ..config import Config, Validation
 from ..events import (AssistantMessage, Done, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult,
                       ValidationError)
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
-_STEPS = (ToolResult, AssistantMessage, Done)
+_STEPS: Final = (ToolResult, AssistantMessage, Done)
 
 
 class ValidationGuard(TypedGuard):
@@ -64,7 +65,7 @@ class ValidationGuard(TypedGuard):
         return NO_VERDICTS
 
     def _failure(self, event: Event) -> Sequence[Verdict]:
-        if type(event) is InvalidLine:
+        if type(event) is kinds.INVALID_LINE:
             description = f"line {event.seq}: {event.reason}"
         else:
             description = messages.clip(event.message, 200)  # type: ignore[attr-defined]
