@@ -89,6 +89,17 @@ def test_edge_lines_are_stored_as_their_records(line: bytes) -> None:
         assert same(*both), both
 
 
+def test_a_lines_own_seq_is_overwritten_by_the_events() -> None:
+    """The records have a `seq` field (so that the encoding holds the event's): a line's own "seq" is read by the
+    typed decoder, yet the event and its stored JSON carry the session's seq, as on the careful path."""
+    for line in (b'{"type":"assistant_message","text":"t","seq":99}', b'{"type":"tool_result","output":"o","seq":-1}'):
+        record = typed.decode_record(line)
+        event = typed.EVENT_OF[type(record)](record, 3)
+        assert event == protocol.event_from_object(orjson.loads(line), 3)
+        data = typed.stored_json(record, event)
+        assert data is not None and orjson.loads(data)["seq"] == 3
+
+
 def test_kinds_with_other_defaults_are_not_encoded() -> None:
     for line in (b'{"type":"hello"}', b'{"type":"attempt","task":"t","status":"done"}',
                  b'{"type":"validation_error","message":"m"}'):

@@ -29,7 +29,8 @@ _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # strings and raw JSON, never themselves: they cannot be part of a reference cycle, so the garbage collector
 # need not track them (gc=False: one tracked allocation fewer per line, fewer collections). Encoded
 # (`stored_json`), a record leaves out the fields at their defaults: the None ones, which `Event.to_dict` leaves
-# out too.
+# out too. `seq` is the event's, set just before the record is encoded, so that the encoding holds it (the careful
+# path ignores a line's own "seq", and so does every builder: any int a line gives there is overwritten).
 
 
 class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_only=True, omit_defaults=True,
@@ -37,6 +38,7 @@ class _Common(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, kw_o
     ts: float | None = None
     task: str | None = None
     agent: str | None = None
+    seq: int = -1  # (no event's: the default is left out of the encoding)
 
 
 class _Hello(_Common, tag="hello"):
@@ -238,8 +240,7 @@ _encode = msgspec.json.Encoder().encode
 # records whose event has a field at a default other than None, which `to_dict` shows and the encoding leaves out
 # (a result's is_error is added by hand), or free JSON not read by msgspec (a validation error's raw)
 _NOT_ENCODED = frozenset({_Hello, _Attempt, _ValidationError})
-_SEQ = b',"seq":%d}'
-_NO_ERROR_SEQ = b',"is_error":false,"seq":%d}'
+_NO_ERROR = b',"is_error":false}'
 
 
 def stored_json(record: Any, event: ev.Event) -> bytes | None:
@@ -251,13 +252,14 @@ def stored_json(record: Any, event: ev.Event) -> bytes | None:
         record.args = event.args  # type: ignore[attr-defined]  # orjson's reading of the raw arguments
     elif kind in _NOT_ENCODED:
         return None
+    record.seq = event.seq
     try:
         text = _encode(record)
     except (msgspec.EncodeError, ValueError, TypeError, OverflowError):  # nothing orjson read should be refused
         return None
     if kind is _ToolResult and not record.is_error:
-        return text[:-1] + _NO_ERROR_SEQ % event.seq
-    return text[:-1] + _SEQ % event.seq
+        return text[:-1] + _NO_ERROR
+    return text
 
 
 def typed_event(line: bytes | str, seq: int) -> ev.Event | None:
