@@ -425,15 +425,16 @@ class LiveSession:
 
     def _sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
         """Every other record of the session, after the rows of the lines judged before it."""
-        if self._rows:
-            self._flush_rows()
+        self._flush_rows()
         self.sink(kind, session_id, data, size)
 
     def _flush_rows(self) -> None:
         """The rows of the lines judged since the last call, queued for the store in one entry (once per chunk:
         one call and one entry instead of one per event), before anything that must follow them: a record of
         the session (_sink), a line for the agent (_send: it waits for them to be stored), an await (_progress
-        precedes each, in the read callback and in the pump task)."""
+        precedes each, in the read callback and in the pump task). Nothing when there are none."""
+        if not self._rows:
+            return
         rows, self._rows = self._rows, []
         events, self._row_events = self._row_events, []
         size, self._rows_size = self._rows_size, 0
@@ -446,8 +447,7 @@ class LiveSession:
         moving alone were published per chunk, so 200 sessions at 20 events/s had their snapshots built and
         stored 800 times a second. While the timer is set, the counts' publish is due already (called once
         per chunk)."""
-        if self._rows:
-            self._flush_rows()
+        self._flush_rows()
         if self._progress_timer is not None and not self._noteworthy:
             return
         loop = asyncio.get_running_loop()
@@ -1204,8 +1204,7 @@ class LiveSession:
         unread is stopped. An empty line closes stdin."""
         if self._out_ready is None or self._stdin_closed:
             return
-        if self._rows:
-            self._flush_rows()  # the mark below must cover the events this line answers
+        self._flush_rows()  # the mark below must cover the events this line answers
         if data and not essential and self._out_bytes >= STDIN_OPTIONAL:
             self.stdin_dropped += 1
             return

@@ -11,7 +11,7 @@ from . import kinds, messages
 from .config import Config
 from .counters import RESETTABLE as RESETTABLE  # re-exported: its home before it moved out for the command line
 from .control import NOTHING, TUNED_GUARDS, ToolControl
-from .events import (EVENT_TYPES, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult)
+from .events import EVENT_TYPES, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult
 from .gates import Gate, GateBook
 from .guards.alternation import AlternationGuard
 from .guards.attempts import AttemptsGuard
