@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from loopwarden.runtime.principal import Claim, _runs_command, claimed_by, descends_from, tty_name
+from loopwarden.runtime.hook_claims import runs_command as _runs_command
+from loopwarden.runtime.principal import Claim, claimed_by, descends_from, tty_name
 from loopwarden.runtime.procfs import ProcId, ProcInfo, ancestry, read_stat
 
 

@@ -12,7 +12,8 @@ import click
 
 from ..runtime.client import Client, DaemonError
 from ..paths import Paths, SocketPathTooLong, default_paths
-from ..runtime.hosts import HostError, hosts_file, supervised_refusal
+from ..runtime.doors import operator_refusal
+from ..runtime.hosts import HostError, hosts_file
 from ..runtime.principal import env_refusal, operator_op
 from ..supervisor.visible import visible
 from .remote import chosen, closed_early, remote_client, route
@@ -128,8 +129,8 @@ def operator_connection() -> Client:
     daemon's words; with one running, the daemon refuses it and records the attempt."""
     paths = profile_paths()
     refusal = env_refusal(os.environ, paths.socket, os.getpid())
-    if chosen():  # the host's daemon sees only sshd: this machine judges its own process, as its daemon would
-        refusal = refusal or supervised_refusal(paths, os.getpid())
+    if chosen():  # the host's daemon sees only sshd: this machine's daemon judges this process first
+        refusal = refusal or operator_refusal(paths)
         if refusal is not None:
             raise Refused(refusal)
     if refusal is None:

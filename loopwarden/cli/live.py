@@ -43,6 +43,8 @@ def _state(snap: dict[str, Any]) -> str:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
         return exit_words(snap["exit_code"])
+    if state == SessionState.EXITED and snap.get("ended_as"):  # a hook session: "exited(idle)"
+        return visible(f"{state}({str(snap['ended_as']).split(':', 1)[0]})")
     return visible(state)
 
 
@@ -311,6 +313,9 @@ def _daemon_troubles(info: dict[str, Any]) -> list[str]:
         out.append(f"events dropped (the store was too far behind): {info['dropped_events']:,}")
     if info.get("log_errors"):
         out.append(f"daemon log lines that could not be written: {info['log_errors']:,}")
+    if info.get("hook_sessions_refused"):
+        out.append(f"hook sessions refused by hooks.max_sessions or hooks.max_per_agent: "
+                   f"{info['hook_sessions_refused']:,}")
     return out
 
 

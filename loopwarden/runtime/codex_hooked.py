@@ -28,6 +28,9 @@ class CodexHookAdapter(HookAdapter):
     summary = "Codex CLI in the user's own terminal, attached by its PreToolUse hook"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # deny; hold the hook; context on a call
     capabilities = declared
+    title = "Codex"
+    programs = ("codex",)
+    obeys_stop = False  # a denied call is only a call's output to Codex: a terminated one is signalled at once
 
 
 class CodexHookedSession(HookedSession):

@@ -73,6 +73,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self._last_publish = 0.0
         self._last_health: dict[str, Any] = {}
         self.connections = 0
+        self.hook_refusals = 0
         self._large_replies = anyio.CapacityLimiter(LARGE_AT_ONCE)
         self.subreaper = False
         self._tg: Any = None

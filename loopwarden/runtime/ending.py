@@ -57,6 +57,9 @@ def ending(snap: dict[str, Any], *, short: bool = False) -> str:
         return ""
     raw = str(snap.get("termination") or "")
     if not raw or raw == Termination.EXITED:
+        if snap.get("ended_as"):  # a session with no process of ours: "idle: no hook event for 1h"
+            said = str(snap["ended_as"])
+            return visible(said.split(":", 1)[0] if short else said)
         words = exit_words(snap.get("exit_code"))
         failure = snap.get("failure")
         return visible(f"{words}: {failure}") if failure and not short else words

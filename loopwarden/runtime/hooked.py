@@ -18,10 +18,11 @@ import anyio
 
 from ..sessions import claude_hooks as ch
 from ..sessions.base import Capability
-from ..supervisor.config import Config
+from ..supervisor.config import Config, format_duration
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Verdict
+from .hook_agents import AgentProcesses
 from .principal import Claim
 from .procfs import ProcId, ProcTable
 from .session import Resources, SessionSpec, Sink
@@ -32,7 +33,6 @@ IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this lo
 HOLD_MAX = 3600.0
 IDLE_TICK = 60.0
 HELD_KEPT = 1000  # held PreToolUse answers remembered (a hook that never asks again is forgotten)
-AGENTS_KEPT = 16  # processes claimed as the ones that run its hooks (Claude Code, and any forger)
 TEXT_KEPT = 20  # queued texts for the model; older ones are dropped first
 _TEXT_ACTIONS = (Action.NUDGE, Action.ESCALATE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT)
 
@@ -42,6 +42,10 @@ class HookAdapter:
 
     name = ADAPTER
     agent = "claude-code"
+    title = "Claude Code"
+    programs: tuple[str, ...] = ("claude",)  # the agent's own program: what a hook's claim may bind (hook_claims.py)
+    obeys_stop = True  # a terminated session's answers end its turn (`continue: false`): it is signalled only if
+    # it calls a tool after all, or when an operator kills it
     summary = "Claude Code in the user's own terminal, attached by its hooks (hook install)"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # deny; hold the hook; Stop-hook block
     capabilities = declared
@@ -71,8 +75,11 @@ class HookedSession:
         self.state = SessionState.RUNNING
         self.ended_at: float | None = None
         self.exit_code: int | None = None
-        self.pid: int | None = None  # Claude's process is the user's: never signalled
-        self.agents: dict[int, ProcId] = {}  # every Claude Code process that ran one of its hooks (principal.py)
+        self.pid: int | None = None  # the agent's process is the user's: signalled only to stop it once terminated
+        self.agents = AgentProcesses(f"the {self.adapter.title} process that ran its hook")
+        self.ended_as: str | None = None  # how it ended when no exit code says it: "idle: ..."
+        self.killed = False  # by an operator: its agent process is stopped at once
+        self.ignored_stop = False  # a tool call came after it was told to stop: its agent process is stopped
         self.stopping = False
         self.paused = self.operator_paused = False
         self.resources = Resources()
@@ -143,6 +150,7 @@ class HookedSession:
         if idle is not None:
             self.idle = idle
         if self.state == SessionState.TERMINATED:
+            self.ignored_stop = self.ignored_stop or name == "PreToolUse"
             return self._reply(None if name == "SessionEnd" else self._halt(name, self._end_text()))
         self._seq += 1
         block: Verdict | None = None
@@ -253,11 +261,8 @@ class HookedSession:
     async def run(self) -> None:
         self._publish()
         while not self.final:
-            deadline = self.health.next_deadline()
-            if self.turn_over and self.idle:
-                idle_at = self.last_event_at + self.idle
-                deadline = idle_at if deadline is None else min(deadline, idle_at)
-            delay = IDLE_TICK if deadline is None else min(IDLE_TICK, max(0.0, deadline - self.clock()))
+            wake = self._next_wake()
+            delay = IDLE_TICK if wake is None else min(IDLE_TICK, max(0.0, wake - self.clock()))
             with anyio.move_on_after(delay + 0.001):
                 await self._changed.wait()
             if self.final:
@@ -267,12 +272,32 @@ class HookedSession:
             if verdicts:
                 self._record(verdicts)
                 self._publish()
-            if not self.final and self.turn_over and self.idle and now - self.last_event_at >= self.idle:
-                self._end(SessionState.EXITED, 0)
+            if not self.final:
+                self._end_if_idle(now)
         self._publish()
+        if self.state == SessionState.TERMINATED and (self.killed or not self.adapter.obeys_stop):
+            await self.stop_agent()
 
-    def _end(self, state: SessionState, exit_code: int | None = None) -> None:
-        self.state, self.exit_code, self.ended_at = state, exit_code, self.clock()
+    def _next_wake(self) -> float | None:
+        """When the clock next matters: a deadline of the engine's, or an idle end."""
+        times = [self.health.next_deadline()]
+        if self.turn_over and self.idle:
+            times.append(self.last_event_at + self.idle)
+        if self.config.hooks.idle_timeout:
+            times.append(self.last_event_at + self.config.hooks.idle_timeout)
+        return min((t for t in times if t is not None), default=None)
+
+    def _end_if_idle(self, now: float) -> None:
+        """A finished turn with no event since for `idle` is a session the user left; no event at all for
+        hooks.idle_timeout ends it as idle (an agent that never sends Stop, or one that forged a session)."""
+        silence = now - self.last_event_at
+        if self.turn_over and self.idle and silence >= self.idle:
+            self._end(SessionState.EXITED, 0)
+        elif self.config.hooks.idle_timeout and silence >= self.config.hooks.idle_timeout:
+            self._end(SessionState.EXITED, None, f"idle: no hook event for {format_duration(silence)}")
+
+    def _end(self, state: SessionState, exit_code: int | None = None, ended_as: str | None = None) -> None:
+        self.state, self.exit_code, self.ended_at, self.ended_as = state, exit_code, self.clock(), ended_as
         self.held.clear()
         self._changed_now()
         self._publish()
@@ -313,34 +338,42 @@ class HookedSession:
         self._changed_now()
 
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
-        """Mark the session terminated; the next hook answer stops Claude. Nothing is signalled."""
+        """Mark the session terminated (the next hook answer says stop) and stop its agent process; the
+        daemon's own stop signals nothing, since the agent is the user's and outlives its supervisor."""
         if self.final:
             return
+        self.killed = not daemon_stopping
         self._record(self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping))
         if not self.final:
             self._end(SessionState.TERMINATED)
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
-        """No process of ours to measure."""
+        """No process of ours to measure; a session whose claimed agent processes have all exited has ended
+        (no SessionEnd comes from a killed agent)."""
+        if self.agents.prune() and not self.final:
+            self._end(SessionState.EXITED, None, "its agent process exited")
 
     def _publish(self) -> None:
         self.sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:
-        """While it is live, the Claude Code process that ran its hook, and what descends from it (its tools),
-        are this session's; the shell Claude was started from is not, since the operator types there."""
-        if self.final:
-            return []
-        return [Claim(self.spec.id, agent, "the Claude Code process that ran its hook")
-                for agent in self.agents.values()]
+        """The agent process that ran its hooks, and what descends from it (its tools), are this session's
+        for as long as that process lives, after the session ends too; the shell the agent was started
+        from is not, since the operator types there (hook_claims.py)."""
+        return self.agents.claims(self.spec.id)
 
     def add_agent(self, agent: ProcId) -> None:
-        """Another process that ran one of its hooks: claimed too, never instead of the ones before (a
-        hook forged by a tool would otherwise move the claim off Claude Code)."""
-        self.agents.pop(agent.pid, None)
-        self.agents[agent.pid] = agent
-        for pid in list(self.agents)[:-AGENTS_KEPT]:
-            del self.agents[pid]
+        self.agents.add(agent)
+
+    async def stop_agent(self) -> list[int]:
+        """Stop the claimed agent processes for real (SIGTERM, SIGKILL after limits.kill_grace), saying so in
+        the session's log: the pids signalled. After a kill, after a termination of an agent that does not
+        obey a hook's stop, and when a terminated agent calls a tool anyway."""
+        return await self.agents.stop(self.config.limits.kill_grace, self.say)
+
+    def say(self, text: str) -> None:
+        """A line from loopwarden in the session's log (`logs`, the console's stream)."""
+        self.sink("log", self.spec.id, {"stream": "loopwarden", "text": text, "ts": self.clock()})
 
     spiller = None  # the agent's tool output never passes through loopwarden
     counts_loops = True
@@ -363,4 +396,6 @@ class HookedSession:
             adapter=self.adapter.name, agent=self.adapter.agent, caps=self.capabilities, pid=None,
             created_at=self.created_at, started_at=self.started_at, ended_at=self.ended_at, now=self.clock(),
             exit_code=self.exit_code, handshake=True, tool_calls=self.tool_calls, gates_open=not self.final,
-            validation_failures=self.health.validation_total, extra={"claude_session": self.claude_id}).to_dict()
+            validation_failures=self.health.validation_total,
+            extra={"claude_session": self.claude_id, "agent_pids": list(self.agents.procs),
+                   **({"ended_as": self.ended_as} if self.ended_as else {})}).to_dict()

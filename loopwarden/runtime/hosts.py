@@ -29,9 +29,6 @@ import orjson
 import platformdirs
 
 from ..paths import APP, HOME_ENV, Paths, SocketPathTooLong, default_paths
-from .client import daemon_pid
-from .principal import SESSION_ENV, daemon_ancestor, descends_from
-from .procfs import ProcId, alive, ancestry, environ_mark
 from ..supervisor.visible import visible
 
 LOCAL = "local"  # this machine's daemon, as the console and the CLI name it
@@ -311,39 +308,6 @@ def _remote_socket(host: str, socket: str) -> str:
         raise HostError(f"host {host}: `loopwarden where` named a socket that cannot be forwarded: "
                         f"{visible(socket[:80])!r}")
     return socket
-
-
-def supervised_refusal(local: Paths, pid: int) -> str | None:
-    """Why `pid` may not decide anything on another host (one line), or None: it runs inside a session here.
-
-    A remote daemon sees only sshd as its peer, so this machine must judge its own process first, as the
-    local daemon judges its clients: a descendant of the local daemon (an agent, or its orphan), or a
-    process with a session's mark in its own or an ancestor's environment naming a daemon that still runs
-    (clearing the variable in the last step does not clear it from the agent that ran it)."""
-    chain = ancestry(pid)
-    for stat in chain:
-        mark = environ_mark(stat.pid)
-        if mark and _marks_live_daemon(mark):
-            whose = "its" if stat.pid == pid else f"its ancestor pid {stat.pid}'s"
-            return (f"refused: pid {pid} runs inside session {mark.split('@', 1)[0][:40]} ({SESSION_ENV} in "
-                    f"{whose} environment); operator actions must come from a person's terminal")
-    daemon = daemon_pid(local)
-    inside = descends_from(daemon, ())(chain) if daemon else None
-    if inside:
-        return inside.refusal(pid)
-    if (ancestor := daemon_ancestor(chain)) is not None:
-        return (f"refused: pid {pid} descends from the loopwarden daemon pid {ancestor} (it runs inside a "
-                "session there); operator actions must come from a person's terminal")
-    return None
-
-
-def _marks_live_daemon(mark: str) -> bool:
-    """Whether a session mark ("s3@DAEMONPID.START") names a daemon that still runs (unreadable: yes)."""
-    try:
-        daemon, start = mark.split("@", 1)[1].split(".", 1)
-        return alive(ProcId(int(daemon), int(start)))
-    except (IndexError, ValueError):
-        return True
 
 
 def where(env: dict[str, str] | None = None) -> dict[str, object]:

@@ -75,6 +75,7 @@ class DaemonParts:
     started_at: float
     log_errors: int
     connections: int
+    hook_refusals: int  # new hook sessions refused by the bounds (hook_intake.py)
     subreaper: bool
     unserialisable: int  # records subscribers got as a clipped copy because orjson could not write them
     _stop_deadline: float  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)

@@ -17,9 +17,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
-from pathlib import Path
 
-from .procfs import MARK_ENV, ProcId, ProcInfo, ancestry, command_line, environment_value
+from .procfs import ANCESTRY_LIMIT, MARK_ENV, ProcId, ProcInfo, alive, ancestry, command_line, environment_value
 
 EXPLANATION = "operator actions must come from a person's terminal, not from a supervised agent"
 SESSION_ENV = MARK_ENV  # "s3@DAEMONPID.START": the session a launched agent runs in (containment.py sets it)
@@ -27,7 +26,7 @@ DAEMON_ENV = "LOOPWARDEN_SESSION_DAEMON"  # ... and the socket of the daemon tha
 
 # Every op of the daemon, by who may call it; an op in none of these sets counts as an operator's.
 READ_ONLY_OPS = frozenset({"ping", "list", "status", "logs", "processes", "gates", "actions", "exit_code",
-                           "subscribe"})
+                           "subscribe", "whois"})
 HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which runs inside Claude Code
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
                           "kill", "shutdown", "prune", "set", "rewind", "restart", "notify_test"})
@@ -37,10 +36,6 @@ OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "
 WATCH_ONLY_KINDS = frozenset({"web-readonly"})
 
 TRACE_ATTEMPTS = 3  # an ancestor that exits mid-walk re-parents its children: walk again
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "yash", "busybox"})
-LAUNCHERS = frozenset({"env", "timeout", "nice", "nohup", "stdbuf", "setsid", "ionice", "flock", "uv", "uvx",
-                       "pipx", "npx"})
-_SHELL_VALUE_OPTIONS = frozenset({"--rcfile", "--init-file"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +106,9 @@ class Principal:
         if self.inside:
             return self.inside.refusal(self.pid)
         if not self.traced:
-            return (f"refused: pid {self.pid} could not be traced to a person's terminal (it, or a parent, "
-                    f"exited while it connected); {EXPLANATION}")
+            return (f"refused: pid {self.pid} could not be traced to a person's terminal (its ancestry ends "
+                    f"short of init: a parent exited meanwhile, or it runs more than {ANCESTRY_LIMIT} processes "
+                    f"deep); {EXPLANATION}")
         if self.claimed:
             return Inside(self.claimed, f"{SESSION_ENV} says so").refusal(self.pid)
         return None
@@ -142,6 +138,14 @@ def tty_name(tty_nr: int) -> str | None:
     if major == 4:
         return f"tty{minor}" if minor < 64 else f"ttyS{minor - 64}"
     return f"tty({major},{minor})"
+
+
+def process_owner(pid: int) -> int | None:
+    """The uid a process runs as, or None when there is no such process."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 @lru_cache(maxsize=64)
@@ -210,6 +214,58 @@ def descends_from(daemon_pid: int, exempt: Collection[int]) -> Locator:
     return locate
 
 
+def marked_ancestor() -> Locator:
+    """A locator for a process whose environment, or an ancestor's, carries the session mark of a daemon that
+    still runs (any profile's): clearing the variable in the last step does not clear it from the agent that
+    ran it, and a process that left its daemon's tree keeps the mark it was started with."""
+
+    def locate(chain: Sequence[ProcInfo]) -> Inside | None:
+        for depth, stat in enumerate(chain):
+            mark = environment_value(stat.pid, SESSION_ENV)
+            owner = mark_owner(mark) if mark else None
+            if owner is not None and alive(owner):
+                whose = "its" if depth == 0 else f"its ancestor pid {stat.pid}'s"
+                return Inside(mark.split("@", 1)[0][:40] if mark else None, f"{SESSION_ENV} in {whose} environment")
+        return None
+
+    return locate
+
+
+def mark_owner(mark: str) -> ProcId | None:
+    """The daemon a session mark ("s3@DAEMONPID.START") names, or None when it is not a mark."""
+    try:
+        daemon, start = mark.split("@", 1)[1].split(".", 1)
+        return ProcId(int(daemon), int(start))
+    except (IndexError, ValueError):
+        return None
+
+
+def under_a_daemon() -> Locator:
+    """A locator for the agents of any loopwarden daemon, this profile's or another's: a daemon among the
+    ancestors (an agent chooses its LOOPWARDEN_HOME, not its ancestors)."""
+
+    def locate(chain: Sequence[ProcInfo]) -> Inside | None:
+        daemon = daemon_ancestor(chain)
+        if daemon is None:
+            return None
+        return Inside(None, f"it descends from the loopwarden daemon pid {daemon}, as every agent of it does")
+
+    return locate
+
+
+def offline_locators() -> list[Locator]:
+    """What tells an agent with no daemon to ask: the marks and the daemons among its ancestors."""
+    return [marked_ancestor(), under_a_daemon()]
+
+
+def daemon_locators(claims: Iterable[Claim], daemon_pid: int, helpers: Collection[int],
+                    attached: Sequence[str]) -> list[Locator]:
+    """Every locator a daemon judges with: its live sessions' claims, descent from itself (but for its
+    `helpers`), Claude Code's escaped tools while any is attached, and what needs no daemon at all. Every
+    door (the socket, the web console, `--host`) asks the daemon, so all of them judge by this list."""
+    return [claimed_by(claims), descends_from(daemon_pid, helpers), claude_code_tool(attached), *offline_locators()]
+
+
 def classify(pid: int, uid: int, locators: Sequence[Locator]) -> Principal:
     """What the daemon knows of a peer when it connects: its tty and the session it runs inside, if any."""
     chain = ancestry(pid)
@@ -226,67 +282,6 @@ def classify(pid: int, uid: int, locators: Sequence[Locator]) -> Principal:
     return Principal(kind="client", pid=pid, uid=uid, user=user_name(uid),
                      tty=tty_name(chain[0].tty_nr) if chain else None, inside=inside, traced=traced(chain),
                      chain=chain)
-
-
-# ---- hooks: which process is Claude Code ------------------------------------------------
-
-def hook_agent(chain: Sequence[ProcInfo], stop: Collection[int]) -> ProcId | None:
-    """The Claude Code process that ran a hook (chain[0]), or None when it cannot be told.
-
-    CLAUDE_PID in the hook's environment when it names an ancestor; else the nearest ancestor that is
-    not a shell running a command, a launcher or loopwarden. The walk gives up at an interactive
-    shell (the hook was run by hand, and that shell is where a person types `loopwarden approve`), at
-    init and at `stop` (the daemon and its ancestors), so none of those is ever marked.
-    """
-    ancestors: list[ProcInfo] = []
-    for stat in chain[1:]:
-        if stat.pid <= 1 or stat.pid in stop:
-            break
-        ancestors.append(stat)
-    said = environment_value(chain[0].pid, "CLAUDE_PID") if chain else None
-    named = next((stat for stat in ancestors if str(stat.pid) == said), None)
-    if named and not _is_shell(named, command_line(named.pid)):
-        return ProcId(named.pid, named.start)
-    for stat in ancestors:
-        argv = command_line(stat.pid)
-        if _is_shell(stat, argv):
-            if not _runs_command(argv):
-                return None
-        elif stat.comm not in LAUNCHERS and not _is_loopwarden(stat, argv):
-            return ProcId(stat.pid, stat.start)
-    return None
-
-
-def _is_shell(stat: ProcInfo, argv: Sequence[str]) -> bool:
-    return stat.comm in SHELLS or (bool(argv) and Path(argv[0].lstrip("-")).name in SHELLS)
-
-
-def _runs_command(argv: Sequence[str]) -> bool:
-    """Whether a shell runs a command (-c) or a script, rather than reading what a person types."""
-    if not argv or argv[0].startswith("-"):  # a login shell
-        return False
-    args = iter(argv[1:])
-    for arg in args:
-        if arg in _SHELL_VALUE_OPTIONS:
-            next(args, None)
-        elif arg.startswith("--"):
-            continue
-        elif arg[:1] in ("-", "+") and len(arg) > 1:
-            flags = arg[1:]
-            if arg[0] == "-" and ("i" in flags or "s" in flags):
-                return False
-            if "c" in flags:
-                return True
-            if "o" in flags or "O" in flags:
-                next(args, None)
-        else:
-            return True  # a script file
-    return False
-
-
-def _is_loopwarden(stat: ProcInfo, argv: Sequence[str]) -> bool:
-    return stat.comm == "loopwarden" or any(Path(a).name == "loopwarden" or a.startswith("loopwarden.")
-                                            for a in argv[:3])
 
 
 # ---- the environment of launched agents -------------------------------------------------

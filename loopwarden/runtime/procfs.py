@@ -81,7 +81,10 @@ def read_small(path: str, limit: int = 4096) -> bytes | None:
         os.close(fd)
 
 
-def ancestry(pid: int, limit: int = 256) -> tuple[ProcInfo, ...]:
+ANCESTRY_LIMIT = 256  # processes read up a parent chain; a deeper chain counts as one that could not be traced
+
+
+def ancestry(pid: int, limit: int = ANCESTRY_LIMIT) -> tuple[ProcInfo, ...]:
     """`pid` and its ancestors, nearest first; it ends early when a process cannot be read."""
     chain: list[ProcInfo] = []
     seen: set[int] = set()

@@ -16,7 +16,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .parts import AlreadyAudited, DaemonParts, RequestError
-from .principal import Principal, claimed_by, classify, claude_code_tool, descends_from, operator_op
+from .principal import Principal, classify, daemon_locators, operator_op, process_owner
 from .store import StoreError
 from .subscribers import Subscriber
 
@@ -151,10 +151,32 @@ class SocketServer(DaemonParts):
     def _classify(self, pid: int, uid: int) -> Principal:
         """Who connected, and which live session (if any) it runs inside; see principal.py."""
         claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        claims += [claim for session in self.hooked.values() if session.final for claim in session.claims()]
         guardian_pid = self.guardian.pid
         helpers = {guardian_pid} if guardian_pid is not None else set()
         attached = [s.spec.id for s in self.hooked.values() if not s.final]
-        return classify(pid, uid, [claimed_by(claims), descends_from(os.getpid(), helpers), claude_code_tool(attached)])
+        return classify(pid, uid, daemon_locators(claims, os.getpid(), helpers, attached))
+
+    async def op_whois(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Who a process is to this daemon (`pid`; absent: the asking client itself), judged as a client of
+        this socket is: the one-line refusal an operator action would get, or None for a person. The web
+        console and `--host` ask it, so that every door decides by the same facts."""
+        pid = req.get("pid")
+        if pid is None:
+            principal = who
+        elif not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise RequestError("'pid' must be a process id")
+        else:
+            owner = process_owner(pid)
+            if owner is None:
+                return {"pid": pid, "refusal": f"refused: pid {pid} cannot be seen (it exited, or is hidden)",
+                        "inside": None}
+            if owner != os.getuid():
+                return {"pid": pid, "refusal": f"refused: pid {pid} belongs to uid {owner}, not to the owner of "
+                                               f"this daemon (uid {os.getuid()})", "inside": None}
+            principal = self._classify(pid, owner)
+        inside = principal.inside.session if principal.inside else principal.claimed
+        return {"pid": principal.pid, "refusal": principal.refusal("operate"), "inside": inside}
 
     async def _request(self, stream: SocketStream, line: bytes, peer: Peer) -> bool:
         """Answer one request; True when the connection is now a subscription (or must close)."""

@@ -236,6 +236,17 @@ class Opinion:
     max_calls: int = _key("int", "questions per session at most; then the rules decide alone; 0 = no limit", 20)
 
 
+@dataclass(frozen=True)
+class Hooks:
+    max_sessions: int = _key("int", "live sessions attached by hooks at once; a new one past this is refused; "
+                                    "0 = no limit", 256)
+    max_per_agent: int = _key("int", "live hook sessions of one agent process at once (hooks whose agent process "
+                                     "cannot be told count as one); a new one past this is refused; 0 = no limit",
+                              16)
+    idle_timeout: float = _key("duration", "a hook session with no event for this long ends as idle (a finished "
+                                           "turn ends sooner: LOOPWARDEN_HOOK_IDLE); 0 = never", 3600.0)
+
+
 ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
@@ -278,6 +289,7 @@ class Config:
     recovery: Recovery = field(default_factory=Recovery)
     opinion: Opinion = field(default_factory=Opinion)
     notify: Notify = field(default_factory=Notify)
+    hooks: Hooks = field(default_factory=Hooks)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -293,7 +305,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify,
+    "notify": Notify, "hooks": Hooks,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -1,14 +1,13 @@
-"""Who opened a websocket on loopback: a supervised agent is refused a console, whatever token it holds.
+"""Who opened a websocket on this machine: a supervised agent is refused a console, whatever token it holds.
 
 Agents run as the operator's uid and can read the token file, so the token alone would let one drive a
 console that the daemon counts as the operator's (it runs under `loopwarden web`, outside every session).
 A connection is from this machine when its peer address is one of this machine's (loopback or any
 interface's: with `--host 0.0.0.0` an agent can come in through the machine's own address) or when its
-TCP socket is found among this machine's. Its process is then found from that socket and judged as the
-daemon judges its own clients (runtime/principal.py): a descendant of the daemon (a launched agent, or its
-orphan) or a process whose environment marks it as inside one of its sessions is refused, and so is a
-local peer whose process cannot be seen (another user's, or gone already). Only a peer on another machine
-is let through unjudged.
+TCP socket is found among this machine's. Its process is then found from that socket and judged by the
+daemon, as the daemon judges its own clients (runtime/doors.py): launched, adopted and hook-attached
+sessions alike, and a process that cannot be seen is refused. Only a peer on another machine is let
+through unjudged.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ from __future__ import annotations
 import psutil
 
 from ..paths import Paths
-from ..runtime.client import daemon_pid
-from ..runtime.principal import DAEMON_ENV, SESSION_ENV, daemon_ancestor, descends_from, env_claim
-from ..runtime.procfs import ancestry, environment_value
+from ..runtime.doors import operator_refusal
 from .addresses import this_machine
 
 
@@ -36,24 +33,13 @@ def peer_pid(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
 
 
 def refusal(paths: Paths, peer: tuple[str, int] | None, server: tuple[str, int] | None) -> str | None:
-    """Why the process at `peer` may not have a console (one line), or None (also for a peer on another
-    machine, which cannot be judged here)."""
+    """Why the process at `peer` may not have a console (one line, beginning "refused:"), or None (also for
+    a peer on another machine, which cannot be judged here)."""
     if not peer or not server:
-        return "a connection whose ends cannot be seen"
+        return "refused: a connection whose ends cannot be seen"
     pid = peer_pid(peer, server)
     if pid is None:
         if this_machine(str(peer[0])):
-            return f"a process of this machine at {peer[0]} port {peer[1]} that cannot be identified"
+            return f"refused: a process of this machine at {peer[0]} port {peer[1]} that cannot be identified"
         return None
-    environ = {name: value for name in (SESSION_ENV, DAEMON_ENV) if (value := environment_value(pid, name))}
-    claimed = env_claim(environ, paths.socket)
-    if claimed:
-        return f"pid {pid} runs inside session {claimed} ({SESSION_ENV} says so)"
-    chain = ancestry(pid)
-    daemon = daemon_pid(paths, name="web")
-    inside = descends_from(daemon, ())(chain) if daemon else None
-    if inside:
-        return inside.refusal(pid).removeprefix("refused: ")
-    if (ancestor := daemon_ancestor(chain)) is not None:  # another profile's agent: still an agent
-        return f"pid {pid} descends from the loopwarden daemon pid {ancestor} (it runs inside a session there)"
-    return None
+    return operator_refusal(paths, pid)

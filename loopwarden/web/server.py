@@ -147,16 +147,15 @@ class WebConsole(Server):
         if not (token_matches(in_query, self.token) if in_query else token_matches(cookie, self.session)):
             return _refusal(403, "wrong token" if in_query else "this session has ended: open the address "
                                                                 "with the token again")
-        if request.path == "/ws":
-            if not _same_origin(request):
-                return _refusal(403, "a websocket from another origin")
-            transport = request.transport
-            ends = (transport.get_extra_info("peername"), transport.get_extra_info("sockname")) if transport else ()
-            why = await asyncio.to_thread(peer_refusal, self.paths, *ends) if ends else None
-            if why:  # an agent that read the token file: no console for it
-                log.warning("loopwarden web: refused a console to %s", why)
-                return _refusal(403, f"refused: {why}; operator actions must come from a person, not from a "
-                                     "supervised agent")
+        if request.path == "/ws" and not _same_origin(request):
+            return _refusal(403, "a websocket from another origin")
+        transport = request.transport
+        ends = (transport.get_extra_info("peername"), transport.get_extra_info("sockname")) if transport else ()
+        why = await asyncio.to_thread(peer_refusal, self.paths, *ends) if ends else "refused: a closed connection"
+        if why:  # an agent that read the token file: no page, no console
+            log.warning("loopwarden web: refused %s to %s", "a console" if request.path == "/ws" else request.path,
+                        why)
+            return _refusal(403, why)
         if in_query is not None and request.path == "/" and request.method == "GET":
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             moved = web.Response(status=302, headers={**HARDENING,

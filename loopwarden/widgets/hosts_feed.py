@@ -9,14 +9,14 @@ single Feed, so it needs no second code path.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from textual.notifications import SeverityLevel
 
 from ..paths import Paths, default_paths
 from ..runtime.client import Client, DaemonError
-from ..runtime.hosts import LOCAL, Tunnel, split_ref, supervised_refusal
+from ..runtime.doors import operator_refusal
+from ..runtime.hosts import LOCAL, Tunnel, split_ref
 from ..runtime.principal import operator_op
 from ..supervisor.visible import visible
 from .feed import Feed
@@ -191,9 +191,9 @@ class HostsFeed:
         if op == "run" and LOCAL not in self.feeds:
             raise DaemonError("a new session starts on this machine only; open the console without --no-local")
         feed = self.feeds[host]
-        if host != LOCAL and operator_op(op):  # that daemon sees only sshd: judge this console's process here
+        if host != LOCAL and operator_op(op):  # that daemon sees only sshd: this machine's judges this console
             local = self.feeds[LOCAL].paths if LOCAL in self.feeds else default_paths()
-            refusal = supervised_refusal(local, os.getpid())
+            refusal = operator_refusal(local)
             if refusal:
                 raise DaemonError(refusal, "refused")
         if not feed.connected:

@@ -1,6 +1,7 @@
 """A stand-in for Claude Code attached by hooks: it runs `loopwarden hook claude-code` as Claude does
 (`/bin/sh -c COMMAND` in a new session, the event on stdin), and runs its "Bash tool" commands the
-same way, so they descend from this process. Each result is reported as one JSON line.
+same way, so they descend from this process. Like Claude Code it goes by the name `claude`. Each result
+is reported as one JSON line.
 
 Usage: fake_claude.py PLAN.json REPORT.jsonl
 
@@ -11,6 +12,7 @@ Steps: a SessionStart hook; each command as a tool; a PreToolUse hook (hooks sti
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -26,7 +28,14 @@ def shell(command: str, stdin: str = "") -> dict[str, object]:
     return {"command": command, "pid": proc.pid, "code": proc.returncode, "stdout": stdout, "stderr": stderr}
 
 
+def named_claude() -> None:
+    """Go by the name `claude`, as Claude Code does (`process.title`), so hooks may bind to this process."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(15, b"claude", 0, 0, 0)  # PR_SET_NAME: the command name in /proc/PID/stat
+
+
 def main() -> None:
+    named_claude()
     with open(sys.argv[1], encoding="utf-8") as f:
         plan = json.load(f)
     base = {"session_id": plan["session_id"], "transcript_path": "/tmp/fake.jsonl", "cwd": plan["cwd"],

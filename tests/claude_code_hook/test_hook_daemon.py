@@ -129,10 +129,14 @@ def test_an_undecided_gate_answers_by_its_timeout_policy_after_the_hold(lw: Harn
     [snap] = hooked(lw)
     assert snap["state"] == "gated"  # the gate stays for the human
     approving = {**lw.env, "LOOPWARDEN_HOOK_HOLD": "0.3", "LOOPWARDEN_GATES_ON_TIMEOUT": "approve"}
+    run_hook(approving, event("Stop", session="c-2", stop_hook_active=False, last_assistant_message="x"))
+    [asked] = hooked(lw, "c-2")  # a hook may not loosen the operator's settings: its gates still deny
+    assert "gates.on_timeout" not in asked["settings"]
+    lw.paths.config_file.write_text('[gates]\non_timeout = "approve"\n')  # the operator's own choice
     for n in range(6):  # another Claude session, whose gates approve when nobody decides
-        run_hook(approving, event("Stop", session="c-2", stop_hook_active=False, last_assistant_message=f"{n}"))
-    assert hooked(lw, "c-2")[0]["state"] == "gated"
-    assert run_hook(approving, pre(session="c-2")).output is None
+        run_hook(approving, event("Stop", session="c-3", stop_hook_active=False, last_assistant_message=f"{n}"))
+    assert hooked(lw, "c-3")[0]["state"] == "gated"
+    assert run_hook(approving, pre(session="c-3")).output is None
 
 
 def test_pause_holds_answers_and_kill_stops_the_next_one(lw: Harness) -> None:

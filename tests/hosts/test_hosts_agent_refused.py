@@ -1,5 +1,6 @@
-"""An agent supervised here cannot decide a gate on another host: the host's daemon sees only sshd, so the
-CLI judges its own process first (descent from this machine's daemon, a session's mark up its ancestry)."""
+"""An agent supervised here cannot decide a gate on another host: the host's daemon sees only sshd, so this
+machine's daemon judges the CLI's process first (its sessions' claims, descent, a session's mark up its
+ancestry), and with no daemon here, the CLI itself (a daemon of any profile among its ancestors)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_an_agent_that_clears_its_mark_cannot_approve_a_remote_gate(lw: Harness,
     lw.wait_state(agent, "exited")
     code, said = out.read_text().split("\n", 1)
     assert code != "0", said
-    assert "refused" in said and "descends from the loopwarden daemon" in said and "approved" not in said, said
+    assert "refused: pid" in said and f"runs inside session {agent}" in said and "approved" not in said, said
     assert box.remote.status(ref.split(":")[0])["pending_gates"], "the remote gate was decided"
     # outside the daemon's tree, with the mark cleared only in the last step: the ancestor's mark refuses it
     daemon = lw.request("ping")["pid"]
@@ -61,7 +62,7 @@ def test_a_console_run_by_an_agent_cannot_approve_a_remote_gate(lw: Harness, box
                             adapter="plain")
     lw.wait_state(agent, "exited")
     code, said = out.read_text().split("\n", 1)
-    assert code == "1" and "refused" in said and "descends from the loopwarden daemon" in said, said
+    assert code == "1" and f"runs inside session {agent}" in said, said
     assert box.remote.status(ref.split(":")[0])["pending_gates"], "the remote gate was decided"
 
 

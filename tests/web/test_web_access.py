@@ -236,9 +236,9 @@ def test_a_supervised_agent_that_read_the_token_file_gets_no_console(lw: Harness
     subprocess.run([PY, intruder, web.base, token_file, str(outside)], env=lw.env, check=True, timeout=60)
     assert outside.read_text() == "101"
     assert web.stop() == 0
-    said = "".join(web.stderr)  # why, in its log
-    assert f"runs inside session {first} (LOOPWARDEN_SESSION says so)" in said
-    assert "descends from the loopwarden daemon" in said
+    said = "".join(web.stderr)  # why, in its log: the daemon's own judgement
+    assert f"runs inside session {first} (it is the agent)" in said
+    assert f"runs inside session {second} (it is the agent)" in said
 
 
 def test_consoles_end_by_themselves_when_the_server_is_killed(web: WebServer) -> None:
@@ -299,7 +299,7 @@ def test_a_local_peer_that_cannot_be_identified_is_refused_and_a_remote_one_is_n
         for local in ["127.0.0.1", "::ffff:127.0.0.1", *([own] if own else [])]:
             why = refusal(lw.paths, (local, 1), server)
             assert why and "cannot be identified" in why, local
-        assert refusal(lw.paths, None, server) == "a connection whose ends cannot be seen"
+        assert refusal(lw.paths, None, server) == "refused: a connection whose ends cannot be seen"
         assert refusal(lw.paths, ("198.51.100.7", 40000), server) is None  # another machine's address
 
 
