@@ -137,3 +137,20 @@ def test_a_launched_agent_nested_past_the_walk_is_refused_at_every_door(
             code, said = report[door]
             assert code == 4 and "could not be traced to a person's terminal" in said, (door, said)
     lw.wait_state(sid, "exited")
+
+
+def test_a_browser_run_by_an_agent_gets_no_page(lw: Harness, web: WebServer, tmp_path: Path) -> None:
+    """Chromium itself, started inside a session with the token read from its file, is shown the refusal."""
+    from tests.web.browser import CHROMIUM, FLAGS, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    out = tmp_path / "page.html"
+    url = f"{web.base}?token={token_path(lw.paths).read_text().strip()}"
+    browser = " ".join([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"'{url}'"])
+    sid = lw.run_detached("sh", "-c", f"{browser} > {out} 2>/dev/null", adapter="plain")
+    lw.wait_state(sid, "exited", timeout=120)
+    page = out.read_text()
+    assert "refused: pid " in page and f"runs inside session {sid}" in page, page[:2000]
+    assert web.consoles() == []
