@@ -150,6 +150,9 @@ def test_the_real_codex_trusts_the_hook_through_a_symlinked_crlf_config(codex_bi
         (codex / name).symlink_to(dotfiles / name)
     before = {h["key"]: h["trustStatus"] for h in hooks_list(codex_bin, codex, tmp_path)}
     ok(lw_hook(tmp_path, "install", "--agent", "codex"))
+    assert (codex / "config.toml").is_symlink() and (codex / "hooks.json").is_symlink()
+    config = (dotfiles / "config.toml").read_bytes()
+    assert config.count(b"\n") == config.count(b"\r\n")  # what Codex reads below is the CRLF file
     listed = hooks_list(codex_bin, codex, tmp_path)
     [mine] = [h for h in listed if h["command"].endswith("hook codex")]
     assert mine["trustStatus"] == "trusted", mine
@@ -293,19 +296,22 @@ def test_backups_are_never_overwritten(tmp_path: Path) -> None:
 
 # ---- refusals ---------------------------------------------------------------------------------
 
-REFUSED = [
-    ("claude", "settings.json", b'{"model": "opus",'),
-    ("claude", "settings.json", b'{"hooks": {"Stop": {}}}'),
-    ("claude", "settings.json", b'{"model": "caf\xe9"}'),
-    ("claude", "settings.json", b"[1, 2]"),
-    ("codex", "hooks.json", b'{"hooks": []}'),
-    ("codex", "config.toml", b'model = "unterminated\r\n'),
-    ("codex", "config.toml", b'model = "caf\xe9"\n'),
-    ("codex", "config.toml", b"[hooks]\nstate = 3\n"),
-]
+DEEP = b"[" * 100_000 + b"]" * 100_000  # past Python's recursion limit in json and tomllib
+REFUSED = {
+    "json cut short": ("claude", "settings.json", b'{"model": "opus",'),
+    "hooks of the wrong shape": ("claude", "settings.json", b'{"hooks": {"Stop": {}}}'),
+    "json not utf-8": ("claude", "settings.json", b'{"model": "caf\xe9"}'),
+    "json not an object": ("claude", "settings.json", b"[1, 2]"),
+    "json nested too deeply": ("claude", "settings.json", b'{"a": ' + DEEP + b"}"),
+    "codex hooks of the wrong shape": ("codex", "hooks.json", b'{"hooks": []}'),
+    "toml unterminated": ("codex", "config.toml", b'model = "unterminated\r\n'),
+    "toml not utf-8": ("codex", "config.toml", b'model = "caf\xe9"\n'),
+    "toml trust of the wrong shape": ("codex", "config.toml", b"[hooks]\nstate = 3\n"),
+    "toml nested too deeply": ("codex", "config.toml", b"a = " + DEEP + b"\n"),
+}
 
 
-@pytest.mark.parametrize(("agent", "name", "data"), REFUSED)
+@pytest.mark.parametrize(("agent", "name", "data"), list(REFUSED.values()), ids=list(REFUSED))
 def test_a_file_that_cannot_be_parsed_is_refused_in_one_line_and_left_alone(
         tmp_path: Path, agent: str, name: str, data: bytes) -> None:
     where = tmp_path / "work" / ".claude" if agent == "claude" else tmp_path / "home" / ".codex"
