@@ -5,8 +5,9 @@ Codex skips an untrusted hook silently. Trust is a table `[hooks.state."<hooks.j
 with `trusted_hash = "sha256:<hex>"`, the SHA-256 of the hook's identity as canonical JSON (keys sorted,
 compact): `{"event_name": "pre_tool_use", "matcher": ..., "hooks": [{"type": "command", "command": ...,
 "timeout": ..., "async": false}]}` (Codex CLI 0.163.0; a test checks it against `codex app-server`'s
-`hooks/list`). config.toml is edited as text, so the user's content and comments stay byte for byte:
-our table is appended under a marker comment and removed with it; tomllib checks every result.
+`hooks/list`). config.toml is edited as text, so the user's content, comments and line ends stay byte
+for byte: our table is appended under a marker comment, in the file's line ends, and removed with it;
+tomllib checks every result. Both files are read, written and backed up by `dotfiles`.
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ from typing import Any
 import click
 
 from ..sessions.codex_hooks import EVENT_LABELS
+from . import dotfiles
 from .common import Fail
-from .hook import (HOOK_TIMEOUT, hook_command, is_ours, read_settings, read_text, without_hooks, write_settings,
-                   write_text)
+from .hook import HOOK_TIMEOUT, hook_command
+from .hook_files import edited, is_ours, read_settings
 
 AGENT = "codex"
 EVENT = "PreToolUse"
 MARK = "# loopwarden: trust for its Codex PreToolUse hook (`loopwarden hook uninstall --agent codex` removes it)"
 _STATE_HEADER = re.compile(r"""^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-                           r"""[ \t]*\][ \t]*(?:#.*)?$""", re.MULTILINE)
+                           r"""[ \t]*\][ \t]*(?:#[^\r\n]*)?\r?$""", re.MULTILINE)
 _TABLE_START = re.compile(r"^[ \t]*\[", re.MULTILINE)
 _TRUSTED_LINE = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*\n?", re.MULTILINE)
+_MARKED = re.compile("^" + re.escape(MARK) + r"\r?\n", re.MULTILINE)  # our marker line, at the start of a line
 
 
 def codex_home() -> Path:
@@ -69,19 +72,11 @@ def our_hooks(settings: dict[str, Any], hooks_path: Path) -> list[tuple[str, str
     return found
 
 
-def with_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """hooks.json with our PreToolUse hook last (an older loopwarden command replaced), the rest kept."""
-    out = without_hooks(settings, AGENT)
-    group = {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}
-    out.setdefault("hooks", {}).setdefault(EVENT, []).append(group)
-    return out
-
-
 # ---- config.toml, as text ----------------------------------------------------------
 
-def read_config(path: Path) -> tuple[str | None, dict[str, Any]]:
-    text = read_text(path)
-    return (None, {}) if text is None else (text, _parse(path, text))
+def read_config(path: Path) -> tuple[dotfiles.Dotfile, dict[str, Any]]:
+    file = dotfiles.load(path)
+    return file, _parse(path, file.text)
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
@@ -89,6 +84,8 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise Fail(f"{path} is not valid TOML ({exc}); nothing was changed") from None
+    except RecursionError:
+        raise Fail(f"{path} is nested too deeply to edit; nothing was changed") from None
 
 
 def _trusted(doc: dict[str, Any], key: str) -> Any:
@@ -109,23 +106,29 @@ def _table(text: str, key: str) -> tuple[int, int, int] | None:
     return None
 
 
-def with_trust(path: Path, text: str | None, key: str, digest: str) -> str:
-    """config.toml's text with `key` trusted at `digest`."""
-    text = text or ""
+def _line_end(line: str) -> str:
+    return line[len(line.rstrip("\r\n")):]
+
+
+def with_trust(path: Path, text: str, key: str, digest: str) -> str:
+    """config.toml's text with `key` trusted at `digest`; lines added end as the file's lines do."""
     doc = _parse(path, text)
     if _trusted(doc, key) == digest:
         return text
+    nl = dotfiles.newline_of(text)
+    line = f'trusted_hash = "{digest}"'
     table = _table(text, key)
     if table:
         _, body, end = table
-        line = f'trusted_hash = "{digest}"\n'
         found = _TRUSTED_LINE.search(text, body, end)
-        new = text[:found.start()] + line + text[found.end():] if found else text[:body] + line + text[body:]
+        if found:
+            new = text[:found.start()] + line + _line_end(found.group()) + text[found.end():]
+        else:
+            new = text[:body] + ("" if text[:body].endswith("\n") else nl) + line + nl + text[body:]
     elif "hooks" in doc and _trusted(doc, key) is not None:
         raise Fail(f"{path} trusts {key} in a form loopwarden does not edit; remove that entry and try again")
-    else:
-        sep = "" if not text else "\n" if text.endswith("\n") else "\n\n"
-        new = f'{text}{sep}{MARK}\n[hooks.state.{json.dumps(key, ensure_ascii=False)}]\ntrusted_hash = "{digest}"\n'
+    else:  # a line end after the user's last line (a blank line if it had its own), then our table
+        new = f"{text}{nl if text else ''}{MARK}{nl}[hooks.state.{json.dumps(key, ensure_ascii=False)}]{nl}{line}{nl}"
     try:
         ok = _trusted(tomllib.loads(new), key) == digest
     except tomllib.TOMLDecodeError:
@@ -137,17 +140,19 @@ def with_trust(path: Path, text: str | None, key: str, digest: str) -> str:
 
 
 def without_trust(text: str, key: str, digest: str) -> str:
-    """config.toml's text without our trust entry for `key`: the table under our marker, or else a
-    `trusted_hash` of `digest` (another's trust, or an entry of its own, is left)."""
+    """config.toml's text without our trust entry for `key`: the table under our marker with the line end
+    `with_trust` put before it, or else a `trusted_hash` of `digest` (another's trust, or an entry of its
+    own, is left)."""
     table = _table(text, key)
     if not table:
         return text
     start, body, end = table
-    before = text[:start]
-    if before.endswith(MARK + "\n") and not [line for line in text[body:end].splitlines()
-                                             if line.strip() and not line.lstrip().startswith("trusted_hash")]:
-        cut = start - len(MARK) - 1
-        cut -= 1 if text[:cut].endswith("\n\n") else 0
+    at = text.rfind(MARK, 0, start)
+    marked = _MARKED.match(text, at) if at >= 0 else None
+    if marked and marked.end() == start and not [line for line in text[body:end].splitlines()
+                                                 if line.strip() and not line.lstrip().startswith("trusted_hash")]:
+        cut = marked.start()
+        cut -= 2 if text[:cut].endswith("\r\n") else 1 if text[:cut].endswith("\n") else 0
         return text[:cut] + text[end:]
     found = _TRUSTED_LINE.search(text, body, end)
     try:
@@ -162,36 +167,47 @@ def without_trust(text: str, key: str, digest: str) -> str:
     return text[:start] + text[end:]
 
 
+def _save(changes: list[tuple[dotfiles.Dotfile, str]]) -> list[str]:
+    """Write each file in turn; the backups made. A failure says which file was already written."""
+    backups: list[str] = []
+    for n, (file, text) in enumerate(changes):
+        try:
+            backup = dotfiles.save(file, text)
+        except Fail as exc:
+            if not n:
+                raise
+            raise Fail(f"{exc.format_message()} ({changes[0][0].path} was changed already; run the command "
+                       "again)") from None
+        backups += [str(backup)] if backup else []
+    return backups
+
+
 # ---- the commands --------------------------------------------------------------------
 
 def change(install: bool) -> None:
     """Install or remove our hook in $CODEX_HOME/hooks.json and its trust in config.toml."""
     home = codex_home()
     hooks_path, config_path = home / "hooks.json", home / "config.toml"
-    hooks_text, current = read_settings(hooks_path)
-    config_text, _ = read_config(config_path)
-    old = our_hooks(current, hooks_path)
-    new = with_hook(current, hook_command(AGENT)) if install else without_hooks(current, AGENT)
-    config = config_text or ""
+    hooks = read_settings(hooks_path)
+    config, _ = read_config(config_path)
+    group = {"matcher": "*", "hooks": [{"type": "command", "command": hook_command(AGENT), "timeout": HOOK_TIMEOUT}]}
+    hooks_text, new = edited(hooks, AGENT, [(EVENT, group)] if install else [])
+    config_text = config.text
     keep = our_hooks(new, hooks_path)
-    for key, digest in old:
+    for key, digest in our_hooks(hooks.data, hooks_path):
         if (key, digest) not in keep:
-            config = without_trust(config, key, digest)
+            config_text = without_trust(config_text, key, digest)
     for key, digest in keep:
-        config = with_trust(config_path, config, key, digest)
-    if new == current and config == (config_text or ""):
+        config_text = with_trust(config_path, config_text, key, digest)
+    # the trust is written before the hook and removed after it: a failure between leaves at most an
+    # unused trust entry, never a hook Codex would skip as untrusted
+    order = [(config, config_text), (hooks.file, hooks_text)]
+    changes = [(file, text) for file, text in (order if install else order[::-1]) if text != file.text]
+    if not changes:
         what = "already installed" if install else "no loopwarden hook"
         click.echo(f"{what} in {hooks_path}; nothing changed")
         return
-    saved = []
-    try:
-        if new != current:
-            saved.append(write_settings(hooks_path, hooks_text, new))
-        if config != (config_text or ""):
-            saved.append(write_text(config_path, config_text, config))
-    except OSError as exc:
-        raise Fail(f"cannot write {exc.filename or home}: {exc.strerror or exc}") from None
-    backups = [str(b) for b in saved if b]
+    backups = _save(changes)
     note = f"; the old files are in {', '.join(backups)}" if backups else ""
     if install:
         click.echo(f"installed the loopwarden PreToolUse hook in {hooks_path}, trusted in {config_path}{note}")

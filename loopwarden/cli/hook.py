@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
+from . import dotfiles
 from .common import Fail
+from .hook_files import Additions, edited, read_settings
 
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 OTHER_EVENTS = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
 HOOK_TIMEOUT = 180  # seconds Claude Code gives one hook run; above LOOPWARDEN_HOOK_HOLD's default (120)
-BACKUP_SUFFIX = ".loopwarden.bak"
 
 
 def hook_command(agent: str = "claude-code") -> str:
@@ -32,12 +31,6 @@ def hook_command(agent: str = "claude-code") -> str:
     return f"{shlex.quote(str(script.absolute()))} hook {agent}"
 
 
-def is_ours(hook: Any, agent: str = "claude-code") -> bool:
-    """A hook entry that runs `loopwarden hook <agent>` (from any installation)."""
-    command = hook.get("command") if isinstance(hook, dict) else None
-    return isinstance(command, str) and command.rstrip().endswith(f"hook {agent}") and "loopwarden" in command
-
-
 def settings_path(user: bool, file: str | None) -> Path:
     if file:
         return Path(file).expanduser().absolute()
@@ -46,107 +39,21 @@ def settings_path(user: bool, file: str | None) -> Path:
     return Path.cwd() / ".claude" / "settings.json"
 
 
-def read_text(path: Path) -> str | None:
-    """A settings file's text, None when it does not exist; unreadable or not UTF-8 is a Fail."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise Fail(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise Fail(f"{path} is not UTF-8 text; nothing was changed") from None
-
-
-def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """The file's text (None when it does not exist) and its settings; a malformed file is a Fail."""
-    text = read_text(path)
-    if text is None:
-        return None, {}
-    try:
-        data = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise Fail(f"{path} is not valid JSON ({exc}); nothing was changed") from None
-    if not isinstance(data, dict):
-        raise Fail(f"{path} does not hold a JSON object; nothing was changed")
-    hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
-        raise Fail(f"{path}: 'hooks' must map event names to lists; nothing was changed")
-    return text, data
-
-
-def with_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """Settings with our hook on every event (an older loopwarden command replaced), the rest kept."""
-    out = without_hooks(settings)
-    hooks = out.setdefault("hooks", {})
-    for event in TOOL_EVENTS + OTHER_EVENTS:
-        group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
-        group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
-        hooks.setdefault(event, []).append(group)
-    return out
-
-
-def without_hooks(settings: dict[str, Any], agent: str = "claude-code") -> dict[str, Any]:
-    """Settings with every loopwarden hook removed, and the groups and events left empty by that."""
-    out = json.loads(json.dumps(settings))
-    hooks = out.get("hooks")
-    if not isinstance(hooks, dict):
-        return out
-    for event in list(hooks):
-        groups = []
-        for group in hooks[event]:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                kept = [h for h in group["hooks"] if not is_ours(h, agent)]
-                if not kept and len(kept) != len(group["hooks"]):
-                    continue
-                group = {**group, "hooks": kept}
-            groups.append(group)
-        if groups:
-            hooks[event] = groups
-        else:
-            del hooks[event]
-    if not hooks and settings.get("hooks"):  # emptied by us (an empty object of the user's stays)
-        del out["hooks"]
-    return out
-
-
-def write_settings(path: Path, old_text: str | None, data: dict[str, Any]) -> Path | None:
-    """Write `data` atomically, after a backup of the old file (returned)."""
-    return write_text(path, old_text, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_text(path: Path, old_text: str | None, text: str) -> Path | None:
-    """Write `text` atomically, after a backup of the old file (returned)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if old_text is not None:
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        backup.write_text(old_text, encoding="utf-8")
-        shutil.copymode(path, backup)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if old_text is not None:
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return backup
+def groups(command: str) -> Additions:
+    """Our hook group for every event: tool events with the matcher "*"."""
+    return [(event, {**({"matcher": "*"} if event in TOOL_EVENTS else {}),
+                     "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]})
+            for event in TOOL_EVENTS + OTHER_EVENTS]
 
 
 def _change(path: Path, install: bool) -> None:
-    old_text, current = read_settings(path)
-    new = with_hooks(current, hook_command()) if install else without_hooks(current)
-    if new == current:
+    settings = read_settings(path)
+    text, _ = edited(settings, "claude-code", groups(hook_command()) if install else [])
+    if text == settings.file.text:
         what = "already installed" if install else "no loopwarden hooks"
         click.echo(f"{what} in {path}; nothing changed")
         return
-    try:
-        backup = write_settings(path, old_text, new)
-    except OSError as exc:
-        raise Fail(f"cannot write {path}: {exc.strerror or exc}") from None
+    backup = dotfiles.save(settings.file, text)
     saved = f"; the old file is in {backup}" if backup else ""
     if install:
         click.echo(f"installed loopwarden hooks ({', '.join(TOOL_EVENTS + OTHER_EVENTS)}) in {path}{saved}")

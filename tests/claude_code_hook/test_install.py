@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from loopwarden.cli.hook import BACKUP_SUFFIX
 from tests.live.live_harness import PY
 
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "SessionStart",
@@ -24,6 +24,13 @@ def lw_hook(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
     env = {**os.environ, "HOME": str(home)}
     return subprocess.run([PY, "-m", "loopwarden", "hook", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=60, check=False)
+
+
+def backup_named(out: str) -> Path:
+    """The backup a run's output names."""
+    found = re.search(r"the old file is in (\S+\.loopwarden-\d{8}T\d{6}Z(-\d+)?\.bak)$", out, re.MULTILINE)
+    assert found, out
+    return Path(found.group(1))
 
 
 def ours(settings: dict[str, Any]) -> dict[str, list[str]]:
@@ -45,7 +52,7 @@ def test_install_into_a_new_project_file_points_at_this_loopwarden(tmp_path: Pat
     pre = settings["hooks"]["PreToolUse"][0]
     assert pre["matcher"] == "*" and pre["hooks"][0]["timeout"] >= 120
     assert "matcher" not in settings["hooks"]["Stop"][0]
-    assert not list((tmp_path / ".claude").glob("*" + BACKUP_SUFFIX))  # nothing to back up
+    assert not list((tmp_path / ".claude").glob("*.bak")) and "the old file" not in done.stdout  # nothing to back up
 
 
 def test_install_keeps_every_other_setting_and_hook_is_idempotent_and_backs_up(tmp_path: Path) -> None:
@@ -53,23 +60,26 @@ def test_install_keeps_every_other_setting_and_hook_is_idempotent_and_backs_up(t
     path.parent.mkdir()
     original = json.dumps(SETTINGS, indent=4)
     path.write_text(original)
-    assert lw_hook(tmp_path, tmp_path, "install").returncode == 0  # --project is the default
+    done = lw_hook(tmp_path, tmp_path, "install")  # --project is the default
+    assert done.returncode == 0
     settings = json.loads(path.read_text())
     assert {k: v for k, v in settings.items() if k != "hooks"} == {k: v for k, v in SETTINGS.items() if k != "hooks"}
     assert settings["hooks"]["PreToolUse"][0] == SETTINGS["hooks"]["PreToolUse"][0]
     assert settings["hooks"]["Notification"] == SETTINGS["hooks"]["Notification"]
-    assert (path.parent / ("settings.json" + BACKUP_SUFFIX)).read_text() == original
+    first = backup_named(done.stdout)
+    assert first.parent == path.parent and first.read_text() == original
     installed = path.read_bytes()
 
     again = lw_hook(tmp_path, tmp_path, "install")
     assert again.returncode == 0 and "already installed" in again.stdout
     assert path.read_bytes() == installed
-    assert (path.parent / ("settings.json" + BACKUP_SUFFIX)).read_text() == original  # no change, no backup
+    assert list(path.parent.glob("*.bak")) == [first] and first.read_text() == original  # no change, no backup
 
     done = lw_hook(tmp_path, tmp_path, "uninstall")
     assert done.returncode == 0 and "removed" in done.stdout
-    assert json.loads(path.read_text()) == SETTINGS
-    assert (path.parent / ("settings.json" + BACKUP_SUFFIX)).read_bytes() == installed
+    assert path.read_text() == original
+    second = backup_named(done.stdout)
+    assert second != first and second.read_bytes() == installed and first.read_text() == original
     assert "no loopwarden hooks" in lw_hook(tmp_path, tmp_path, "uninstall").stdout
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from loopwarden.cli.hook import BACKUP_SUFFIX
 
 from .helpers import hooks_list, lw_hook
 
@@ -30,6 +29,12 @@ trusted_hash = "sha256:0000"  # trust they gave another hook
 THEIRS = {"type": "command", "command": "/opt/audit.sh", "timeout": 5}
 HOOKS = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [THEIRS]}],
                    "Stop": [{"hooks": [THEIRS]}]}}
+
+
+def backups_named(out: str) -> dict[str, Path]:
+    """File name -> the backup a run's output names for it."""
+    paths = [Path(p) for p in re.findall(r"(/\S+\.loopwarden-\d{8}T\d{6}Z(?:-\d+)?\.bak)", out)]
+    return {p.name.partition(".loopwarden-")[0]: p for p in paths}
 
 
 def ours(hooks: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,8 +70,9 @@ def test_install_is_idempotent_backs_up_keeps_the_users_hooks_and_uninstall_rest
     state = tomllib.loads(config)["hooks"]["state"]
     assert state[f"{home}/hooks.json:pre_tool_use:1:0"]["trusted_hash"].startswith("sha256:")
     assert state["/elsewhere/hooks.json:stop:0:0"] == {"trusted_hash": "sha256:0000"}
-    assert (home / ("hooks.json" + BACKUP_SUFFIX)).read_text() == hooks_text
-    assert (home / ("config.toml" + BACKUP_SUFFIX)).read_text() == CONFIG
+    saved = backups_named(done.stdout)
+    assert saved["hooks.json"].read_text() == hooks_text and saved["config.toml"].read_text() == CONFIG
+    assert {p.parent for p in saved.values()} == {home}
     installed = {p.name: p.read_bytes() for p in home.iterdir()}
 
     again = lw_hook(home, tmp_path, "install", "--agent", "codex")
@@ -76,8 +82,9 @@ def test_install_is_idempotent_backs_up_keeps_the_users_hooks_and_uninstall_rest
     done = lw_hook(home, tmp_path, "uninstall", "--agent", "codex")
     assert done.returncode == 0 and "removed the loopwarden hook" in done.stdout, done.stderr
     assert (home / "config.toml").read_text() == CONFIG
-    assert json.loads((home / "hooks.json").read_text()) == HOOKS
-    assert (home / ("config.toml" + BACKUP_SUFFIX)).read_bytes() == installed["config.toml"]
+    assert (home / "hooks.json").read_text() == hooks_text
+    assert backups_named(done.stdout)["config.toml"].read_bytes() == installed["config.toml"]
+    assert saved["config.toml"].read_text() == CONFIG  # the first backup is still there
     assert "no loopwarden hook" in lw_hook(home, tmp_path, "uninstall", "--agent", "codex").stdout
 
 
