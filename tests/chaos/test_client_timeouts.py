@@ -28,6 +28,8 @@ from textual.widgets import Static
 from loopwarden.paths import HOME_ENV, default_paths
 from loopwarden.runtime.client import Client, DaemonError
 from tests.console.helpers import RecordingConsole, cell, until
+from tests.hosts.conftest import box, remote  # noqa: F401 - a real sshd in front of a second daemon
+from tests.hosts.sshd_harness import Box
 from tests.live.live_harness import PY, Harness, wait_for
 
 TIMEOUT_ENV = "LOOPWARDEN_TIMEOUT"  # spelled out (not imported) so that this file fails by assertion on a loopwarden
@@ -133,6 +135,18 @@ def test_a_command_gives_up_on_a_stopped_daemon_in_one_line(lw: Harness, args: t
                          what="the dropped request in the audit log")
         assert [a["action"] for a in audit] == [args[0]]
         assert lw.request("ping")["pid"] == pid  # stop-daemon too: still the same daemon, still running
+
+
+def test_a_host_whose_daemon_is_stopped_is_one_line_naming_the_host(lw: Harness, box: Box) -> None:  # noqa: F811
+    sid = box.remote.launch(*SLEEPER, adapter="plain")
+    box.remote.wait_state(sid, "running")
+    lw.env["LOOPWARDEN_SSH_COMMAND"] = box.ssh_command
+    with stopped(box.remote):
+        done, _ = cli(lw, "--host", box.host, "ls")
+    assert done.returncode == 3, done.stderr
+    assert error_lines(done.stderr) == [f"loopwarden: error: host {box.host}'s daemon did not answer within 2s: it, or "
+                                        "the ssh connection to it, is stopped, stuck or overloaded (LOOPWARDEN_TIMEOUT"
+                                        "=SECONDS waits longer)"]
 
 
 def test_run_against_a_stopped_daemon_starts_nothing_then_or_later(lw: Harness) -> None:
