@@ -11,7 +11,7 @@ import pytest
 from anyio.abc import UNIXSocketStream
 
 from loopwarden.runtime import subscribers
-from loopwarden.runtime.subscribers import MESSAGE_LIMIT, QueueBudget, Subscriber, encode
+from loopwarden.runtime.subscribers import HEARTBEAT_MESSAGE, MESSAGE_LIMIT, QueueBudget, Subscriber, encode
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +176,31 @@ def test_bytes_being_written_count_against_the_subscribers_limit() -> None:
     near._take()  # three under way: a fourth still fits
     near.offer(message(3))
     assert near.skipped == 0 and len(near.queue) == 1
+
+
+def test_a_heartbeat_goes_only_to_a_subscription_sent_nothing_for_its_interval() -> None:
+    clock = Clock()
+    budget = QueueBudget()
+    sub = Subscriber(None, True, budget, clock=clock)
+    clock.now += 4.0
+    assert not sub.keepalive(5.0)  # quiet for less than the interval
+    clock.now += 1.0
+    assert sub.keepalive(5.0) and list(sub.queue) == [HEARTBEAT_MESSAGE] and budget.used == len(HEARTBEAT_MESSAGE)
+    clock.now += 60.0
+    assert not sub.keepalive(5.0) and len(sub.queue) == 1  # one waits already: that reader is behind, not quiet
+    sub._take()
+    clock.now += 60.0
+    assert not sub.keepalive(5.0)  # nor while a write to it is under way (it stopped reading: the write waits)
+    sub.sending = 0
+    sub.offer(message(1))
+    sub._take()
+    sub.sending = 0
+    clock.now += 1.0
+    assert not sub.keepalive(5.0)  # a record went out a second ago: no heartbeat needed
+    sub.cut("cut off: a test")
+    clock.now += 60.0
+    assert not sub.keepalive(5.0)
+    waiting = Subscriber(None, True, QueueBudget(), clock=clock)
+    waiting.first(b'{"id":1}\n')
+    clock.now += 60.0
+    assert not waiting.keepalive(5.0)  # the reply to `subscribe` comes first

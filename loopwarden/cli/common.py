@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..runtime.client import Client, DaemonError
+from ..runtime.client import Client, DaemonError, DaemonTimeout
 from ..paths import Paths, SocketPathTooLong, default_paths
 from ..runtime.doors import operator_refusal
 from ..runtime.hosts import HostError, hosts_file
@@ -42,6 +42,10 @@ class DaemonFail(Fail):
     exit_code = EXIT_DAEMON
 
 
+class Unresponsive(DaemonFail):
+    """The daemon did not answer within its bound (stopped, stuck): nothing more will come on that link."""
+
+
 class Refused(Fail):
     exit_code = EXIT_REFUSED
 
@@ -63,6 +67,8 @@ def _unknown_host_hint(op: str, fields: dict[str, Any]) -> str | None:
 
 def failure(exc: DaemonError) -> Fail:
     """A daemon's error as the CLI's, its exit code by whose trouble it is (see DaemonError.kind)."""
+    if isinstance(exc, DaemonTimeout):
+        return Unresponsive(str(exc))
     return {"request": Fail, "refused": Refused}.get(exc.kind, DaemonFail)(str(exc))
 
 
@@ -114,8 +120,8 @@ def connect(autostart: bool = False, name: str = "cli") -> Client:
     paths = profile_paths()
     try:
         return Client.connect(paths, autostart=autostart, name=name)
-    except DaemonError as exc:
-        raise DaemonFail(str(exc)) from None
+    except DaemonError as exc:  # none running (3), one not accepting (3), a bad LOOPWARDEN_TIMEOUT (2)
+        raise failure(exc) from None
     except OSError as exc:  # e.g. LOOPWARDEN_HOME is a file, or not writable
         where = os.environ.get("LOOPWARDEN_HOME")
         what = f"LOOPWARDEN_HOME={where}" if where else "the runtime directory"
@@ -168,6 +174,8 @@ def shutdown_daemon(note: str | None = None,
     paths = profile_paths()
     try:
         client = connect(autostart=False)
+    except Unresponsive:
+        raise  # one is running, but does not accept: not "no daemon is running"
     except DaemonFail:
         refusal = env_refusal(os.environ, paths.socket, os.getpid())
         if refusal:  # inside a supervised session, stop-daemon is refused even with nothing to stop

@@ -9,7 +9,7 @@ from typing import Any
 import click
 import orjson
 
-from ..runtime.client import DaemonError
+from ..runtime.client import DaemonError, DaemonTimeout
 from ..runtime.ending import ending, exit_words, intervened
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
@@ -17,7 +17,7 @@ from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines
-from .common import (DaemonFail, Fail, build_config, call, config_options, connect, failure,
+from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure,
                      profile_paths, shutdown_daemon)
 from .remote import host_names, route
 
@@ -97,6 +97,8 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
                     _print_record(kind, data)
         except (KeyError, TypeError, AttributeError):  # a reply of another shape: follow without the backlog
             pass
+        except Unresponsive as exc:  # stopped or stuck: the stream would only wait as long again
+            raise _detached(exc, sid) from None
         except click.ClickException:  # the daemon went away while the backlog was read: the stream says so
             pass
         for snap in first["sessions"]:
@@ -125,6 +127,8 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
         return 0
+    except DaemonTimeout as exc:  # the daemon is there but silent (stopped, stuck): not known to be lost
+        raise _detached(exc, sid) from None
     except (OSError, ValueError):  # the connection reset, or a line cut short by the daemon's death
         pass
     click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
@@ -133,6 +137,11 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
 
 
 RUN_BACKLOG = 1000  # records an attached `run` reads back from the store: those before it subscribed
+
+
+def _detached(exc: Exception, sid: str) -> Unresponsive:
+    """A followed session whose daemon fell silent: the one line says so; the session was not touched."""
+    return Unresponsive(f"{exc}; stopped following session {sid} (loopwarden logs -f {sid} follows it again)")
 
 
 def _final(snap: dict[str, Any]) -> int:
@@ -365,6 +374,8 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             elif data.get("state") in FINAL:
                 click.echo(_end_line(visible(sid), data), err=True)
                 sys.exit(_final(data))
+    except DaemonError as exc:  # the daemon fell silent (stopped, stuck) while followed
+        raise failure(exc) from None
     except KeyboardInterrupt:
         return
     finally:
@@ -380,6 +391,8 @@ def _ended_line(ref: str) -> None:
     with connect() as client:
         try:
             snap = client.request("status", session=ref)
+        except DaemonTimeout as exc:
+            raise failure(exc) from None
         except DaemonError:
             return  # pruned meanwhile: the records printed are all there is
     if snap.get("state") in FINAL:

@@ -15,7 +15,7 @@ from types import FrameType
 
 import click
 
-from ..runtime.client import Client, DaemonError
+from ..runtime.client import Client, DaemonError, DaemonTimeout
 from ..runtime.hosts import (LOCAL, HostError, Tunnel, check_name, listed_hosts, split_ref, unreachable_daemon,
                              where_main)
 
@@ -85,7 +85,9 @@ def remote_client(name: str) -> Client | None:
     if tunnel.daemon_running is False:
         raise HostError(unreachable_daemon(host, tunnel))
     try:
-        return Client.connect(paths, autostart=False, name=name)
+        return Client.connect(paths, autostart=False, name=name, host=host)
+    except DaemonTimeout as exc:  # names the host already
+        raise HostError(str(exc)) from None
     except (DaemonError, OSError) as exc:
         raise HostError(f"host {host}: {exc}") from None
 

@@ -57,8 +57,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     consecutive_failures 13, max_iterations 14, budget 15, loop_gate_denied 16,
     operator 17, lost 19: the daemon died while following, daemon_stopped 20).
     A command that cannot start exits 127; loopwarden's own errors exit 2 (what
-    was asked is wrong), 3 (the daemon could not be reached or cannot do it now)
-    or 4 (refused inside a supervised session).
+    was asked is wrong), 3 (the daemon could not be reached, stopped answering
+    while followed, or cannot do it now) or 4 (refused inside a supervised session).
 
     \b
     Examples:

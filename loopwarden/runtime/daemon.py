@@ -32,7 +32,7 @@ from .reaper import become_subreaper
 from .records import Recorder
 from .registry import RECENT_BYTES, SessionRegistry
 from .routing import RecordRouting
-from .server import LARGE_AT_ONCE, SocketServer
+from .server import LARGE_AT_ONCE, SocketServer, heartbeat_seconds
 from .store import Store, StoreError, max_session_number_readonly
 from .subscribers import QueueBudget, Subscriber
 from .upkeep import Upkeep
@@ -55,6 +55,8 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self.restartable = Restartables()  # the newest ended launched sessions' specs, for `restart`
         self.recorder = Recorder(paths.database, log=self._log, clock=clock, on_requeue_sessions=self._requeue)
         self.subscribers: list[Subscriber] = []
+        self.heartbeat = heartbeat_seconds()
+        self._subscribed = anyio.Event()
         self.queue_budget = QueueBudget()
         self.dirty: set[str] = set()
         self.releasing: dict[str, int] = {}  # ended session -> the mark of its final snapshot in its lane
@@ -120,6 +122,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
                 tg.start_soon(self._pruner)
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
+                tg.start_soon(self._heartbeats)
                 self._alerts_configure()
                 tg.start_soon(self.notifier.run)
                 self._alert_lost(lost)

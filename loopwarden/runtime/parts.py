@@ -63,6 +63,8 @@ class DaemonParts:
     restartable: Restartables  # the newest ended launched sessions' specs and failures, for `restart`
     recorder: Recorder
     subscribers: list[Subscriber]
+    heartbeat: float  # seconds between keep-alive records on a quiet subscription
+    _subscribed: anyio.Event  # set when a subscriber comes: wakes the heartbeat timer
     queue_budget: QueueBudget
     dirty: set[str]
     releasing: dict[str, int]  # ended session -> the mark of its final snapshot in its lane

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import select
 import socket
 import struct
 from dataclasses import dataclass
@@ -27,6 +29,9 @@ REPLY_SECONDS = 30.0  # a client that does not take its reply within this long i
 LARGE_REPLIES = frozenset({"logs", "list", "actions", "gates"})  # replies of up to a few MiB...
 LARGE_AT_ONCE = 4  # ... of which this many are built at a time
 REFUSALS_AUDITED = 10  # refused operator actions audited on one connection, which is then closed
+GAVE_UP = "not carried out: its client had hung up before the daemon read it (it gave up waiting)"
+HEARTBEAT_ENV = "LOOPWARDEN_HEARTBEAT"  # the daemon's: seconds between heartbeats on a quiet subscription
+HEARTBEAT_SECONDS = 5.0  # ... when it is not set (clients give up after 3 missed, and at least LOOPWARDEN_TIMEOUT)
 
 
 @dataclass
@@ -48,12 +53,25 @@ def peer_uid(stream: SocketStream) -> tuple[int, int]:
 _RAW: WeakKeyDictionary[SocketStream, socket.socket] = WeakKeyDictionary()  # each connection's socket
 
 
-async def _send(stream: SocketStream, data: bytes) -> None:
-    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError). Most
-    replies fit the socket's buffer: written at once, without the stream's checkpoint and a timeout each."""
+def _raw(stream: SocketStream) -> socket.socket:
     raw = _RAW.get(stream)
     if raw is None:
         raw = _RAW[stream] = stream.extra(SocketAttribute.raw_socket)  # (a lookup costs 15 us: once per connection)
+    return raw
+
+
+def _hung_up(stream: SocketStream) -> bool:
+    """Whether the client has closed its end (POLLHUP): it waits for no reply. A client gives up on a daemon
+    that was stopped or stuck (runtime/client.py); its request, read only now, would surprise it if done."""
+    poller = select.poll()
+    poller.register(_raw(stream).fileno(), 0)  # POLLHUP and POLLERR are reported whatever is asked
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+
+
+async def _send(stream: SocketStream, data: bytes) -> None:
+    """A reply; a client that does not take it within REPLY_SECONDS is disconnected (TimeoutError). Most
+    replies fit the socket's buffer: written at once, without the stream's checkpoint and a timeout each."""
+    raw = _raw(stream)
     try:
         sent = raw.send(data)  # non-blocking (anyio's sockets are); the client reads one reply at a time
     except BlockingIOError:
@@ -71,6 +89,16 @@ async def _drain_client(stream: SocketStream, scope: Any) -> None:
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
     scope.cancel()
+
+
+def heartbeat_seconds(env: dict[str, str] | None = None) -> float:
+    """The heartbeat's interval: LOOPWARDEN_HEARTBEAT in the daemon's environment (0.05 to 60 s), else 5 s."""
+    raw = (os.environ if env is None else env).get(HEARTBEAT_ENV, "")
+    try:
+        value = float(raw.strip().removesuffix("s"))
+    except ValueError:
+        return HEARTBEAT_SECONDS
+    return min(max(value, 0.05), 60.0) if math.isfinite(value) else HEARTBEAT_SECONDS
 
 
 def _only_hangups(exc: BaseException) -> bool:
@@ -198,6 +226,9 @@ class SocketServer(DaemonParts):
         if handler is None:
             await _send(stream, _reply(rid, error=f"unknown op {op[:40]!r}"))
             return False
+        if operator_op(op) and _hung_up(stream):  # its client gave up waiting (this daemon was stopped): not done,
+            await self._refused(who, op, request, GAVE_UP)  # whoever it was (a process gone by now is not traced)
+            return True
         refusal = who.refusal(op)
         if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
             peer.refused += 1
@@ -228,6 +259,17 @@ class SocketServer(DaemonParts):
         # the connection ends with the daemon; a shutdown `unless_live` that named live sessions stops nothing
         return op == "shutdown" and isinstance(result, dict) and bool(result.get("stopping"))
 
+    async def _heartbeats(self) -> None:
+        """One timer for every subscription: each `heartbeat` seconds, a heartbeat to each subscriber that
+        was sent nothing meanwhile. With no subscriber it sleeps until one comes: an idle daemon stays idle."""
+        while True:
+            if not self.subscribers:
+                self._subscribed = anyio.Event()
+                await self._subscribed.wait()
+            await anyio.sleep(self.heartbeat)
+            for sub in self.subscribers:
+                sub.keepalive(self.heartbeat * 0.9)  # sent ~a period ago counts: at most two periods apart
+
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
         sessions = request.get("sessions")
         try:
@@ -237,8 +279,10 @@ class SocketServer(DaemonParts):
             return
         sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
         snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
-        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self._health()}))  # sent by the pump, so a
-        self.subscribers.append(sub)  # reader that never reads it is cut off too; nothing falls in between
+        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self._health(),  # sent by the pump, so a
+                                      "heartbeat": self.heartbeat}))  # reader that never reads it is cut off too;
+        self.subscribers.append(sub)  # nothing falls in between
+        self._subscribed.set()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_drain_client, stream, tg.cancel_scope)

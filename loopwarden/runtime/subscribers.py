@@ -6,6 +6,8 @@ message), so a slow reader never blocks a session and never grows the daemon. On
 that has not taken a single message for CUTOFF_SECONDS while messages wait is cut
 off with a reason. All queues together stay under TOTAL_BYTES, but for what readers
 that keep up hold (FAIR_SHARE each at most): stuck readers never starve the others.
+A subscriber sent nothing for a heartbeat's interval gets a small keep-alive record, so
+its client can tell a quiet daemon from a stopped one (`keepalive`, on one daemon timer).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ FAIR_SHARE = 256 << 10  # ... except that a subscriber that keeps up (less than 
 CUTOFF_SECONDS = 30.0  # no message taken for this long while messages wait: cut off
 MESSAGE_LIMIT = 16 << 10  # bytes of one broadcast message; longer records are clipped (the store has them whole)
 WRITE_BYTES = 256 << 10  # queued messages sent in one write, at most (one long message goes alone)
+HEARTBEAT_MESSAGE = b'{"kind":"heartbeat"}\n'  # what a quiet subscription gets every heartbeat (clients skip it)
 
 
 class QueueBudget:
@@ -86,6 +89,16 @@ class Subscriber:
         self.queued += size
         self.budget.used += size
         self._ready.set()
+
+    def keepalive(self, quiet: float) -> bool:
+        """Offer a heartbeat when nothing was sent or queued for `quiet` seconds; True when offered. Never
+        while anything waits or is being written: a reader that stops reading fills at most its socket's
+        buffer with them, then gets none while that write waits (the cut-off rules are unchanged)."""
+        if (self.cut_reason is not None or self.head is not None or self.queue or self.sending
+                or self.clock() - self.last_progress < quiet):
+            return False
+        self.offer(HEARTBEAT_MESSAGE)
+        return True
 
     def cut(self, reason: str) -> None:
         """End the subscription with `reason`, even while a send to it is blocked."""

@@ -2,6 +2,10 @@
 
 When the daemon goes away the feed says so (`error`, `attempt`) and subscribes again by itself,
 a few seconds apart at most; a new subscription brings a fresh first snapshot (`take_sessions`).
+A daemon that keeps its socket open but sends nothing, not even its heartbeat (stopped with
+SIGSTOP, or stuck), counts as gone once the client's bound passes (runtime/client.py); the feed
+then tries again on a new connection (never starting a daemon: one is there), which the daemon
+answers as soon as it runs again.
 
 Every record is made visible (`visible_tree`) as it arrives, off the UI thread, so no widget can
 show a control character an agent sent. Strings are made one line each, unless the reader asks for
@@ -15,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ..runtime.client import Client, DaemonError
+from ..runtime.client import Client, DaemonError, DaemonTimeout
 from ..paths import Paths
 from ..supervisor.visible import visible, visible_tree
 
@@ -49,6 +53,7 @@ class Feed:
         self._lock = threading.Lock()  # the first snapshot and the buffer change together on a reconnection
         self._fresh = False
         self._cut: str | None = None  # why the daemon ended the last subscription, when it said
+        self._silent: str | None = None  # a few words when the daemon stopped answering (it is there, silent)
         self._closed = False
 
     def start(self) -> None:
@@ -89,15 +94,16 @@ class Feed:
             if not connected_once:  # never reached: say why (no daemon, a bad socket path) and keep trying
                 self.error = f"{why} — retrying (attempt {self.attempt})…"
             else:  # a cut says why; a daemon that went away needs few words (and, after a while, a hint)
-                hint = "  ('loopwarden serve' starts one)" if self.attempt >= HINT_AFTER and not self._cut else ""
-                self.error = f"{self._cut or 'daemon gone'} — reconnecting (attempt {self.attempt})…{hint}"
+                said = self._cut or self._silent
+                hint = "  ('loopwarden serve' starts one)" if self.attempt >= HINT_AFTER and not said else ""
+                self.error = f"{said or 'daemon gone'} — reconnecting (attempt {self.attempt})…{hint}"
             self._ready.set()
             self._stop.wait(RETRY_SECONDS[min(self.attempt, len(RETRY_SECONDS)) - 1])
         self._ready.set()
 
     def _follow(self, *, autostart: bool) -> str:
         """Subscribe and read updates until the link ends; the reason it ended, in a few words."""
-        self._cut = None
+        self._cut = self._silent = None
         try:
             client = self._client = self._connect(autostart)
             if self._closed:  # closed while connecting: do not stay subscribed in the background
@@ -124,6 +130,9 @@ class Feed:
                 else:
                     self.buffer.append(visible_tree(message, multiline=self.multiline))
             return "it closed the connection"
+        except DaemonTimeout as exc:  # there, but silent: its own words ("pid 4242 is stopped: kill -CONT 4242")
+            self._silent = visible(exc.short)
+            return self._silent
         except (DaemonError, OSError, ValueError) as exc:
             return visible(str(exc))
         finally:

@@ -32,7 +32,7 @@ class RemoteFeed(Feed):
         self.tunnel = tunnel
 
     def _connect(self, autostart: bool) -> Client:
-        return Client.connect(self.tunnel.ensure(), autostart=False, name=self.client)
+        return Client.connect(self.tunnel.ensure(), autostart=False, name=self.client, host=self.tunnel.host)
 
     def close(self) -> None:
         super().close()
