@@ -23,6 +23,8 @@ from .eventloop import moderated_loop
 from .guardian_link import GuardianLink
 from .history import EndedSessions
 from .restarts import Restartables
+from .hook_agents import HookClaims
+from .hook_ops import HookOperations
 from .hooked import HookedSession
 from .operations import ControlOperations
 from .parts import ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT
@@ -41,7 +43,8 @@ from .upkeep import Upkeep
 GC_YOUNG = 100_000  # allocations between two collections of the youngest generation (Python's default: 700)
 
 
-class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegistry, RecordRouting, Alerting):
+class Daemon(SocketServer, ControlOperations, HookOperations, Upkeep, ProcessWatch, SessionRegistry, RecordRouting,
+             Alerting):
     """Owns every session, is the only writer of the store, serves the control socket; its jobs are the parts."""
 
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
@@ -76,6 +79,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self._last_health: dict[str, Any] = {}
         self.connections = 0
         self.hook_refusals = 0
+        self.hook_claims = HookClaims()  # the agent processes hooks claimed, for as long as each lives
         self._large_replies = anyio.CapacityLimiter(LARGE_AT_ONCE)
         self.subreaper = False
         self._tg: Any = None

@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 
 from ..paths import Paths
-from .client import Client, DaemonError
-from .principal import classify, offline_locators, process_owner
+from .client import Client, DaemonError, DaemonTimeout
+from .principal import classify, offline_locators, owner_refusal, process_owner
 
 
 def operator_refusal(paths: Paths, pid: int | None = None) -> str | None:
     """Why the process `pid` (None: this one) may not act as the operator, in one line, or None."""
     try:
         client = Client.connect(paths, autostart=False, name="whois")
-    except DaemonError:
+    except DaemonTimeout as exc:  # one listens but does not answer: it may hold sessions, so no guessing
+        return f"refused: the daemon could not be asked who is acting ({exc})"
+    except DaemonError:  # nothing listens: no session of this profile to be inside
         return offline_refusal(pid)
     except OSError as exc:
         return f"refused: the daemon could not be asked who is acting ({exc.strerror or exc})"
@@ -29,7 +31,9 @@ def operator_refusal(paths: Paths, pid: int | None = None) -> str | None:
         try:
             answer = client.request("whois", **({"pid": pid} if pid is not None else {}))
         except DaemonError as exc:
-            return f"refused: the daemon could not say who is acting ({exc})"
+            hint = "; restart it ('loopwarden stop-daemon'), it is older than this loopwarden" if "unknown op" in str(
+                exc) else ""
+            return f"refused: the daemon could not say who is acting ({exc}){hint}"
     if not isinstance(answer, dict):
         return "refused: the daemon's answer about who is acting was not understood"
     refusal = answer.get("refusal")
@@ -40,8 +44,4 @@ def offline_refusal(pid: int | None = None) -> str | None:
     """The same judgement without a daemon: marks of live daemons and daemons among the ancestors."""
     pid = os.getpid() if pid is None else pid
     owner = process_owner(pid)
-    if owner is None:
-        return f"refused: pid {pid} cannot be seen (it exited, or is hidden)"
-    if owner != os.getuid():
-        return f"refused: pid {pid} belongs to uid {owner}, not to this user (uid {os.getuid()})"
-    return classify(pid, owner, offline_locators()).refusal("operate")
+    return owner_refusal(pid, owner) or classify(pid, owner or 0, offline_locators()).refusal("operate")

@@ -1,51 +1,99 @@
-"""The agent processes an attached (hook) session has claimed: what they make "inside", and how they stop.
+"""The agent processes that hooks have claimed: what they make "inside", and how they are stopped.
 
-Each is a process found by hook_claims.py to run the agent's own program above a hook that reported to this
-session. A claim lasts while that very process lives (a ProcId never matches a newer process with its pid).
-When the session is terminated, by a rule or by an operator's kill, the agent is stopped for real: SIGTERM to
-each live claimed process, SIGKILL to those left after the grace. Codex, for one, ignores a hook's "stop";
-only a signal ends a terminated Codex that would otherwise go on calling its model.
+An agent attached by its hooks (Claude Code, Codex) is a process of the user's, found by hook_claims.py.
+Its claim makes it and everything below it inside its session (principal.py), for as long as that very
+process lives: the daemon keeps claims in one register (HookClaims), apart from the session records, so a
+session that ends (idle, SessionEnd, forged or not) or leaves memory takes no claim with it. A session
+keeps the few processes it claimed (AgentProcesses), never dropping one for a newcomer.
+
+When such an agent must stop for real, its whole process tree is stopped: SIGTERM to the agent and every
+process below it, SIGKILL to those left after the grace. The processes below it are claimed too first, so a
+tool that outlives the signals is still inside. Codex, for one, ignores a hook's "stop"; only a signal
+ends a terminated Codex that would otherwise go on calling its model.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import anyio
 
 from .principal import Claim
-from .procfs import ProcId, alive, signal_exact
+from .procfs import ProcId, ProcInfo, ProcTable, alive, signal_exact
 
-AGENTS_KEPT = 4  # processes claimed per session (the agent, and a few that ran its hooks with its program)
+AGENTS_KEPT = 4  # agent processes one session claims; past it, a newcomer is not claimed for it
+CLAIMS_KEPT = 4096  # processes claimed daemon-wide; the dead are dropped first
 STOP_POLL = 0.05
 
 
+class HookClaims:
+    """Every process claimed by a hook, daemon-wide, for as long as it lives."""
+
+    def __init__(self) -> None:
+        self.by_pid: dict[int, Claim] = {}
+        self._added = 0
+
+    def add(self, claim: Claim) -> bool:
+        """Claim a process (a claim already held for it stays, unless it names no session yet: the first
+        session keeps it); False when the register is full of living processes."""
+        held = self.by_pid.get(claim.root.pid)
+        if held is not None and held.root == claim.root and (held.session or not claim.session):
+            return True  # a session's claim is never taken over by another's
+        self._added += 1
+        if len(self.by_pid) >= CLAIMS_KEPT or not self._added % 256:
+            self.prune()
+        if len(self.by_pid) >= CLAIMS_KEPT:
+            return False
+        self.by_pid[claim.root.pid] = claim
+        return True
+
+    def prune(self) -> None:
+        """Forget the processes that have exited."""
+        self.by_pid = {pid: claim for pid, claim in self.by_pid.items() if alive(claim.root)}
+
+    def claims(self) -> list[Claim]:
+        return list(self.by_pid.values())
+
+    def covering(self, chain: Sequence[ProcInfo]) -> Claim | None:
+        """The claim on the nearest of `chain` (a process and its ancestors) that is claimed, if any."""
+        for stat in chain:
+            claim = self.by_pid.get(stat.pid)
+            if claim is not None and claim.root.matches(stat):
+                return claim
+        return None
+
+    def of(self, session: str) -> list[ProcId]:
+        """The living processes claimed for `session`."""
+        return [c.root for c in self.by_pid.values() if c.session == session and alive(c.root)]
+
+    def __bool__(self) -> bool:
+        return bool(self.by_pid)
+
+
 class AgentProcesses:
-    """The processes one attached session claims, newest last."""
+    """The agent processes one attached session claimed, oldest first; never one dropped for a newcomer."""
 
-    def __init__(self, what: str) -> None:
-        self.what = what  # how a refusal names them: "the Claude Code process that ran its hook"
+    def __init__(self) -> None:
         self.procs: dict[int, ProcId] = {}
-        self.stopping = False  # a stop is under way: another waits for nothing
 
-    def add(self, proc: ProcId) -> None:
-        """Another process that ran one of its hooks: claimed too, never instead of the ones before (a forged
-        hook would otherwise move the claim off the agent)."""
-        self.procs.pop(proc.pid, None)
+    def add(self, proc: ProcId) -> bool:
+        """Another agent process that ran one of its hooks; False when the session holds AGENTS_KEPT already."""
+        if self.procs.get(proc.pid) == proc:
+            return True
+        if len(self.procs) >= AGENTS_KEPT:
+            self.prune()
+            if len(self.procs) >= AGENTS_KEPT:
+                return False
         self.procs[proc.pid] = proc
-        for pid in list(self.procs)[:-AGENTS_KEPT]:
-            del self.procs[pid]
+        return True
 
     def __contains__(self, proc: ProcId) -> bool:
         return self.procs.get(proc.pid) == proc
 
     def __bool__(self) -> bool:
         return bool(self.procs)
-
-    def claims(self, session: str) -> list[Claim]:
-        return [Claim(session, proc, self.what) for proc in self.procs.values()]
 
     def prune(self) -> bool:
         """Forget the claimed processes that have exited; True when some were claimed and none is left."""
@@ -56,30 +104,49 @@ class AgentProcesses:
     def living(self) -> list[ProcId]:
         return [proc for proc in self.procs.values() if alive(proc)]
 
-    async def stop(self, grace: float, report: Callable[[str], None]) -> list[int]:
-        """SIGTERM to every living claimed process, SIGKILL to any left after `grace` seconds; each step said
-        through `report`. The pids signalled (none: nothing was alive)."""
-        if self.stopping:
+
+class TreeStop:
+    """Stops agent processes and everything below them; one stop at a time per session."""
+
+    def __init__(self) -> None:
+        self.running = False
+
+    async def stop(self, roots: Iterable[ProcId], grace: float, report: Callable[[str], None],
+                   keep: Callable[[ProcId], object]) -> list[int]:
+        """SIGTERM to each living root and every process below it (each first given to `keep`, to be
+        claimed), SIGKILL to those left after `grace` seconds; each step said through `report`. The pids
+        signalled (none: nothing was alive, or a stop is under way)."""
+        if self.running:
             return []
-        targets = [proc for proc in self.living() if signal_exact(proc, signal.SIGTERM)]
-        if not targets:
-            return []
-        self.stopping = True
+        self.running = True
         try:
-            pids = ", ".join(str(proc.pid) for proc in targets)
-            report(f"sent SIGTERM to the agent process {pids}; SIGKILL follows in {grace:g}s if it is still running")
-            with anyio.move_on_after(max(0.0, grace)):
-                for proc in targets:
-                    await _exited(proc)
-            left = [proc for proc in targets if alive(proc) and signal_exact(proc, signal.SIGKILL)]
-            if left:
-                report(f"sent SIGKILL to the agent process {', '.join(str(p.pid) for p in left)}, still running "
-                       f"{grace:g}s after SIGTERM")
-            else:
-                report(f"the agent process {pids} has exited")
+            return await _stop_tree([root for root in roots if alive(root)], grace, report, keep)
         finally:
-            self.stopping = False
-        return [proc.pid for proc in targets]
+            self.running = False
+
+
+async def _stop_tree(roots: list[ProcId], grace: float, report: Callable[[str], None],
+                     keep: Callable[[ProcId], object]) -> list[int]:
+    table = ProcTable.around(root.pid for root in roots)
+    below = [info.id for info in table.procs.values() if not info.zombie and info.id not in roots]
+    for proc in below:
+        keep(proc)
+    targets = [proc for proc in [*roots, *below] if signal_exact(proc, signal.SIGTERM)]
+    if not targets:
+        return []
+    pids = ", ".join(str(proc.pid) for proc in roots)
+    more = f" and {len(targets) - len(roots)} process(es) below it" if len(targets) > len(roots) else ""
+    report(f"sent SIGTERM to the agent process {pids}{more}; SIGKILL follows in {grace:g}s for any still running")
+    with anyio.move_on_after(max(0.0, grace)):
+        for proc in targets:
+            await _exited(proc)
+    left = [proc for proc in targets if alive(proc) and signal_exact(proc, signal.SIGKILL)]
+    if left:
+        report(f"sent SIGKILL to {len(left)} process(es) still running {grace:g}s after SIGTERM "
+               f"({', '.join(str(p.pid) for p in left[:10])})")
+    else:
+        report(f"the agent process {pids} has exited{' with everything below it' if more else ''}")
+    return [proc.pid for proc in targets]
 
 
 async def _exited(proc: ProcId) -> None:

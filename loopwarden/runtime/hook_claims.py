@@ -23,7 +23,7 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", 
                     "nu", "elvish", "xonsh", "pwsh"})
 # Programs that stand for a person (where one types, or what holds the terminal they type in): never an
 # agent, and a hook's walk never passes them.
-PEOPLES = frozenset({
+PERSON_PROGRAMS = frozenset({
     "tmux", "tmux: server", "screen", "SCREEN", "zellij", "abduco", "dtach", "byobu",  # multiplexers
     "sshd", "ssh", "mosh-server", "login", "su", "sudo", "doas", "agetty", "getty",  # logins
     "init", "systemd", "launchd", "runit", "s6-svscan", "tini", "dumb-init",  # init
@@ -41,7 +41,7 @@ def hook_agent(chain: Sequence[ProcInfo], stop: Collection[int], programs: Colle
     """The agent process that ran a hook (chain[0] is the hook process, its ancestors follow), or None.
 
     The nearest ancestor running one of `programs` (e.g. "claude"); the walk gives up at a person's
-    process (PEOPLES, an interactive shell, loopwarden itself), at init and at `stop` (the daemon and its
+    process (PERSON_PROGRAMS, an interactive shell, loopwarden itself), at init and at `stop` (the daemon and its
     ancestors), so none of those is ever claimed, whatever the event or its environment says.
     """
     for stat in chain[1:]:
@@ -49,7 +49,7 @@ def hook_agent(chain: Sequence[ProcInfo], stop: Collection[int], programs: Colle
             return None
         argv = command_line(stat.pid)
         names = program_names(stat, argv)
-        if names & PEOPLES or is_loopwarden(stat, argv):
+        if names & PERSON_PROGRAMS or is_loopwarden(stat, argv):
             return None
         if is_shell(names):
             if not runs_command(argv):

@@ -22,7 +22,7 @@ from ..supervisor.config import Config, format_duration
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Verdict
-from .hook_agents import AgentProcesses
+from .hook_agents import AgentProcesses, HookClaims, TreeStop
 from .principal import Claim
 from .procfs import ProcId, ProcTable
 from .session import Resources, SessionSpec, Sink
@@ -33,6 +33,7 @@ IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this lo
 HOLD_MAX = 3600.0
 IDLE_TICK = 60.0
 HELD_KEPT = 1000  # held PreToolUse answers remembered (a hook that never asks again is forgotten)
+STOP_GRACE = 3.0  # a tool call this soon after the stop was in flight with it (parallel calls), not defiance
 TEXT_KEPT = 20  # queued texts for the model; older ones are dropped first
 _TEXT_ACTIONS = (Action.NUDGE, Action.ESCALATE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT)
 
@@ -61,7 +62,7 @@ class HookedSession:
     label = "claude"  # session names are label:directory
 
     def __init__(self, sid: str, event: dict[str, Any], config: Config, *, sink: Sink,
-                 clock: Callable[[], float] = time.time) -> None:
+                 claims: HookClaims | None = None, clock: Callable[[], float] = time.time) -> None:
         self.claude_id = str(event.get("session_id"))  # the agent's own session id
         cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
         name = f"{self.label}:{Path(cwd).name or cwd}" if cwd else f"{self.label}:{self.claude_id[:8]}"
@@ -76,7 +77,10 @@ class HookedSession:
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None  # the agent's process is the user's: signalled only to stop it once terminated
-        self.agents = AgentProcesses(f"the {self.adapter.title} process that ran its hook")
+        self.agents = AgentProcesses()
+        self.register = claims if claims is not None else HookClaims()  # the daemon's: claims outlive sessions
+        self.stopper = TreeStop()
+        self.daemon_stopping = False  # the daemon's own stop ended it: the user's agent is never signalled
         self.ended_as: str | None = None  # how it ended when no exit code says it: "idle: ..."
         self.killed = False  # by an operator: its agent process is stopped at once
         self.ignored_stop = False  # a tool call came after it was told to stop: its agent process is stopped
@@ -150,7 +154,8 @@ class HookedSession:
         if idle is not None:
             self.idle = idle
         if self.state == SessionState.TERMINATED:
-            self.ignored_stop = self.ignored_stop or name == "PreToolUse"
+            late = self.ended_at is not None and now - self.ended_at >= STOP_GRACE  # not a parallel call in flight
+            self.ignored_stop = self.ignored_stop or (name == "PreToolUse" and late and not self.daemon_stopping)
             return self._reply(None if name == "SessionEnd" else self._halt(name, self._end_text()))
         self._seq += 1
         block: Verdict | None = None
@@ -275,7 +280,8 @@ class HookedSession:
             if not self.final:
                 self._end_if_idle(now)
         self._publish()
-        if self.state == SessionState.TERMINATED and (self.killed or not self.adapter.obeys_stop):
+        if self.state == SessionState.TERMINATED and not self.daemon_stopping and (
+                self.killed or not self.adapter.obeys_stop):
             await self.stop_agent()
 
     def _next_wake(self) -> float | None:
@@ -290,6 +296,8 @@ class HookedSession:
     def _end_if_idle(self, now: float) -> None:
         """A finished turn with no event since for `idle` is a session the user left; no event at all for
         hooks.idle_timeout ends it as idle (an agent that never sends Stop, or one that forged a session)."""
+        if self.blocked:  # a gate or a pause waits for a person, however long they take
+            return
         silence = now - self.last_event_at
         if self.turn_over and self.idle and silence >= self.idle:
             self._end(SessionState.EXITED, 0)
@@ -342,7 +350,7 @@ class HookedSession:
         daemon's own stop signals nothing, since the agent is the user's and outlives its supervisor."""
         if self.final:
             return
-        self.killed = not daemon_stopping
+        self.killed, self.daemon_stopping = not daemon_stopping, daemon_stopping
         self._record(self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping))
         if not self.final:
             self._end(SessionState.TERMINATED)
@@ -357,19 +365,28 @@ class HookedSession:
         self.sink("session", self.spec.id, {})
 
     def claims(self) -> list[Claim]:
-        """The agent process that ran its hooks, and what descends from it (its tools), are this session's
-        for as long as that process lives, after the session ends too; the shell the agent was started
-        from is not, since the operator types there (hook_claims.py)."""
-        return self.agents.claims(self.spec.id)
+        """None of its own: the agent processes it claimed are in the daemon's register, which outlives it."""
+        return []
+
+    @property
+    def claim_what(self) -> str:
+        return f"the {self.adapter.title} process that ran its hook"
 
     def add_agent(self, agent: ProcId) -> None:
+        """An agent process that ran one of its hooks: claimed for this session (in the register even when
+        the session holds AGENTS_KEPT already; the first ones are never dropped for it)."""
         self.agents.add(agent)
+        self.register.add(Claim(self.spec.id, agent, self.claim_what))
 
     async def stop_agent(self) -> list[int]:
-        """Stop the claimed agent processes for real (SIGTERM, SIGKILL after limits.kill_grace), saying so in
-        the session's log: the pids signalled. After a kill, after a termination of an agent that does not
-        obey a hook's stop, and when a terminated agent calls a tool anyway."""
-        return await self.agents.stop(self.config.limits.kill_grace, self.say)
+        """Stop its agent processes for real, with everything below them (SIGTERM, SIGKILL after
+        limits.kill_grace), saying so in the session's log: the pids signalled. After a kill, after a
+        termination of an agent that does not obey a hook's stop, and when a terminated agent calls a tool
+        anyway; never when the daemon itself stops."""
+        roots = {*self.agents.living(), *self.register.of(self.spec.id)}
+        below = f"a process below the stopped {self.adapter.title} of session {self.spec.id}"
+        return await self.stopper.stop(roots, self.config.limits.kill_grace, self.say,
+                                       keep=lambda proc: self.register.add(Claim(self.spec.id, proc, below)))
 
     def say(self, text: str) -> None:
         """A line from loopwarden in the session's log (`logs`, the console's stream)."""

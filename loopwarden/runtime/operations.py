@@ -17,16 +17,11 @@ from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program
-from .codex_hooked import hooked_kind
 from .contract import Supervised, refusal
 from .parts import PROTOCOL, SHUTDOWN_CAP, AlreadyAudited, DaemonParts, RequestError
-from .hook_claims import hook_agent
-from .hook_intake import bound_refusal, config_refusal, hook_config
-from .hooked import HookedSession
-from .principal import Inside, Principal, agent_environment, claimed_by, descends_from, offline_locators
+from .principal import Principal, agent_environment
 from .processes import adoption_refusal, process_rows
-from .procfs import ProcId, ancestry
-from .registry import HOOKED_ENDED_KEPT, UnknownSession, _row_snapshot
+from .registry import UnknownSession, _row_snapshot
 from .restarts import Restartable
 from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
@@ -214,92 +209,6 @@ class ControlOperations(DaemonParts):
         self._mark(sid)
         self._tg.start_soon(self._run_session, session)
         return {"id": sid, "name": session.spec.name, **({"renamed_from": asked} if renamed else {})}
-
-    async def op_hook(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        """A hook event of an agent the user started (Claude Code, Codex): judged in the attached session of
-        its session id, made on first sight within the bounds (hook_intake.py). A hook run inside a session
-        loopwarden launched or adopted is answered with no opinion: that session judges the agent."""
-        event = req.get("event")
-        if not isinstance(event, dict) or not isinstance(event.get("session_id"), str) or not event["session_id"]:
-            raise RequestError("hook needs an 'event' object with a 'session_id'")
-        claude_id = event["session_id"][:200]
-        try:
-            kind = hooked_kind(req.get("agent"))
-        except ValueError as exc:
-            raise RequestError(str(exc)) from None
-        around = self._launched_around(who)
-        if around is not None:
-            where = f"session {around.session}" if around.session else "a supervised session"
-            return {"session": None, "output": None, "ignored": f"the hook runs inside {where} ({around.how})"}
-        stop = {stat.pid for stat in ancestry(os.getpid())}  # never the daemon, nor whoever started it
-        agent = hook_agent(who.chain, stop, kind.adapter.programs)
-        session = self.hooked.get(kind.key_for(claude_id))
-        over = session is not None and session.final
-        if session is None or (over and (session.state != SessionState.TERMINATED or session.starts_afresh(event))):
-            session = self._attach(kind, claude_id, event, req, who, agent)
-        if agent is not None:
-            session.add_agent(agent)
-        idle = req.get("idle")
-        answer = session.answer(event, hold=_seconds(req.get("hold")),
-                                idle=_seconds(idle) if idle is not None else None, holder=who.pid)
-        if session.final and session.ignored_stop:  # told to stop, it called a tool anyway: stopped for real
-            session.ignored_stop = False
-            self._tg.start_soon(session.stop_agent)
-        await self.recorder.durable(session.spec.id, self.recorder.mark(session.spec.id))  # write ahead of it
-        return answer
-
-    def _attach(self, kind: type[HookedSession], claude_id: str, event: dict[str, Any], req: dict[str, Any],
-                who: Principal, agent: ProcId | None) -> HookedSession:
-        """A new attached session for an agent session id, within the operator's bounds and settings."""
-        try:
-            config, loosened = hook_config(self.paths, req.get("config_env"))
-        except ConfigError as exc:
-            raise RequestError(config_refusal(exc)) from None
-        why = bound_refusal(self.hooked.values(), agent, config.hooks)
-        if why:
-            self.hook_refusals += 1
-            raise RequestError(why, kind="refused")
-        ended = [k for k, s in self.hooked.items() if s.final]
-        stale = [k for k in ended if self.hooked[k].state != SessionState.TERMINATED]
-        for old in stale + ended[:-HOOKED_ENDED_KEPT]:
-            self.hooked.pop(old, None)
-        session = self.hooked[kind.key_for(claude_id)] = kind(self._new_id(), event, config, sink=self.sink,
-                                                              clock=self.clock)
-        self.sessions[session.spec.id] = self.attached[session.spec.id] = session
-        self._mark(session.spec.id)
-        note = f"looser settings refused: {'; '.join(loosened)}"[:2000] if loosened else None
-        self._audit(who, session.spec.id, "attach", claude_id, note, "watching")
-        if note:
-            session.say(f"the hook asked for {note.removeprefix('looser settings refused: ')}; the operator's "
-                        "configuration stands (a hook may only tighten it)")
-        self._tg.start_soon(self._run_session, session)
-        return session
-
-    def _launched_around(self, who: Principal) -> Inside | None:
-        """The launched or adopted session (or any daemon's agent) a process runs inside; None outside them
-        and inside sessions attached by hooks."""
-        claims = [claim for session in self.sessions.values() if not session.final and session.hook_key is None
-                  for claim in session.claims()]
-        guardian = self.guardian.pid
-        for locate in (claimed_by(claims), descends_from(os.getpid(), {guardian} if guardian else set()),
-                       *offline_locators()):
-            inside = locate(who.chain)
-            if inside is not None:
-                return inside
-        return None
-
-    async def op_hook_wait(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        """The answer to a PreToolUse that `hook` held (a gate or a pause), when it is known."""
-        session = self.attached.get(await self._resolve(req.get("session")))
-        if session is None:
-            raise RequestError("hook_wait needs an attached hook session")
-        ticket = req.get("ticket")
-        if not isinstance(ticket, int) or isinstance(ticket, bool):
-            raise RequestError("hook_wait needs the 'ticket' that hook answered")
-        try:
-            return await session.wait(ticket, _seconds(req.get("hold")), holder=who.pid)
-        except PermissionError as exc:
-            raise RequestError(f"refused: {exc}", kind="refused") from None
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
@@ -571,12 +480,13 @@ class ControlOperations(DaemonParts):
         """Stop a session. One attached by hooks that has ended while its agent process still runs (a
         terminated Codex calling its model on) has that process stopped."""
         sid = await self._resolve(req.get("session"))
-        ended = next((s for s in self.hooked.values() if s.spec.id == sid and s.final), None)
-        if ended is not None and ended.agents.living():
+        live = self.sessions.get(sid)
+        if (live is None or live.final) and self.hook_claims.of(sid):
             warning = await self._audited(who, sid, "kill", None, request_note(req), "stopping its agent process",
                                           stops=True)
-            self._tg.start_soon(ended.stop_agent)
-            return _warned({"session": sid, "state": ended.state, "agent_pids": list(ended.agents.procs)}, warning)
+            self._tg.start_soon(self._stop_ended_agent, sid)
+            return _warned({"session": sid, "state": self._snapshot(sid).get("state"),
+                            "agent_pids": [p.pid for p in self.hook_claims.of(sid)]}, warning)
         session = await self._live(sid)
         note = request_note(req)
         warning = await self._audited(who, session.spec.id, "kill", None, note, "stopping", stops=True)

@@ -21,6 +21,7 @@ from .contract import Supervised
 from .guardian_link import GuardianLink
 from .history import EndedSessions
 from .restarts import Restartables
+from .hook_agents import HookClaims
 from .hooked import HookedSession
 from ..paths import Paths
 from .principal import Principal
@@ -78,6 +79,7 @@ class DaemonParts:
     log_errors: int
     connections: int
     hook_refusals: int  # new hook sessions refused by the bounds (hook_intake.py)
+    hook_claims: HookClaims  # the agent processes hooks claimed (hook_agents.py)
     subreaper: bool
     unserialisable: int  # records subscribers got as a clipped copy because orjson could not write them
     _stop_deadline: float  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
@@ -128,6 +130,12 @@ class DaemonParts:
 
     def _log(self, text: str) -> None:
         raise NotImplementedError  # routing.py
+
+    def helpers(self) -> set[int]:
+        raise NotImplementedError  # server.py
+
+    async def _stop_ended_agent(self, sid: str) -> None:
+        raise NotImplementedError  # hook_ops.py
 
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
         raise NotImplementedError  # routing.py

@@ -1,12 +1,15 @@
-"""Who is on the other end of the control socket: a person's terminal, or a process inside a supervised session.
+"""Who is on the other end of a door: a person's terminal, or a process inside a supervised session.
 
-The daemon classifies each connection once, when it connects, from /proc: the peer's process group,
-session and parent chain are checked by locators, each a "pid belongs to session X" source. Two are
-built in: what live sessions claim (a launched agent its process group, session and descendants, an
-adopted process its descendants, a hooked Claude Code session the Claude process that ran its hook),
-and descent from the daemon itself, which is a child subreaper, so an agent's double-forked orphan
-comes back under it. A process inside a session is refused every operator action. The environment
-(LOOPWARDEN_SESSION) can only make a client stricter: an agent can clear it, so nothing trusts its absence.
+The daemon judges a process from /proc: its process group, session and parent chain are checked by
+locators, each a "pid belongs to session X" source: what live sessions claim (a launched agent its process
+group, session and descendants, an adopted process its descendants), what hooks claimed (the agent
+process that ran a hook, for as long as it lives), descent from the daemon itself (a child subreaper, so an
+agent's double-forked orphan comes back under it), Claude Code's escaped tools, and, needing no daemon, a
+live daemon's session mark up the ancestry and any loopwarden daemon among the ancestors. A chain that
+cannot be read up to init counts as inside. A process inside a session is refused every operator action,
+at every door (the socket here; the web console and `--host` through `whois`, runtime/doors.py). The
+environment (LOOPWARDEN_SESSION) can only make a client stricter: an agent can clear it, so nothing trusts
+its absence.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import pwd
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 from itertools import pairwise
 
+from .hook_claims import PERSON_PROGRAMS
 from .procfs import ANCESTRY_LIMIT, MARK_ENV, ProcId, ProcInfo, alive, ancestry, command_line, environment_value
 
 EXPLANATION = "operator actions must come from a person's terminal, not from a supervised agent"
@@ -43,7 +48,7 @@ class Claim:
     """A live session's claim on `root` and its descendants (with `group`, also on the process group and
     session that `root` leads, as a launched agent does)."""
 
-    session: str
+    session: str | None  # None: an agent whose hook made no session (refused by the bounds), still an agent
     root: ProcId
     what: str  # how a refusal names the root: "the agent", "the adopted process", ...
     group: bool = False
@@ -148,6 +153,15 @@ def process_owner(pid: int) -> int | None:
         return None
 
 
+def owner_refusal(pid: int, owner: int | None) -> str | None:
+    """Why a process that cannot be seen, or runs as another user, may not act here; None for our own."""
+    if owner is None:
+        return f"refused: pid {pid} cannot be seen (it exited, or is hidden)"
+    if owner != os.getuid():
+        return f"refused: pid {pid} belongs to uid {owner}, not to this user (uid {os.getuid()})"
+    return None
+
+
 @lru_cache(maxsize=64)
 def user_name(uid: int) -> str:
     try:
@@ -183,14 +197,15 @@ def claimed_by(claims: Iterable[Claim]) -> Locator:
     return locate
 
 
-def claude_code_tool(attached: Sequence[str]) -> Locator:
+def claude_code_tool(attached: Sequence[str], claimed: bool = False) -> Locator:
     """A locator for Claude Code's tools that left its process tree (setsid, a double fork: re-parented to
-    init, not to the daemon): while Claude Code sessions are attached by hooks, a process whose environment
-    says it runs under Claude Code (CLAUDECODE=1, which Claude Code gives every tool) is inside one. An
-    agent can clear the variable first; the README's security model says so."""
+    init, not to the daemon): while Claude Code sessions are attached by hooks (`attached`), or a process a
+    hook claimed still lives (`claimed`), a process whose environment says it runs under Claude Code
+    (CLAUDECODE=1, which Claude Code gives every tool) is inside one. An agent can clear the variable
+    first; the README's security model says so."""
 
     def locate(chain: Sequence[ProcInfo]) -> Inside | None:
-        if not attached or not chain or environment_value(chain[0].pid, "CLAUDECODE") != "1":
+        if not (attached or claimed) or not chain or environment_value(chain[0].pid, "CLAUDECODE") != "1":
             return None
         return Inside(attached[0] if len(attached) == 1 else None,
                       "CLAUDECODE=1 in its environment: a tool of Claude Code, which is attached")
@@ -220,12 +235,14 @@ def marked_ancestor() -> Locator:
     ran it, and a process that left its daemon's tree keeps the mark it was started with."""
 
     def locate(chain: Sequence[ProcInfo]) -> Inside | None:
+        if not traced(chain):  # refused as untraced anyway: no environment read per ancestor of a deep chain
+            return None
         for depth, stat in enumerate(chain):
             mark = environment_value(stat.pid, SESSION_ENV)
             owner = mark_owner(mark) if mark else None
-            if owner is not None and alive(owner):
+            if mark and owner is not None and alive(owner):
                 whose = "its" if depth == 0 else f"its ancestor pid {stat.pid}'s"
-                return Inside(mark.split("@", 1)[0][:40] if mark else None, f"{SESSION_ENV} in {whose} environment")
+                return Inside(mark.split("@", 1)[0][:40], f"{SESSION_ENV} in {whose} environment")
         return None
 
     return locate
@@ -245,7 +262,7 @@ def under_a_daemon() -> Locator:
     ancestors (an agent chooses its LOOPWARDEN_HOME, not its ancestors)."""
 
     def locate(chain: Sequence[ProcInfo]) -> Inside | None:
-        daemon = daemon_ancestor(chain)
+        daemon = daemon_ancestor(chain) if traced(chain) else None
         if daemon is None:
             return None
         return Inside(None, f"it descends from the loopwarden daemon pid {daemon}, as every agent of it does")
@@ -259,11 +276,12 @@ def offline_locators() -> list[Locator]:
 
 
 def daemon_locators(claims: Iterable[Claim], daemon_pid: int, helpers: Collection[int],
-                    attached: Sequence[str]) -> list[Locator]:
-    """Every locator a daemon judges with: its live sessions' claims, descent from itself (but for its
-    `helpers`), Claude Code's escaped tools while any is attached, and what needs no daemon at all. Every
-    door (the socket, the web console, `--host`) asks the daemon, so all of them judge by this list."""
-    return [claimed_by(claims), descends_from(daemon_pid, helpers), claude_code_tool(attached), *offline_locators()]
+                    attached: Sequence[str], hooks_claimed: bool = False) -> list[Locator]:
+    """Every locator a daemon judges with: its sessions' claims, descent from itself (but for its
+    `helpers`), Claude Code's escaped tools while any is attached or claimed, and what needs no daemon at
+    all. Every door (the socket, the web console, `--host`) asks the daemon, so all judge by this list."""
+    return [claimed_by(claims), descends_from(daemon_pid, helpers), claude_code_tool(attached, hooks_claimed),
+            *offline_locators()]
 
 
 def classify(pid: int, uid: int, locators: Sequence[Locator]) -> Principal:
@@ -312,8 +330,18 @@ def daemon_ancestor(chain: Sequence[ProcInfo]) -> int | None:
     """The pid of a loopwarden daemon, any profile's, among the ancestors in `chain` (nearest first, the
     process itself first): an agent chooses its LOOPWARDEN_HOME, not its ancestors."""
     for info in chain[1:]:
-        argv = command_line(info.pid)
-        if any(os.path.basename(word) == "loopwarden" and following == "serve" for word, following in
-               pairwise(argv[:4])):  # `python -m loopwarden serve`, `loopwarden serve`
+        if info.comm not in PERSON_PROGRAMS and runs_daemon(command_line(info.pid)):
             return info.pid
     return None
+
+
+def runs_daemon(argv: Sequence[str]) -> bool:
+    """Whether a command line is a daemon's: `loopwarden serve`, or `python -m loopwarden serve` (a tmux
+    server that was started with `tmux new loopwarden serve` keeps those words further in: not one)."""
+    words = list(argv[:4])
+    if words[:1] and Path(words[0]).name.startswith("python"):
+        words = words[1:]
+        if words[:2] != ["-m", "loopwarden"]:
+            return False
+        words = ["loopwarden", *words[2:]]
+    return len(words) >= 2 and Path(words[0]).name == "loopwarden" and words[1] == "serve"

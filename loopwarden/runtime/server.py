@@ -18,7 +18,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from ..supervisor.bounds import MAX_REQUEST_BYTES
 from .parts import AlreadyAudited, DaemonParts, RequestError
-from .principal import Principal, classify, daemon_locators, operator_op, process_owner
+from .principal import Principal, classify, daemon_locators, operator_op, owner_refusal, process_owner
 from .store import StoreError
 from .subscribers import Subscriber
 
@@ -150,7 +150,7 @@ class SocketServer(DaemonParts):
             await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon "
                                                   f"(uid {os.getuid()})", kind="refused"))
             return
-        peer = Peer(self._classify(pid, uid))
+        peer = Peer(await self._classify(pid, uid))
         buffer = b""
         while True:
             try:
@@ -176,14 +176,19 @@ class SocketServer(DaemonParts):
                 await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
 
-    def _classify(self, pid: int, uid: int) -> Principal:
-        """Who connected, and which live session (if any) it runs inside; see principal.py."""
-        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
-        claims += [claim for session in self.hooked.values() if session.final for claim in session.claims()]
+    def helpers(self) -> set[int]:
+        """The daemon's own children that are not agents: its guardian."""
         guardian_pid = self.guardian.pid
-        helpers = {guardian_pid} if guardian_pid is not None else set()
+        return {guardian_pid} if guardian_pid is not None else set()
+
+    async def _classify(self, pid: int, uid: int) -> Principal:
+        """Who a process is, and which session (if any) it runs inside; see principal.py. The claims are taken
+        here; the walk up /proc runs in a worker thread, so a deep or heavy ancestry never holds the loop."""
+        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        claims += self.hook_claims.claims()
         attached = [s.spec.id for s in self.hooked.values() if not s.final]
-        return classify(pid, uid, daemon_locators(claims, os.getpid(), helpers, attached))
+        locators = daemon_locators(claims, os.getpid(), self.helpers(), attached, bool(self.hook_claims))
+        return await anyio.to_thread.run_sync(classify, pid, uid, locators)
 
     async def op_whois(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """Who a process is to this daemon (`pid`; absent: the asking client itself), judged as a client of
@@ -196,13 +201,10 @@ class SocketServer(DaemonParts):
             raise RequestError("'pid' must be a process id")
         else:
             owner = process_owner(pid)
-            if owner is None:
-                return {"pid": pid, "refusal": f"refused: pid {pid} cannot be seen (it exited, or is hidden)",
-                        "inside": None}
-            if owner != os.getuid():
-                return {"pid": pid, "refusal": f"refused: pid {pid} belongs to uid {owner}, not to the owner of "
-                                               f"this daemon (uid {os.getuid()})", "inside": None}
-            principal = self._classify(pid, owner)
+            stranger = owner_refusal(pid, owner)
+            if stranger or owner is None:
+                return {"pid": pid, "refusal": stranger, "inside": None}
+            principal = await self._classify(pid, owner)
         inside = principal.inside.session if principal.inside else principal.claimed
         return {"pid": principal.pid, "refusal": principal.refusal("operate"), "inside": inside}
 
@@ -229,6 +231,9 @@ class SocketServer(DaemonParts):
         if operator_op(op) and _hung_up(stream):  # its client gave up waiting (this daemon was stopped): not done,
             await self._refused(who, op, request, GAVE_UP)  # whoever it was (a process gone by now is not traced)
             return True
+        if operator_op(op):  # judged again now: a process adopted or claimed since it connected is inside
+            peer.principal = await self._classify(peer.principal.pid, peer.principal.uid)
+            who = peer.principal.acting_as(request.get("client"), request.get("agent_session"))
         refusal = who.refusal(op)
         if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
             peer.refused += 1

@@ -47,3 +47,10 @@ def _address(text: str) -> Address | None:
         return None
     mapped = getattr(address, "ipv4_mapped", None)
     return mapped or address
+
+
+def same_address(text: str) -> str:
+    """An address as one form for comparing: an IPv4 address mapped into IPv6 (`::ffff:127.0.0.1`, as a
+    dual-stack server sees an IPv4 peer) as the IPv4 address itself."""
+    address = _address(text)
+    return str(address) if address is not None else text

@@ -16,7 +16,7 @@ import psutil
 
 from ..paths import Paths
 from ..runtime.doors import operator_refusal
-from .addresses import this_machine
+from .addresses import same_address, this_machine
 
 
 def peer_pid(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
@@ -25,9 +25,10 @@ def peer_pid(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
         connections = psutil.net_connections("tcp")
     except (psutil.Error, OSError):
         return None
+    want = (same_address(str(peer[0])), peer[1], same_address(str(server[0])), server[1])
     for conn in connections:
-        if conn.pid and conn.laddr and conn.raddr and (conn.laddr.ip, conn.laddr.port) == peer[:2] \
-                and (conn.raddr.ip, conn.raddr.port) == server[:2]:
+        if conn.pid and conn.laddr and conn.raddr and (same_address(conn.laddr.ip), conn.laddr.port,
+                                                        same_address(conn.raddr.ip), conn.raddr.port) == want:
             return int(conn.pid)
     return None
 

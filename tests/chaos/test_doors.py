@@ -154,3 +154,33 @@ def test_a_browser_run_by_an_agent_gets_no_page(lw: Harness, web: WebServer, tmp
     page = out.read_text()
     assert "refused: pid " in page and f"runs inside session {sid}" in page, page[:2000]
     assert web.consoles() == []
+
+
+def test_a_connection_made_before_its_process_was_adopted_is_judged_again(lw: Harness, tmp_path: Path) -> None:
+    """Each operator action is judged when it comes, not only when its connection was made."""
+    gate = gated(lw)
+    ready, go, out = tmp_path / "connected", tmp_path / "go", tmp_path / "out.json"
+    early = ("import json, os, sys, time\n"
+             "from loopwarden.paths import default_paths\n"
+             "from loopwarden.runtime.client import Client, DaemonError\n"
+             "client = Client.connect(default_paths(), autostart=False, name='cli')\n"
+             "open(sys.argv[1], 'w').write('connected')\n"
+             "while not os.path.exists(sys.argv[2]): time.sleep(0.02)\n"
+             "try:\n"
+             "    said = ['done', client.request('approve', gate=sys.argv[3])]\n"
+             "except DaemonError as exc:\n"
+             "    said = [exc.kind, str(exc)]\n"
+             "open(sys.argv[4], 'w').write(json.dumps(said))\n")
+    agent = subprocess.Popen([PY, "-c", early, str(ready), str(go), gate, str(out)], env=lw.env)
+    try:
+        wait_for(ready.exists, what="the connection")
+        adopted = lw.cli("adopt", str(agent.pid))
+        assert adopted.returncode == 0, adopted.stderr
+        sid = next(s["id"] for s in lw.request("list") if s.get("pid") == agent.pid)
+        go.touch()
+        kind, said = knocked(out)
+        assert kind == "refused" and f"runs inside session {sid}" in said, said
+        assert lw.status(gate.split(":")[0])["pending_gates"]
+    finally:
+        agent.kill()
+        agent.wait(10)

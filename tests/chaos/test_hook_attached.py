@@ -9,8 +9,10 @@ real tmux where this machine has one.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -181,10 +183,11 @@ def test_a_terminated_codex_that_goes_on_calling_is_stopped(lw: Harness, tmp_pat
     assert code == -15, code  # SIGTERM, from loopwarden
     [snap] = [s for s in lw.request("list") if s.get("codex_session") == "th-goes-on"]
     assert (snap["state"], snap["termination"]) == ("terminated", "repetition_loop")
-    # the 9th call ended the session, and no call came after it (before: 384 more calls in 40 s, each denied)
+    # the 9th call ended the session, and no call came after it
     assert snap["tool_calls"] == 9 and len(lines(report)) <= 9
     said = [e["data"]["text"] for e in lw.events(snap["id"]) if e["kind"] == "log"]
-    assert f"sent SIGTERM to the agent process {codex.pid}; SIGKILL follows in 5s if it is still running" in said
+    assert any(re.fullmatch(rf"sent SIGTERM to the agent process {codex.pid}( and \d+ process\(es\) below it)?; "
+                            r"SIGKILL follows in 5s for any still running", text) for text in said), said
     assert rules(lw.verdicts(snap["id"]))[-1] == ("terminate", "repetition")
 
 
@@ -224,5 +227,154 @@ def test_ten_thousand_forged_sessions_leave_the_daemon_small(lw: Harness, tmp_pa
     forged = json.loads(out.read_text())
     assert forged["made"] == 16 and forged["refused"] == 10000 - 16, forged
     grown = daemon.memory_info().rss - before
-    assert grown < 40 << 20, f"{grown / 2**20:.1f} MiB"  # (before: +383 MB, every one of them live)
+    assert grown < 40 << 20, f"{grown / 2**20:.1f} MiB"
     assert lw.cli("ls").returncode == 0
+
+
+def gate_ref(lw: Harness) -> str:
+    sid = lw.scenario("loop_gate")
+    snap = lw.wait_state(sid, "gated")
+    return f"{sid}:{snap['pending_gates'][0]}"
+
+
+def codex_event(thread: str, name: str = "PreToolUse", **fields: Any) -> dict[str, Any]:
+    return {"session_id": thread, "turn_id": "turn-1", "cwd": f"/tmp/{thread}", "hook_event_name": name,
+            "tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "call_1", **fields}
+
+
+def start_agent(lw: Harness, tmp_path: Path, name: str, events: list[dict[str, Any]], tool: str | None = None,
+                release: bool = False, hook_env: dict[str, str] | None = None
+                ) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """tests/agents/hook_agent.py as `claude` or `codex`, once its hooks were answered and its tool started:
+    (its process, its report file, its release file)."""
+    agent = "codex" if name == "codex" else "claude-code"
+    plan, ready, out, go = (tmp_path / f"{name}.{part}" for part in ("plan", "ready", "out", "release"))
+    plan.write_text(json.dumps({"name": name, "hook": f"{PY} -m loopwarden hook {agent}", "events": events,
+                                "hook_env": hook_env or {}, "tool": tool, "ready": str(ready),
+                                "release": str(go) if release else None, "out": str(out)}))
+    proc = subprocess.Popen([PY, str(AGENTS / "hook_agent.py"), str(plan)], env=lw.env)
+    wait_for(lambda: ready.exists() or proc.poll() is not None, what=f"{name} to be answered")
+    return proc, out, go
+
+
+def test_a_forged_session_end_leaves_the_agent_and_its_tools_claimed(lw: Harness, tmp_path: Path) -> None:
+    """A tool of an attached Claude Code ends its own session with a forged SessionEnd, then acts."""
+    gate = gate_ref(lw)
+    end = json.dumps({"session_id": "c-victim", "cwd": "/tmp/victim", "hook_event_name": "SessionEnd",
+                      "reason": "other"})
+    attack = f"echo '{end}' | {HOOK}; {PY} -m loopwarden approve {gate}"
+    plan, report, release = tmp_path / "plan.json", tmp_path / "report.jsonl", tmp_path / "release"
+    plan.write_text(json.dumps({"hook": HOOK, "session_id": "c-victim", "cwd": "/tmp/victim", "commands": [attack],
+                                "release": str(release)}))
+    claude = subprocess.Popen([PY, str(AGENTS / "fake_claude.py"), str(plan), str(report)], env=lw.env)
+    try:
+        [tool] = [row for row in report_done(report, "ready") if row.get("tool")]
+        assert tool["code"] == 4 and "runs inside session" in tool["stderr"], tool
+        assert lw.status(gate.split(":")[0])["pending_gates"]
+    finally:
+        release.touch()
+        claude.wait(30)
+
+
+def test_a_tool_outlasting_its_sessions_idle_end_is_still_inside(lw: Harness, tmp_path: Path) -> None:
+    gate, go, code = gate_ref(lw), tmp_path / "go", tmp_path / "tool.code"
+    tool = f"while [ ! -e {go} ]; do sleep 0.05; done; {PY} -m loopwarden approve {gate}; echo $? > {code}"
+    # Codex has no Stop: its idle clock runs from each call, and a long tool outlasts it (600 s by default)
+    codex, _, _ = start_agent(lw, tmp_path, "codex", [codex_event("th-long")], tool=tool,
+                              hook_env={"LOOPWARDEN_HOOK_IDLE": "0.2"})
+    try:
+        [snap] = [s for s in lw.request("list") if s.get("codex_session") == "th-long"]
+        lw.wait_state(snap["id"], "exited")
+        go.touch()  # the session has ended; its Codex still runs, and so does the tool it started
+        assert code_of(code) == "4"
+        assert lw.status(gate.split(":")[0])["pending_gates"]
+    finally:
+        go.touch()
+        codex.wait(30)
+
+
+def test_processes_named_like_the_agent_cannot_push_the_agent_out(lw: Harness, tmp_path: Path) -> None:
+    gate = gate_ref(lw)
+    forger = tmp_path / "claude.py"  # its script's name makes it look like Claude Code
+    forger.write_text("import json, subprocess, sys\n"
+                      "event = {'session_id': 'c-pushed', 'cwd': '/tmp/pushed', 'hook_event_name': 'Notification'}\n"
+                      "subprocess.run(['/bin/sh', '-c', sys.argv[1]], input=json.dumps(event), text=True)\n")
+    forge = "; ".join(f"{PY} {forger} '{HOOK}'" for _ in range(6))
+    attack = f"{forge}; env -u CLAUDECODE {PY} -m loopwarden approve {gate}"
+    plan, report, release = tmp_path / "plan.json", tmp_path / "report.jsonl", tmp_path / "release"
+    plan.write_text(json.dumps({"hook": HOOK, "session_id": "c-pushed", "cwd": "/tmp/pushed", "commands": [attack],
+                                "release": str(release)}))
+    claude = subprocess.Popen([PY, str(AGENTS / "fake_claude.py"), str(plan), str(report)], env=lw.env)
+    try:
+        [tool] = [row for row in report_done(report, "ready") if row.get("tool")]
+        assert tool["code"] == 4, tool
+        [snap] = [s for s in lw.request("list") if s.get("claude_session") == "c-pushed"]
+        assert snap["agent_pids"] == [claude.pid]  # the renamed processes below it are no agents of their own
+    finally:
+        release.touch()
+        claude.wait(30)
+
+
+def test_stopping_the_daemon_never_signals_the_users_agent(lw: Harness, tmp_path: Path) -> None:
+    codex, _, release = start_agent(lw, tmp_path, "codex", [codex_event("th-user")], release=True)
+    try:
+        [snap] = [s for s in lw.request("list") if s.get("codex_session") == "th-user"]
+        assert snap["agent_pids"] == [codex.pid]
+        assert lw.cli("stop-daemon", "--yes").returncode == 0
+        assert codex.poll() is None  # the daemon has exited: nothing of it is left to signal the agent later
+    finally:
+        release.touch()
+        assert codex.wait(30) == 0
+
+
+def test_the_tools_of_a_stopped_agent_are_stopped_with_it(lw: Harness, tmp_path: Path) -> None:
+    gate = gate_ref(lw)
+    mark = tmp_path / "tool.started"
+    tool = (f"touch {mark}; {PY} -c 'import time; time.sleep(60)'; "
+            f"env -u LOOPWARDEN_SESSION {PY} -m loopwarden approve {gate}")
+    codex, out, _ = start_agent(lw, tmp_path, "codex", [codex_event("th-tree")], tool=tool)
+    wait_for(mark.exists, what="the tool to start")
+    [snap] = [s for s in lw.request("list") if s.get("codex_session") == "th-tree"]
+    killed = lw.cli("kill", snap["id"])
+    assert killed.returncode == 0, killed.stderr
+    assert codex.wait(30) == -15
+    said = wait_for(lambda: [e["data"]["text"] for e in lw.events(snap["id"]) if e["kind"] == "log"
+                             and "has exited" in e["data"]["text"]], what="the stop to finish")
+    assert said == [f"the agent process {codex.pid} has exited with everything below it"]
+    assert lw.status(gate.split(":")[0])["pending_gates"]  # the tool was stopped before it could approve
+    assert not out.exists() or json.loads(out.read_text()).get("tool") != 0
+
+
+def test_a_gated_hook_session_is_not_ended_by_silence(lw: Harness) -> None:
+    operator_config(lw, '[hooks]\nidle_timeout = "1s"\n')
+    event = {**START, "session_id": "c-gated"}
+    for n in range(6):  # a monologue: the sixth message opens a gate
+        lw.request("hook", event={**event, "hook_event_name": "Stop", "stop_hook_active": False,
+                                  "last_assistant_message": f"thinking {n}"}, hold=0)
+    [snap] = [s for s in lw.request("list") if s.get("claude_session") == "c-gated"]
+    assert snap["state"] == "gated"
+    ungated = lw.request("hook", event={**START, "session_id": "c-quiet"}, hold=0)["session"]
+    lw.wait_state(ungated, "exited", timeout=30)  # a quiet session beside it ends as idle meanwhile
+    assert lw.status(snap["id"])["state"] == "gated"  # a gate waits for a person, however long
+
+
+def test_a_terminated_claude_that_calls_a_tool_anyway_is_stopped(lw: Harness, tmp_path: Path) -> None:
+    claude, _, release = start_agent(lw, tmp_path, "claude", [{**START, "session_id": "c-defiant"}], release=True)
+    try:
+        [snap] = [s for s in lw.request("list") if s.get("claude_session") == "c-defiant"]
+        assert lw.cli("set", snap["id"], "limits.max_runtime=1s").returncode == 0
+        ended = lw.wait_state(snap["id"], "terminated")
+        call = {**START, "session_id": "c-defiant", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": "ls"}, "tool_use_id": "t1"}
+        # a call in flight with the one that was told to stop (parallel calls) is not defiance
+        assert claude.poll() is None
+        # one made after the stop's grace is: the agent is stopped (its own hook, as Claude Code runs it)
+        wait_for(lambda: time.time() - ended["ended_at"] >= 3.1, what="the stop's grace to pass")
+        hooked = subprocess.run(["/bin/sh", "-c", HOOK], input=json.dumps(call), text=True, env=lw.env,
+                                capture_output=True, timeout=60, check=False)
+        assert '"continue": false' in hooked.stdout
+        assert claude.wait(30) == -15
+    finally:
+        release.touch()
+        claude.kill()
+        claude.wait(10)

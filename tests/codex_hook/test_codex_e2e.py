@@ -59,7 +59,6 @@ def test_a_repeated_call_is_denied_by_loopwarden_and_a_terminated_codex_is_stopp
     denied = [text for text in seen if text.startswith(BLOCKED)]
     assert denied[0].startswith(BLOCKED + "Tool call blocked: tool 'Bash' called 6 times consecutively")
     # the 9th call ended the session and Codex was stopped: no more than one more call reached the model
-    # (before, a terminated Codex went on: 384 model requests in 40 s, each call denied)
     assert 8 <= len(seen) <= 10 and len(fake_model.requests()) <= 11
     thread = records[0]["thread_id"]
     [snap] = [s for s in lw.request("list") if s.get("codex_session") == thread]
@@ -68,8 +67,8 @@ def test_a_repeated_call_is_denied_by_loopwarden_and_a_terminated_codex_is_stopp
     assert rules(lw.verdicts(snap["id"])) == [("nudge", "repetition")] + [("block", "repetition")] * 3 + [
         ("terminate", "repetition")]
     said = [e["data"]["text"] for e in lw.events(snap["id"]) if e["kind"] == "log"]
-    assert any(re.fullmatch(r"sent SIGTERM to the agent process \d+; SIGKILL follows in 5s if it is still running",
-                            text) for text in said), said
+    assert any(re.fullmatch(r"sent SIGTERM to the agent process \d+( and \d+ process\(es\) below it)?; SIGKILL "
+                            r"follows in 5s for any still running", text) for text in said), said
 
 
 def test_with_no_daemon_the_installed_hook_lets_codex_work(codex_bin: str, fake_model: FakeResponses,
