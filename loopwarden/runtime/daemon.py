@@ -33,6 +33,7 @@ from .records import Recorder
 from .registry import RECENT_BYTES, SessionRegistry
 from .routing import RecordRouting
 from .server import LARGE_AT_ONCE, SocketServer
+from .spill_bounds import SpillLedger
 from .store import Store, StoreError, max_session_number_readonly
 from .subscribers import QueueBudget, Subscriber
 from .upkeep import Upkeep
@@ -65,6 +66,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self.shutting_down = False
         self._stop_deadline = 0.0  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
         self._cleaner_wake = anyio.Event()
+        self.spill_ledger = SpillLedger()
         self.next_id = 1
         self.started_at = clock()
         self.log_errors = 0
@@ -93,6 +95,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
         lost = self._open_store()
+        self._measure_spills()  # before any session can spill
         wait_children_by_pidfd()
         self._start_guardian()
         self.subreaper = become_subreaper()

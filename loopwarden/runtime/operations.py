@@ -28,6 +28,7 @@ from .restarts import Restartable
 from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
+from .spill_bounds import SpillBounds
 from .store import HISTORY_TABLES
 from .upkeep import _before
 
@@ -171,7 +172,7 @@ class ControlOperations(DaemonParts):
         spec.name, sid = name, spec.id
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
-                          session=sid)
+                          session=sid, bounds=SpillBounds.of(config.spill, self.spill_ledger))
         session = LiveSession(spec, config, adapter, sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid),  # its cgroup, once it is sure to start

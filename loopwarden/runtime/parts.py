@@ -26,6 +26,7 @@ from ..paths import Paths
 from .principal import Principal
 from ..supervisor.events import Event
 from .records import Recorder
+from .spill_bounds import SpillLedger
 from .store import EventRow, Store
 from .subscribers import QueueBudget, Subscriber
 
@@ -77,6 +78,7 @@ class DaemonParts:
     connections: int
     subreaper: bool
     unserialisable: int  # records subscribers got as a clipped copy because orjson could not write them
+    spill_ledger: SpillLedger  # the spill files' bytes, all sessions together
     _stop_deadline: float  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
     _cleaner_wake: anyio.Event
     _stop: anyio.Event
