@@ -30,6 +30,7 @@ from typing import Protocol
 import anyio
 import anyio.lowlevel
 
+from . import oom
 from .cgroups import SessionCgroup
 from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, read_stat, signal_exact, signal_group
 
@@ -52,8 +53,9 @@ class Containment:
     """The processes of one session: found by cgroup, group, remembered identity and mark; ended together."""
 
     def __init__(self, sid: str, *, mark: str | None = None, cgroup: SessionCgroup | None = None,
-                 guard: Guard | None = None, daemon_pid: int | None = None) -> None:
+                 guard: Guard | None = None, daemon_pid: int | None = None, oom_score: int | None = None) -> None:
         self.sid = sid
+        self.oom_score = oom_score  # the agent's oom_score_adj (oom.py); None: the daemon's
         self.daemon_pid = os.getpid() if daemon_pid is None else daemon_pid
         self.mark = mark or f"{sid}@{daemon_instance()}"
         self.cgroup = cgroup
@@ -70,7 +72,10 @@ class Containment:
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
-        """The command to start: `argv`, entering the session's cgroup first when there is one."""
+        """The command to start: `argv`, raising its OOM score (oom.py) and entering the session's cgroup first.
+        Every launched agent starts here."""
+        if self.oom_score is not None:
+            return oom.wrap(argv, self.oom_score, str(self.cgroup.path / "cgroup.procs") if self.cgroup else None)
         return self.cgroup.wrap(argv) if self.cgroup is not None else argv
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:

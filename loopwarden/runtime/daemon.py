@@ -62,6 +62,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
         self.guardian = GuardianLink(self._log)
         self.cgroups: CgroupTree | None = None
         self.containment = "tracking"  # how sessions' processes are found: "cgroup" or "tracking"
+        self.agent_oom: int | None = None  # the oom_score_adj agents start with (oom.py); None: the daemon's
         self.instance = ""  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
         self.shutting_down = False
         self._stop_deadline = 0.0  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)

@@ -15,6 +15,7 @@ from ..supervisor.config import Config, ConfigError, change, load_config, show_v
 from ..supervisor.gates import GateError
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
+from . import oom
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program
 from .codex_hooked import hooked_kind
@@ -122,6 +123,7 @@ class ControlOperations(DaemonParts):
                 "queued_for_subscribers": self.queue_budget.used, "stopping": self.shutting_down,
                 "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
                 "containment": self.containment,
+                "oom_score_adj": {"daemon": oom.own_score(), "agents": self.agent_oom},
                 "gc": {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}}
 
     def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:

@@ -70,6 +70,7 @@ class DaemonParts:
     guardian: GuardianLink
     cgroups: CgroupTree | None
     containment: str  # how sessions' processes are found: "cgroup" or "tracking"
+    agent_oom: int | None  # the oom_score_adj agents start with (oom.py); None: the daemon's
     instance: str  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
     shutting_down: bool
     next_id: int
