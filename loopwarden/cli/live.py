@@ -40,6 +40,8 @@ def _age(seconds: float | None) -> str:
 def _state(snap: dict[str, Any]) -> str:
     """The STATE column: terminated(max_runtime), exited 0, killed by SIGKILL, running, ..."""
     state = str(snap.get("state") or "?")
+    if state == SessionState.LOST:
+        return ending(snap, short=True)  # lost: killed by guardian, found gone, still running?
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
@@ -60,7 +62,8 @@ def _end_line(sid: str, snap: dict[str, Any]) -> str:
     """'session s3 terminated(max_runtime): max runtime exceeded (2s)', 'session s3 killed by SIGKILL'."""
     words = _ending(snap)
     detail = words.split(": ", 1)[1] if ": " in words else ""
-    return f"loopwarden: session {sid} {_state(snap)}" + (f": {detail}" if detail else "")
+    state = "lost" if snap.get("state") == SessionState.LOST else _state(snap)  # (the detail says how)
+    return f"loopwarden: session {sid} {state}" + (f": {detail}" if detail else "")
 
 
 def _mem(rss: int | None) -> str:

@@ -121,6 +121,7 @@ class Daemon(SocketServer, ControlOperations, Upkeep, ProcessWatch, SessionRegis
                     tg.start_soon(self._reaper)
                 tg.start_soon(self._spill_cleaner)
                 tg.start_soon(self._pruner)
+                tg.start_soon(self._settle_lost)  # sessions whose earlier guardian was still at work
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
                 self._alerts_configure()

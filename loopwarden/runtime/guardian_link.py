@@ -24,6 +24,7 @@ class GuardianLink:
         self.process: subprocess.Popen[bytes] | None = None
         self.protected: dict[tuple[str, str], None] = {}  # (kind, value), in the order they were told
         self.restarts = 0
+        self.report: tuple[str, str] | None = None  # (data directory, daemon instance): where it reports
         self.lagging = 0  # lines a stopped guardian could not take; a new guardian is told them all
         self._started_at = 0.0
         self._closing = False
@@ -35,7 +36,8 @@ class GuardianLink:
     def start(self) -> None:
         """Start a guardian and tell it everything protected so far."""
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "loopwarden.runtime.guardian", f"{self.grace:g}"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "loopwarden.runtime.guardian", f"{self.grace:g}", *(self.report or ())],
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
         )
         self._started_at = time.monotonic()

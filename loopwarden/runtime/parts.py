@@ -129,6 +129,9 @@ class DaemonParts:
     def _log(self, text: str) -> None:
         raise NotImplementedError  # routing.py
 
+    def _broadcast(self, kind: str, session_id: str, data: dict[str, Any], *, is_event: bool) -> None:
+        raise NotImplementedError  # routing.py
+
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
         raise NotImplementedError  # routing.py
 

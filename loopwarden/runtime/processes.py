@@ -145,6 +145,7 @@ class ProcessWatch(DaemonParts):
                   f"process containment: process groups, /proc tracking and marks ({how})")
         self.agent_oom, said = oom.agent_score()
         self._log(said)  # once: a failure is never fatal, agents then keep the daemon's score
+        self.guardian.report = (str(self.paths.data), self.instance)  # what it did, for the next daemon (lost.py)
         self.guardian.start()
         self.guardian.protect("m", f"@{self.instance}")  # every agent's LOOPWARDEN_SESSION ends with it
         if self.cgroups is not None:

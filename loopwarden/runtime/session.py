@@ -227,7 +227,7 @@ class LiveSession:
             for fd in writers:  # EOF comes when the agent and its children are done
                 os.close(fd)
         self.pid = self.process.pid
-        self.containment.started(self.pid)
+        self.containment.started(self.pid, os.fstat(self._stdout_fd).st_ino)
         self.on_group(self.pid, True)
         try:
             self._psutil = psutil.Process(self.pid)
