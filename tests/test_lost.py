@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
 import struct
@@ -14,6 +15,7 @@ from pathlib import Path
 from loopwarden.runtime import guardian_report, lost
 from loopwarden.runtime.guardian import Protected
 from loopwarden.runtime.procfs import ProcId
+from loopwarden.runtime.store import Batch, Store
 from tests.live.live_harness import wait_for
 
 T = 1_700_000_000.0
@@ -87,3 +89,17 @@ def test_the_words_of_each_ending() -> None:
     unfinished = lost.describe("s5", report(s5={"processes": 1}), 7, None, False)
     assert "the guardian did not finish (it died too)" in lost.words(unfinished)
     assert lost.describe("s6", None, 8, None, True)["how"] == "pending"
+
+
+def test_a_broken_or_forged_report_is_read_defensively_and_removed_once_settled(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "loopwarden.db") as store:
+        store.write(Batch(sessions_upsert=[{"id": "s1", "state": "running", "created_at": T, "pid": 2**22 + 1}]))
+        lost_ids = store.mark_lost(T + 1)
+        broken = {"daemon": "1.1", "state": "done", "guardian": "x", "daemon_died_at": "soon",
+                  "sessions": {"s1": {"processes": "many", "pids": 7, "unread_stdout": True, "survivors": None}}}
+        (tmp_path / "guardian-1.1.json").write_text(json.dumps(broken))
+        left = lost.settle(store, lost_ids, str(tmp_path))
+        row = store.session("s1")
+        assert row is not None and (left.sessions, row["lost"]["how"], row["lost"]["pids"]) == ([], "gone", [])
+        assert row["lost"]["unread_stdout"] is None and row["termination_text"].startswith("found gone")
+        assert not (tmp_path / "guardian-1.1.json").exists()

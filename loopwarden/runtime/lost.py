@@ -87,7 +87,8 @@ def describe(sid: str, report: dict[str, Any] | None, pid: Any, last: dict[str, 
     if report is not None and isinstance(entry, dict):
         out.update(daemon=report.get("daemon"), daemon_died_at=_time(report.get("daemon_died_at")))
         processes = _int(entry.get("processes")) or 0
-        out.update(processes=processes, pids=[p for p in entry.get("pids") or [] if _int(p)][:32],
+        pids = entry.get("pids")
+        out.update(processes=processes, pids=[p for p in pids if _int(p)][:32] if isinstance(pids, list) else [],
                    unread_stdout=_int(entry.get("unread_stdout")), survivors=_int(entry.get("survivors")))
         if processes:
             out.update(term_at=_time(report.get("term_at")), kill_at=_time(report.get("kill_at")),

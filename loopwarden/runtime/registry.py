@@ -43,8 +43,10 @@ def _row_snapshot(row: dict[str, Any]) -> dict[str, Any]:
     snap = row.get("snapshot")
     if isinstance(snap, dict):
         snap = dict(snap)
-        for key in ("state", "termination", "termination_text", "ended_at", "exit_code", "lost"):
+        for key in ("state", "termination", "termination_text", "ended_at", "exit_code"):
             snap[key] = row.get(key, snap.get(key))
+        if row.get("lost") is not None:
+            snap["lost"] = row["lost"]
         if snap.get("state") == SessionState.LOST and isinstance(snap.get("ended_at"), (int, float)):
             start = snap.get("started_at") or snap.get("created_at")  # its last snapshot's runtime is older
             if isinstance(start, (int, float)):
@@ -61,7 +63,12 @@ class SessionRegistry(DaemonParts):
         left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
         live = set(self.sessions)  # a copy taken at once: the event loop may add to it meanwhile
         lost = store.mark_lost(self.clock(), keep=live)
-        self._lost_pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance)
+        try:
+            self._lost_pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance)
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a report that cannot be read never keeps the store closed
+            self._log(f"cannot say how the lost sessions ended ({type(exc).__name__}: {exc}); they read as lost")
         return lost, store.recent_sessions(RECENT_BYTES), store.max_session_number()
 
     def _took_history(self, found: tuple[list[str], list[dict[str, Any]], int]) -> None:

@@ -14,7 +14,10 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (the CLI imports this module: the config module costs `ls` more than it lists)
+    from ..supervisor.config import Spill
 
 MIN_KEPT = 4096  # less room than this left: the output gets no file of its own
 CHUNK_CHARS = 1 << 20
@@ -103,7 +106,7 @@ class SpillBounds:
     notice: str | None = None  # the file that says why outputs past the bound got none
 
     @classmethod
-    def of(cls, spill: Any, ledger: SpillLedger | None) -> SpillBounds:
+    def of(cls, spill: Spill, ledger: SpillLedger | None) -> SpillBounds:
         """The bounds a config's `spill` section sets."""
         return cls(spill.max_session_bytes, spill.max_total_bytes, ledger)
 
