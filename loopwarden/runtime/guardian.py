@@ -16,10 +16,10 @@ to the grace period for them to go, sends SIGKILL until nothing is left, removes
 cgroups, and exits. So no agent, nor anything it started, outlives its daemon. If the
 guardian dies instead, the daemon notices, starts a new one and tells it everything again.
 
-Given the profile's data directory and the daemon's `PID.START`, it leaves a report of what it
-did there for the next daemon (guardian_report.py): when it saw the daemon die, which processes of
-which session it found, when it sent SIGTERM and SIGKILL, what survived, and the bytes each agent
-had written to its stdout that the daemon never read.
+Given the profile's data directory and the daemon's `PID.START` (in its environment: REPORT_ENV), it
+leaves a report of what it did there for the next daemon (guardian_report.py): when it saw the daemon
+die, which processes of which session it found, when it sent SIGTERM and SIGKILL, what survived, and
+the bytes each agent had written to its stdout that the daemon never read.
 """
 
 from __future__ import annotations
@@ -243,12 +243,13 @@ def _remove_cgroups(what: Protected) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`guardian GRACE [DATA_DIR DAEMON_INSTANCE]`: the report goes to DATA_DIR when both are given."""
+    """`guardian GRACE`; with REPORT_ENV (`DAEMON_PID.START:DATA_DIR`) in its environment it reports there."""
     args = sys.argv[1:] if argv is None else argv
     grace = float(args[0]) if args else 5.0
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
-    report = Report(args[1], args[2]) if len(args) >= 3 else None
+    instance, _, directory = os.environ.get(guardian_report.REPORT_ENV, "").partition(":")
+    report = Report(directory, instance) if instance and directory else None
     what = Protected()
     for raw in sys.stdin.buffer:
         what.apply(raw.decode("utf-8", "replace").rstrip("\n"))

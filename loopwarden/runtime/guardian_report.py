@@ -21,6 +21,7 @@ import struct
 import termios
 from typing import Any
 
+REPORT_ENV = "LOOPWARDEN_GUARDIAN_REPORT"  # "DAEMON_PID.START:DATA_DIR", in the guardian's environment
 PREFIX = "guardian-"
 SUFFIX = ".json"
 MAX_BYTES = 4 << 20  # a report read is at most this (a report of a thousand sessions is ~200 KB)
