@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden.runtime import spill as spill_mod
+from loopwarden.runtime import spill_bounds
 from loopwarden.runtime.spill import SpillResult, Spiller, is_spill_name, slug
+from loopwarden.runtime.spill_bounds import SpillBounds, SpillLedger
 
 NOW = 1_700_000_000.0
 DAY = 24 * 3600
@@ -261,7 +263,7 @@ def test_fifty_megabytes_streamed_with_small_peak_memory(tmp_path: Path) -> None
 
 
 def test_multibyte_text_split_across_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spill_mod, "CHUNK_CHARS", 7)
+    monkeypatch.setattr(spill_bounds, "CHUNK_CHARS", 7)
     text = "héllo wörld 😀 ∑ " * 50
     r = Spiller(tmp_path).spill(text, tool="t", seq=1, now=NOW)
     assert Path(r.path or "").read_bytes() == text.encode()
@@ -297,8 +299,8 @@ def test_fallback_keeps_short_text_whole(tmp_path: Path) -> None:
 
 
 def test_partial_file_removed_when_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spill_mod, "CHUNK_CHARS", 10)
-    real = spill_mod._write_all
+    monkeypatch.setattr(spill_bounds, "CHUNK_CHARS", 10)
+    real = spill_bounds.write_all
     calls = []
 
     def failing(fd: int, data: bytes) -> None:
@@ -307,7 +309,7 @@ def test_partial_file_removed_when_write_fails(tmp_path: Path, monkeypatch: pyte
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(spill_mod, "_write_all", failing)
+    monkeypatch.setattr(spill_bounds, "write_all", failing)
     r = Spiller(tmp_path, truncate_chars=20).spill(big(100), tool="t", seq=1, now=NOW)
     assert r.path is None and "No space left" in (r.warning or "")
     assert r.message.startswith(big(20) + "\n\n[TRUNCATED: Response was 100 characters, showing first 20]")
@@ -388,3 +390,87 @@ def test_cleanup_tolerates_vanished_files(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(spill_mod, "_lstat", racing)
     assert s.cleanup(NOW) == 1
     assert not os.path.exists(gone) and not os.path.exists(kept_old)
+
+
+# --- bounds (spill_bounds.py) ---------------------------------------------------------------------
+
+KIB = 1 << 10
+
+
+def bounded(tmp_path: Path, session: int = 0, total: int = 0, ledger: SpillLedger | None = None,
+            name: str = "s1") -> Spiller:
+    return Spiller(tmp_path, session=name, bounds=SpillBounds(session, total, ledger))
+
+
+def test_an_output_past_the_session_bound_is_cut_there_with_a_marker_and_counted(tmp_path: Path) -> None:
+    s = bounded(tmp_path, session=100 * KIB)
+    first = s.spill("a" * (60 * KIB), tool="t", seq=1, now=NOW)
+    second = s.spill("é" * (30 * KIB), tool="t", seq=2, now=NOW)  # 60 KiB of UTF-8 against 40 KiB of room
+    assert first.cut == 0 and first.saved and "Full output saved to" in first.message
+    data = Path(second.path or "").read_bytes()
+    why = "this session's spill files reached spill.max_session_bytes (100 KiB)"
+    kept = data[: data.index(b"\n[... loopwarden")]
+    assert kept == "é".encode() * (20 * KIB)  # 40 KiB: cut between characters, never inside one
+    assert data.endswith(spill_bounds.marker(20 * KIB, why).encode()) and second.cut == 20 * KIB
+    assert f"Only its first {40 * KIB:,} bytes were saved; the last {20 * KIB:,} bytes were cut: {why}." \
+        in second.message
+    assert s.bounds.written == sum(p.stat().st_size for p in tmp_path.iterdir()) <= 100 * KIB + 200
+    assert (s.bounds.cut_bytes, s.bounds.cut_outputs) == (20 * KIB, 1)
+
+
+def test_past_the_bound_outputs_get_no_file_only_one_notice_and_their_preview(tmp_path: Path) -> None:
+    s = bounded(tmp_path, session=10 * KIB)
+    s.spill("a" * (10 * KIB), tool="t", seq=1, now=NOW)
+    cut = [s.spill(f"{i} " + "b" * 50_000, tool="t", seq=i, now=NOW) for i in range(2, 12)]
+    assert len(list(tmp_path.iterdir())) == 2  # the full one and the notice, whatever comes after
+    notice = cut[0].path
+    assert notice and all(r.path == notice and not r.saved and r.cut == 50_002 for r in cut[:8])
+    assert "spill.max_session_bytes (10 KiB)" in Path(notice).read_text()
+    assert all(r.preview.startswith(f"{i} bbb") and "none of it was saved" in r.message
+               for i, r in enumerate(cut, 2))
+    assert s.bounds.cut_outputs == 10 and s.bounds.cut_bytes == sum(len(f"{i} ") + 50_000 for i in range(2, 12))
+
+
+def test_sessions_share_the_total_with_what_was_on_disk(tmp_path: Path) -> None:
+    (tmp_path / "s0-0000001-t.txt").write_bytes(b"x" * (50 * KIB))  # an earlier session's
+    os.utime(tmp_path / "s0-0000001-t.txt", (NOW, NOW))
+    (tmp_path / "notes.txt").write_bytes(b"x" * (500 * KIB))  # not a spill file: not counted
+    ledger = SpillLedger()
+    assert ledger.measure([str(tmp_path)]) == 50 * KIB
+    one, two = (bounded(tmp_path, total=100 * KIB, ledger=ledger, name=n) for n in ("one", "two"))
+    one.spill("a" * (30 * KIB), tool="t", seq=1, now=NOW)
+    r = two.spill("b" * (30 * KIB), tool="t", seq=1, now=NOW)
+    assert r.cut == 10 * KIB and "the spill files of all sessions reached spill.max_total_bytes (100 KiB)" in r.message
+    assert one.spill("c" * (30 * KIB), tool="t", seq=2, now=NOW).saved is False
+    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir() if p.name != "notes.txt")
+    assert ledger.used == on_disk <= 100 * KIB + 2 * 512  # a marker line, and one notice
+    assert (ledger.cut_bytes, ledger.cut_outputs) == (40 * KIB, 2)
+    old = Spiller(tmp_path, retention=1)
+    old.cleanup(NOW + 10)
+    assert old.freed == on_disk  # what the daemon takes off the count
+
+
+def test_a_stream_is_bounded_and_a_discarded_one_gives_its_bytes_back(tmp_path: Path) -> None:
+    s = bounded(tmp_path, session=64 * KIB)
+    stream = s.stream(tool="t", seq=1)
+    for _ in range(10):
+        stream.write("x" * (10 * KIB))
+    r = stream.finish(100 * KIB, "x" * 100, "t", NOW)
+    assert r.cut == 36 * KIB and Path(r.path or "").stat().st_size == s.bounds.written
+    dropped = bounded(tmp_path, session=64 * KIB, name="s2")
+    stream = dropped.stream(tool="t", seq=1)
+    stream.write("y" * (20 * KIB))
+    assert dropped.bounds.written == 20 * KIB
+    stream.discard()
+    assert dropped.bounds.written == 0 and not list(tmp_path.glob("s2-*"))
+    whole = s.stream(tool="t", seq=2)  # no room left: no file at all, only counted
+    whole.write("z" * (5 * KIB))
+    r = whole.finish(5 * KIB, "z" * 10, "t", NOW)
+    assert not r.saved and r.cut == 5 * KIB and len(list(tmp_path.glob("s1-*"))) == 2
+
+
+def test_zero_is_no_bound(tmp_path: Path) -> None:
+    ledger = SpillLedger()
+    s = bounded(tmp_path, ledger=ledger)
+    assert s.spill("a" * (300 * KIB), tool="t", seq=1, now=NOW).cut == 0
+    assert ledger.used == 300 * KIB

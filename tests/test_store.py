@@ -579,7 +579,7 @@ def _event_batches(sids: list[str], rounds: int) -> list[Batch]:
 
 
 def test_a_version_2_file_gets_event_runs_and_reads_the_same(tmp_path: Path, monkeypatch) -> None:
-    """A file written before event runs (events indexed by session) opens at version 3: every session's events read
+    """A file written before event runs (events indexed by session) opens with them: every session's events read
     the same by every way of reading them, and new events join them."""
     path = tmp_path / "v2.db"
     sids = ["s1", "s2", "s3", "s9"]  # and s8, whose rows split theirs
@@ -597,7 +597,7 @@ def test_a_version_2_file_gets_event_runs_and_reads_the_same(tmp_path: Path, mon
     assert all(old[sid] for sid in ("s1", "s3", "s8", "s9")) and not old["s2"]
     monkeypatch.undo()
     with Store.open(path) as s:
-        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.schema_version == SCHEMA_VERSION
         for sid in [*sids, "s8"]:
             want = [{**row, "data": orjson.loads(row["data"])} for row in old[sid]]
             assert s.events(sid, limit=10_000) == want
@@ -651,3 +651,31 @@ def test_a_sessions_events_are_read_without_a_scan_or_a_sort(store: Store, query
     for sql in reads:
         plan = " | ".join(row[3] for row in store.db.execute(f"EXPLAIN QUERY PLAN {sql}"))
         assert "TEMP B-TREE" not in plan and "SCAN e" not in plan and "SCAN events" not in plan, (sql, plan)
+
+
+def test_a_version_3_file_gets_the_lost_column_and_a_lost_session_says_how_it_ended(
+        tmp_path: Path, monkeypatch) -> None:
+    """A file of the previous version opens at version 4: its sessions read lost None, a session an earlier
+    daemon left running is marked lost, then told how it ended (only while it is lost)."""
+    path = tmp_path / "v3.db"
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:3])
+    with Store.open(path) as s:
+        s.write(full_batch("s1"))
+        s.write(Batch(sessions_upsert=[session("s2", state="exited", ended_at=NOW)]))
+    assert raw_version(path) == "3"
+    monkeypatch.undo()
+    with Store.open(path) as s:
+        assert s.schema_version == SCHEMA_VERSION == 4
+        assert s.session("s1")["lost"] is None and s.count("events", "s1") == 2
+        assert s.mark_lost(NOW + 10) == ["s1"]
+        assert s.session("s1")["termination_text"] == store_mod.LOST_TEXT
+        how = {"how": "guardian", "daemon_died_at": NOW + 5, "unread_stdout": 512}
+        assert s.record_lost("s1", "killed by the guardian when the daemon died", how, ended_at=NOW + 5)
+        assert not s.record_lost("s2", "never", {"how": "gone"})  # not lost: left as it ended
+        row = s.session("s1")
+        assert (row["state"], row["termination_text"], row["lost"], row["ended_at"]) == (
+            "lost", "killed by the guardian when the daemon died", how, NOW + 5)
+        assert s.session("s2")["lost"] is None and s.session("s2")["termination_text"] is None
+    with Store.open(path) as s:  # and it stays so
+        assert s.session("s1")["lost"] == how
+    assert raw_version(path) == "4"

@@ -13,6 +13,7 @@ from ..runtime.client import DaemonError, DaemonTimeout
 from ..runtime.ending import ending, exit_words, intervened
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
+from ..runtime.spill_bounds import SESSION_KEY, TOTAL_KEY, size_words
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
@@ -39,6 +40,8 @@ def _age(seconds: float | None) -> str:
 def _state(snap: dict[str, Any]) -> str:
     """The STATE column: terminated(max_runtime), exited 0, killed by SIGKILL, running, ..."""
     state = str(snap.get("state") or "?")
+    if state == SessionState.LOST:
+        return ending(snap, short=True)  # lost: killed by guardian, found gone, still running?
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
@@ -61,7 +64,8 @@ def _end_line(sid: str, snap: dict[str, Any]) -> str:
     """'session s3 terminated(max_runtime): max runtime exceeded (2s)', 'session s3 killed by SIGKILL'."""
     words = _ending(snap)
     detail = words.split(": ", 1)[1] if ": " in words else ""
-    return f"loopwarden: session {sid} {_state(snap)}" + (f": {detail}" if detail else "")
+    state = "lost" if snap.get("state") == SessionState.LOST else _state(snap)  # (the detail says how)
+    return f"loopwarden: session {sid} {state}" + (f": {detail}" if detail else "")
 
 
 def _mem(rss: int | None) -> str:
@@ -274,6 +278,11 @@ def status(session: str | None, as_json: bool) -> None:
             info = visible_tree(info)
             click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info.get('live', 0)} live "
                        f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
+            spill = info.get("spill") or {}
+            if spill:
+                limit = spill.get("max_total_bytes") or 0
+                click.echo(f"spill files {_bytes(spill.get('bytes') or 0)} of "
+                           + (f"{_bytes(limit)} (spill.max_total_bytes)" if limit else "no limit"))
             for line in _daemon_troubles(info):
                 click.echo(click.style(line, fg="yellow"))
             for line, trouble in alerts_lines(info):
@@ -296,6 +305,9 @@ def status(session: str | None, as_json: bool) -> None:
                f"mem {_mem(snap.get('rss') if snap.get('state') not in FINAL else None)}")
     if snap.get("state") in FINAL:
         click.echo(f"ended: {_ending(snap)}")
+    spill = _spill_line(snap.get("spill"))
+    if spill:
+        click.echo(spill)
     click.echo("counters (value / limit):")
     for name, (value, limit) in (snap.get("counters") or {}).items():
         if name in ("runtime", "silence"):
@@ -305,6 +317,22 @@ def status(session: str | None, as_json: bool) -> None:
         click.echo(f"  {name:<18} {shown}")
     if snap.get("pending_gates"):
         click.echo("gates waiting: " + ", ".join(f"{snap['id']}:{g}" for g in snap["pending_gates"]))
+
+
+def _bytes(n: Any) -> str:
+    return size_words(int(n))
+
+
+def _spill_line(spill: Any) -> str | None:
+    """`spill files: 256 MiB written, 1.2 GiB cut from 3 outputs (spill.max_session_bytes 256 MiB)`, or None."""
+    if not isinstance(spill, dict) or not (spill.get("bytes") or spill.get("cut_bytes")):
+        return None
+    line = f"spill files: {_bytes(spill.get('bytes') or 0)} written"
+    if spill.get("cut_bytes"):
+        line += f", {_bytes(spill['cut_bytes'])} cut from {_plural(spill.get('cut_outputs') or 0, 'output')}"
+    bounds = [f"{key} {_bytes(spill[key.split('.')[1]])}" for key in (SESSION_KEY, TOTAL_KEY)
+              if spill.get(key.split(".")[1])]
+    return line + (f" (bounds: {', '.join(bounds)})" if bounds else "")
 
 
 def _daemon_troubles(info: dict[str, Any]) -> list[str]:
@@ -320,6 +348,10 @@ def _daemon_troubles(info: dict[str, Any]) -> list[str]:
                    + f" (last error: {store.get('last_error')})")
     if info.get("dropped_events"):
         out.append(f"events dropped (the store was too far behind): {info['dropped_events']:,}")
+    spill = info.get("spill") or {}
+    if spill.get("cut_bytes"):
+        out.append(f"spill bounds: {_bytes(spill['cut_bytes'])} of {_plural(spill.get('cut_outputs') or 0, 'output')}"
+                   " cut since the daemon started (spill.max_session_bytes, spill.max_total_bytes)")
     if info.get("log_errors"):
         out.append(f"daemon log lines that could not be written: {info['log_errors']:,}")
     if info.get("hook_sessions_refused"):

@@ -14,6 +14,7 @@ import orjson
 from ..replay import FORMATS, Replayer, ReplaySummary, WrongFormat, choose_format, open_recording
 from ..supervisor.config import Config, describe_keys, format_duration, load_config, redact_url
 from ..runtime.spill import Spiller
+from ..runtime.spill_bounds import SpillBounds, SpillLedger
 from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
 from ..paths import default_paths
@@ -61,9 +62,13 @@ def replay(config_file: str | None, preset: str | None, sets: tuple[str, ...], f
 
 
 def _run_replay(config: Config, file: str, fmt: str | None, emit: Any, *, spill: bool) -> ReplaySummary:
-    spiller = Spiller(config.spill.dir or default_paths().spill, preview_chars=config.spill.preview_chars,
+    directory = str(config.spill.dir or default_paths().spill)
+    ledger = SpillLedger()
+    if spill:
+        ledger.measure([directory])  # the files there count against spill.max_total_bytes
+    spiller = Spiller(directory, preview_chars=config.spill.preview_chars,
                       truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
-                      session="replay") if spill else None
+                      session="replay", bounds=SpillBounds.of(config.spill, ledger)) if spill else None
     stream: BinaryIO
     try:
         stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115

@@ -30,6 +30,7 @@ from typing import Protocol
 import anyio
 import anyio.lowlevel
 
+from . import oom
 from .cgroups import SessionCgroup
 from .procfs import MARK_ENV, ProcId, ProcTable, child_tokens, proc_id, read_stat, signal_exact, signal_group
 
@@ -52,13 +53,15 @@ class Containment:
     """The processes of one session: found by cgroup, group, remembered identity and mark; ended together."""
 
     def __init__(self, sid: str, *, mark: str | None = None, cgroup: SessionCgroup | None = None,
-                 guard: Guard | None = None, daemon_pid: int | None = None) -> None:
+                 guard: Guard | None = None, daemon_pid: int | None = None, oom_score: int | None = None) -> None:
         self.sid = sid
+        self.oom_score = oom_score  # the agent's oom_score_adj (oom.py); None: the daemon's
         self.daemon_pid = os.getpid() if daemon_pid is None else daemon_pid
         self.mark = mark or f"{sid}@{daemon_instance()}"
         self.cgroup = cgroup
         self.guard = guard
         self.root: ProcId | None = None
+        self._told = ""  # the guardian's line for the root's group (guardian.py), to forget it by
         self._rooted = 0.0  # when the root became known (monotonic): a table taken before cannot show it
         self.tracked: set[ProcId] = set()  # seen outside the group and the cgroup; the guardian knows them too
         self.walk = False  # find members by walking from seeds (see table()); the daemon sets it as subreaper
@@ -70,20 +73,25 @@ class Containment:
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
-        """The command to start: `argv`, entering the session's cgroup first when there is one."""
+        """The command to start: `argv`, raising its OOM score (oom.py) and entering the session's cgroup first.
+        Every launched agent starts here."""
+        if self.oom_score is not None:
+            return oom.wrap(argv, self.oom_score, str(self.cgroup.path / "cgroup.procs") if self.cgroup else None)
         return self.cgroup.wrap(argv) if self.cgroup is not None else argv
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The agent's environment with the session's mark, by which its orphans are recognised."""
         return {**env, MARK_ENV: self.mark}
 
-    def started(self, pid: int) -> None:
-        """The agent runs as `pid`, leader of its own process group."""
+    def started(self, pid: int, stdout_inode: int | None = None) -> None:
+        """The agent runs as `pid`, leader of its own process group; its stdout is the pipe `stdout_inode` (the
+        guardian reports what was left unread in it if the daemon dies)."""
         self.root = proc_id(pid) or ProcId(pid, 0)
         self._rooted = time.monotonic()
         _ROOTS.add(pid)
         _ROOT_TOKENS.add(str(pid).encode())
-        self._tell("+", "g", f"{self.root.pid} {self.root.start}")
+        self._told = f"{self.root.pid} {self.root.start} {self.sid}" + (f" {stdout_inode}" if stdout_inode else "")
+        self._tell("+", "g", self._told)
 
     # ---- finding ------------------------------------------------------------
     async def table(self) -> ProcTable:
@@ -148,10 +156,10 @@ class Containment:
             info = table.procs[proc.pid]
             if info.pgid != group and proc.pid not in in_cgroup and proc not in self.tracked:
                 self.tracked.add(proc)
-                self._tell("+", "p", f"{proc.pid} {proc.start}")
+                self._tell("+", "p", f"{proc.pid} {proc.start} {self.sid}")
         for proc in [p for p in self.tracked if not table.is_current(p)]:
             self.tracked.discard(proc)
-            self._tell("-", "p", f"{proc.pid} {proc.start}")
+            self._tell("-", "p", f"{proc.pid} {proc.start} {self.sid}")
 
     def _predates_root(self, table: ProcTable) -> bool:
         return self.root is not None and table.taken < self._rooted
@@ -229,9 +237,9 @@ class Containment:
         if self.root is not None:
             _ROOTS.discard(self.root.pid)
             _ROOT_TOKENS.discard(str(self.root.pid).encode())
-            self._tell("-", "g", f"{self.root.pid} {self.root.start}")
+            self._tell("-", "g", self._told)
         for proc in self.tracked:
-            self._tell("-", "p", f"{proc.pid} {proc.start}")
+            self._tell("-", "p", f"{proc.pid} {proc.start} {self.sid}")
         self.tracked.clear()
 
     def _tell(self, sign: str, kind: str, value: str) -> None:

@@ -35,6 +35,7 @@ from .records import Recorder
 from .registry import RECENT_BYTES, SessionRegistry
 from .routing import RecordRouting
 from .server import LARGE_AT_ONCE, SocketServer, heartbeat_seconds
+from .spill_bounds import SpillLedger
 from .store import Store, StoreError, max_session_number_readonly
 from .subscribers import QueueBudget, Subscriber
 from .upkeep import Upkeep
@@ -66,10 +67,12 @@ class Daemon(SocketServer, ControlOperations, HookOperations, Upkeep, ProcessWat
         self.guardian = GuardianLink(self._log)
         self.cgroups: CgroupTree | None = None
         self.containment = "tracking"  # how sessions' processes are found: "cgroup" or "tracking"
+        self.agent_oom: int | None = None  # the oom_score_adj agents start with (oom.py); None: the daemon's
         self.instance = ""  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
         self.shutting_down = False
         self._stop_deadline = 0.0  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
         self._cleaner_wake = anyio.Event()
+        self.spill_ledger = SpillLedger()
         self.next_id = 1
         self.started_at = clock()
         self.log_errors = 0
@@ -100,6 +103,7 @@ class Daemon(SocketServer, ControlOperations, HookOperations, Upkeep, ProcessWat
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
         lost = self._open_store()
+        self._measure_spills()  # before any session can spill
         wait_children_by_pidfd()
         self._start_guardian()
         self.subreaper = become_subreaper()
@@ -124,6 +128,7 @@ class Daemon(SocketServer, ControlOperations, HookOperations, Upkeep, ProcessWat
                     tg.start_soon(self._reaper)
                 tg.start_soon(self._spill_cleaner)
                 tg.start_soon(self._pruner)
+                tg.start_soon(self._settle_lost)  # sessions whose earlier guardian was still at work
                 tg.start_soon(self._signals)
                 tg.start_soon(self._accept, listener)
                 tg.start_soon(self._heartbeats)

@@ -23,6 +23,8 @@ SHORT: dict[Termination, str] = {
     Termination.LOST: "daemon restarted",
     Termination.DAEMON_STOPPED: "daemon stopped",
 }
+# how a lost session ended (lost.py), in a few words
+LOST_WORDS: dict[str, str] = {"guardian": "killed by guardian", "gone": "found gone", "running": "still running?"}
 # what loopwarden did to the agent, a word per verdict action, in the order they are shown
 INTERVENTION_WORDS: dict[str, str] = {
     "nudge": "nudged", "block": "blocked", "gate": "gated", "escalate": "escalated", "force_next": "moved on",
@@ -65,6 +67,9 @@ def ending(snap: dict[str, Any], *, short: bool = False) -> str:
         return visible(f"{words}: {failure}") if failure and not short else words
     head = "lost" if state == SessionState.LOST or raw == Termination.LOST else "terminated"
     text = str(snap.get("termination_text") or "")
+    lost = snap.get("lost")
+    if short and head == "lost" and isinstance(lost, dict) and lost.get("how") in LOST_WORDS:
+        return f"lost: {LOST_WORDS[lost['how']]}"
     if short or not text:
         return visible(f"{head}: {SHORT.get(Termination(raw), raw) if raw in _KNOWN else raw}")
     return visible(f"{head}: {text.removeprefix(_PREFIX)}")

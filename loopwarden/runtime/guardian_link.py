@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import anyio
 
+from .guardian_report import REPORT_ENV
+
 GRACE = 5.0  # the guardian's SIGTERM -> SIGKILL grace after the daemon dies
 RESTART_PAUSE = 1.0  # a guardian that dies within this long of its start is restarted no faster than this
 POLL_SECONDS = 2.0  # only where the kernel has no pidfd (before Linux 5.3)
@@ -24,6 +26,7 @@ class GuardianLink:
         self.process: subprocess.Popen[bytes] | None = None
         self.protected: dict[tuple[str, str], None] = {}  # (kind, value), in the order they were told
         self.restarts = 0
+        self.report: tuple[str, str] | None = None  # (data directory, daemon instance): where it reports
         self.lagging = 0  # lines a stopped guardian could not take; a new guardian is told them all
         self._started_at = 0.0
         self._closing = False
@@ -34,9 +37,13 @@ class GuardianLink:
 
     def start(self) -> None:
         """Start a guardian and tell it everything protected so far."""
+        env = None
+        if self.report is not None:  # (in its environment, not its command line: `ps` shows that to everyone)
+            directory, instance = self.report
+            env = {**os.environ, REPORT_ENV: f"{instance}:{directory}"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "loopwarden.runtime.guardian", f"{self.grace:g}"], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, env=env,
         )
         self._started_at = time.monotonic()
         assert self.process.stdin is not None

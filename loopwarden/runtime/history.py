@@ -30,6 +30,15 @@ class EndedSessions:
             _, (_, old) = self._snaps.popitem(last=False)
             self.bytes -= old
 
+    def replace(self, sid: str, snapshot: dict[str, Any]) -> None:
+        """A newer snapshot of a session already here, in its place (it was not newly ended)."""
+        found = self._snaps.get(sid)
+        if found is None:
+            return
+        size = len(orjson.dumps(snapshot, default=str))
+        self._snaps[sid] = (snapshot, size)
+        self.bytes += size - found[1]
+
     def discard(self, sid: str) -> None:
         found = self._snaps.pop(sid, None)
         if found is not None:

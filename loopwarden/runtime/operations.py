@@ -15,6 +15,7 @@ from ..supervisor.config import Config, ConfigError, change, load_config, show_v
 from ..supervisor.gates import GateError
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, final_exit_code
+from . import oom
 from .adopted import AdoptedSession
 from .commands import default_name, missing_program
 from .contract import Supervised, refusal
@@ -26,6 +27,7 @@ from .restarts import Restartable
 from .requests import BadRequest, adopt_request, attempted_target, request_note, run_request, set_values
 from .session import LiveSession, SessionSpec, minimal_env
 from .spill import Spiller
+from .spill_bounds import SpillBounds
 from .store import HISTORY_TABLES
 from .upkeep import _before
 
@@ -119,6 +121,7 @@ class ControlOperations(DaemonParts):
                 "queued_for_subscribers": self.queue_budget.used, "stopping": self.shutting_down,
                 "guardian": {"pid": self.guardian.pid, "restarts": self.guardian.restarts},
                 "containment": self.containment,
+                "oom_score_adj": {"daemon": oom.own_score(), "agents": self.agent_oom},
                 "gc": {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}}
 
     def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
@@ -169,7 +172,7 @@ class ControlOperations(DaemonParts):
         spec.name, sid = name, spec.id
         spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
                           truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
-                          session=sid)
+                          session=sid, bounds=SpillBounds.of(config.spill, self.spill_ledger))
         session = LiveSession(spec, config, adapter, sink=self.sink, spiller=spiller,
                               on_group=self._guard_group, clock=self.clock, records=self.recorder,
                               containment=self._containment(sid),  # its cgroup, once it is sure to start

@@ -27,6 +27,7 @@ from ..paths import Paths
 from .principal import Principal
 from ..supervisor.events import Event
 from .records import Recorder
+from .spill_bounds import SpillLedger
 from .store import EventRow, Store
 from .subscribers import QueueBudget, Subscriber
 
@@ -72,6 +73,7 @@ class DaemonParts:
     guardian: GuardianLink
     cgroups: CgroupTree | None
     containment: str  # how sessions' processes are found: "cgroup" or "tracking"
+    agent_oom: int | None  # the oom_score_adj agents start with (oom.py); None: the daemon's
     instance: str  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
     shutting_down: bool
     next_id: int
@@ -82,6 +84,7 @@ class DaemonParts:
     hook_claims: HookClaims  # the agent processes hooks claimed (hook_agents.py)
     subreaper: bool
     unserialisable: int  # records subscribers got as a clipped copy because orjson could not write them
+    spill_ledger: SpillLedger  # the spill files' bytes, all sessions together
     _stop_deadline: float  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
     _cleaner_wake: anyio.Event
     _stop: anyio.Event
@@ -136,6 +139,9 @@ class DaemonParts:
 
     async def _stop_ended_agent(self, sid: str) -> None:
         raise NotImplementedError  # hook_ops.py
+
+    def _broadcast(self, kind: str, session_id: str, data: dict[str, Any], *, is_event: bool) -> None:
+        raise NotImplementedError  # routing.py
 
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
         raise NotImplementedError  # routing.py

@@ -14,6 +14,7 @@ import anyio.lowlevel
 import psutil
 
 from ..sessions.base import Capability
+from . import oom
 from .cgroups import CgroupTree
 from .containment import Containment, Sweep, daemon_instance
 from .parts import DaemonParts
@@ -142,6 +143,9 @@ class ProcessWatch(DaemonParts):
         self.containment = "cgroup" if self.cgroups else "tracking"
         self._log(f"process containment: {how}" if self.cgroups else
                   f"process containment: process groups, /proc tracking and marks ({how})")
+        self.agent_oom, said = oom.agent_score()
+        self._log(said)  # once: a failure is never fatal, agents then keep the daemon's score
+        self.guardian.report = (str(self.paths.data), self.instance)  # what it did, for the next daemon (lost.py)
         self.guardian.start()
         self.guardian.protect("m", f"@{self.instance}")  # every agent's LOOPWARDEN_SESSION ends with it
         if self.cgroups is not None:
@@ -149,7 +153,8 @@ class ProcessWatch(DaemonParts):
 
     def _containment(self, sid: str) -> Containment:
         cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
-        containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian)
+        containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian,
+                                  oom_score=self.agent_oom)
         containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
         if self._sweep is None:
             self._sweep = Sweep(os.getpid(), self._helpers)

@@ -7,12 +7,13 @@ from typing import Any
 import anyio
 
 from ..supervisor.verdicts import SessionState
+from . import lost as lost_sessions
 from .contract import Supervised
 from .parts import DaemonParts, RequestError
 from .requests import NAME_CHARS
 from .restarts import Restartable
 from .session import LiveSession
-from .store import Store
+from .store import Store, StoreError
 
 RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
 HOOKED_ENDED_KEPT = 200  # terminated hook sessions remembered, so later hook calls still stop Claude
@@ -44,6 +45,12 @@ def _row_snapshot(row: dict[str, Any]) -> dict[str, Any]:
         snap = dict(snap)
         for key in ("state", "termination", "termination_text", "ended_at", "exit_code"):
             snap[key] = row.get(key, snap.get(key))
+        if row.get("lost") is not None:
+            snap["lost"] = row["lost"]
+        if snap.get("state") == SessionState.LOST and isinstance(snap.get("ended_at"), (int, float)):
+            start = snap.get("started_at") or snap.get("created_at")  # its last snapshot's runtime is older
+            if isinstance(start, (int, float)):
+                snap["runtime"] = round(max(0.0, snap["ended_at"] - start), 3)
         return snap
     return dict(row)
 
@@ -56,6 +63,12 @@ class SessionRegistry(DaemonParts):
         left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
         live = set(self.sessions)  # a copy taken at once: the event loop may add to it meanwhile
         lost = store.mark_lost(self.clock(), keep=live)
+        try:
+            self._lost_pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance)
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a report that cannot be read never keeps the store closed
+            self._log(f"cannot say how the lost sessions ended ({type(exc).__name__}: {exc}); they read as lost")
         return lost, store.recent_sessions(RECENT_BYTES), store.max_session_number()
 
     def _took_history(self, found: tuple[list[str], list[dict[str, Any]], int]) -> None:
@@ -65,6 +78,38 @@ class SessionRegistry(DaemonParts):
             if row["id"] not in self.sessions:
                 self.recent.add(row["id"], _row_snapshot(row))
         self.next_id = max(self.next_id, 1 + highest)
+        if self._lost_pending is not None and self._lost_pending.sessions and self._tg is not None:
+            self._tg.start_soon(self._settle_lost)  # (at the daemon's start, serve starts it)
+
+    _lost_pending: lost_sessions.Settled | None = None
+
+    async def _settle_lost(self) -> None:
+        """Sessions an earlier daemon lost while its guardian was still stopping them: once that guardian is
+        done (at most lost.PENDING_WAIT), say again how they ended, in the store and to every console."""
+        pending, self._lost_pending = self._lost_pending, None
+        if pending is None or not pending.sessions:
+            return
+        with anyio.move_on_after(lost_sessions.PENDING_WAIT):
+            for guardian in pending.guardians:
+                await lost_sessions.gone(guardian)
+        store = self.store
+        if store is None:
+            return
+
+        def again() -> list[dict[str, Any]]:
+            lost_sessions.settle(store, pending.sessions, str(self.paths.data), self.instance)
+            return [row for sid in pending.sessions if (row := store.session(sid)) is not None]
+
+        try:
+            rows = await anyio.to_thread.run_sync(again)
+        except StoreError as exc:
+            self._log(f"cannot say how the lost sessions {', '.join(pending.sessions)} ended: {exc}")
+            return
+        for row in rows:
+            snap = _row_snapshot(row)
+            if row["id"] in self.recent:
+                self.recent.replace(row["id"], snap)
+            self._broadcast("session", row["id"], snap, is_event=False)
 
     async def _resolve(self, ref: Any) -> str:
         """A session id from an id or a name: memory first, then the store. A name names the live session

@@ -129,7 +129,8 @@ class RecordRouting(DaemonParts):
     def _health(self) -> dict[str, Any]:
         """What the daemon could not write or keep since it started (all zero on a good day)."""
         health = {"store": self.recorder.health.to_dict(), "dropped_events": sum(self.recorder.dropped.values()),
-                  "log_errors": self.log_errors, "hook_sessions_refused": self.hook_refusals}
+                  "log_errors": self.log_errors, "hook_sessions_refused": self.hook_refusals,
+                  "spill": self.spill_ledger.health()}
         alerts = self._alert_health()
         if alerts is not None:
             health["alerts"] = alerts

@@ -227,7 +227,7 @@ class LiveSession:
             for fd in writers:  # EOF comes when the agent and its children are done
                 os.close(fd)
         self.pid = self.process.pid
-        self.containment.started(self.pid)
+        self.containment.started(self.pid, os.fstat(self._stdout_fd).st_ino)
         self.on_group(self.pid, True)
         try:
             self._psutil = psutil.Process(self.pid)
@@ -778,7 +778,7 @@ class LiveSession:
         if result.warning and not result.path and self.spiller is not None:
             self.spill_failures += 1  # a full disk or an unusable directory: the agent got the truncated text
             self._report_error(result.warning)
-        if result.path:
+        if result.path and result.saved:  # (an output cut whole has only the notice's path)
             self._sink("spill", self.spec.id, {"seq": event.seq, "ts": now, "tool": event.tool,
                                               "path": result.path, "size": result.size})
 
@@ -1366,8 +1366,8 @@ class LiveSession:
             rate=[], validation_failures=self.health.validation_total,
             extra={"spill_failures": self.spill_failures, "failure": self.adapter.failure,
                    "adapter_reason": self.choice.why if self.choice else None,
-                   "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention}
-                   if self.spiller else None}).to_dict()
+                   "spill": {"dir": self.spiller.directory, "retention": self.spiller.retention,
+                             **self.spiller.bounds.to_dict()} if self.spiller else None}).to_dict()
 
     def _rate_view(self, now: float) -> list[int]:
         self._count_rate(now, 0)

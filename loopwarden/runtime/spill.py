@@ -9,6 +9,9 @@ Safety rules (fixing the weaknesses of the seed 003 design):
   sequence number, so no name can escape the directory or collide silently;
 * the text is encoded and written in slices, never whole; lone surrogates are
   encoded with errors="replace" (each becomes "?"), so the file is valid UTF-8;
+* the bytes written are bounded per session and in total (spill_bounds.py): an
+  output that meets a bound is cut there with a marker line, and past it no file
+  is made at all (the agent gets its preview and a notice's path);
 * any OSError falls back to the seed's truncation message and removes a
   partially written file.
 """
@@ -24,11 +27,11 @@ from typing import Any
 import platformdirs
 
 from ..supervisor.events import SpillResult
+from .spill_bounds import ENCODING_ERRORS, MIN_KEPT, BoundedWriter, SpillBounds, byte_length, notice_text, write_all
 
-CHUNK_CHARS = 1 << 20
 MAX_TRIES = 100
 SLUG_MAX = 48
-_ENCODING_ERRORS = "replace"
+_ENCODING_ERRORS = ENCODING_ERRORS
 
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
 _SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (SLUG_MAX - 1)  # noqa: UP031 - clearer than {{0,{...}}} in an f-string
@@ -79,12 +82,6 @@ def _lstat(name: str, dir_fd: int) -> os.stat_result:
     return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
@@ -100,8 +97,10 @@ class Spiller:
         truncate_chars: int = 200_000,
         retention: float = 24 * 3600,
         session: str = "session",
+        bounds: SpillBounds | None = None,
     ) -> None:
-        """Remember the settings; the directory is only touched by spill() and cleanup()."""
+        """Remember the settings (no bound on bytes without `bounds`); the directory is only touched by
+        spill() and cleanup()."""
         if not directory:
             directory = os.path.join(platformdirs.user_cache_dir("loopwarden"), "spill")
         self.directory = os.path.abspath(os.fspath(directory))
@@ -109,6 +108,8 @@ class Spiller:
         self.truncate_chars = max(0, truncate_chars)
         self.retention = retention
         self.session_slug = slug(session, "session")
+        self.bounds = bounds or SpillBounds()
+        self.freed = 0  # bytes of the files cleanup() removed
 
     def spill(self, text: str, *, tool: str | None, seq: int, now: float) -> SpillResult:
         """Write `text` to a new spill file (mtime `now`, wall-clock) or fall back to truncation."""
@@ -116,11 +117,50 @@ class Spiller:
             raise ValueError(f"seq must be >= 0, got {seq}")
         base = f"{self.session_slug}-{seq:07d}-{slug(tool or '', 'tool')}"
         preview = text[: self.preview_chars].encode("utf-8", _ENCODING_ERRORS).decode("utf-8")
+        room, key = self.bounds.room()
+        if room is not None and room < MIN_KEPT:
+            return self.cut_whole(len(text), byte_length(text), preview, key, base, now)
         try:
-            path = self._write(text, base, now)
+            path, writer = self._write(text, base, now)
         except OSError as exc:
             return self._fallback(text, preview, tool, exc)
-        return SpillResult(path, len(text), preview, self._message(path, len(text), preview), None)
+        if writer.cut:
+            self.bounds.count_cut(writer.cut)
+        return SpillResult(path, len(text), preview, self._message(path, len(text), preview, writer.cut_note()),
+                           None, writer.cut)
+
+    def cut_whole(self, size: int, nbytes: int, preview: str, key: str, base: str, now: float) -> SpillResult:
+        """An output of `size` characters (`nbytes` bytes) past a bound: no file of its own, counted as cut; the
+        agent gets its preview and the path of the session's notice saying why (written once)."""
+        self.bounds.count_cut(nbytes)
+        reason = self.bounds.reason(key)
+        path = self.bounds.notice
+        if path is None or not os.path.isfile(path):
+            try:
+                path = self.bounds.notice = self._write_notice(notice_text(reason), base, now)
+            except OSError:
+                path = None
+        message = (f"Tool response too large ({size} characters), and none of it was saved: {reason}."
+                   + (f" (Why, in a file: {path})" if path else "") + "\n\n"
+                   "Only the preview below is left: ask for a smaller part of the output (head, tail, grep).\n\n"
+                   f"Preview (first {len(preview)} chars):\n{preview}...")
+        return SpillResult(path, size, preview, message, None, nbytes, saved=False)
+
+    def _write_notice(self, text: str, base: str, now: float) -> str:
+        dir_fd = self._open_dir(create=True)
+        try:
+            name, fd = self._create(base, dir_fd)
+            try:
+                os.fchmod(fd, 0o600)
+                data = text.encode()
+                write_all(fd, data)
+                self.bounds.wrote(len(data))
+                os.utime(fd, (now, now))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dir_fd)
+        return os.path.join(self.directory, name)
 
     def stream(self, *, tool: str | None, seq: int) -> SpillStream:
         """A spill file written as an output arrives (a long line read in chunks), kept or discarded after."""
@@ -155,11 +195,13 @@ class Spiller:
             os.unlink(name, dir_fd=dir_fd)
         except OSError:
             return 0
+        self.freed += st.st_size
         return 1
 
-    def _message(self, path: str, size: int, preview: str) -> str:
+    def _message(self, path: str, size: int, preview: str, cut: str | None = None) -> str:
+        saved = f"Full output saved to: {path}" if cut is None else f"Output saved to: {path}\n{cut}"
         return (
-            f"Tool response too large ({size} characters). Full output saved to: {path}\n"
+            f"Tool response too large ({size} characters). {saved}\n"
             "\n"
             "To examine the output:\n"
             "- Use read_file tool to view the file\n"
@@ -178,23 +220,25 @@ class Spiller:
         )
         return SpillResult(None, len(text), preview, truncate_with_warning(text, self.truncate_chars), warning)
 
-    def _write(self, text: str, base: str, now: float) -> str:
+    def _write(self, text: str, base: str, now: float) -> tuple[str, BoundedWriter]:
         dir_fd = self._open_dir(create=True)
         try:
             name, fd = self._create(base, dir_fd)
+            writer = BoundedWriter(fd, self.bounds)
             try:
                 os.fchmod(fd, 0o600)
-                for start in range(0, len(text), CHUNK_CHARS):
-                    _write_all(fd, text[start : start + CHUNK_CHARS].encode("utf-8", _ENCODING_ERRORS))
+                writer.write(text)
+                writer.end()
                 os.utime(fd, (now, now))
             except BaseException:
                 os.close(fd)
                 _unlink_quietly(name, dir_fd)
+                self.bounds.unwrote(writer.written)
                 raise
             os.close(fd)
         finally:
             os.close(dir_fd)
-        return os.path.join(self.directory, name)
+        return os.path.join(self.directory, name), writer
 
     def _create(self, base: str, dir_fd: int) -> tuple[str, int]:
         for attempt in range(1, MAX_TRIES + 1):
@@ -279,6 +323,8 @@ def spill_streamed(event: Any, verdict: Any, stream: SpillStream, *, now: float)
 def _carried_out(event: Any, verdict: Any, result: SpillResult) -> SpillResult:
     verdict.message = result.message
     verdict.evidence.update(path=result.path, size=result.size)
+    if result.cut:
+        verdict.evidence.update(cut_bytes=result.cut, saved=result.saved)
     if result.warning:
         verdict.evidence["warning"] = result.warning
     event.output = result.message  # the full text lives in the spill file, not in memory
@@ -286,25 +332,36 @@ def _carried_out(event: Any, verdict: Any, result: SpillResult) -> SpillResult:
 
 
 class SpillStream:
-    """One spill file written piece by piece; `finish` keeps it (as `Spiller.spill` would), `discard` removes it."""
+    """One spill file written piece by piece; `finish` keeps it (as `Spiller.spill` would), `discard` removes it.
+    With no room left under the spill bounds no file is made: the pieces are only counted."""
 
     def __init__(self, spiller: Spiller, base: str) -> None:
         self.spiller = spiller
+        self.base = base
         self.error: OSError | None = None
         self.name: str | None = None
+        self.writer: BoundedWriter | None = None
+        self.whole = ""  # the bound that leaves no room for this output: it is cut whole
+        self.whole_bytes = 0
         self._fd = self._dir_fd = -1
+        room, key = spiller.bounds.room()
+        if room is not None and room < MIN_KEPT:
+            self.whole = key
+            return
         try:
             self._dir_fd = spiller._open_dir(create=True)
             self.name, self._fd = spiller._create(base, self._dir_fd)
+            self.writer = BoundedWriter(self._fd, spiller.bounds)
             os.fchmod(self._fd, 0o600)
         except OSError as exc:
             self._fail(exc)
 
     def write(self, text: str) -> None:
-        if self.error is None:
+        if self.whole:
+            self.whole_bytes += byte_length(text)
+        elif self.error is None and self.writer is not None:
             try:
-                for start in range(0, len(text), CHUNK_CHARS):
-                    _write_all(self._fd, text[start : start + CHUNK_CHARS].encode("utf-8", _ENCODING_ERRORS))
+                self.writer.write(text)
             except OSError as exc:
                 self._fail(exc)
 
@@ -312,12 +369,16 @@ class SpillStream:
         """The spill result for an output of `size` characters that starts with `head`."""
         spiller = self.spiller
         preview = head[: spiller.preview_chars].encode("utf-8", _ENCODING_ERRORS).decode("utf-8")
-        if self.error is None and self.name is not None:
+        if self.whole:
+            return spiller.cut_whole(size, self.whole_bytes, preview, self.whole, self.base, now)
+        writer = self.writer
+        if self.error is None and self.name is not None and writer is not None:
             try:
+                writer.end()
                 os.utime(self._fd, (now, now))
             except OSError as exc:
                 self._fail(exc)
-        if self.error is not None or self.name is None:
+        if self.error is not None or self.name is None or writer is None:
             shown = min(size, spiller.truncate_chars)
             warning = _one_line(f"spill of {tool or 'tool'} output ({size} chars) to {spiller.directory} failed: "
                                 f"{self.error}; truncated to the first {shown} chars")
@@ -327,18 +388,27 @@ class SpillStream:
             return SpillResult(None, size, preview, message, warning)
         path = os.path.join(spiller.directory, self.name)
         self._close()
-        return SpillResult(path, size, preview, spiller._message(path, size, preview), None)
+        if writer.cut:
+            spiller.bounds.count_cut(writer.cut)
+        return SpillResult(path, size, preview, spiller._message(path, size, preview, writer.cut_note()), None,
+                           writer.cut)
 
     def discard(self) -> None:
-        if self.name is not None and self._dir_fd >= 0:
-            _unlink_quietly(self.name, self._dir_fd)
+        self._remove()
         self._close()
 
     def _fail(self, exc: OSError) -> None:
         self.error = exc
+        self._remove()
+        self.name = None
+
+    def _remove(self) -> None:
+        """The file goes, and its bytes leave the bounds' count."""
         if self.name is not None and self._dir_fd >= 0:
             _unlink_quietly(self.name, self._dir_fd)
-        self.name = None
+        if self.writer is not None:
+            self.spiller.bounds.unwrote(self.writer.written)
+            self.writer = None
 
     def _close(self) -> None:
         for fd in (self._fd, self._dir_fd):

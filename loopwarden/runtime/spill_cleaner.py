@@ -49,16 +49,18 @@ def plan(default_dir: str, default_retention: float, sessions: Iterable[SessionS
     return plans
 
 
-def clean(plans: dict[str, DirectoryPlan], now: float) -> int:
-    """Remove every spill file older than its retention; how many were removed."""
-    removed = 0
+def clean(plans: dict[str, DirectoryPlan], now: float) -> tuple[int, int]:
+    """Remove every spill file older than its retention; how many were removed, and their bytes."""
+    removed = freed = 0
     for directory, p in plans.items():
         for retention in {p.default, *p.sessions.values()}:
             def only(name: str, r: float = retention, p: DirectoryPlan = p) -> bool:
                 return p.retention_of(name) == r
 
-            removed += Spiller(directory, retention=retention).cleanup(now, only=only)
-    return removed
+            spiller = Spiller(directory, retention=retention)
+            removed += spiller.cleanup(now, only=only)
+            freed += spiller.freed
+    return removed, freed
 
 
 def next_expiry(plans: dict[str, DirectoryPlan]) -> float | None:

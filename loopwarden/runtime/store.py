@@ -4,13 +4,16 @@ Written by the daemon only, from one writer thread, one transaction per batch
 (`Store.write(Batch)`). SQLite in WAL mode with synchronous=NORMAL; the file,
 its -wal and -shm are 0600 and a directory the store creates is 0700.
 
-Schema version 3 (`meta` holds `schema_version`; rows are dicts keyed by column):
+Schema version 4 (`meta` holds `schema_version`; rows are dicts keyed by column):
 
     sessions  id TEXT PK, name, adapter, command JSON, cwd, env_keys JSON (names
               only: an `env` or `env_keys` mapping is reduced to its sorted keys,
               values are never stored), preset, config JSON, task, agent, model,
               state, created_at, started_at, ended_at, pid, exit_code, termination,
-              termination_text, dropped_events (NOT NULL, default 0), handshake (0/1)
+              termination_text, dropped_events (NOT NULL, default 0), handshake (0/1),
+              snapshot JSON; since version 4 lost JSON: how a session an earlier
+              daemon left running ended (its guardian's report, its last stored
+              event; lost.py), None for every other session
     events    id INTEGER PK, session_id, seq, ts, kind, data JSON
     verdicts  id INTEGER PK, session_id, seq, ts, action, rule, reason, message,
               termination, target, gate_id, evidence JSON
@@ -60,7 +63,8 @@ Decisions:
   cannot hold are stored as str(). A value nested past MAX_RECORD_DEPTH
   (bounds.py: 250, what a `logs` reply can still carry) is stored with its
   deeper parts replaced by a marker.
-* `mark_lost` also fills an empty termination_text with LOST_TEXT.
+* `mark_lost` also fills an empty termination_text with LOST_TEXT; `record_lost` then
+  says how each ended, once the guardian's report is read (lost.py).
 * Unknown columns refuse the batch rather than being dropped or added. gates rows
   accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
 * One connection, and every method takes a lock, so reads from another thread are
@@ -98,7 +102,7 @@ LOST_TEXT = "the session's process was gone when the daemon restarted"
 
 _APPEND = ("events", "verdicts", "actions", "spills")
 _KEYS = {"sessions": ("id",), "gates": ("session_id", "gate_id")}
-_JSON = {"sessions": ("command", "env_keys", "config", "snapshot"), "events": ("data",),
+_JSON = {"sessions": ("command", "env_keys", "config", "snapshot", "lost"), "events": ("data",),
          "verdicts": ("evidence",), "gates": ("evidence",)}
 _BOOL = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
@@ -195,7 +199,12 @@ def _v3_event_runs(db: Database) -> None:
     db.execute("DROP INDEX IF EXISTS events_by_session")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs]
+def _v4_lost(db: Database) -> None:
+    """How a lost session ended (lost.py); the sessions already stored read None."""
+    db.table("sessions").add_column("lost", str)
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -399,6 +408,15 @@ class Store:
                 " termination_text = coalesce(termination_text, ?) WHERE id = ?",
                 [(now, LOST_TEXT, sid) for sid in ids])
         return ids
+
+    def record_lost(self, session_id: str, text: str, lost: Mapping[str, Any], ended_at: float | None = None) -> bool:
+        """How a lost session ended, in words (its termination_text) and as data (`lost`), and when, if better
+        known than when it was marked; only while it is lost. Whether it was."""
+        with self._lock, _store_errors(self.path), _transaction(self.db.conn):
+            return self.db.execute(
+                "UPDATE sessions SET termination_text = ?, lost = ?, ended_at = coalesce(?, ended_at)"
+                " WHERE id = ? AND state = 'lost'",
+                [_clean(text, self.text_cap), self._json(dict(lost)), ended_at, session_id]).rowcount > 0
 
     def _append(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Insert prepared rows (the hot path: one executemany)."""

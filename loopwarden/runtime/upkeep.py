@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from ..supervisor.config import ConfigError, load_config
+from ..supervisor.config import ConfigError, Spill, load_config
 from . import spill_cleaner
 from .parts import DaemonParts
 from .store import StoreError
@@ -21,7 +21,8 @@ class Upkeep(DaemonParts):
             default_dir = config.dir or str(self.paths.spill)
             uses = await anyio.to_thread.run_sync(self._spill_uses, default_dir, config.retention)
             plans = spill_cleaner.plan(default_dir, config.retention, uses)
-            removed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
+            removed, freed = await anyio.to_thread.run_sync(spill_cleaner.clean, plans, self.clock())
+            self.spill_ledger.release(freed)  # (here, on the event loop, where the sessions count what they write)
             if removed:
                 self._log(f"removed {removed} spill files past their retention from {len(plans)} directories")
             live = [s.spiller.retention for s in self.sessions.values() if s.spiller is not None and not s.final]
@@ -29,6 +30,21 @@ class Upkeep(DaemonParts):
             self._cleaner_wake = anyio.Event()
             with anyio.move_on_after(wait):
                 await self._cleaner_wake.wait()  # a new session may bring a shorter retention
+
+    def _measure_spills(self) -> None:
+        """The bytes of the spill files already on disk, in every directory in use (the start of the count the
+        total bound `spill.max_total_bytes` is held to; every byte written and file removed moves it after)."""
+        try:
+            config = load_config(env={}).spill
+        except ConfigError as exc:
+            self._log(f"spill bounds: the daemon's configuration cannot be read ({exc}); using the defaults")
+            config = Spill()
+        default_dir = config.dir or str(self.paths.spill)
+        plans = spill_cleaner.plan(default_dir, config.retention, self._spill_uses(default_dir, config.retention))
+        self.spill_ledger.limit = config.max_total_bytes
+        found = self.spill_ledger.measure(plans)
+        if found:
+            self._log(f"spill files already on disk: {found:,} bytes in {len(plans)} directories")
 
     def _spill_uses(self, default_dir: str, default_retention: float) -> list[spill_cleaner.SessionSpill]:
         """Where each session, of this daemon or an earlier one, spills, and its retention (a worker thread)."""

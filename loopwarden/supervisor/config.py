@@ -181,6 +181,11 @@ class Spill:
     preview_chars: int = _key("int", "characters of a spilled output shown inline", 1000)
     retention: float = _key("duration", "spill files older than this are removed", 24 * 3600.0)
     dir: str = _key("path", "where spill files go; empty = the user cache directory", "")
+    max_session_bytes: int = _key("size", "bytes of spill files one session may write; past it an output is cut "
+                                          "with a marker line (counted); 0 = no limit", 256 << 20)
+    max_total_bytes: int = _key("size", "bytes of spill files all sessions together may leave on disk (those "
+                                        "kept from earlier sessions count); past it outputs are cut; 0 = no limit",
+                                2 << 30)
 
 
 @dataclass(frozen=True)

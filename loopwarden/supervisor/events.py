@@ -227,3 +227,5 @@ class SpillResult:
     preview: str
     message: str
     warning: str | None
+    cut: int = 0  # bytes of the output not written: a spill bound met (runtime/spill_bounds.py)
+    saved: bool = True  # False: none of it was written; `path` is the notice that says why
