@@ -101,6 +101,23 @@ def save(file: Dotfile, text: str) -> Path | None:
     return backup
 
 
+def backups(file: Dotfile) -> list[Path]:
+    """The backups loopwarden made of this file, newest first."""
+    found = file.target.parent.glob(f"{glob_escape(file.target.name)}.loopwarden-*.bak")
+    return sorted(found, key=_written, reverse=True)
+
+
+def _written(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
 def _backup(target: Path, raw: bytes) -> Path:
     """A new file beside `target` holding `raw`, mode 0600; never an existing one."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

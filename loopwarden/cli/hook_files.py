@@ -94,6 +94,9 @@ def edited(settings: Settings, agent: str, add: Additions) -> tuple[str, dict[st
     new = plus(without_hooks(settings.data, agent), add)
     if new == settings.data:
         return settings.file.text, settings.data
+    before = None if add else restored(settings.file, new)
+    if before is not None:  # uninstalled: the file as it was before install, byte for byte
+        return before, new
     if not settings.file.text.strip():
         return json.dumps(new, indent=2, ensure_ascii=False) + "\n", new
     try:
@@ -105,6 +108,28 @@ def edited(settings: Settings, agent: str, add: Additions) -> tuple[str, dict[st
         raise Fail(f"cannot change the hooks in {settings.file.path} without changing the rest of it; nothing "
                    "was changed")
     return text, new
+
+
+def restored(file: dotfiles.Dotfile, new: dict[str, Any]) -> str | None:
+    """The text of the newest backup when it holds the settings `new` (an emptied `hooks` and empty event
+    lists aside): what the file was before install, with the empty `hooks` it may have had; else None."""
+    for backup in dotfiles.backups(file)[:1]:
+        try:
+            old = dotfiles.load(backup)
+            if _bare(_decode(old.text)) == _bare(new) and old.bom == file.bom:
+                return old.text
+        except (Fail, ValueError, RecursionError):
+            return None
+    return None
+
+
+def _bare(settings: Any) -> Any:
+    """Settings without empty event lists, and without `hooks` when it is left empty."""
+    if not isinstance(settings, dict) or not isinstance(settings.get("hooks"), dict):
+        return settings
+    hooks = {event: groups for event, groups in settings["hooks"].items() if groups}
+    out = {k: v for k, v in settings.items() if k != "hooks"}
+    return {**out, "hooks": hooks} if hooks else out
 
 
 def _remove_ours(text: str, agent: str) -> str:

@@ -211,6 +211,8 @@ SETTINGS_FILES = {
                                                    '    "env": {},\n    "x": [\n    ]\n}\n'),
     "odd spacing": '  { "a" : 1 ,  "hooks" : { "Stop" : [ ' + THEIRS + ' ] ,"SessionEnd":[' + THEIRS + '] } }  \n\n',
     "byte order mark": '\ufeff{\n  "model": "opus"\n}\n',
+    "an empty hooks map": '{\r\n  "model": "opus",\r\n  "days": 1.0e400,\r\n  "hooks": {}\r\n}\r\n',
+    "an empty event list": '{\n  "hooks": {\n    "PreToolUse": []\n  }\n}\n',
 }
 
 
