@@ -36,8 +36,8 @@ class Backlog(Protocol):
 class OutputPipe(asyncio.Protocol):
     """One of the agent's output pipes (stdout or stderr), its lines handed to `take` as they come."""
 
-    def __init__(self, splitter: LineSplitter, take: Take, wake: Callable[[], None], records: Backlog | None,
-                 progress: Callable[[], None] | None = None) -> None:
+    def __init__(self, splitter: LineSplitter[bytes | Oversized] | LineSplitter[Item], take: Take,
+                 wake: Callable[[], None], records: Backlog | None, progress: Callable[[], None] | None = None) -> None:
         self.splitter = splitter
         self.take = take
         self.progress = progress  # called once per chunk whose lines were taken (stdout: publishing the session)
