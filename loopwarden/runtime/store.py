@@ -1,74 +1,24 @@
 """The SQLite store: sessions, events, verdicts, gates, the audit log and spills.
 
-Written by the daemon only, from one writer thread, one transaction per batch
-(`Store.write(Batch)`). SQLite in WAL mode with synchronous=NORMAL; the file,
-its -wal and -shm are 0600 and a directory the store creates is 0700.
+Written by the daemon only, from one writer thread, one transaction per batch (`Store.write(Batch)`); one
+connection, and every method holds the store's lock, so a read from another thread waits while a batch is
+written. WAL mode with synchronous=NORMAL; the file, its -wal and -shm are 0600, a directory it creates 0700.
+`meta` holds the schema's version N, meaning the first N of `MIGRATIONS` were applied; a newer file is refused.
+The tables, their columns and why the store is built this way: docs/control.md, "The store".
 
-Schema version 4 (`meta` holds `schema_version`; rows are dicts keyed by column):
-
-    sessions  id TEXT PK, name, adapter, command JSON, cwd, env_keys JSON (names
-              only: an `env` or `env_keys` mapping is reduced to its sorted keys,
-              values are never stored), preset, config JSON, task, agent, model,
-              state, created_at, started_at, ended_at, pid, exit_code, termination,
-              termination_text, dropped_events (NOT NULL, default 0), handshake (0/1),
-              snapshot JSON; since version 4 lost JSON: how a session an earlier
-              daemon left running ended (its guardian's report, its last stored
-              event; lost.py), None for every other session
-    events    id INTEGER PK, session_id, seq, ts, kind, data JSON
-    verdicts  id INTEGER PK, session_id, seq, ts, action, rule, reason, message,
-              termination, target, gate_id, evidence JSON
-    gates     PK (session_id, gate_id), rule, reason, opened_at, seq, evidence JSON,
-              status (default 'pending'), decided_at, decided_by, note
-    actions   id INTEGER PK, ts, actor, client, session_id, action, target, note,
-              outcome: the audit log (who, when, what, why, from which client); since
-              version 2 also who exactly: client_kind (cli, console, hook, ... as the
-              client says), pid, uid, user, tty, inside_session (the session a refused
-              principal ran inside; "?" for an agent's orphan of unknown session)
-    spills    id INTEGER PK, session_id, seq, ts, tool, path, size
-    event_runs first_id INTEGER PK, last_id, session_id (since version 3): each transaction's events of one
-              session took consecutive ids first_id..last_id; a session's events are read through its runs
-
-NOT NULL: the keys, events.kind, verdicts.action, gates.status, actions.ts/actor/
-action, spills.path (a row without them refuses its batch). verdicts, actions
-and spills are indexed on (session_id, id), event_runs on (session_id, last_id),
-gates on status. events has no index but its rowid (since version 3: the index cost
-a third of an event row's insert, ~5.4k instructions of ~12.5k; a run is one row per
-session and transaction, and the reads go through the runs, in id order without a sort).
-
-Decisions:
-
-* Columns added to the suggestion: sessions.task, .agent, .model (the session spec
-  in ARCHITECTURE.md; kept queryable rather than buried in `config`).
-* Ids are rowids (max + 1), not AUTOINCREMENT: sqlite-utils' create_table cannot
-  declare it, and only `prune` deletes rows (of ended sessions, with their runs),
-  so a live session's ids only grow, which is all the `after_id` cursors need.
-  Event runs rely on max + 1 and are checked against it. AUTOINCREMENT measured
-  8-10% slower on inserts.
-* Schema and migrations use sqlite-utils (`Database.create_table`, `create_index`,
-  `add_column`; not `Table.create`, which commits the caller's transaction on 3.x),
-  reads use `db.query`. Batch rows go through `db.conn.executemany` (appends; events
-  100 rows per multi-row INSERT, the rest one by one) and
-  `INSERT ... ON CONFLICT DO UPDATE` (upserts) inside one BEGIN IMMEDIATE: 1.3-1.5x
-  the throughput of `insert_all` (bench/store_throughput.py), and the only way a
-  batch stays atomic on sqlite-utils 3.x, whose insert/upsert commit the caller's
-  transaction. Tested with sqlite-utils 3.37 and 4.2.
-* Migrations are a list of functions; version N means the first N were applied.
-  sqlite_utils.Migrations is not used: it is new in 4.x, names its steps rather
-  than numbering them, and cannot tell that a file is newer than the code.
-* Every text value, in a column or inside JSON, is capped at `text_cap` characters
-  (not bytes) with a marker: a 5 MB tool output keeps its first 64 Ki characters;
-  the spill file holds the rest. A JSON document still longer than `json_cap`
-  (default 4 x text_cap) is replaced by {"truncated", "chars", "preview"}. Lone
-  surrogates become "?" (as in spill.py). JSON is encoded by orjson; values it
-  cannot hold are stored as str(). A value nested past MAX_RECORD_DEPTH
-  (bounds.py: 250, what a `logs` reply can still carry) is stored with its
-  deeper parts replaced by a marker.
-* `mark_lost` also fills an empty termination_text with LOST_TEXT; `record_lost` then
-  says how each ended, once the guardian's report is read (lost.py).
-* Unknown columns refuse the batch rather than being dropped or added. gates rows
-  accept `id` for `gate_id`, so `Gate.to_dict()` can be stored as it is.
-* One connection, and every method takes a lock, so reads from another thread are
-  safe (they wait while a batch is written).
+Its rules, for every row:
+* a row missing a NOT NULL column, or naming a column its table lacks, refuses its whole batch (gates rows
+  accept `id` for `gate_id`, so `Gate.to_dict()` is stored as it is);
+* ids are rowids (max + 1): only `prune` deletes rows, of ended sessions, so a live session's ids only grow,
+  which the `after_id` cursors and the event runs rely on;
+* a session's events are read through `event_runs` (each transaction's events of one session took the
+  consecutive ids first_id..last_id), in id order; events have no index but their rowid;
+* every text value, in a column or inside JSON, is cut to `text_cap` characters with a marker; a JSON document
+  still longer than `json_cap` becomes {"truncated", "chars", "preview"}; lone surrogates become "?"; a value
+  orjson cannot hold is stored as str(), and one nested past MAX_RECORD_DEPTH has its deeper parts replaced
+  by a marker;
+* an `env` or `env_keys` mapping is stored as its sorted keys, never its values;
+* `mark_lost` fills an empty termination_text with LOST_TEXT; `record_lost` then says how each ended.
 """
 
 from __future__ import annotations
