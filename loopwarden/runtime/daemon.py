@@ -240,7 +240,7 @@ class Daemon(SocketServer, ControlOperations, HookOperations, Upkeep, ProcessWat
 
 def tune_collector() -> None:
     """The cyclic garbage collector, tuned for a daemon that allocates some ten containers per event and frees
-    nearly all of them at once by reference counting (issue 16): what exists by now (modules, classes, the
+    nearly all of them at once by reference counting: what exists by now (modules, classes, the
     daemon's parts) is frozen out of its scans for good, and the youngest generation is collected every
     GC_YOUNG allocations instead of 700. A 50-session flood spent ~10 % of the daemon's CPU collecting."""
     gc.freeze()

@@ -1,4 +1,4 @@
-"""The daemon's event loop: asyncio's, with its wake-ups moderated (issue 16).
+"""The daemon's event loop: asyncio's, with its wake-ups moderated.
 
 Two hundred agents writing one event at a time wake an asyncio loop once per event, and each
 wake-up (the epoll_wait that sleeps and returns, the loop's round, the read) cost more than

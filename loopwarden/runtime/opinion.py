@@ -1,4 +1,4 @@
-"""A second opinion on ambiguous verdicts (seed 002), asked of a model through the `anthropic` SDK.
+"""A second opinion on ambiguous verdicts, asked of a model through the `anthropic` SDK.
 
 The engine marks a nudge or a gate it is unsure of (`Verdict.ask`, supervisor/opinion.py); the live
 session asks here, in a task of its own, while the event loop goes on. The model sees the question,

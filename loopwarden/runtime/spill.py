@@ -1,6 +1,6 @@
 """Writing oversized tool outputs to private spill files and telling the agent where they are.
 
-Safety rules (fixing the weaknesses of the seed 003 design):
+Safety rules:
 
 * the spill directory is 0700, must be a real directory owned by us, and is
   opened with O_NOFOLLOW; files are created relative to that descriptor with
@@ -12,7 +12,7 @@ Safety rules (fixing the weaknesses of the seed 003 design):
 * the bytes written are bounded per session and in total (spill_bounds.py): an
   output that meets a bound is cut there with a marker line, and past it no file
   is made at all (the agent gets its preview and a notice's path);
-* any OSError falls back to the seed's truncation message and removes a
+* any OSError falls back to `truncate_with_warning`'s text and removes a
   partially written file.
 """
 
@@ -68,7 +68,7 @@ def human_duration(seconds: float) -> str:
 
 
 def truncate_with_warning(text: str, max_chars: int) -> str:
-    """Seed 003's fallback: the first `max_chars` characters plus a TRUNCATED note."""
+    """The fallback when no spill file can be written: the first `max_chars` characters plus a TRUNCATED note."""
     if len(text) <= max_chars:
         return text
     return text[:max_chars] + f"\n\n[TRUNCATED: Response was {len(text)} characters, showing first {max_chars}]"

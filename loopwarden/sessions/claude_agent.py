@@ -6,7 +6,7 @@ It sends `hello` with the handshake, so every tool call waits for loopwarden's v
 runs; a blocked call is not run, and the verdict's message goes back to the model as the tool's
 error result. Text that loopwarden injects (nudges, guidance, unblock authority, escalations)
 is added to the next request as a user turn. An `escalate` injection moves the agent up its model
-ladder (haiku, then sonnet, then opus, after seed 004); past the top it asks for a human with a
+ladder (haiku, then sonnet, then opus); past the top it asks for a human with a
 `gate_request`. A `stop` line ends it. See docs/agent.md.
 
 Tools: `bash` (a shell command, with a timeout and bounded output), `read_file`, `write_file` and

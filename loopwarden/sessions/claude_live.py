@@ -1,7 +1,7 @@
 """Claude Code launched by loopwarden: stream-json both ways, vetoes through the control protocol.
 
 The CLI runs as `claude -p --input-format stream-json --output-format stream-json --verbose
---replay-user-messages ARGS` (shared research protocols.md, section 1). At start loopwarden sends an
+--replay-user-messages ARGS` (docs/claude-code.md). At start loopwarden sends an
 `initialize` control request that registers a PreToolUse hook callback for every tool, then the
 prompt as a user line. Each `hook_callback` request becomes the ToolCall the engine judges, and
 `verdict_line` answers it: `{}` (no objection) or a `permissionDecision: deny` with the verdict's

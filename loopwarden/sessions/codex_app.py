@@ -1,6 +1,6 @@
 """Codex CLI launched by loopwarden: `codex app-server`, JSON-RPC over stdio, vetoes by declining approvals.
 
-The CLI runs as `codex app-server [-c key=value ...]` (shared research `codex_app_server.md`). At
+The CLI runs as `codex app-server [-c key=value ...]` (docs/codex.md). At
 start loopwarden sends `initialize`, `initialized` and `thread/start` with `approvalPolicy:
 "untrusted"`, so Codex asks before every command; once the thread exists, `turn/start` with the
 prompt. Each `item/commandExecution/requestApproval` and `item/fileChange/requestApproval` is the

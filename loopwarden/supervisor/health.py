@@ -300,7 +300,7 @@ class SessionHealth:
                note: str | None = None, expired: bool = False) -> list[Verdict]:
         """Approve (optionally with guidance, which is injected) or deny (terminate) a gate.
 
-        Any human decision resets the loop counters (decision 74). Raises GateError.
+        Any human decision resets the loop counters: a person has looked, so counting starts over. Raises GateError.
         """
         status = "expired" if expired else ("approved" if approve else "denied")
         gate = self.gates.decide(gate_id, status, now, by, note)
@@ -343,7 +343,7 @@ class SessionHealth:
         self.reset_counters()
 
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
-        """An operator grants scoped unblock authority (seed 001); the text is injected."""
+        """An operator lets the agent unblock itself, for `task` or the current one; the text is injected."""
         verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",
                           message=messages.operator_authority(task, note))
         self.reset_counters()

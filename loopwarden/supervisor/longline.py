@@ -1,4 +1,4 @@
-"""A very long native line judged by a bounded prefix, its size and its digest, never held whole (issue 16).
+"""A very long native line judged by a bounded prefix, its size and its digest, never held whole.
 
 A tool_result whose `output` runs to megabytes is the only long line real agents write. Once a line
 has grown past `STREAM_FROM` bytes while inside the top-level `output` string, the reader hands the rest

@@ -1,6 +1,6 @@
 """Every text the supervisor sends to an agent, in one place.
 
-Each says what happened, with the evidence, and what to do instead (seeds 000-004).
+Each says what happened, with the evidence, and what to do instead.
 """
 
 from __future__ import annotations

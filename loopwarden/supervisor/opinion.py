@@ -1,4 +1,4 @@
-"""Ambiguous verdicts a second opinion may overrule (seed 002: LLM reasoning for edge cases).
+"""Ambiguous verdicts a second opinion may overrule: the edge cases a rule cannot settle alone, put to a model.
 
 A guard marks a verdict it is unsure of by setting `Verdict.ask` to one of the kinds below; the
 engine stays deterministic and pure. The runtime (runtime/opinion.py) may then put the case to a

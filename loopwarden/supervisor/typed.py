@@ -1,4 +1,4 @@
-"""Typed decoding of native-protocol lines: the fast path (issue 16), in C through msgspec.
+"""Typed decoding of native-protocol lines: the fast path, in C through msgspec.
 
 A line whose fields are exactly the protocol's, each of its kind, decodes in one pass into a typed
 record that becomes its Event. Anything else (an unknown field, a wrong kind, a bad enum value, non-ASCII

@@ -1,4 +1,4 @@
-"""Task attempts (seed 001): completed-task revisit, blocked spin, no-progress repeat."""
+"""Task attempts: completed-task revisit, blocked spin, no-progress repeat."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Consecutive failures: tool errors and error events with no success between (seed 003)."""
+"""Consecutive failures: tool errors and error events with no success between."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Iterations (seed 004): stuck patterns, model escalation haiku -> sonnet -> opus -> human, max iterations."""
+"""Iterations: stuck patterns, model escalation haiku -> sonnet -> opus -> human, max iterations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Decision 74's loop counter: exact repeats of a failure within a task open a human gate."""
+"""The loop counter: exact repeats of a failure within a task open a human gate."""
 
 from __future__ import annotations
 

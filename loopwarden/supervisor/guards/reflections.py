@@ -4,7 +4,7 @@ Aider retries a failed lint or test round at most 3 times per user message, then
 back to the user. A round here is a test or lint command run through a tool (see
 `reflections.commands`) whose result failed; a passing round (or a passing `test_result`) or a
 human message starts the budget over. Failing `test_result` events are left to loop_counter, which
-tells their progress (fewer failing tests, more coverage) from repeats and regressions (decision 74).
+tells their progress (fewer failing tests, more coverage) from repeats and regressions.
 """
 
 from __future__ import annotations

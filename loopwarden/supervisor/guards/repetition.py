@@ -1,8 +1,8 @@
-"""Identical consecutive tool calls: nudge, then block, then terminate (seeds 000 and 003).
+"""Identical consecutive tool calls: nudge, then block, then terminate.
 
 An identical call whose output keeps changing (polling, paging) is progress for a while; past a
-ceiling it is nudged, then gated, as the rule `polling` (issue 14: 600 listings of a directory
-whose log grew ran with no verdict).
+ceiling it is nudged, then gated, as the rule `polling`: otherwise an agent listing a directory whose
+log keeps growing would poll it forever with no verdict.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the agent itself asks for: a human gate, and large outputs to be spilled (seed 003)."""
+"""What the agent itself asks for: a human gate, and large outputs to be spilled."""
 
 from __future__ import annotations
 

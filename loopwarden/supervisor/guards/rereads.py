@@ -1,4 +1,4 @@
-"""The same file read again and again (any offset) with no write to it (Goose fork, REP-003)."""
+"""The same file read again and again (any offset) with no write to it."""
 
 from __future__ import annotations
 

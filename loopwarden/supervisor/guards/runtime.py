@@ -1,4 +1,4 @@
-"""Wall clock: a stall nudge after silence (seed 000), a hard max_runtime (seed 003)."""
+"""Wall clock: a stall nudge after silence, a hard max_runtime."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The same error from one tool, whatever its arguments: block its next call (Goose REP-002)."""
+"""The same error from one tool, whatever its arguments: block its next call."""
 
 from __future__ import annotations
 

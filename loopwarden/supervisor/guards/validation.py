@@ -1,4 +1,4 @@
-"""Consecutive validation failures: malformed lines or model output (seed 003)."""
+"""Consecutive validation failures: malformed lines or model output."""
 
 from __future__ import annotations
 
