@@ -1,4 +1,4 @@
-"""The layers of ARCHITECTURE.md, read from every import in the package: none runs back up.
+"""The layers of docs/architecture.md, read from every import in the package: none runs back up.
 
 engine (supervisor/) < adapters (sessions/, and paths.py: where loopwarden keeps its files) < runtime (runtime/)
 < the people's side (cli/, widgets/, the rest)

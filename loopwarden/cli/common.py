@@ -21,7 +21,7 @@ from .remote import chosen, closed_early, remote_client, route
 if TYPE_CHECKING:
     from ..supervisor.config import Config
 
-# exit codes of loopwarden's own errors (README "Exit codes"); a session's own are in verdicts.Termination
+# exit codes of loopwarden's own errors (docs/cli.md, "Exit codes"); a session's own are in verdicts.Termination
 EXIT_USAGE = 2  # what was asked is wrong: usage, a bad value, an unknown or ambiguous session, an ended one
 EXIT_DAEMON = 3  # the daemon: not running (read-only commands start none), unreachable, or cannot do it now
 EXIT_REFUSED = 4  # refused: an operator action from inside a supervised session

@@ -202,7 +202,7 @@ def claude_code_tool(attached: Sequence[str], claimed: bool = False) -> Locator:
     init, not to the daemon): while Claude Code sessions are attached by hooks (`attached`), or a process a
     hook claimed still lives (`claimed`), a process whose environment says it runs under Claude Code
     (CLAUDECODE=1, which Claude Code gives every tool) is inside one. An agent can clear the variable
-    first; the README's security model says so."""
+    first; the security model (docs/security.md) says so."""
 
     def locate(chain: Sequence[ProcInfo]) -> Inside | None:
         if not (attached or claimed) or not chain or environment_value(chain[0].pid, "CLAUDECODE") != "1":

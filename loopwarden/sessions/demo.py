@@ -39,7 +39,8 @@ class DemoAgent:
         return args, [f"{key}={seconds / speed:g}" for key, seconds in self.limits]
 
 
-# In the order they are launched; the README and `demo --no-console` describe them from here.
+# In the order they are launched; `demo --no-console` describes them from here (the README and docs/console.md
+# list them too).
 DEMO_AGENTS: tuple[DemoAgent, ...] = (
     DemoAgent("healthy", "a varied, successful session: no intervention", 10, 20),
     DemoAgent("repetition", "re-reads one file: nudged, blocked, then stopped (repetition_loop)", 8),

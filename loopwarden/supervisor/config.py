@@ -27,7 +27,7 @@ def _list_key(help: str, default: list[str], kind: str = "list") -> Any:
     return field(default_factory=lambda: list(default), metadata={"kind": kind, "help": help})
 
 
-# Every rule a verdict can name, with what it watches, in the README's table order: `rules.disabled`,
+# Every rule a verdict can name, with what it watches, in the order of the rule table (docs/rules.md): `rules.disabled`,
 # `tools.exempt` and `loopwarden explain` use these names. A new guard adds its name here.
 RULES: dict[str, str] = {
     "repetition": "the same call with the same arguments, consecutively",

@@ -24,7 +24,7 @@ def write_notify(home: Path, urls: list[str], **settings: Any) -> None:
         else:
             lines.append(f"{key} = {value!r}" if not isinstance(value, str) else f'{key} = "{value}"')
     (home / "config.toml").write_text("\n".join(lines) + "\n")
-    (home / "config.toml").chmod(0o600)  # it holds the URLs: as the README asks
+    (home / "config.toml").chmod(0o600)  # it holds the URLs: as docs/alerts.md asks
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def test_a_rule_switched_off_on_a_running_session_stops_at_once_and_on_again_res
 def test_unknown_rule_names_are_one_line_errors_with_a_suggestion():
     with pytest.raises(ConfigError, match=r"rules.disabled: unknown rule 'alterantion' \(did you mean alternation\?\)"):
         config("rules.disabled=alterantion")
-    assert config("rules.disabled=max_runtime").rules.disabled == ["runtime"]  # the README's name works too
+    assert config("rules.disabled=max_runtime").rules.disabled == ["runtime"]  # the rule table names it so
     assert config("rules.disabled=").rules.disabled == []
 
 

@@ -1,4 +1,4 @@
-"""Every issue-14 rule is in the README's rule table (with its keys), can be reset by name, and
+"""Every issue-14 rule is in the rule table of docs/rules.md (with its keys), can be reset by name, and
 its keys are listed by `loopwarden config keys` (describe_keys) and can be set on a running session."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from loopwarden.supervisor.config import LIVE_KEYS, describe_keys
 from loopwarden.supervisor.health import RESETTABLE
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RULES_DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 RULES = {
     "polling": ["repetition.progress_nudge_after", "repetition.progress_gate_after"],
     "rereads": ["rereads.max_reads", "rereads.window", "rereads.read_tools", "rereads.write_tools"],
@@ -19,7 +19,7 @@ RULES = {
 
 
 def test_each_rule_has_a_row_its_keys_and_a_reset():
-    table = README.read_text(encoding="utf-8").split("## What it catches", 1)[1].split("\n## ", 1)[0]
+    table = RULES_DOC.read_text(encoding="utf-8").split("## What it catches", 1)[1].split("\n## ", 1)[0]
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     listed = {key for key, *_ in describe_keys()}
     for rule, keys in RULES.items():
