@@ -1,4 +1,4 @@
-"""Memory of replaying one very large accepted tool output (issue 16: under 20 MiB of growth for 100 MB).
+"""Memory of replaying one very large accepted tool output (target: under 20 MiB of growth for 100 MB).
 
     .venv/bin/python bench/big_output.py                 # a 100 MB output, spilled as it is read
     .venv/bin/python bench/big_output.py --mb 20 --no-spill

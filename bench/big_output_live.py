@@ -1,4 +1,4 @@
-"""Memory of the LIVE daemon judging one very large accepted tool output (issue 16: under 20 MiB for 100 MB).
+"""Memory of the LIVE daemon judging one very large accepted tool output (target: under 20 MiB for 100 MB).
 
     .venv/bin/python bench/big_output_live.py            # a 100 MB output
     .venv/bin/python bench/big_output_live.py --mb 40 --runs 3

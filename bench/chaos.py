@@ -1,4 +1,4 @@
-"""The chaos figures of issue 10, measured against a real daemon: memory, time and loss under abuse.
+"""Chaos figures, measured against a real daemon: memory, time and loss under abuse.
 
     .venv/bin/python bench/chaos.py [--only deaf,subscriber,logs,history,newlines,sigkill] [--quick]
 
@@ -28,8 +28,8 @@ Each part runs its own `loopwarden serve` in a temporary LOOPWARDEN_HOME:
               stop-daemon from inside its session, directly and from a double-forked orphan:
               how many were carried out
 
-Figures are printed as one report; the script always exits 0. Before/after numbers for
-issue 10 are in bench/README.md.
+Figures are printed as one report; the script always exits 0. Figures measured before and
+after the daemon was bounded are in bench/HISTORY.md, "Chaos".
 """
 
 from __future__ import annotations

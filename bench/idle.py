@@ -23,7 +23,7 @@ whole measurement is repeated by a daemon importing the loopwarden of DIR (e.g. 
 | tar -x -C DIR`), the two printed one above the other.
 
 CPU time is counted in clock ticks (10 ms): over 30 s one tick is 0.033 %.
-Targets (issue 16): no live session under 0.1 % of a core; 200 idle sessions under 1 %.
+Targets: no live session under 0.1 % of a core; 200 idle sessions under 1 %.
 The load average is printed beside each figure. Always exits 0.
 """
 

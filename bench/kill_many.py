@@ -23,7 +23,7 @@ With --before DIR, each run is repeated, interleaved, by a daemon importing the 
 DIR (served from DIR with PYTHONPATH=DIR; e.g. `git archive main | tar -x -C DIR`), so a before
 and an after come from the same minutes; they take turns going first.
 
-Target (issue 16): killing N=200 sessions costs the daemon under 0.3 s of CPU.
+Target: killing N=200 sessions costs the daemon under 0.3 s of CPU.
 The load average is printed beside each figure (the machine is shared). Always exits 0.
 """
 

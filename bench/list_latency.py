@@ -15,7 +15,7 @@ sessions costs more than a `list`; `ping`'s CPU shows what is left of it). `ping
 baseline of the same run: a trivial request through the same socket, parsing and
 dispatch. Prints the load average beside each figure.
 
-Target (issue 16): `list` at LARGE (200) sessions answers in under 5 ms (p50 of
+Target: `list` at LARGE (200) sessions answers in under 5 ms (p50 of
 the answered time).
 The script always exits 0.
 """

@@ -1,4 +1,4 @@
-"""Live ingest (issue 16): the daemon's CPU per event against a bare asyncio Protocol reader.
+"""Live ingest: the daemon's CPU per event against a bare asyncio Protocol reader.
 
     .venv/bin/python bench/live_ingest.py [--repeats 3] [--window S] [--only flood,wakeup]
                                           [--before /a/checkout] [--py-spy /path/to/py-spy]

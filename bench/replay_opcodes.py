@@ -6,7 +6,7 @@
 Replays the first LINES lines (default 20,000) of STREAM with the bench's configuration under an opcode
 tracer and prints the bytecodes executed per line, in all and for the TOP functions (default 40). The count
 is exact and noise-free, unlike time; it does not weigh the work a bytecode does in C (a `find`, a decode),
-which valgrind's instruction count does (bench/README.md, "Replay, seventh round"). Always exits 0.
+which valgrind's instruction count does (bench/HISTORY.md, "Replay, seventh round"). Always exits 0.
 """
 
 from __future__ import annotations
