@@ -343,7 +343,7 @@ class SessionHealth:
         self.reset_counters()
 
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
-        """An operator lets the agent unblock itself, for `task` or the current one; the text is injected."""
+        """An operator lets the agent work around what blocks `task` (or the current one); the text is injected."""
         verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",
                           message=messages.operator_authority(task, note))
         self.reset_counters()
