@@ -6,10 +6,11 @@ Python (setup.py says why), and a compiled module reads a name imported from a P
 not declared Final, out of its module's dict at every use; a Final name of a compiled module (this one) is a C
 static, and `type(event) is TOOL_CALL` one pointer compare, which mypy narrows as it does isinstance (the event
 classes have no subclasses: both tests answer alike). Measured by callgrind, compiled, isinstance with the
-classes of events.py costs 36,100 instructions per line of bench/flood_path.py's flood against 32,660 (+10.5 %),
-and 37,200 per replayed event against 34,200 (+8.7 %). Compiled code holds a Final's value, so a test never patches a module constant: the code takes what a
-test needs to change as a parameter (Recorder's flush_seconds and pending_cap), or exposes the path it compares
-with (chanting's maybe_chanting_by_loop). Annotations and constructors keep the classes themselves.
+classes of events.py costs 36,100 instructions per line of bench/flood_path.py's flood against 32,600 (+11 %),
+and 37,200 per replayed event against 34,200 (+9 %). Compiled code holds a Final's value, so a test never patches
+a module constant: the code takes what a test needs to change as a parameter (Recorder's flush_seconds and
+pending_cap), or exposes the path it compares with (chanting's maybe_chanting_by_loop). Annotations and
+constructors keep the classes themselves.
 """
 
 from __future__ import annotations
