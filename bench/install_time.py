@@ -7,7 +7,7 @@ Each round makes two new venvs in a temporary folder: one installs the dependenc
 with --no-deps (its own build); the other installs the project with its dependencies, as the README says. Both
 use pip's cache as it is (a first round warms it: compare the rounds after it). `--source`: another checkout
 (the before); `--compile`: with LOOPWARDEN_COMPILE=1. Prints each time and the engine each install runs.
-Always exits 0.
+Exits non-zero only when an install fails.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ def dependencies(source: Path) -> list[str]:
 
 def timed(args: list[str], env: dict[str, str]) -> float:
     start = time.monotonic()
-    subprocess.run(args, check=True, env=env, stdout=subprocess.DEVNULL)
+    done = subprocess.run(args, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return time.monotonic() - start
 
 
