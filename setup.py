@@ -1,12 +1,13 @@
-"""The build: the per-event path compiled to C by mypyc (the engine's, and a live session's per line), or left
-in Python where it cannot be.
+"""The build: plain Python by default; with LOOPWARDEN_COMPILE=1, the per-event path compiled to C by mypyc (the
+engine's, and a live session's per line), or left in Python where it cannot be.
 
-Everything else is declared in pyproject.toml. The compiled modules are the same source, type-checked and
-turned into C (issue 16, bench/README.md: a replay runs about 1.5 times as fast; the live flood's daemon spends
-about a fifth less per event). The build writes loopwarden/compiled.json: `loopwarden/compiled.py` reads it at
-import to tell whether the compiled modules are still those of the sources beside them, and it says why nothing
-was compiled when nothing was (LOOPWARDEN_PURE=1 at install; no C compiler or Python headers: the install then
-goes on with the Python engine).
+Everything else is declared in pyproject.toml (build_backend/compile_on_request.py asks pip for mypyc only when
+it compiles). The compiled modules are the same source, type-checked and turned into C (bench/README.md: a replay
+runs about 1.5 times as fast; the live flood's daemon spends a little less per event). Every build writes
+loopwarden/compiled.json: `loopwarden/compiled.py` reads it at import to tell whether the compiled modules are
+still those of the sources beside them, and it says why nothing was compiled when nothing was (not asked for; no
+C compiler or Python headers: the install then goes on with the Python engine). A build that compiles nothing
+still removes the extension modules an earlier one left beside the sources.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ PER_LINE = ("session.py", "pipes.py", "records.py")
 MYPY_OPTIONS = ("--ignore-missing-imports",)
 GROUP = "loopwarden.supervisor._compiled"  # the shared library the modules' shims load: inside the package
 RECORD = "compiled.json"
+DEFAULT_BUILD = "the default build; LOOPWARDEN_COMPILE=1 at install compiles it"  # why_pure when not asked to compile
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}  # the commands that compile
 # setuptools runs build_ext only for a distribution with extensions; this one stands for mypyc's until
 # build_ext is finalized for a build (egg_info finalizes it too, only to list sources: mypyc takes seconds)
@@ -73,8 +75,8 @@ class BuildEngine(build_ext):
         if not BUILDS.intersection(self.distribution.commands):
             self.distribution.ext_modules = []
             return "no build"
-        if os.environ.get("LOOPWARDEN_PURE"):
-            return "LOOPWARDEN_PURE was set at install"
+        if os.environ.get("LOOPWARDEN_COMPILE", "0") in ("", "0"):
+            return DEFAULT_BUILD
         try:
             from mypyc.build import mypycify
         except ImportError as exc:
@@ -97,7 +99,8 @@ class BuildEngine(build_ext):
         if why is not None:
             self.extensions = []
             self._remove_compiled()
-            sys.stderr.write(f"loopwarden: the engine stays pure Python: {why}\n")
+            if why != DEFAULT_BUILD:  # asked to compile: say why it did not (pip install -v shows it)
+                sys.stderr.write(f"loopwarden: the engine stays pure Python: {why}\n")
         record = {"compiled": [] if why else [source_record(path) for path in compiled_sources()],
                   "group": GROUP, "why_pure": why}
         self._package_dir().mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Which engine runs: the one mypyc compiled at install (setup.py), or its Python source.
+"""Which engine runs: its Python source (the default build), or the one mypyc compiled at install when
+LOOPWARDEN_COMPILE=1 asked for it (setup.py).
 
 Compiled modules sit beside their sources, and Python's import system prefers them. They are used only
 while the build's record (compiled.json) says every one was compiled from the sources as they are now. After
@@ -41,9 +42,9 @@ def _check() -> tuple[str, str]:
             changed = _changed(ROOT / source["path"], source)
             if changed:
                 return "stale", (f"{source['path']} {changed} since the engine was compiled; "
-                                 "pip install -e . compiles it again")
+                                 "LOOPWARDEN_COMPILE=1 pip install -e . compiles it again")
     except FileNotFoundError:
-        return "pure", "not built: no compiled.json (pip install -e . builds it)"
+        return "pure", "not built: no compiled.json (pip install -e . writes it)"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return "pure", f"compiled.json is unreadable ({exc})"
     return "compiled", ""
@@ -84,4 +85,4 @@ if STATE != "compiled":
 
 def describe() -> str:
     """One line for --version and the benches."""
-    return "engine compiled by mypyc" if STATE == "compiled" else f"engine in pure Python ({WHY})"
+    return "engine compiled by mypyc" if STATE == "compiled" else f"engine in pure Python: {WHY}"

@@ -1,5 +1,6 @@
-"""The compiled engine (setup.py, loopwarden/compiled.py): the README's install compiles it, it is used only
-while it was compiled from the sources beside it, and it gives the verdicts its Python source gives."""
+"""The build (setup.py, build_backend/, loopwarden/compiled.py): the default install is the Python engine and
+compiles nothing; LOOPWARDEN_COMPILE=1 compiles it, which is used only while it was compiled from the sources
+beside it, and gives the verdicts its Python source gives."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -22,8 +24,17 @@ from loopwarden.supervisor import health
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-ASKED_PURE = "LOOPWARDEN_PURE" in compiled.WHY  # set now, or when it was installed
+DEFAULT_BUILD = "the default build; LOOPWARDEN_COMPILE=1 at install compiles it"  # setup.py's, in compiled.json
 needs_compiled = pytest.mark.skipif(compiled.STATE != "compiled", reason=f"the engine is not compiled: {compiled.WHY}")
+
+
+def _installed_record() -> dict[str, object]:
+    """compiled.json as the install wrote it (beside the sources: an editable install)."""
+    path = ROOT / "loopwarden" / "compiled.json"
+    if not path.exists():
+        pytest.skip("not installed: no loopwarden/compiled.json (pip install -e . writes it)")
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
 
 PROBE = """
 import json, loopwarden.compiled as c, loopwarden.supervisor.health as h, loopwarden.supervisor.guards.budget as b
@@ -31,18 +42,100 @@ print(json.dumps({"state": c.STATE, "why": c.WHY, "files": [h.__file__, b.__file
 """
 
 
-def test_the_install_compiles_the_engine() -> None:
-    if ASKED_PURE:
+def test_the_default_install_builds_no_c() -> None:
+    """`pip install -e .` without LOOPWARDEN_COMPILE: the Python engine, no extension module in the package, and
+    `loopwarden --version` says so and how to compile it."""
+    record = _installed_record()
+    if record["why_pure"] != DEFAULT_BUILD:
+        pytest.skip(f"installed with LOOPWARDEN_COMPILE=1 ({record['why_pure'] or 'compiled'})")
+    assert record["compiled"] == []
+    assert "LOOPWARDEN_PURE" in compiled.WHY or compiled.WHY == DEFAULT_BUILD
+    assert compiled.STATE == "pure"
+    assert health.__file__ and health.__file__.endswith(".py")
+    assert inspect.isfunction(health.SessionHealth.observe)
+    assert not [path for path in (ROOT / "loopwarden").rglob("*") if path.name.endswith(EXTENSIONS)]
+    version = subprocess.run([sys.executable, "-m", "loopwarden", "--version"], capture_output=True, text=True,
+                             timeout=60, env={k: v for k, v in os.environ.items() if k != "LOOPWARDEN_PURE"})
+    assert f"(engine in pure Python: {DEFAULT_BUILD})" in version.stdout, version.stdout + version.stderr
+
+
+def test_an_install_asked_to_compile_compiles_the_engine() -> None:
+    """LOOPWARDEN_COMPILE=1 at install: every module setup.py lists is an extension module, and they are used; a
+    build that fell back to the Python engine fails here (compiled.json says why)."""
+    record = _installed_record()
+    if record["why_pure"] == DEFAULT_BUILD:
+        pytest.skip("the default install: nothing was asked to compile")
+    if "LOOPWARDEN_PURE" in compiled.WHY:
         pytest.skip(f"the Python engine was asked for: {compiled.WHY}")
     assert compiled.STATE == "compiled", compiled.WHY
     assert health.__file__ and health.__file__.endswith(EXTENSIONS)
     assert not inspect.isfunction(health.SessionHealth.observe)  # C, not Python bytecode
-    record = json.loads((ROOT / "loopwarden" / "compiled.json").read_text())
-    names = [source["path"].removesuffix(".py").replace("/", ".") for source in record["compiled"]]
+    names = [source["path"].removesuffix(".py").replace("/", ".") for source in record["compiled"]]  # type: ignore[attr-defined]
     assert "loopwarden.supervisor.guards.repetition" in names
     for name in names:
         __import__(name)
         assert sys.modules[name].__file__.endswith(EXTENSIONS), name  # type: ignore[union-attr]
+    version = subprocess.run([sys.executable, "-m", "loopwarden", "--version"], capture_output=True, text=True,
+                             timeout=60, env={k: v for k, v in os.environ.items() if k != "LOOPWARDEN_PURE"})
+    assert "(engine compiled by mypyc)" in version.stdout, version.stdout + version.stderr
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    """What a build reads, copied: the sources without their caches and built files."""
+    copy = tmp_path / "project"
+    for folder in ("loopwarden", "build_backend"):
+        shutil.copytree(ROOT / folder, copy / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "compiled.json"))
+    for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in"):
+        shutil.copy2(ROOT / name, copy / name)
+    return copy
+
+
+def test_the_default_build_compiles_nothing_and_clears_an_earlier_compiled_build(tmp_path: Path) -> None:
+    """setup.py's build without LOOPWARDEN_COMPILE: no C, seconds; the extension modules a compiled build left
+    beside the sources are removed (Python would import them before the sources), and the record says why."""
+    copy = _project_copy(tmp_path)
+    left = copy / "loopwarden" / "supervisor" / f"health{sysconfig.get_config_var('EXT_SUFFIX')}"
+    left.write_bytes(b"an earlier compiled build's module")
+    environ = {k: v for k, v in os.environ.items() if k not in ("LOOPWARDEN_COMPILE", "LOOPWARDEN_PURE")}
+    done = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=copy, env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not left.exists()
+    assert not [path for path in copy.rglob("*") if path.name.endswith(EXTENSIONS)]
+    record = json.loads((copy / "loopwarden" / "compiled.json").read_text())
+    assert record["compiled"] == [] and record["why_pure"] == DEFAULT_BUILD
+    assert "mypyc" not in done.stdout + done.stderr and "gcc" not in done.stdout + done.stderr
+
+
+REQUIRES_PROBE = """
+import json, compile_on_request as backend
+print(json.dumps({"wheel": backend.get_requires_for_build_wheel(),
+                  "editable": backend.get_requires_for_build_editable()}))
+"""
+
+
+def test_the_build_backend_asks_for_mypyc_only_when_asked_to_compile(tmp_path: Path) -> None:
+    """pip installs what these hooks return into the build's environment before it builds: the default build
+    needs setuptools alone (build-system.requires), a compiling one mypyc's requirements too."""
+    pytest.importorskip("setuptools", reason="the backend is setuptools' own: pip installs it in a build")
+    copy = _project_copy(tmp_path)
+    compile_requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["loopwarden"]["build"][
+        "compile-requires"]
+    environ = {k: v for k, v in os.environ.items() if k not in ("LOOPWARDEN_COMPILE", "LOOPWARDEN_PURE")}
+    environ["PYTHONPATH"] = str(copy / "build_backend")
+    asked = {}
+    for value in ("", "0", "1"):
+        done = subprocess.run([sys.executable, "-c", REQUIRES_PROBE], cwd=copy, capture_output=True, text=True,
+                              env=environ | ({"LOOPWARDEN_COMPILE": value} if value else {}), timeout=120)
+        assert done.returncode == 0, done.stderr
+        asked[value] = json.loads(done.stdout.strip().splitlines()[-1])
+    for value in ("", "0"):
+        assert not any("mypy" in r for hook in asked[value].values() for r in hook), asked[value]
+    for hook in ("wheel", "editable"):
+        assert set(compile_requires) <= set(asked["1"][hook]), asked["1"]
+        assert set(asked["1"][hook]) - set(compile_requires) == set(asked[""][hook])
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"] == ["setuptools>=68"]
 
 
 def _probe(package_root: Path, **env: str) -> dict[str, object]:
@@ -99,10 +192,10 @@ def test_the_python_engine_gives_the_compiled_one_s_verdicts() -> None:
 
 
 def test_the_build_requires_what_the_engine_imports() -> None:
-    """mypyc type-checks the engine with everything it imports, in pip's build environment, where only
-    build-system.requires is installed (a fresh venv has nothing else yet while it builds): a package the engine
+    """mypyc type-checks the engine with everything it imports, in pip's build environment, where only what the
+    build backend asks for is installed (a fresh venv has nothing else yet while it builds): a package the engine
     imports and the build lacks leaves the install with the Python engine (seen: msgspec, orjson)."""
-    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["loopwarden"]["build"]["compile-requires"]
     built_with = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower().replace("-", "_") for r in requires}
     imported: set[str] = set()
     for path in (ROOT / "loopwarden" / "supervisor").rglob("*.py"):
@@ -113,4 +206,6 @@ def test_the_build_requires_what_the_engine_imports() -> None:
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"loopwarden", "__future__"}
     assert third_party, "the engine imports orjson and msgspec: the walk found nothing"
-    assert third_party <= built_with, f"not in build-system.requires: {sorted(third_party - built_with)}"
+    missing = sorted(third_party - built_with)
+    assert not missing, f"not in [tool.loopwarden.build] compile-requires: {missing}"
+    assert "mypy" in built_with

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -21,8 +22,8 @@ def event(sid: str, seq: int, text: str = "x") -> dict:
     return {"session_id": sid, "seq": seq, "ts": float(seq), "kind": "output", "data": {"type": "output", "text": text}}
 
 
-def make(tmp_path: Path, logs: list[str] | None = None) -> Recorder:
-    recorder = Recorder(tmp_path / "lw.db", log=(logs if logs is not None else []).append)
+def make(tmp_path: Path, logs: list[str] | None = None, **settings: Any) -> Recorder:
+    recorder = Recorder(tmp_path / "lw.db", log=(logs if logs is not None else []).append, **settings)
     assert recorder.open()
     return recorder
 
@@ -177,11 +178,10 @@ async def test_the_backlog_is_bounded_by_bytes(tmp_path: Path) -> None:
 
 
 async def test_a_backlog_past_its_mark_is_written_at_once_not_after_the_batching_window(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     """Pumps wait while the backlog is high: the flusher must not first wait out FLUSH_SECONDS (the live flood
     stored 35k of 60k events/s while every pump waited a window per round)."""
-    monkeypatch.setattr(records, "FLUSH_SECONDS", 3600.0)  # a window no test would outlive
-    recorder = make(tmp_path)
+    recorder = make(tmp_path, flush_seconds=3600.0)  # a window no test would outlive
     async with anyio.create_task_group() as tg:
         tg.start_soon(recorder.run, lambda: None)
         await anyio.wait_all_tasks_blocked()  # the flusher sleeps, with nothing to write
@@ -195,10 +195,8 @@ async def test_a_backlog_past_its_mark_is_written_at_once_not_after_the_batching
     assert not recorder.over_backlog and stored(tmp_path / "lw.db", "s1")[:1] == [1]
 
 
-async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records, "PENDING_CAP", 3 * (2000 + records.ROW_OVERHEAD) + 1)
-    recorder = make(tmp_path)
+async def test_events_past_the_cap_are_dropped_and_counted_not_queued(tmp_path: Path) -> None:
+    recorder = make(tmp_path, pending_cap=3 * (2000 + records.ROW_OVERHEAD) + 1)
     kept = [recorder.add("events", "s1", event("s1", seq), size=2000) for seq in range(1, 6)]
     assert kept == [True, True, True, False, False]
     assert recorder.dropped == {"s1": 2}

@@ -36,8 +36,7 @@ import anyio
 
 from .store import Batch, EventRow, Store, StoreError
 
-# (FLUSH_SECONDS and PENDING_CAP are the two a test changes: not Final, whose values compiled code holds)
-FLUSH_SECONDS = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
+FLUSH_SECONDS: Final = 0.25  # rows scattered over many sessions' index pages cost less in fewer, larger commits
 CHECKPOINT_SECONDS: Final = 1.0  # after a write, the write-ahead log is copied into the database this much later
 TXN_ROWS: Final = 1000  # rows in one transaction, so a waiter never waits long behind a backlog
 TXN_BYTES: Final = 1 << 20  # ... and bytes
@@ -45,7 +44,7 @@ REOPEN_SECONDS: Final = 5.0  # how often a daemon without a store tries to open 
 ROW_OVERHEAD: Final = 1024  # bytes a record costs in memory beyond its text: its dicts, measured (bench/live_scale.py)
 BACKLOG_HIGH: Final = 16 << 20  # bytes waiting for the store before session pumps wait
 BACKLOG_LOW: Final = 4 << 20  # ... and resume once the backlog is back under this
-PENDING_CAP = 256 << 20  # past this, events are dropped (and counted) instead of queued
+PENDING_CAP: Final = 256 << 20  # past this, events are dropped (and counted) instead of queued
 INLINE_ROWS: Final = 64  # a transaction this small, for a waiter, is written on the event loop when the store is free
 # (a thread hop costs more than such a write)
 INLINE_BYTES: Final = 64 << 10  # ... and no larger than this
@@ -83,8 +82,11 @@ class Recorder:
     """Queues records in lanes and writes them to the store; see the module docstring."""
 
     def __init__(self, path: Path, *, log: Callable[[str], None], clock: Callable[[], float] = time.time,
-                 on_requeue_sessions: Callable[[list[str]], None] = lambda ids: None) -> None:
+                 on_requeue_sessions: Callable[[list[str]], None] = lambda ids: None,
+                 flush_seconds: float = FLUSH_SECONDS, pending_cap: int = PENDING_CAP) -> None:
         self.path = path
+        self.flush_seconds = flush_seconds
+        self.pending_cap = pending_cap
         self.log = log
         self.clock = clock
         self.on_requeue_sessions = on_requeue_sessions
@@ -148,7 +150,7 @@ class Recorder:
     def add(self, kind: str, lane: str, row: dict[str, Any] | EventRow, size: int = 0) -> bool:
         """Queue one row for table `kind` in `lane`; False when an event was dropped (over PENDING_CAP)."""
         cost = size + ROW_OVERHEAD
-        if kind == "events" and self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
+        if kind == "events" and self.pending_bytes + self.writing_bytes + cost > self.pending_cap:
             self.dropped[lane] = self.dropped.get(lane, 0) + 1
             return False
         self._queue(lane, kind, row, cost)
@@ -160,7 +162,7 @@ class Recorder:
         False when they were dropped (over PENDING_CAP), and counted. An entry counts once against TXN_ROWS;
         TXN_BYTES bounds its rows, each costing ROW_OVERHEAD at least."""
         cost = size + ROW_OVERHEAD * len(rows)
-        if self.pending_bytes + self.writing_bytes + cost > PENDING_CAP:
+        if self.pending_bytes + self.writing_bytes + cost > self.pending_cap:
             self.dropped[lane] = self.dropped.get(lane, 0) + len(rows)
             return False
         self._queue(lane, ROWS, rows, cost)
@@ -289,19 +291,19 @@ class Recorder:
                 await self._has_work.wait()
             urgent = self._urgent.is_set()
             if not urgent:
-                with anyio.move_on_after(FLUSH_SECONDS):
+                with anyio.move_on_after(self.flush_seconds):
                     await self._urgent.wait()
             self._has_work = anyio.Event()
             self._signalled = False
             self._urgent = anyio.Event()
             try:
-                if not urgent or time.monotonic() - last_round >= FLUSH_SECONDS:  # a waiter's round only writes
+                if not urgent or time.monotonic() - last_round >= self.flush_seconds:  # a waiter's round only writes
                     last_round = time.monotonic()
                     before_flush()
                 await self.flush()
             except Exception as exc:  # noqa: BLE001 - a bug here must not end the daemon and its agents
                 self.log(f"flusher error (going on): {type(exc).__name__}: {exc}")
-                await anyio.sleep(FLUSH_SECONDS)
+                await anyio.sleep(self.flush_seconds)
 
     async def checkpoints(self) -> None:
         """Checkpoint the store's write-ahead log CHECKPOINT_SECONDS after writes, off the writer's path."""

@@ -111,9 +111,9 @@ class SessionHealth:
         kind = type(event)
         exempt = NOTHING
         # one test of the type for the common kinds (a call, a result), in the order the checks were made
-        if kind is kinds.TOOL_CALL:
+        if type(event) is kinds.TOOL_CALL:
             try:
-                event.sig = call_signature(event.tool, event.args)  # type: ignore[attr-defined]
+                event.sig = call_signature(event.tool, event.args)
             except (ArgsTooDeep, TypeError) as exc:
                 event = InvalidLine(seq=event.seq, ts=event.ts, task=event.task, agent=event.agent,
                                     reason=f"tool_call: {exc}")
@@ -122,19 +122,19 @@ class SessionHealth:
             by_type = self.by_type
             name = event.kind
             by_type[name] = by_type.get(name, 0) + 1
-        if kind is kinds.TOOL_CALL:
-            exempt = self._call_exemptions(event)  # type: ignore[arg-type]
-        elif kind is kinds.TOOL_RESULT:
+        if type(event) is kinds.TOOL_CALL:
+            exempt = self._call_exemptions(event)
+        elif type(event) is kinds.TOOL_RESULT:
             if self._exempt_calls:
-                exempt = self._result_exemptions(event)  # type: ignore[arg-type]
-        elif kind is kinds.INVALID_LINE:
-            self.validation_failures.append((event.seq, event.reason))  # type: ignore[attr-defined]
-        elif kind is kinds.VALIDATION_ERROR:
-            self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))  # type: ignore[attr-defined]
+                exempt = self._result_exemptions(event)
+        elif type(event) is kinds.INVALID_LINE:
+            self.validation_failures.append((event.seq, event.reason))
+        elif type(event) is kinds.VALIDATION_ERROR:
+            self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))
         elif kind is kinds.DONE and self.state == RUNNING:
             self.state = DONE
         found: list[Verdict] | None = None  # made only when a guard gives a verdict (rare)
-        tuned = self._tool_config(event, kind) if self.control.tuned else None
+        tuned = self._tool_config(event) if self.control.tuned else None
         if exempt or tuned is not None:
             for guard in self._dispatch[kind]:
                 if exempt and guard.name in exempt:
@@ -146,18 +146,18 @@ class SessionHealth:
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         else:  # the common case: every guard of the type, by its bound method
-            if kind is kinds.TOOL_CALL:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
+            if type(event) is kinds.TOOL_CALL:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
                 validation = self._validation
                 if validation.call_pending:
                     validation.count = 0  # the call before was valid
                 validation.call_pending = True
                 runtime.last_activity, runtime.stalled = now, False
-                runtime.last_tool, runtime.last_result = event.tool, None  # type: ignore[attr-defined]
-            elif kind is kinds.TOOL_RESULT:  # and of a result: a valid step, and activity
+                runtime.last_tool, runtime.last_result = event.tool, None
+            elif type(event) is kinds.TOOL_RESULT:  # and of a result: a valid step, and activity
                 validation = self._validation
                 validation.count, validation.call_pending = 0, False
                 runtime.last_activity, runtime.stalled = now, False
-                runtime.last_result = event  # type: ignore[assignment]
+                runtime.last_result = event
             at: Any = now  # boxed once for the hooks (Python calls), not once per hook (compiled, `now` is a C double)
             for guard_observe in self._observers[kind]:
                 verdicts = guard_observe(event, at)
@@ -182,12 +182,12 @@ class SessionHealth:
                                        and not (kind in _FUSED and g in fused))
                            for kind, guards in self._dispatch.items()}
 
-    def _tool_config(self, event: Event, kind: type[Event]) -> Config | None:
+    def _tool_config(self, event: Event) -> Config | None:
         """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""
-        if kind is kinds.TOOL_CALL:
-            return self.control.tuned.get(event.tool)  # type: ignore[attr-defined]
-        if kind is kinds.TOOL_RESULT:
-            return self.control.tuned.get(event.tool or self._last_tool or "")  # type: ignore[attr-defined]
+        if type(event) is kinds.TOOL_CALL:
+            return self.control.tuned.get(event.tool)
+        if type(event) is kinds.TOOL_RESULT:
+            return self.control.tuned.get(event.tool or self._last_tool or "")
         return None
 
     def _observe_tuned(self, guard: Guard, tuned: Config, event: Event, now: float) -> Sequence[Verdict]:

@@ -1,8 +1,15 @@
 """The event classes as final names, for the type tests the compiled modules make per event.
 
-events.py stays Python (setup.py says why). A compiled module reads a class it imported from a Python module
-out of its own dict at every use, a dict lookup per `type(event) is ToolCall`; it reads a final name of a
-compiled module (this one) as a C static: `type(event) is TOOL_CALL` is one pointer compare. Annotations and
+Plain Python would test `isinstance(event, ToolCall)`; the compiled build (LOOPWARDEN_COMPILE=1, setup.py) is why
+the engine writes `type(event) is kinds.TOOL_CALL`, and why its module constants are `Final`. events.py stays
+Python (setup.py says why), and a compiled module reads a name imported from a Python module, or a module constant
+not declared Final, out of its module's dict at every use; a Final name of a compiled module (this one) is a C
+static, and `type(event) is TOOL_CALL` one pointer compare, which mypy narrows as it does isinstance (the event
+classes have no subclasses: both tests answer alike). Measured by callgrind, compiled, isinstance with the
+classes of events.py costs 36,100 instructions per line of bench/flood_path.py's flood against 32,600 (+11 %),
+and 37,200 per replayed event against 34,200 (+9 %). Compiled code holds a Final's value, so a test never patches
+a module constant: the code takes what a test needs to change as a parameter (Recorder's flush_seconds and
+pending_cap), or exposes the path it compares with (chanting's maybe_chanting_by_loop). Annotations and
 constructors keep the classes themselves.
 """
 
@@ -14,6 +21,7 @@ from . import events as ev
 
 ASSISTANT_MESSAGE: Final = ev.AssistantMessage
 ATTEMPT: Final = ev.Attempt
+COLLABORATION: Final = ev.Collaboration
 DONE: Final = ev.Done
 ERROR: Final = ev.Error
 GATE_REQUEST: Final = ev.GateRequest

@@ -8,7 +8,8 @@ import random
 
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.config import load_config
-from loopwarden.supervisor.guards.chanting import find_chant, maybe_chanting, prose
+from loopwarden.supervisor.guards import chanting
+from loopwarden.supervisor.guards.chanting import find_chant, maybe_chanting, maybe_chanting_by_loop, prose
 from loopwarden.supervisor.guards.rereads import normal_path
 from loopwarden.supervisor.health import SessionHealth
 
@@ -84,11 +85,11 @@ def test_the_chanting_pre_check_turns_away_plain_prose() -> None:
     assert passed < 20
 
 
-def test_the_pieces_searched_at_once_answer_as_the_loop_over_them(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_pieces_searched_at_once_answer_as_the_loop_over_them() -> None:
     """maybe_chanting cuts and searches the sampled pieces of a short message all at once; its answer is the loop's,
-    over messages of every length it does so for, repeats found within the windows and just past them included."""
-    from loopwarden.supervisor.guards import chanting
-
+    over messages of every length it does so for, repeats found within the windows and just past them included.
+    The loop is called by its own function: compiled, the engine holds its constants as C values a test cannot
+    change."""
     rng = random.Random(16)
     texts = []
     for _ in range(3000):
@@ -100,9 +101,11 @@ def test_the_pieces_searched_at_once_answer_as_the_loop_over_them(monkeypatch) -
             text = text[:at] + "".join(passage + "".join(rng.choice(letters) for _ in range(rng.randint(0, 120)))
                                        for _ in range(rng.randint(2, 11))) + text[at:]
         texts.append((text, rng.choice((50, 50, 20, 7)), rng.choice((10, 10, 3, 2))))
+    chanting._samplers.cache_clear()
     at_once = [maybe_chanting(*case) for case in texts]
-    monkeypatch.setattr(chanting, "_AT_ONCE", 0)
-    assert at_once == [maybe_chanting(*case) for case in texts]
+    searched = chanting._samplers.cache_info()
+    assert searched.hits + searched.misses > 1000  # the pieces of that many messages were searched at once
+    assert at_once == [maybe_chanting_by_loop(*case) for case in texts]
     assert 300 < sum(at_once) < 2700
 
 

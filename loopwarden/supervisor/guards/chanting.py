@@ -54,22 +54,38 @@ def maybe_chanting(text: str, chunk: int, repeats: int) -> bool:
     chunk, length chunk - stride + 1) which recurs within the gap. Either the gap is shorter than the piece,
     or no two occurrences of the chunk are closer than the piece, and the piece occurs `repeats` times
     around it. The occurrences also fit in the text, so the smallest gap is at most (len(text) - chunk) /
-    (repeats - 1): a short message (most are) is searched over that much, not 5 chunks.
+    (repeats - 1): a short message (most are) is searched over that much, not 5 chunks. Its pieces are first
+    cut and searched all at once, which answers as `maybe_chanting_by_loop` (the loop over them) would.
     """
-    stride = max(1, chunk * 4 // 5)  # any stride below a chunk is sound; a longer one is fewer `find`s
-    piece = chunk - stride + 1
-    gap = 5 * chunk
-    span = gap * (repeats - 1) + chunk
-    reach = min(gap, (len(text) - chunk) // (repeats - 1)) + piece  # where the piece's next occurrence ends
+    stride, piece, reach = _sampling(len(text), chunk, repeats)
     count = len(range(0, len(text) - piece, stride))
     if 2 <= count <= _AT_ONCE:  # every piece and the window it must recur in, cut and searched in C (no loop)
         pieces, windows = _samplers(count, stride, piece, -(-reach // _WINDOW_STEP) * _WINDOW_STEP)
         if not any(map(contains, windows(text), pieces(text))):
-            return False  # no piece recurs within its reach: the loop below would find none
+            return False  # no piece recurs within its reach: the loop would find none
+    return _a_piece_recurs(text, chunk, repeats, stride, piece, reach)
+
+
+def maybe_chanting_by_loop(text: str, chunk: int, repeats: int) -> bool:
+    """maybe_chanting's answer by the loop over the sampled pieces alone, none searched at once."""
+    stride, piece, reach = _sampling(len(text), chunk, repeats)
+    return _a_piece_recurs(text, chunk, repeats, stride, piece, reach)
+
+
+def _sampling(length: int, chunk: int, repeats: int) -> tuple[int, int, int]:
+    """The sampled pieces' stride and length, and how far past its start a piece's next occurrence must end."""
+    stride = max(1, chunk * 4 // 5)  # any stride below a chunk is sound; a longer one is fewer `find`s
+    piece = chunk - stride + 1
+    return stride, piece, min(5 * chunk, (length - chunk) // (repeats - 1)) + piece
+
+
+def _a_piece_recurs(text: str, chunk: int, repeats: int, stride: int, piece: int, reach: int) -> bool:
+    """Whether a sampled piece recurs within its reach, and `repeats` times around it unless closer than a piece."""
+    span = 5 * chunk * (repeats - 1) + chunk
     find = text.find
     # the sampled piece of an occurrence may start up to stride - 1 past it, and an occurrence follows it: the
-    # last piece worth a search starts piece + 1 before the end (it once stopped a chunk before: a short chant
-    # after a few other characters was missed)
+    # last piece worth a search starts piece + 1 before the end (stopping a chunk before would miss a short chant
+    # after a few other characters)
     for i in range(0, len(text) - piece, stride):
         sub = text[i:i + piece]
         j = find(sub, i + 1, i + reach)

@@ -23,17 +23,18 @@ class FailuresGuard(Guard):
         self.limit = config.failures.max_consecutive
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
-        is_result = type(event) is kinds.TOOL_RESULT
         # not event.failed, written out (see ToolResult.failed)
-        if is_result and not (event.is_error or (event.exit_code is not None and event.exit_code != 0)):  # type: ignore[attr-defined]
+        if type(event) is kinds.TOOL_RESULT and not (event.is_error or (event.exit_code is not None
+                                                                       and event.exit_code != 0)):
             self.count = 0
             return NO_VERDICTS
         self.count += 1
         if self.limit and self.count >= self.limit:
-            if is_result:
-                last = messages.outcome(event.output, True)  # type: ignore[attr-defined]
+            if type(event) is kinds.TOOL_RESULT:
+                last = messages.outcome(event.output, True)
             else:
-                last = "error: " + messages.clip(event.message, 160)  # type: ignore[attr-defined]
+                assert type(event) is kinds.ERROR
+                last = "error: " + messages.clip(event.message, 160)
             return (terminate(self.name, Termination.CONSECUTIVE_FAILURES,
                               messages.failures_terminate(self.count, last), count=self.count, last=last),)
         return NO_VERDICTS

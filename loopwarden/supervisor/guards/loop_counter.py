@@ -111,19 +111,19 @@ class LoopCounterGuard(Guard):
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
         task = event.task or "default"
-        kind = type(event)
-        if kind is kinds.DONE or (kind is kinds.ATTEMPT and event.status == "done"):  # type: ignore[attr-defined]
+        if type(event) is kinds.DONE or (type(event) is kinds.ATTEMPT and event.status == "done"):
             self.trackers.pop(task, None)  # success resets the task's counter
             return NO_VERDICTS
-        if kind is kinds.ATTEMPT:
+        if type(event) is kinds.ATTEMPT:
             return NO_VERDICTS
         tracker = self.tracker(task)
-        if kind is kinds.ERROR:
-            sig = self._signature(event, event.message, event.error_type, event.location, now)  # type: ignore[attr-defined]
+        if type(event) is kinds.ERROR:
+            sig = self._signature(event, event.message, event.error_type, event.location, now)
             return self._failure(task, tracker, sig)
-        if kind is kinds.TEST_RESULT:
-            return self._test(task, tracker, event, now)  # type: ignore[arg-type]
-        return self._collaboration(task, tracker, event)  # type: ignore[arg-type]
+        if type(event) is kinds.TEST_RESULT:
+            return self._test(task, tracker, event, now)
+        assert type(event) is kinds.COLLABORATION
+        return self._collaboration(task, tracker, event)
 
     def _signature(self, event: Event, message: str, error_type: str | None, location: str | None,
                    now: float) -> FailureSignature:

@@ -68,7 +68,8 @@ class ValidationGuard(TypedGuard):
         if type(event) is kinds.INVALID_LINE:
             description = f"line {event.seq}: {event.reason}"
         else:
-            description = messages.clip(event.message, 200)  # type: ignore[attr-defined]
+            assert type(event) is kinds.VALIDATION_ERROR
+            description = messages.clip(event.message, 200)
         evidence = {"count": self.count, "description": description}
         if self.limit and self.count >= self.limit:
             text = messages.validation_terminate(self.count, description)
