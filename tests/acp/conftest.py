@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness, lw  # noqa: F401
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import PY, Harness
 
 FAKE = str(Path(__file__).resolve().parents[1] / "agents" / "fake_acp_agent.py")
 

@@ -10,7 +10,7 @@ import pytest
 
 from loopwarden.runtime.session import group_alive
 from tests.acp.helpers import answers, chosen, of_kind, process_with, prompts, report, start
-from tests.live.live_harness import Harness, gone, rules, wait_for
+from tests.support.daemon import Harness, gone, rules, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

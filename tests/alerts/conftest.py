@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook  # noqa: F401
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import PY, Harness, wait_for
 
 Start = Callable[..., Harness]
 

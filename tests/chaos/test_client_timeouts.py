@@ -30,7 +30,7 @@ from loopwarden.runtime.client import Client, DaemonError
 from tests.console.helpers import RecordingConsole, cell, until
 from tests.hosts.conftest import box, remote  # noqa: F401 - a real sshd in front of a second daemon
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import PY, Harness, wait_for
 
 TIMEOUT_ENV = "LOOPWARDEN_TIMEOUT"  # spelled out (not imported) so that this file fails by assertion on a loopwarden
 HEARTBEAT_ENV = "LOOPWARDEN_HEARTBEAT"  # without them, as each test must, rather than at import

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.chaos.test_principals import report_done
-from tests.live.live_harness import AGENTS, PY, Harness, gone, rules, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, gone, rules, wait_for
 
 HOOK = f"{PY} -m loopwarden hook claude-code"
 START = {"session_id": "c-forged", "cwd": "/tmp/forged", "hook_event_name": "SessionStart", "source": "startup"}

@@ -17,7 +17,7 @@ import orjson
 import psutil
 
 from loopwarden.runtime.subscribers import QUEUE_BYTES
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, wait_for
 
 MiB = 1 << 20
 

@@ -9,7 +9,7 @@ import signal
 import sqlite3
 from pathlib import Path
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, wait_for
 
 FLOODS, EVENTS = 40, 2500
 

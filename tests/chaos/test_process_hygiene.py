@@ -17,7 +17,7 @@ import pytest
 from loopwarden.runtime.cgroups import DISABLE_ENV, own_cgroup
 from loopwarden.runtime.client import DaemonError
 from loopwarden.runtime.daemon import SHUTDOWN_CAP
-from tests.live.live_harness import AGENTS, PY, Harness, gone, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, gone, wait_for
 
 ESCAPER = str(AGENTS / "escaper.py")
 IGNORE_SIGTERM = str(AGENTS / "ignore_sigterm.py")

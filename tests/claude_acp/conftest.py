@@ -10,7 +10,7 @@ import pytest
 
 from tests.agents.npm_agents import claude_acp_bin
 from tests.fakes.anthropic_server import FakeAnthropic, fake_api  # noqa: F401
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness, lw  # noqa: F401
 
 # the research recipe's offline launch: no stray traffic, no updates, no telemetry
 QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",

@@ -19,7 +19,7 @@ from loopwarden.sessions.acp import CLOSE, AcpAdapter
 from loopwarden.supervisor import events as ev
 from tests.claude_acp.conftest import QUIET
 from tests.fakes.anthropic_server import FakeAnthropic, Turn, call, say, user_texts
-from tests.live.live_harness import PY, wait_for
+from tests.support.daemon import PY, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 SLOW = f"{PY} -c 'import time; time.sleep(60.75)'"

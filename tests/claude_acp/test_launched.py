@@ -16,7 +16,7 @@ import pytest
 
 from loopwarden.runtime.session import group_alive
 from tests.fakes.anthropic_server import FakeAnthropic, Turn, assistant_turns, call, say, tool_results
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import PY, Harness, gone, rules, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 SLEEP = {"command": "sleep 1", "description": "wait"}

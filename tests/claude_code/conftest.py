@@ -11,7 +11,7 @@ import pytest
 
 from loopwarden.sessions.claude_launch import bundled_binary
 from tests.fakes.anthropic_server import FakeAnthropic, fake_api  # noqa: F401
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness, lw  # noqa: F401
 
 # protocols.md 4.4: no stray traffic, no updates, no telemetry
 QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import PY, Harness
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from tests.fakes.anthropic_server import (
     say,
     tool_results,
 )
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import PY, Harness, gone, rules, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 LS = {"command": "ls", "description": "list the files"}

@@ -17,7 +17,7 @@ from tests.fakes.anthropic_server import (
     tool_results,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, rules
+from tests.support.daemon import PY, Harness, rules
 
 from .conftest import QUIET
 from .helpers import hooked

@@ -9,7 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.live.live_harness import PY, Harness, rules, wait_for
+from tests.support.daemon import PY, Harness, rules, wait_for
 
 from .helpers import denial, event, hooked, post, pre, run_hook
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import AGENTS, PY, Harness
+from tests.support.daemon import AGENTS, PY, Harness
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.codex.fake_responses import FakeResponses, run, say
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import PY, Harness
 
 pytestmark = pytest.mark.timeout(120)
 

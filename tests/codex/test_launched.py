@@ -26,7 +26,7 @@ from tests.codex.fake_responses import (
     say,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import PY, Harness, gone, rules, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

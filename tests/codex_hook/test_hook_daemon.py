@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.claude_code_hook.helpers import Answer
-from tests.live.live_harness import Harness, rules, wait_for
+from tests.support.daemon import Harness, rules, wait_for
 
 from .helpers import denial, pre, run_hook
 

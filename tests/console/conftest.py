@@ -1,3 +1,3 @@
 """Fixtures for console tests: a real daemon per test (anyio runs them on asyncio: tests/conftest.py)."""
 
-from tests.live.live_harness import lw  # noqa: F401
+from tests.support.daemon import lw  # noqa: F401

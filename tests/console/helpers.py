@@ -10,7 +10,7 @@ from textual.binding import Binding
 
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import PY, Harness
 
 
 async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,  # noqa: ASYNC109 - a poll's deadline

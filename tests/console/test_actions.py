@@ -23,7 +23,7 @@ from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
-from tests.live.live_harness import Harness, wait_for
+from tests.support.daemon import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from loopwarden.widgets.help import Help, key_names
 from loopwarden.widgets.session_table import COLUMNS, SessionTable
 from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed, _snap
 from tests.console.helpers import cell, key_of, sleeper, until
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 pytestmark = pytest.mark.anyio  # async tests run on anyio's pytest plugin (asyncio backend)
 

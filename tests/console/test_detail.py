@@ -23,7 +23,7 @@ from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from loopwarden.widgets.stream import render
 from tests.console.helpers import until
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, wait_for
 
 
 class DetailApp(App[None]):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from loopwarden.runtime.procfs import read_stat
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import PY, Harness, wait_for
 
 APPROVER = str(Path(__file__).resolve().parents[1] / "agents" / "host_approver.py")
 

@@ -13,7 +13,7 @@ from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.hosts_feed import GONE, HostsFeed
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
 from tests.hosts.sshd_harness import DEAD, Box
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 pytestmark = pytest.mark.anyio
 

@@ -1,3 +1,3 @@
 """Fixtures for tests that run a real daemon."""
 
-from tests.live.live_harness import lw  # noqa: F401
+from tests.support.daemon import lw  # noqa: F401

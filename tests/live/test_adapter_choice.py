@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.live.live_harness import AGENTS, PY, Harness, rules, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, rules, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.supervisor.health import RESETTABLE
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import PY, Harness, wait_for
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

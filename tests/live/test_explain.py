@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from loopwarden.cli.explain import render, summarise
-from tests.live.live_harness import PY, Harness, rules
+from tests.support.daemon import PY, Harness, rules
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from loopwarden.runtime.client import DaemonError
-from tests.live.live_harness import Harness, rules
+from tests.support.daemon import Harness, rules
 
 
 def _gate(lw: Harness, sid: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwarden.runtime.client import DaemonError
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import PY, Harness, wait_for
 
 SUMMARY = "restarted by a supervisor (loopwarden)"  # in every restart's summary (messages.restart_summary)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import PY, Harness
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, wait_for
 
 
 def _verdict(folder: Path, n: int) -> str:

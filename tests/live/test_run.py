@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from tests.live.live_harness import AGENTS, PY, Harness, gone, rules, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, gone, rules, wait_for
 
 
 def test_max_runtime_ends_a_sleeping_command_with_a_clear_reason_and_exit_code(lw: Harness) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.live.live_harness import Harness, rules
+from tests.support.daemon import Harness, rules
 
 # name -> (verdicts that must appear, final state, termination)
 EXPECTED = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import AGENTS, PY, Harness, wait_for
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

@@ -18,7 +18,7 @@ import pytest
 from loopwarden.paths import default_paths
 from loopwarden.runtime.client import Client, DaemonError
 from loopwarden.web.token import load_token, token_matches, token_path
-from tests.live.live_harness import PY, Harness, gone, wait_for
+from tests.support.daemon import PY, Harness, gone, wait_for
 from tests.web.web_harness import WebServer, wait_for_children
 
 

@@ -9,7 +9,7 @@ import time
 
 import psutil
 from loopwarden.web.token import token_path
-from tests.live.live_harness import PY, Harness, gone
+from tests.support.daemon import PY, Harness, gone
 
 
 class WebServer:

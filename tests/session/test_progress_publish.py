@@ -14,7 +14,7 @@ from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import SessionState
 
-sys.path.insert(0, str(Path(__file__).parent / "agents"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
 from paced_flood import event_line
 
 

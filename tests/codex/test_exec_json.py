@@ -11,8 +11,8 @@ from loopwarden.sessions.codex import CodexParser
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.lines import read_lines
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parent / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 # Hand counts: these files are 6-8 lines each and were read by eye (cat), cross-checked with
 #   jq -c '[.type, .item.type, .item.id, .item.exit_code, .usage]' F

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "loopwarden"
+PACKAGE = Path(__file__).resolve().parents[2] / "loopwarden"
 RANK = {"supervisor": 0, "sessions": 1, "paths": 1, "runtime": 2}
 TOP = 3  # cli, widgets, web, replay.py, entry.py, hook_client.py
 ENGINE_FORBIDDEN = {"textual", "anyio", "asyncio", "psutil", "sqlite3", "sqlite_utils", "socket", "subprocess",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from loopwarden.supervisor.bounds import (CUT_MARKER, MAX_DEPTH, MAX_RECORD_DEPTH, cut_deep, cut_deep_json,
                                           depth_exceeds, may_exceed_depth)
-from tests.nesting import depth_of, nest
+from tests.support.nesting import depth_of, nest
 
 # the bound, one past it, past orjson's writer (254), at and past its reader (1024), and far beyond
 DEPTHS = [1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 250, 255, 1023, 1024, 1025, 5000]

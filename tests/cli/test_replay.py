@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parent / "data"
+TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def lw(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -136,7 +136,7 @@ def test_a_directory_is_unreadable(tmp_path: Path) -> None:
     assert proc.stderr.decode().startswith(f"loopwarden: error: cannot read {tmp_path}")
 
 
-# Tool calls counted by hand (jq over tool_use blocks; see tests/test_adapter_claude_code.py).
+# Tool calls counted by hand (jq over tool_use blocks; see tests/claude_code/test_stream_json.py).
 @pytest.mark.parametrize(
     ("name", "fmt", "tool_calls", "tool_results"),
     [
@@ -187,7 +187,7 @@ def test_a_claude_code_json_array_fixture_replays() -> None:
 
 # ---- the format, told from the input ----------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = [
     ("claude_stream-json__claude-clean__simple.jsonl", "claude-code"),
     ("claude_stream-json__ccagent__claude_response1.jsonl", "claude-code"),

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "agents"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 
 from paced_flood import event_line
-from test_protocol_schema import valid_objects
+from tests.native.test_protocol_schema import valid_objects
 
 from loopwarden.paths import Paths
 from loopwarden.runtime.daemon import Daemon

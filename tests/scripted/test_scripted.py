@@ -33,7 +33,7 @@ from loopwarden.supervisor.events import Event, Hello, InvalidLine, ToolCall, To
 from loopwarden.supervisor.health import SessionHealth
 from loopwarden.supervisor.verdicts import Action, Verdict
 
-AGENTS = Path(__file__).resolve().parent / "agents"
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
 DEADLINE = 9.0
 INJECT_KINDS = {Action.NUDGE: "nudge", Action.FORCE_NEXT: "force_next",
                 Action.UNBLOCK_AUTHORITY: "authority", Action.ESCALATE: "escalate"}

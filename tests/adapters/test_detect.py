@@ -15,7 +15,7 @@ from loopwarden.sessions import detect, registry
 from loopwarden.sessions.codex_app import CodexAppServerAdapter
 from loopwarden.sessions.detect import AutoAdapter, by_command, by_first_line
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _first(path: Path) -> bytes:

@@ -15,8 +15,8 @@ from loopwarden.sessions.claude_code import ClaudeCodeParser, parse_array
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.lines import Oversized, read_lines
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parent / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 SIMPLE = "claude_stream-json__claude-clean__simple.jsonl"
 RESPONSE1 = "claude_stream-json__ccagent__claude_response1.jsonl"

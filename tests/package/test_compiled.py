@@ -20,7 +20,7 @@ import pytest
 from loopwarden import compiled
 from loopwarden.supervisor import health
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 ASKED_PURE = "LOOPWARDEN_PURE" in compiled.WHY  # set now, or when it was installed
 needs_compiled = pytest.mark.skipif(compiled.STATE != "compiled", reason=f"the engine is not compiled: {compiled.WHY}")

@@ -19,7 +19,7 @@ from loopwarden.runtime import store as store_mod
 from loopwarden.supervisor.gates import GateBook
 from loopwarden.runtime.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
 from loopwarden.supervisor.verdicts import Action, Termination, Verdict
-from tests.nesting import depth_of, nest
+from tests.support.nesting import depth_of, nest
 
 NOW = 1_700_000_000.0
 

@@ -20,7 +20,7 @@ from loopwarden.supervisor import protocol, typed
 from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
 from loopwarden.supervisor.lines import Oversized, read_lines
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "loopwarden" / "schema" / "native-v1.json"
 DOC_PATH = ROOT / "docs" / "protocol.md"
 

@@ -23,7 +23,7 @@ from tests.fakes.anthropic_server import (
     tool_results,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, rules
+from tests.support.daemon import PY, Harness, rules
 
 pytestmark = pytest.mark.timeout(60)
 HAIKU, SONNET, OPUS = DEFAULT_MODELS
