@@ -23,7 +23,9 @@ from tests.fakes.anthropic_server import (
     tool_results,
     user_texts,
 )
-from tests.support.daemon import PY, Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.timeout(60)
 HAIKU, SONNET, OPUS = DEFAULT_MODELS

@@ -30,7 +30,9 @@ from loopwarden.runtime.client import Client, DaemonError
 from tests.console.helpers import RecordingConsole, cell, until
 from tests.hosts.conftest import box, remote  # noqa: F401 - a real sshd in front of a second daemon
 from tests.hosts.sshd_harness import Box
-from tests.support.daemon import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 TIMEOUT_ENV = "LOOPWARDEN_TIMEOUT"  # spelled out (not imported) so that this file fails by assertion on a loopwarden
 HEARTBEAT_ENV = "LOOPWARDEN_HEARTBEAT"  # without them, as each test must, rather than at import

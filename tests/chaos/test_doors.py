@@ -20,7 +20,9 @@ from loopwarden.runtime.principal import EXPLANATION
 from loopwarden.web.token import token_path
 from tests.chaos.test_principals import report_done
 from tests.hosts.sshd_harness import Box
-from tests.support.daemon import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 from tests.web.web_harness import WebServer
 
 KNOCKER = str(AGENTS / "door_knocker.py")

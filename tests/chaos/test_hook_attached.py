@@ -20,7 +20,11 @@ import psutil
 import pytest
 
 from tests.chaos.test_principals import report_done
-from tests.support.daemon import AGENTS, PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 HOOK = f"{PY} -m loopwarden hook claude-code"
 START = {"session_id": "c-forged", "cwd": "/tmp/forged", "hook_event_name": "SessionStart", "source": "startup"}

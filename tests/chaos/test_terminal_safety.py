@@ -34,7 +34,9 @@ from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from tests.claude_code_hook.helpers import event, hooked, pre, run_hook
 from tests.console.helpers import RecordingConsole, cell, key_of, until
-from tests.support.daemon import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 TEXT = ("\x1b]0;PWNED\x07"  # window title
         "\x1b]52;c;cm0gLXJmIH4=\x07"  # clipboard write

@@ -14,9 +14,8 @@ import pytest
 from loopwarden.sessions.claude_code import ClaudeCodeParser, parse_array
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.lines import Oversized, read_lines
+from tests.support.paths import DATA, TRANSCRIPTS
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 SIMPLE = "claude_stream-json__claude-clean__simple.jsonl"
 RESPONSE1 = "claude_stream-json__ccagent__claude_response1.jsonl"
@@ -82,7 +81,7 @@ EXPECTED: dict[str, dict] = {
 
 
 def _shared(name: str) -> Path:
-    path = SHARED / name
+    path = TRANSCRIPTS / name
     if not path.exists():
         pytest.skip(f"recording {name} not available")
     return path
@@ -111,9 +110,9 @@ def _line(obj: dict) -> bytes:
 
 
 def test_every_shared_transcript_has_hand_counts() -> None:
-    if not SHARED.exists():
+    if not TRANSCRIPTS.exists():
         pytest.skip("transcripts folder not available")
-    names = {p.name for p in SHARED.iterdir() if p.name.startswith("claude")}
+    names = {p.name for p in TRANSCRIPTS.iterdir() if p.name.startswith("claude")}
     assert names == set(EXPECTED) | {ARRAY}
 
 

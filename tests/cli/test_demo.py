@@ -17,7 +17,7 @@ from loopwarden.runtime.client import Client
 from loopwarden.sessions.demo import DEMO_AGENTS, demo_specs, scripted_seconds
 from loopwarden.sessions.scripted import load_scenario
 from loopwarden.supervisor.config import format_duration
-from tests.support.daemon import wait_for
+from tests.support.waiting import wait_for
 
 FAST = "50"  # the tests play the demo fifty times faster than a person watches it
 

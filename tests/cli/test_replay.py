@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parents[1] / "data"
+from tests.support.paths import DATA, ROOT, TRANSCRIPTS
 
 
 def lw(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -187,7 +186,6 @@ def test_a_claude_code_json_array_fixture_replays() -> None:
 
 # ---- the format, told from the input ----------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = [
     ("claude_stream-json__claude-clean__simple.jsonl", "claude-code"),
     ("claude_stream-json__ccagent__claude_response1.jsonl", "claude-code"),

@@ -10,9 +10,8 @@ import pytest
 from loopwarden.sessions.codex import CodexParser
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.lines import read_lines
+from tests.support.paths import DATA, TRANSCRIPTS
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 # Hand counts: these files are 6-8 lines each and were read by eye (cat), cross-checked with
 #   jq -c '[.type, .item.type, .item.id, .item.exit_code, .usage]' F
@@ -67,16 +66,16 @@ def _shape(events: list[ev.Event]) -> list[tuple[str, int]]:
 
 
 def test_every_shared_transcript_has_hand_counts() -> None:
-    if not SHARED.exists():
+    if not TRANSCRIPTS.exists():
         pytest.skip("transcripts folder not available")
-    assert {p.name for p in SHARED.iterdir() if p.name.startswith("codex")} == set(EXPECTED)
+    assert {p.name for p in TRANSCRIPTS.iterdir() if p.name.startswith("codex")} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_local_copy_matches_shared(name: str) -> None:
-    if not (SHARED / name).exists():
+    if not (TRANSCRIPTS / name).exists():
         pytest.skip("transcripts folder not available")
-    assert (DATA / name).read_bytes() == (SHARED / name).read_bytes()
+    assert (DATA / name).read_bytes() == (TRANSCRIPTS / name).read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.claude_code_hook.helpers import Answer
-from tests.support.daemon import PY
+from tests.support.paths import PY
 
 
 def run_hook(env: dict[str, str], data: bytes | str | dict[str, Any], timeout: float = 30) -> Answer:

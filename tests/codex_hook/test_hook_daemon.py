@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.claude_code_hook.helpers import Answer
-from tests.support.daemon import Harness, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.waiting import wait_for
 
 from .helpers import denial, pre, run_hook
 

@@ -23,7 +23,8 @@ from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
-from tests.support.daemon import Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.anyio
 

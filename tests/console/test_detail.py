@@ -23,7 +23,9 @@ from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from loopwarden.widgets.stream import render
 from tests.console.helpers import until
-from tests.support.daemon import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 
 class DetailApp(App[None]):

@@ -25,11 +25,8 @@ from loopwarden.replay import Replayer, choose_format, open_recording
 from loopwarden.runtime.spill import Spiller
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import Verdict
+from tests.support.paths import ROOT, TRANSCRIPTS
 
-ROOT = Path(__file__).resolve().parents[2]
-TRANSCRIPTS = ROOT.parent.parent / "shared" / "data" / "transcripts"
-if not TRANSCRIPTS.exists():
-    TRANSCRIPTS = Path("/tmp/shared/data/transcripts")
 GOLDENS = Path(__file__).resolve().parent / "verdict_goldens"
 WRITE = os.environ.get("LOOPWARDEN_WRITE_GOLDENS") == "1"
 

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from loopwarden.runtime.client import DaemonError
-from tests.support.daemon import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 SUMMARY = "restarted by a supervisor (loopwarden)"  # in every restart's summary (messages.restart_summary)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.daemon import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 
 def _verdict(folder: Path, n: int) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.support.daemon import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

@@ -6,7 +6,6 @@ import dataclasses
 import io
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,8 +18,8 @@ from loopwarden.supervisor import events as ev
 from loopwarden.supervisor import protocol, typed
 from loopwarden.supervisor.bounds import MAX_DEPTH, TOO_DEEP
 from loopwarden.supervisor.lines import Oversized, read_lines
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "loopwarden" / "schema" / "native-v1.json"
 DOC_PATH = ROOT / "docs" / "protocol.md"
 

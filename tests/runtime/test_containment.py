@@ -18,6 +18,7 @@ import pytest
 from loopwarden.runtime import containment, procfs
 from loopwarden.runtime.cgroups import CgroupTree, SessionCgroup
 from loopwarden.runtime.procfs import ProcTable
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -348,17 +349,12 @@ def test_a_sessions_cgroup_lists_the_processes_in_the_cgroups_below_it_too() -> 
         below.mkdir()  # as an agent with the right to may: a cgroup of its own inside the session's
         procs.append(subprocess.Popen(SessionCgroup(below).wrap(["sleep", "600"])))
         wanted = {p.pid for p in procs}
-        deadline = time.monotonic() + 30
-        while session.pids() != wanted:  # each joins its cgroup as it starts
-            assert time.monotonic() < deadline, f"{session.pids()} != {wanted}"
-            time.sleep(0.01)
+        # each joins its cgroup as it starts
+        wait_for(lambda: session.pids() == wanted, 30, lambda: f"{wanted}, not {session.pids()}", every=0.01)
         gone = procs.pop()
         gone.kill()  # the near miss: the cgroup below, empty, adds nothing
         gone.wait()
-        deadline = time.monotonic() + 30
-        while session.pids() != {procs[0].pid}:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for(lambda: session.pids() == {procs[0].pid}, 30, "the session's one process left", every=0.01)
     finally:
         for p in procs:
             p.kill()

@@ -10,25 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from loopwarden.runtime.eventloop import WAKE_GAP, ModeratedSelector, moderated_loop
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.support.clock import Clock
 
 
 @contextmanager
-def ready_pipe(t: FakeTime) -> Iterator[ModeratedSelector]:
+def ready_pipe(t: Clock) -> Iterator[ModeratedSelector]:
     """A selector (1 ms gap, fake time) over a pipe with a byte waiting: select() returns it without blocking."""
-    selector = ModeratedSelector(0.001, t.clock, t.sleep)
+    selector = ModeratedSelector(0.001, t, t.sleep)
     r, w = os.pipe()
     os.write(w, b"x")
     selector.register(r, selectors.EVENT_READ)
@@ -41,7 +29,7 @@ def ready_pipe(t: FakeTime) -> Iterator[ModeratedSelector]:
 
 
 def test_a_loop_woken_again_within_the_gap_first_lets_the_rest_of_the_gap_pass() -> None:
-    t = FakeTime()
+    t = Clock(100.0)
     with ready_pipe(t) as selector:
         assert len(selector.select(None)) == 1 and t.slept == []  # quiet until now: at once
         t.now += 0.0004  # the loop ran for 0.4 ms and would wait again
@@ -53,7 +41,7 @@ def test_a_loop_woken_again_within_the_gap_first_lets_the_rest_of_the_gap_pass()
 
 
 def test_a_timer_due_sooner_and_a_loop_with_work_ready_are_never_held() -> None:
-    t = FakeTime()
+    t = Clock(100.0)
     with ready_pipe(t) as selector:
         selector.select(None)
         assert len(selector.select(0.0002)) == 1 and t.slept == []  # a timer due in 0.2 ms: not held for the gap
@@ -62,7 +50,7 @@ def test_a_timer_due_sooner_and_a_loop_with_work_ready_are_never_held() -> None:
 
 def test_a_loop_waiting_to_write_is_never_held() -> None:
     """A reply larger than the socket's buffer goes out a write per wake-up: none of them waits for the gap."""
-    t = FakeTime()
+    t = Clock(100.0)
     with ready_pipe(t) as selector:
         r, w = os.pipe()
         try:

@@ -16,7 +16,7 @@ from loopwarden.runtime import guardian_report, lost
 from loopwarden.runtime.guardian import Protected
 from loopwarden.runtime.procfs import ProcId
 from loopwarden.runtime.store import Batch, Store
-from tests.support.daemon import wait_for
+from tests.support.waiting import wait_for
 
 T = 1_700_000_000.0
 

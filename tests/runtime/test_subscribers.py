@@ -12,16 +12,9 @@ from anyio.abc import UNIXSocketStream
 
 from loopwarden.runtime import subscribers
 from loopwarden.runtime.subscribers import HEARTBEAT_MESSAGE, MESSAGE_LIMIT, QueueBudget, Subscriber, encode
+from tests.support.clock import Clock
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def message(n: int, size: int = 1000) -> bytes:
@@ -29,7 +22,7 @@ def message(n: int, size: int = 1000) -> bytes:
 
 
 def test_a_full_queue_skips_and_counts_and_never_grows() -> None:
-    sub = Subscriber(None, True, QueueBudget(), limit=10_000, clock=Clock())
+    sub = Subscriber(None, True, QueueBudget(), limit=10_000, clock=Clock(100.0))
     for n in range(100):
         sub.offer(message(n))
     assert sub.queued <= 10_000 and len(sub.queue) == 9 and sub.skipped == 91
@@ -39,12 +32,12 @@ def test_all_queues_together_stay_under_the_budget_yet_a_reader_that_keeps_up_is
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subscribers, "FAIR_SHARE", 3_000)
     budget = QueueBudget(limit=25_000)
-    subs = [Subscriber(None, True, budget, limit=20_000, clock=Clock()) for _ in range(3)]
+    subs = [Subscriber(None, True, budget, limit=20_000, clock=Clock(100.0)) for _ in range(3)]
     for n in range(30):
         for sub in subs:
             sub.offer(message(n))
     assert budget.used <= 25_000 + 3 * 3_000 and budget.used == sum(s.queued for s in subs)
-    keeping_up = Subscriber(None, True, budget, limit=20_000, clock=Clock())
+    keeping_up = Subscriber(None, True, budget, limit=20_000, clock=Clock(100.0))
     keeping_up.offer(message(99))  # the budget is spent by the stuck ones, yet this one gets its message
     assert len(keeping_up.queue) == 1 and keeping_up.skipped == 0
     for sub in [*subs, keeping_up]:
@@ -53,7 +46,7 @@ def test_all_queues_together_stay_under_the_budget_yet_a_reader_that_keeps_up_is
 
 
 def test_a_reader_that_takes_nothing_is_cut_off_only_after_the_cutoff() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     sub = Subscriber(None, True, QueueBudget(), limit=5_000, cutoff=30.0, clock=clock)
     for n in range(10):
         sub.offer(message(n))
@@ -66,7 +59,7 @@ def test_a_reader_that_takes_nothing_is_cut_off_only_after_the_cutoff() -> None:
 
 
 def test_an_idle_subscription_is_never_cut_off() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     sub = Subscriber(None, True, QueueBudget(), limit=5_000, clock=clock)
     clock.now += 3600  # nothing to send for an hour is not a stall
     for n in range(3):
@@ -96,7 +89,7 @@ def test_a_record_orjson_cannot_write_goes_out_cut_and_says_why() -> None:
 
 async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() -> None:
     left, right = socket.socketpair()
-    clock = Clock()
+    clock = Clock(100.0)
     sub = Subscriber(None, True, QueueBudget(), limit=3_500, clock=clock)
     for n in range(5):
         sub.offer(message(n))  # three fit, two are skipped
@@ -114,7 +107,7 @@ async def test_pump_delivers_in_order_with_the_skip_count_then_the_cut_reason() 
 async def test_a_reader_that_never_takes_even_the_first_reply_is_cut_off() -> None:
     left, right = socket.socketpair()
     left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    clock = Clock()
+    clock = Clock(100.0)
     sub = Subscriber(None, True, QueueBudget(), limit=5_000, cutoff=30.0, clock=clock)
     sub.first(message(0, size=1 << 20))  # far more than the socket takes: the pump blocks sending it
     async with await UNIXSocketStream.from_socket(left) as stream:
@@ -145,7 +138,7 @@ class CountingStream:
 async def test_what_waits_goes_out_in_few_writes_in_order_and_the_budget_gets_every_byte_back() -> None:
     left, right = socket.socketpair()
     budget = QueueBudget()
-    sub = Subscriber(None, True, budget, clock=Clock())
+    sub = Subscriber(None, True, budget, clock=Clock(100.0))
     for n in range(600):  # 600 x ~1 KB: more than one write takes (WRITE_BYTES)
         sub.offer(message(n))
     assert budget.used == sub.queued > subscribers.WRITE_BYTES
@@ -164,13 +157,13 @@ async def test_what_waits_goes_out_in_few_writes_in_order_and_the_budget_gets_ev
 
 
 def test_bytes_being_written_count_against_the_subscribers_limit() -> None:
-    sub = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock())
+    sub = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock(100.0))
     for n in range(4):
         sub.offer(message(n))
     sub._take()  # four messages taken for a write still under way
     sub.offer(message(4))
     assert sub.skipped == 1 and not sub.queue  # the queue is empty, yet the subscriber holds its limit
-    near = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock())
+    near = Subscriber(None, True, QueueBudget(), limit=5_000, clock=Clock(100.0))
     for n in range(3):
         near.offer(message(n))
     near._take()  # three under way: a fourth still fits
@@ -179,7 +172,7 @@ def test_bytes_being_written_count_against_the_subscribers_limit() -> None:
 
 
 def test_a_heartbeat_goes_only_to_a_subscription_sent_nothing_for_its_interval() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     budget = QueueBudget()
     sub = Subscriber(None, True, budget, clock=clock)
     clock.now += 4.0

@@ -32,8 +32,9 @@ from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.events import Event, Hello, InvalidLine, ToolCall, ToolResult
 from loopwarden.supervisor.health import SessionHealth
 from loopwarden.supervisor.verdicts import Action, Verdict
+from tests.support.paths import AGENTS
+from tests.support.waiting import wait_for
 
-AGENTS = Path(__file__).resolve().parents[1] / "agents"
 DEADLINE = 9.0
 INJECT_KINDS = {Action.NUDGE: "nudge", Action.FORCE_NEXT: "force_next",
                 Action.UNBLOCK_AUTHORITY: "authority", Action.ESCALATE: "escalate"}
@@ -728,7 +729,4 @@ def test_ignore_sigterm_survives_sigterm_with_its_child_and_grandchild() -> None
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
-    deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids.values()):
-        assert time.monotonic() < deadline, "SIGKILL to the group left a process behind"
-        time.sleep(0.02)
+    wait_for(lambda: not any(_alive(p) for p in pids.values()), 5, "SIGKILL to the group to leave no process behind")

@@ -16,16 +16,9 @@ from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.events import ToolCall
 from loopwarden.supervisor.verdicts import SessionState
+from tests.support.clock import Clock
 
 HELLO = b'{"type":"hello","name":"quiet","protocol":1,"handshake":false}\n'
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def running(clock: Clock, sid: str = "s1", sink: Any = None, records: Any = None) -> LiveSession:

@@ -4,18 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import SessionState
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
-from paced_flood import event_line
+from tests.agents.paced_flood import event_line
+from tests.support.waiting import until
 
 
 def reading_session(published: list[str], sets: tuple[str, ...] = ()) -> LiveSession:
@@ -33,13 +29,6 @@ def line(i: int) -> bytes:
     return event_line(i, 1.0).encode()
 
 
-async def until(condition: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 def test_counts_alone_are_published_once_then_by_a_timer() -> None:
     async def go() -> None:
         published: list[str] = []
@@ -51,7 +40,7 @@ def test_counts_alone_are_published_once_then_by_a_timer() -> None:
             stdout.data_received(line(i))
         assert published.count("session") == 1 and "verdict" not in published  # counts alone, within the second
         assert session._progress_timer is not None and session.health.events == 49
-        await until(lambda: published.count("session") == 2)  # the timer tells the rest
+        await until(lambda: published.count("session") == 2, timeout=10)  # the timer tells the rest
         assert session._progress_timer is None
 
     asyncio.run(go())

@@ -10,14 +10,7 @@ from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.events import ToolCall
 from loopwarden.supervisor.verdicts import SessionState
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 def running(clock: Clock) -> tuple[LiveSession, list[str]]:

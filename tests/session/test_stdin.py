@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import SessionState, Termination
+from tests.support.waiting import until
 
 
 def plain_session(command: list[str], records: list[tuple[str, dict[str, Any]]]) -> LiveSession:
@@ -27,13 +27,6 @@ def plain_session(command: list[str], records: list[tuple[str, dict[str, Any]]])
 
     spec = SessionSpec(id="s1", name="stdin", command=command, adapter="plain")
     return LiveSession(spec, load_config(env={}), adapters()["plain"](), sink=sink)
-
-
-async def until(condition: Callable[[], bool], seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 def writer_tasks() -> list[asyncio.Task[Any]]:

@@ -8,8 +8,6 @@ import asyncio
 import os
 import socket
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from loopwarden.runtime.session import LiveSession, SessionSpec
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import FINAL_STATES, SessionState
+from tests.support.waiting import until
 
 # the agent hands its stdout to whoever listens at argv[1] (a process outside the session holds it), then sleeps
 HANDS_OVER = """
@@ -27,13 +26,6 @@ socket.send_fds(s, [b"x"], [1])
 print("handed over", flush=True)
 time.sleep(600)
 """
-
-
-async def until(condition: Callable[[], bool], seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 def ticker_tasks() -> list[asyncio.Task[Any]]:

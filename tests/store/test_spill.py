@@ -23,14 +23,6 @@ NOW = 1_700_000_000.0
 DAY = 24 * 3600
 
 
-@pytest.fixture
-def umask():
-    """Set a permissive umask for the test and restore the old one afterwards."""
-    old = os.umask(0o000)
-    yield
-    os.umask(old)
-
-
 def mode(path: str | Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 

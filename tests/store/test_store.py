@@ -25,14 +25,6 @@ NOW = 1_700_000_000.0
 
 
 @pytest.fixture
-def umask():
-    """A permissive umask, so the modes asserted are the store's doing."""
-    old = os.umask(0o000)
-    yield
-    os.umask(old)
-
-
-@pytest.fixture
 def store(tmp_path):
     s = Store.open(tmp_path / "store.db")
     yield s

@@ -4,7 +4,6 @@ the record built from the event held (`Event.to_dict` and its seq), in the same 
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-
-from paced_flood import event_line
+from tests.agents.paced_flood import event_line
 from tests.native.test_protocol_schema import valid_objects
-
 from loopwarden.paths import Paths
 from loopwarden.runtime.daemon import Daemon
 from loopwarden.runtime.records import Recorder

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from loopwarden.runtime.client import Client
 from loopwarden.paths import Paths, default_paths
-
-AGENTS = Path(__file__).resolve().parents[1] / "agents"
-PY = sys.executable
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll until `condition()` is truthy (and return it) or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)  # the condition often asks the daemon: finer polls would cost it CPU
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 
 def exited(proc: subprocess.Popen[bytes], timeout: float) -> int:
@@ -83,18 +66,23 @@ class Harness:
         with self.client() as c:
             return c.request(op, **fields)
 
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PY, "-m", "loopwarden", *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+    def cli(self, *args: str, timeout: float = 60, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`loopwarden ARGS` as a user runs it (in `cwd`, with `env` added to the daemon's environment)."""
+        return subprocess.run([PY, "-m", "loopwarden", *args], env={**self.env, **(env or {})}, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout, check=False)
 
     def run_detached(self, *command: str, sets: tuple[str, ...] = (), adapter: str = "native",
-                     name: str | None = None) -> str:
-        args = ["run", "--detach", "--adapter", adapter]
+                     name: str | None = None, agent: str | None = None, cwd: Path | None = None,
+                     env: dict[str, str] | None = None, timeout: float = 60) -> str:
+        """`loopwarden run --detach` of a command (`--agent AGENT` instead of `--adapter` when given, the
+        session's working directory `cwd`); the new session's id."""
+        args = ["run", "--detach", *(("--agent", agent) if agent else ("--adapter", adapter))]
         for s in sets:
             args += ["--set", s]
         if name:
             args += ["--name", name]
-        proc = self.cli(*args, "--", *command)
+        proc = self.cli(*args, "--", *command, timeout=timeout, cwd=cwd, env=env)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
@@ -150,19 +138,6 @@ class Harness:
 
 @pytest.fixture
 def lw(tmp_path: Path) -> Iterator[Harness]:
+    """A started daemon of its own for one test (LOOPWARDEN_HOME in its tmp_path), stopped after it."""
     with Harness(tmp_path) as harness:
         yield harness
-
-
-def rules(verdicts: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [(v["action"], v["rule"]) for v in verdicts]
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-__all__ = ["AGENTS", "PY", "Harness", "gone", "json", "rules", "wait_for"]
