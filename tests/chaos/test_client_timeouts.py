@@ -23,11 +23,10 @@ from typing import IO
 
 import orjson
 import pytest
-from textual.widgets import Static
 
 from loopwarden.paths import HOME_ENV, default_paths
 from loopwarden.runtime.client import Client, DaemonError
-from tests.console.helpers import RecordingConsole, cell, until
+from tests.console.helpers import RecordingConsole, cell, status_text, until
 from tests.hosts.conftest import box, remote  # noqa: F401 - a real sshd in front of a second daemon
 from tests.hosts.sshd_harness import Box
 from tests.support.daemon import Harness
@@ -205,10 +204,6 @@ def test_run_following_a_session_gives_up_when_the_daemon_stops(lw: Harness) -> 
                     f"stopped; 'kill -CONT {pid}' resumes it; stopped following session s1 (loopwarden logs -f s1 "
                     "follows it again)")
     assert lw.status("s1")["state"] == "running"  # resumed: the session went on, unwatched
-
-
-def status_text(app: RecordingConsole) -> str:
-    return str(app.main.query_one("#status", Static).render())
 
 
 def attempt(app: RecordingConsole) -> int:

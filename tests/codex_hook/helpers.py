@@ -32,11 +32,6 @@ def pre(command: str = "ls", call: str = "call_1", thread: str = "th-1", turn: s
             "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": call}
 
 
-def denial(answer: Answer) -> str | None:
-    specific = (answer.output or {}).get("hookSpecificOutput") or {}
-    return specific.get("permissionDecisionReason") if specific.get("permissionDecision") == "deny" else None
-
-
 def lw_hook(codex_home: Path | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`loopwarden hook ARGS` with CODEX_HOME (None: unset) and HOME."""
     env = {k: v for k, v in os.environ.items() if k != "CODEX_HOME"}

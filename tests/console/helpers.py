@@ -1,4 +1,4 @@
-"""Pilot helpers shared by the console tests: wait on a condition, read a table cell."""
+"""Pilot helpers shared by the console tests: wait on a condition, read a table cell or the status line."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.binding import Binding
+from textual.widgets import Static
 
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
@@ -18,6 +19,11 @@ async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,
                 what: str = "condition") -> Any:
     """Let the app run until `condition()` holds (never a fixed sleep standing in for it)."""
     return await waiting.until(condition, timeout, what, every=0.02, pause=pilot.pause)
+
+
+def status_text(app: ConsoleApp) -> str:
+    """What the sessions screen's status line says."""
+    return str(app.main.query_one("#status", Static).render())
 
 
 def sleeper(lw: Harness, **options: Any) -> str:

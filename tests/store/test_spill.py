@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -18,13 +17,10 @@ from loopwarden.runtime import spill as spill_mod
 from loopwarden.runtime import spill_bounds
 from loopwarden.runtime.spill import SpillResult, Spiller, is_spill_name, slug
 from loopwarden.runtime.spill_bounds import SpillBounds, SpillLedger
+from tests.store.helpers import mode
 
 NOW = 1_700_000_000.0
 DAY = 24 * 3600
-
-
-def mode(path: str | Path) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
 
 
 def inside(path: str, directory: str | Path) -> bool:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import stat
 import threading
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from loopwarden.runtime import store as store_mod
 from loopwarden.supervisor.gates import GateBook
 from loopwarden.runtime.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
 from loopwarden.supervisor.verdicts import Action, Termination, Verdict
+from tests.store.helpers import mode
 from tests.support.nesting import depth_of, nest
 
 NOW = 1_700_000_000.0
@@ -29,10 +28,6 @@ def store(tmp_path):
     s = Store.open(tmp_path / "store.db")
     yield s
     s.close()
-
-
-def mode(path: str | Path) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
 
 
 def session(sid: str = "s1", **extra) -> dict:

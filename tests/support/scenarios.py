@@ -21,3 +21,10 @@ def assert_the_clock_alone_ends_it(lw: Harness, sid: str, timeout: float = 60) -
     assert limit - 0.1 <= snap["runtime"] < limit + 5.0
     assert len(of_kind(lw, sid, "tool_call")) > 3  # it kept going until the clock stopped it
     return snap
+
+
+def opened_gate(lw: Harness) -> str:
+    """A scripted session that loops until it opens a gate; that gate (`session:gate`), still pending."""
+    sid = lw.scenario("loop_gate")
+    snap = lw.wait_state(sid, "gated")
+    return f"{sid}:{snap['pending_gates'][0]}"
