@@ -8,6 +8,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 PY = sys.executable  # the interpreter running the tests, with loopwarden importable
+# The same interpreter by its name, found on PATH_TO_PY: a command line that starts with it stays short however
+# deep the clone is (loopwarden shows command lines cut at 200 characters, in the audit and the process tree).
+PY_NAME = os.path.basename(PY)
+PATH_TO_PY = {"PATH": os.pathsep.join([os.path.dirname(PY), os.environ.get("PATH", "")])}
 AGENTS = ROOT / "tests" / "agents"  # the small agent programs the tests launch
 DATA = ROOT / "tests" / "data"  # third-party recordings copied into the repository (tests/data/LICENSE-NOTE.txt)
 # Larger recordings that are not copied here: beside the repository in the project's shared folder, or where
