@@ -14,7 +14,7 @@ import pytest
 from loopwarden.sessions.claude_code import ClaudeCodeParser, parse_array
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.lines import Oversized, read_lines
-from tests.support.paths import DATA, TRANSCRIPTS
+from tests.support.paths import DATA, TRANSCRIPTS, recording
 
 
 SIMPLE = "claude_stream-json__claude-clean__simple.jsonl"
@@ -93,7 +93,7 @@ def _parse(name: str) -> tuple[int, tuple[ev.Event, ...]]:
     parser = ClaudeCodeParser()
     out: list[ev.Event] = []
     records = 0
-    with _shared(name).open("rb") as stream:
+    with recording(name).open("rb") as stream:
         for seq, line in read_lines(stream, max_bytes=64 << 20):
             assert not isinstance(line, Oversized)
             records += 1

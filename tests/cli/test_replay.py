@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import DATA, ROOT, TRANSCRIPTS
+from tests.support.paths import DATA, ROOT, recording
 
 
 def lw(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -151,12 +151,7 @@ def test_a_directory_is_unreadable(tmp_path: Path) -> None:
 )
 def test_real_transcripts_replay_with_hand_counted_tool_calls(name: str, fmt: str, tool_calls: int,
                                                               tool_results: int) -> None:
-    path = TRANSCRIPTS / name
-    if not path.exists():
-        path = DATA / name
-    if not path.exists():
-        pytest.skip(f"{name} is not available")
-    proc = lw("replay", "--format", fmt, "--summary-json", "--no-spill", str(path))
+    proc = lw("replay", "--format", fmt, "--summary-json", "--no-spill", str(recording(name)))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stderr)
     assert summary["by_type"]["tool_call"] == tool_calls
@@ -168,9 +163,7 @@ def test_real_transcripts_replay_with_hand_counted_tool_calls(name: str, fmt: st
 def test_the_long_real_session_is_not_blocked_for_lint_errors_it_fixed_one_by_one() -> None:
     """make lint-fix fails three times, each time with other compile errors the agent then fixes: the
     same make summary line is not the same error (it was blocked before issue 14: a false alarm)."""
-    path = TRANSCRIPTS / "claude_stream-json__ccagent__claude_response1.jsonl"
-    if not path.exists():
-        pytest.skip("transcript not available")
+    path = recording("claude_stream-json__ccagent__claude_response1.jsonl")
     proc = lw("replay", "--format", "claude-code", "--no-spill", str(path))
     assert proc.returncode == 0, proc.stderr
     assert verdicts(proc) == []
@@ -197,13 +190,6 @@ RECORDINGS = [
     ("tests/acp/data/acp_looping.jsonl", "acp"),
     ("loopwarden/examples/demo.jsonl", "native"),
 ]
-
-
-def recording(name: str) -> Path:
-    for path in (ROOT / name, TRANSCRIPTS / name, DATA / name):
-        if path.exists():
-            return path
-    pytest.skip(f"{name} is not available")
 
 
 @pytest.mark.parametrize(("name", "fmt"), RECORDINGS)

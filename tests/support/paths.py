@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 PY = sys.executable  # the interpreter running the tests, with loopwarden importable
 # The same interpreter by its name, found on PATH_TO_PY: a command line that starts with it stays short however
@@ -17,3 +19,12 @@ DATA = ROOT / "tests" / "data"  # third-party recordings copied into the reposit
 # Larger recordings that are not copied here: beside the repository in the project's shared folder, or where
 # LOOPWARDEN_TRANSCRIPTS points; the tests that need them skip when they are absent.
 TRANSCRIPTS = Path(os.environ.get("LOOPWARDEN_TRANSCRIPTS") or ROOT.parent / "shared" / "data" / "transcripts")
+
+
+def recording(name: str) -> Path:
+    """A recorded stream, by its path in the repository (`loopwarden/examples/demo.jsonl`) or by its file name
+    in tests/data or the shared recordings; the test skips when it is in none of them."""
+    for path in (ROOT / name, DATA / Path(name).name, TRANSCRIPTS / Path(name).name):
+        if path.exists():
+            return path
+    pytest.skip(f"{name} is not available")
