@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.agents import npm_agents
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fakes.anthropic_server import fake_api  # noqa: F401 - the fake Messages API, for any folder's tests
+from tests.support.daemon import lw  # noqa: F401 - a real daemon of its own, for any test that asks for `lw`
+from tests.support.paths import ROOT
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

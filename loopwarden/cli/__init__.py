@@ -12,7 +12,7 @@ from .common import EXIT_USAGE, Fail
 
 # Each command by name: (its module in loopwarden.cli, its attribute there). A command's module is imported
 # when that command runs (or --help lists them all), so `loopwarden ls` does not pay for the web server, the
-# replay engine or the adapters' SDKs. tests/test_cli_lazy.py checks this against the modules themselves.
+# replay engine or the adapters' SDKs. tests/cli/test_lazy.py checks this against the modules themselves.
 COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("offline", "replay"), "config": ("offline", "config"), "demo": ("demo", "demo"),
     "run": ("run", "run"), "ls": ("live", "ls"), "status": ("live", "status"), "logs": ("live", "logs"),

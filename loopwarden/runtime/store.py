@@ -819,7 +819,7 @@ class Store:
 
 
 # a session's events, found through its runs: the runs in order, each a range of the table's ids (a plan of two
-# searches, no sort: tests/test_store.py holds the plans to it)
+# searches, no sort: tests/store/test_store.py holds the plans to it)
 _RUN_EVENTS = "event_runs r CROSS JOIN events e ON e.id BETWEEN r.first_id AND r.last_id"
 _EVENT_FROM = f"{_RUN_EVENTS} WHERE r.session_id = ?1"
 _EVENT_IDS = f"SELECT e.id FROM {_EVENT_FROM}"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness
 
 
 @pytest.fixture
-def acp(lw: Harness, tmp_path: Path) -> Harness:  # noqa: F811
+def acp(lw: Harness, tmp_path: Path) -> Harness:
     """The harness with a work dir and the fake agent's report file."""
     work = tmp_path / "work"
     work.mkdir()

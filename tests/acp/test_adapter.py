@@ -13,10 +13,7 @@ from loopwarden.sessions.acp import AcpAdapter, AcpParser, choose, launch_comman
 from loopwarden.sessions.base import capability_names
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.verdicts import Action, Verdict
-
-
-def lines(data: bytes | None) -> list[dict[str, object]]:
-    return [json.loads(x) for x in (data or b"").splitlines() if x]
+from tests.support.jsonl import json_lines
 
 
 def test_the_first_double_dash_splits_the_agent_from_the_prompt() -> None:
@@ -56,16 +53,16 @@ def started() -> AcpAdapter:
     adapter = AcpAdapter()
     adapter.cwd = "/w"
     assert adapter.command(["agent", "--acp", "--", "go"]) == ["agent", "--acp"]
-    init = lines(b"".join(adapter.start_lines()))[0]
+    init = json_lines(b"".join(adapter.start_lines()))[0]
     assert init["method"] == "initialize" and init["params"]["protocolVersion"] == 1  # type: ignore[index]
     assert init["params"]["clientCapabilities"] == {  # type: ignore[index]
         "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
     adapter.parse_stdout(json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": 1}}).encode(), 1)
-    new = lines(b"".join(adapter.replies(False)))[0]
+    new = json_lines(b"".join(adapter.replies(False)))[0]
     assert new["method"] == "session/new" and new["params"] == {"cwd": "/w", "mcpServers": []}
     events = adapter.parse_stdout(json.dumps({"id": new["id"], "result": {"sessionId": "s1"}}).encode(), 2)
     assert [type(e) for e in events] == [ev.UserMessage]
-    prompt = lines(b"".join(adapter.replies(False)))[0]
+    prompt = json_lines(b"".join(adapter.replies(False)))[0]
     assert prompt["method"] == "session/prompt"
     assert prompt["params"] == {"sessionId": "s1", "prompt": [{"type": "text", "text": "go"}]}
     return adapter
@@ -87,11 +84,11 @@ def test_a_block_rejects_once_and_its_reason_is_the_next_prompt() -> None:
     adapter = started()
     call = permission(adapter, 5, 3)
     block = Verdict(action=Action.BLOCK, rule="repetition", reason="loop", message="REASON-1")
-    assert lines(adapter.verdict_line(call, block)) == [
+    assert json_lines(adapter.verdict_line(call, block)) == [
         {"jsonrpc": "2.0", "id": 5, "result": {"outcome": {"outcome": "selected", "optionId": "r"}}}]
     assert adapter.replies(False) == []  # the turn still runs
     adapter.parse_stdout(b'{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}', 4)
-    nxt = lines(b"".join(adapter.replies(False)))[0]
+    nxt = json_lines(b"".join(adapter.replies(False)))[0]
     assert "REASON-1" in nxt["params"]["prompt"][0]["text"]  # type: ignore[index]
 
 
@@ -99,7 +96,7 @@ def test_stop_cancels_and_answers_every_pending_request_cancelled() -> None:
     adapter = started()
     permission(adapter, 5, 3)
     permission(adapter, 6, 4)
-    sent = lines(adapter.stop_line("operator", "stop"))
+    sent = json_lines(adapter.stop_line("operator", "stop"))
     assert sent[0] == {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
     assert [(m["id"], m["result"]) for m in sent[1:]] == [(5, {"outcome": {"outcome": "cancelled"}}),
                                                          (6, {"outcome": {"outcome": "cancelled"}})]

@@ -14,7 +14,9 @@ from loopwarden.sessions.acp import AcpAdapter
 from loopwarden.widgets.dialogs import Launch
 from tests.acp.helpers import FAKE, report
 from tests.console.helpers import RecordingConsole, until
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 
 def script(path: Path, body: str) -> str:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import pytest
 
 from loopwarden.runtime.session import group_alive
-from tests.acp.helpers import answers, chosen, of_kind, process_with, prompts, report, start
-from tests.live.live_harness import Harness, gone, rules, wait_for
+from tests.acp.helpers import answers, chosen, prompts, report, start
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.processes import gone, process_with
+from tests.support.scenarios import assert_the_clock_alone_ends_it
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,16 +82,8 @@ def test_terminate_while_a_request_waits_answers_it_cancelled(acp: Harness) -> N
 
 
 def test_the_wall_clock_limit_holds_while_the_agent_keeps_going(acp: Harness) -> None:
-    # the agent keeps calling tools; once it has made three (however slow the machine), the operator gives it
-    # a wall-clock limit two seconds ahead, and the clock alone ends it
     sid = start(acp, "steps", sets=("repetition.max_identical_calls=1000",), env={"FAKE_ACP_CALLS": "100"})
-    wait_for(lambda: len(of_kind(acp, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = acp.status(sid)["runtime"] + 2.0
-    assert acp.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
-    snap = acp.wait_state(sid, "terminated", "exited", timeout=30)
-    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
-    assert len(of_kind(acp, sid, "tool_call")) > 3  # it kept going until the clock stopped it
+    snap = assert_the_clock_alone_ends_it(acp, sid, timeout=30)
     assert not group_alive(snap["pid"])
 
 

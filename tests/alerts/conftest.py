@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,9 @@ from typing import Any
 import pytest
 
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook  # noqa: F401
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 Start = Callable[..., Harness]
 

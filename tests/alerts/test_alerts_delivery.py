@@ -10,7 +10,9 @@ from pathlib import Path
 
 from tests.alerts.conftest import Start, alert_rows, alerts_health, scenario, wait_rows
 from tests.fakes.webhook_receiver import WebhookReceiver
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 
 def test_a_failed_send_is_tried_again_with_backoff_until_it_arrives(alerted: Start, webhook: WebhookReceiver) -> None:

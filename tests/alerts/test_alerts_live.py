@@ -9,7 +9,8 @@ import sqlite3
 
 from tests.alerts.conftest import Start, alert_rows, scenario, wait_rows
 from tests.fakes.webhook_receiver import WebhookReceiver
-from tests.live.live_harness import AGENTS, PY, wait_for
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 ESC = "\x1b]0;pwned\x07\x1b[2J"
 

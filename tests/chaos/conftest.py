@@ -5,5 +5,4 @@ processes, real sockets and a real SQLite file.
 """
 
 from tests.hosts.conftest import box, remote  # noqa: F401 - an sshd box, for the doors of `--host`
-from tests.live.live_harness import lw  # noqa: F401
 from tests.web.conftest import web  # noqa: F401 - `loopwarden web`, for the web console's door

@@ -22,8 +22,10 @@ from loopwarden.runtime.subscribers import encode
 from loopwarden.widgets.feed import Feed
 from loopwarden.widgets.stream import render
 from tests.claude_code_hook.helpers import denial, event, hooked, run_hook
-from tests.nesting import depth_of, nest
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.nesting import depth_of, nest
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 AGENT = str(AGENTS / "deep_call.py")
 DEEPER = [MAX_DEPTH + 1, 250, 255, 1023, 1024, 1025, 5000]

@@ -23,14 +23,15 @@ from typing import IO
 
 import orjson
 import pytest
-from textual.widgets import Static
 
 from loopwarden.paths import HOME_ENV, default_paths
 from loopwarden.runtime.client import Client, DaemonError
-from tests.console.helpers import RecordingConsole, cell, until
+from tests.console.helpers import RecordingConsole, cell, status_text, until
 from tests.hosts.conftest import box, remote  # noqa: F401 - a real sshd in front of a second daemon
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 TIMEOUT_ENV = "LOOPWARDEN_TIMEOUT"  # spelled out (not imported) so that this file fails by assertion on a loopwarden
 HEARTBEAT_ENV = "LOOPWARDEN_HEARTBEAT"  # without them, as each test must, rather than at import
@@ -203,10 +204,6 @@ def test_run_following_a_session_gives_up_when_the_daemon_stops(lw: Harness) -> 
                     f"stopped; 'kill -CONT {pid}' resumes it; stopped following session s1 (loopwarden logs -f s1 "
                     "follows it again)")
     assert lw.status("s1")["state"] == "running"  # resumed: the session went on, unwatched
-
-
-def status_text(app: RecordingConsole) -> str:
-    return str(app.main.query_one("#status", Static).render())
 
 
 def attempt(app: RecordingConsole) -> int:

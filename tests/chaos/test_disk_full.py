@@ -20,7 +20,9 @@ import pytest
 from textual.widgets import Static
 
 from tests.console.helpers import RecordingConsole, until
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 VOLUME = "2m"
 

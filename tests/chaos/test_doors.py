@@ -20,7 +20,10 @@ from loopwarden.runtime.principal import EXPLANATION
 from loopwarden.web.token import token_path
 from tests.chaos.test_principals import report_done
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.scenarios import opened_gate
+from tests.support.waiting import wait_for
 from tests.web.web_harness import WebServer
 
 KNOCKER = str(AGENTS / "door_knocker.py")
@@ -29,7 +32,7 @@ KNOCKER = str(AGENTS / "door_knocker.py")
 def plan(tmp_path: Path, name: str, lw: Harness, web: WebServer, box: Box | None,
          go: Path | None = None) -> tuple[Path, Path]:
     """A knocking plan aimed at a gate here and one on `box`: (the plan's file, where its report goes)."""
-    gate = gated(lw)
+    gate = opened_gate(lw)
     remote_gate = None
     if box is not None:
         sid = box.remote.scenario("gate_request")
@@ -41,12 +44,6 @@ def plan(tmp_path: Path, name: str, lw: Harness, web: WebServer, box: Box | None
                                 "token_file": str(token_path(lw.paths)), "gate": gate,
                                 "host": box.host if box else None, "remote_gate": remote_gate}))
     return path, out
-
-
-def gated(lw: Harness) -> str:
-    sid = lw.scenario("loop_gate")
-    snap = lw.wait_state(sid, "gated")
-    return f"{sid}:{snap['pending_gates'][0]}"
 
 
 def knocked(out: Path) -> dict[str, Any]:
@@ -158,7 +155,7 @@ def test_a_browser_run_by_an_agent_gets_no_page(lw: Harness, web: WebServer, tmp
 
 def test_a_connection_made_before_its_process_was_adopted_is_judged_again(lw: Harness, tmp_path: Path) -> None:
     """Each operator action is judged when it comes, not only when its connection was made."""
-    gate = gated(lw)
+    gate = opened_gate(lw)
     ready, go, out = tmp_path / "connected", tmp_path / "go", tmp_path / "out.json"
     early = ("import json, os, sys, time\n"
              "from loopwarden.paths import default_paths\n"

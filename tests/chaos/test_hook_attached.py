@@ -20,7 +20,12 @@ import psutil
 import pytest
 
 from tests.chaos.test_principals import report_done
-from tests.live.live_harness import AGENTS, PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.scenarios import opened_gate
+from tests.support.waiting import wait_for
 
 HOOK = f"{PY} -m loopwarden hook claude-code"
 START = {"session_id": "c-forged", "cwd": "/tmp/forged", "hook_event_name": "SessionStart", "source": "startup"}
@@ -231,12 +236,6 @@ def test_ten_thousand_forged_sessions_leave_the_daemon_small(lw: Harness, tmp_pa
     assert lw.cli("ls").returncode == 0
 
 
-def gate_ref(lw: Harness) -> str:
-    sid = lw.scenario("loop_gate")
-    snap = lw.wait_state(sid, "gated")
-    return f"{sid}:{snap['pending_gates'][0]}"
-
-
 def codex_event(thread: str, name: str = "PreToolUse", **fields: Any) -> dict[str, Any]:
     return {"session_id": thread, "turn_id": "turn-1", "cwd": f"/tmp/{thread}", "hook_event_name": name,
             "tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "call_1", **fields}
@@ -259,7 +258,7 @@ def start_agent(lw: Harness, tmp_path: Path, name: str, events: list[dict[str, A
 
 def test_a_forged_session_end_leaves_the_agent_and_its_tools_claimed(lw: Harness, tmp_path: Path) -> None:
     """A tool of an attached Claude Code ends its own session with a forged SessionEnd, then acts."""
-    gate = gate_ref(lw)
+    gate = opened_gate(lw)
     end = json.dumps({"session_id": "c-victim", "cwd": "/tmp/victim", "hook_event_name": "SessionEnd",
                       "reason": "other"})
     attack = f"echo '{end}' | {HOOK}; {PY} -m loopwarden approve {gate}"
@@ -277,7 +276,7 @@ def test_a_forged_session_end_leaves_the_agent_and_its_tools_claimed(lw: Harness
 
 
 def test_a_tool_outlasting_its_sessions_idle_end_is_still_inside(lw: Harness, tmp_path: Path) -> None:
-    gate, go, code = gate_ref(lw), tmp_path / "go", tmp_path / "tool.code"
+    gate, go, code = opened_gate(lw), tmp_path / "go", tmp_path / "tool.code"
     tool = f"while [ ! -e {go} ]; do sleep 0.05; done; {PY} -m loopwarden approve {gate}; echo $? > {code}"
     # Codex has no Stop: its idle clock runs from each call, and a long tool outlasts it (600 s by default)
     codex, _, _ = start_agent(lw, tmp_path, "codex", [codex_event("th-long")], tool=tool,
@@ -294,7 +293,7 @@ def test_a_tool_outlasting_its_sessions_idle_end_is_still_inside(lw: Harness, tm
 
 
 def test_processes_named_like_the_agent_cannot_push_the_agent_out(lw: Harness, tmp_path: Path) -> None:
-    gate = gate_ref(lw)
+    gate = opened_gate(lw)
     forger = tmp_path / "claude.py"  # its script's name makes it look like Claude Code
     forger.write_text("import json, subprocess, sys\n"
                       "event = {'session_id': 'c-pushed', 'cwd': '/tmp/pushed', 'hook_event_name': 'Notification'}\n"
@@ -328,7 +327,7 @@ def test_stopping_the_daemon_never_signals_the_users_agent(lw: Harness, tmp_path
 
 
 def test_the_tools_of_a_stopped_agent_are_stopped_with_it(lw: Harness, tmp_path: Path) -> None:
-    gate = gate_ref(lw)
+    gate = opened_gate(lw)
     mark = tmp_path / "tool.started"
     tool = (f"touch {mark}; {PY} -c 'import time; time.sleep(60)'; "
             f"env -u LOOPWARDEN_SESSION {PY} -m loopwarden approve {gate}")

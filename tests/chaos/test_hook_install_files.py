@@ -22,7 +22,7 @@ import pytest
 
 from tests.codex.codex_home import codex_bin  # noqa: F401
 from tests.codex_hook.helpers import hooks_list
-from tests.live.live_harness import PY
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.timeout(120)
 

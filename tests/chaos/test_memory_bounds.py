@@ -17,7 +17,9 @@ import orjson
 import psutil
 
 from loopwarden.runtime.subscribers import QUEUE_BYTES
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 MiB = 1 << 20
 

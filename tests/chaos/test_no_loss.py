@@ -9,7 +9,9 @@ import signal
 import sqlite3
 from pathlib import Path
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 FLOODS, EVENTS = 40, 2500
 

@@ -15,7 +15,10 @@ import psutil
 
 from loopwarden.widgets.session_table import ended_text
 from tests.chaos.test_process_hygiene import contained, guardian_of  # noqa: F401 - a fixture, and a helper
-from tests.live.live_harness import AGENTS, PY, Harness, gone, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 STOP_AND_GO = str(AGENTS / "stop_and_go.py")
 IGNORE_SIGTERM = str(AGENTS / "ignore_sigterm.py")

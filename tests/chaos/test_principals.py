@@ -34,7 +34,9 @@ from tests.fakes.anthropic_server import (  # noqa: F401
     say,
     tool_results,
 )
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 READ_ONLY = [["ls"], ["gates"], ["audit"]]  # and status/logs of the gated session (added per test)
 

@@ -17,7 +17,10 @@ import pytest
 from loopwarden.runtime.cgroups import DISABLE_ENV, own_cgroup
 from loopwarden.runtime.client import DaemonError
 from loopwarden.runtime.daemon import SHUTDOWN_CAP
-from tests.live.live_harness import AGENTS, PY, Harness, gone, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 ESCAPER = str(AGENTS / "escaper.py")
 IGNORE_SIGTERM = str(AGENTS / "ignore_sigterm.py")

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 FLOOD = str(AGENTS / "spill_flood.py")
 MIB = 1 << 20

@@ -34,7 +34,9 @@ from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from tests.claude_code_hook.helpers import event, hooked, pre, run_hook
 from tests.console.helpers import RecordingConsole, cell, key_of, until
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PATH_TO_PY, PY, PY_NAME
+from tests.support.waiting import wait_for
 
 TEXT = ("\x1b]0;PWNED\x07"  # window title
         "\x1b]52;c;cm0gLXJmIH4=\x07"  # clipboard write
@@ -50,13 +52,15 @@ NAME_SHOWN = "[b]\\x1b]0;\\x07\\x9b\\u202e"
 AGENT = str(AGENTS / "hostile_text.py")
 
 
-def hostile_agent(where: Path) -> str:
-    """The hostile agent under a file named NAME: a session's default name is its script's name, which
-    an agent can choose (an operator's --name with control characters is refused outright)."""
+def hostile_agent(where: Path) -> list[str]:
+    """The hostile agent's command, run in `where`: its script under a file named NAME there (a session's
+    default name is its script's name, which an agent can choose; an operator's --name with control
+    characters is refused outright), and this Python by its name (on PATH_TO_PY): the command line is shown
+    cut, so it must hold TEXT early, wherever the clone and the temporary directory are."""
     link = where / NAME
     if not link.exists():
         link.symlink_to(AGENT)
-    return str(link)
+    return [PY_NAME, NAME, TEXT]
 CLICK_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # click's own colours (TEXT carries none)
 BIDI = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
 
@@ -70,10 +74,10 @@ def raw_controls(shown: str) -> list[str]:
 class Terminal:
     """A command whose stdout and stderr are a pseudo-terminal, as in the operator's shell (click keeps colours)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
         master, slave = pty.openpty()
         tty.setraw(slave)  # no newline translation: every \r read back was written by the command
-        self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
         os.close(slave)
         self.chunks: list[bytes] = []
         self.reader = threading.Thread(target=self._read, args=(master,), daemon=True)
@@ -107,7 +111,8 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     lw = Harness(tmp_path_factory.mktemp("lw"))
     lw.start()
     try:
-        run = Terminal([PY, "-m", "loopwarden", "run", "--", PY, hostile_agent(lw.home), TEXT], lw.env)
+        run = Terminal([PY, "-m", "loopwarden", "run", "--", *hostile_agent(lw.home)], {**lw.env, **PATH_TO_PY},
+                       cwd=lw.home)
         snap = wait_for(lambda: next((s for s in lw.request("list") if s["state"] == "gated"), None),
                         what="the hostile session's gate")
         sid = snap["id"]
@@ -213,7 +218,7 @@ async def test_console_screens_show_agent_text_as_visible_escapes(lw: Harness) -
     async with app.run_test(size=(200, 50), notifications=True) as pilot:
         await until(pilot, lambda: app.feed.ready, what="the console's feed")
         sid = await anyio.to_thread.run_sync(lambda: lw.run_detached(  # the gate opens under the console's eyes
-            PY, hostile_agent(lw.home), TEXT, sets=("spill.threshold_chars=10",)))
+            *hostile_agent(lw.home), sets=("spill.threshold_chars=10",), cwd=lw.home, env=PATH_TO_PY))
         await until(pilot, lambda: cell(app, sid, "gates") == "1", what="the gate in the table")
         await until(pilot, lambda: "opened" in screen_text(app), what="the gate's toast")
         assert_safe(app, "sessions table and toast", NAME_SHOWN, f"asks{SHOWN}"[:40])

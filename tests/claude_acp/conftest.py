@@ -9,12 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.agents.npm_agents import claude_acp_bin
-from tests.fakes.anthropic_server import FakeAnthropic, fake_api  # noqa: F401
-from tests.live.live_harness import Harness, lw  # noqa: F401
-
-# the research recipe's offline launch: no stray traffic, no updates, no telemetry
-QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-         "DISABLE_ERROR_REPORTING": "1"}
+from tests.claude_code.conftest import QUIET
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.support.daemon import Harness
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +24,7 @@ def claude_acp(npm_agents_root: Path) -> str:
 
 
 @pytest.fixture
-def ca(lw: Harness, fake_api: FakeAnthropic, claude_acp: str, tmp_path: Path) -> Iterator[Harness]:  # noqa: F811
+def ca(lw: Harness, fake_api: FakeAnthropic, claude_acp: str, tmp_path: Path) -> Iterator[Harness]:
     """The harness, set up so `loopwarden run --agent claude-acp` starts the real adapter on the fake API,
     with a temporary HOME (where the user's login and settings live) and working directory."""
     home = tmp_path / "claude-home"

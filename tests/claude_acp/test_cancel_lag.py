@@ -17,9 +17,10 @@ import pytest
 
 from loopwarden.sessions.acp import CLOSE, AcpAdapter
 from loopwarden.supervisor import events as ev
-from tests.claude_acp.conftest import QUIET
+from tests.claude_code.conftest import QUIET
 from tests.fakes.anthropic_server import FakeAnthropic, Turn, call, say, user_texts
-from tests.live.live_harness import PY, wait_for
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 SLOW = f"{PY} -c 'import time; time.sleep(60.75)'"

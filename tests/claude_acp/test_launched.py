@@ -8,7 +8,6 @@ wait polls a condition with a deadline.
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import psutil
@@ -16,7 +15,12 @@ import pytest
 
 from loopwarden.runtime.session import group_alive
 from tests.fakes.anthropic_server import FakeAnthropic, Turn, assistant_turns, call, say, tool_results
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.paths import PY
+from tests.support.processes import gone, processes_with
+from tests.support.scenarios import assert_the_clock_alone_ends_it
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 SLEEP = {"command": "sleep 1", "description": "wait"}
@@ -25,18 +29,8 @@ REFUSED = "User refused permission to run tool"
 
 def start(ca: Harness, prompt: str, sets: tuple[str, ...] = ()) -> str:
     """`loopwarden run -d --agent claude-acp [--set ...] -- PROMPT` in the work dir."""
-    args = ["run", "--detach", "--agent", "claude-acp", "--name", "claude-acp"]
-    for s in sets:
-        args += ["--set", s]
-    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", prompt],
-                          env=ca.env, cwd=ca.work, capture_output=True, text=True, timeout=60,  # type: ignore[attr-defined]
-                          check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def of_kind(ca: Harness, sid: str, kind: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in ca.events(sid) if e["kind"] == kind]
+    return ca.run_detached(prompt, agent="claude-acp", name="claude-acp", sets=sets,
+                           cwd=ca.work)  # type: ignore[attr-defined]
 
 
 def strings(value: Any) -> list[str]:
@@ -58,17 +52,6 @@ def last_user_text(body: dict[str, Any]) -> str:
 def said(api: FakeAnthropic, text: str) -> list[int]:
     """Indexes of the conversation requests whose history holds `text` anywhere."""
     return [i for i, body in enumerate(api.messages) if any(text in s for s in strings(body.get("messages")))]
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_a_looping_model_is_rejected_with_its_reason_then_terminated(ca: Harness, fake_api: FakeAnthropic) -> None:
@@ -122,16 +105,8 @@ def test_the_wall_clock_limit_holds_while_the_model_keeps_going(ca: Harness, fak
         return call("Bash", {"command": f"sleep 0.3; echo {assistant_turns(body)}", "description": "step"})
 
     fake_api.play(varied, max_turns=200)
-    # the model keeps calling tools; once it has made three (however slow the machine), the operator gives it
-    # a wall-clock limit two seconds ahead, and the clock alone ends it
     sid = start(ca, "keep going")
-    wait_for(lambda: len(of_kind(ca, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = ca.status(sid)["runtime"] + 2.0
-    assert ca.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
-    snap = ca.wait_state(sid, "terminated", "exited", timeout=60)
-    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
-    assert len(of_kind(ca, sid, "tool_call")) > 3  # it kept going until the clock stopped it
+    snap = assert_the_clock_alone_ends_it(ca, sid)
     assert not group_alive(snap["pid"])
 
 
@@ -156,6 +131,8 @@ def test_every_bash_call_asks_under_the_users_own_settings(ca: Harness, fake_api
     assert "opus" in fake_api.models()[0], "the user's own settings were not read"
     assert json.loads(settings.read_text()) == mine, "the user's file changed"
     assert not (ca.work / ".claude").exists(), "a project settings file was written"  # type: ignore[attr-defined]
+
+
 def test_a_gate_holds_the_permission_answer_and_its_guidance_reaches_the_model(
         ca: Harness, fake_api: FakeAnthropic) -> None:
     todo = {"todos": [{"content": "plan", "status": "pending", "activeForm": "planning"}]}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from loopwarden.sessions.claude_launch import bundled_binary
-from tests.fakes.anthropic_server import FakeAnthropic, fake_api  # noqa: F401
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.support.daemon import Harness
 
 # protocols.md 4.4: no stray traffic, no updates, no telemetry
 QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
@@ -36,7 +36,7 @@ def claude_bin() -> str:
 
 
 @pytest.fixture
-def cc(lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> Iterator[Harness]:  # noqa: F811
+def cc(lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> Iterator[Harness]:
     """The harness, set up so `loopwarden run --adapter claude-code` runs the real CLI on the fake API,
     with a temporary HOME and working directory."""
     home = tmp_path / "claude-home"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,10 +6,8 @@ pytest timeout; every wait polls a condition with a deadline.
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
-import psutil
 import pytest
 
 from loopwarden.runtime.session import group_alive
@@ -21,7 +19,12 @@ from tests.fakes.anthropic_server import (
     say,
     tool_results,
 )
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.paths import PY
+from tests.support.processes import gone, process_with
+from tests.support.scenarios import assert_the_clock_alone_ends_it
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 LS = {"command": "ls", "description": "list the files"}
@@ -29,13 +32,8 @@ LS = {"command": "ls", "description": "list the files"}
 
 def start(cc: Harness, *claude_args: str, sets: tuple[str, ...] = ()) -> str:
     """`loopwarden run -d --adapter claude-code [--set ...] -- CLAUDE_ARGS` in the test's work dir."""
-    args = ["run", "--detach", "--adapter", "claude-code", "--name", "cc"]
-    for s in sets:
-        args += ["--set", s]
-    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", *claude_args], env=cc.env, cwd=cc.work,  # type: ignore[attr-defined]
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return cc.run_detached(*claude_args, adapter="claude-code", name="cc", sets=sets,
+                           cwd=cc.work)  # type: ignore[attr-defined]
 
 
 def texts(body: dict[str, Any]) -> list[str]:
@@ -59,17 +57,6 @@ def texts(body: dict[str, Any]) -> list[str]:
 def said(api: FakeAnthropic, text: str) -> list[int]:
     """Indexes of the conversation requests in which the client sent `text`."""
     return [i for i, body in enumerate(api.messages) if any(text in t for t in texts(body))]
-
-
-def of_kind(cc: Harness, sid: str, kind: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in cc.events(sid) if e["kind"] == kind]
-
-
-def process_with(marker: str) -> psutil.Process | None:
-    for proc in psutil.process_iter(["cmdline"]):
-        if marker in " ".join(proc.info["cmdline"] or []):
-            return proc
-    return None
 
 
 def test_a_looping_model_is_nudged_blocked_then_terminated(cc: Harness, fake_api: FakeAnthropic) -> None:
@@ -157,16 +144,8 @@ def test_the_wall_clock_limit_holds_while_the_model_keeps_going(cc: Harness, fak
                              "description": f"step {n}"})
 
     fake_api.play(varied, max_turns=200)
-    # the agent keeps calling tools; once it has made three (however slow the machine), the operator gives it
-    # a wall-clock limit two seconds ahead, and the clock alone ends it
     sid = start(cc, "--max-turns", "150", "--allowedTools=Bash", "keep going")
-    wait_for(lambda: len(of_kind(cc, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = cc.status(sid)["runtime"] + 2.0
-    assert cc.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
-    snap = cc.wait_state(sid, "terminated", "exited", timeout=60)
-    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime")
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
-    assert len(of_kind(cc, sid, "tool_call")) > 3  # it kept going until the clock stopped it
+    snap = assert_the_clock_alone_ends_it(cc, sid)
     assert not group_alive(snap["pid"])
 
 

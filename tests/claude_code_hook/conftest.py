@@ -4,5 +4,3 @@
 from __future__ import annotations
 
 from tests.claude_code.conftest import QUIET, claude_bin  # noqa: F401
-from tests.fakes.anthropic_server import fake_api  # noqa: F401
-from tests.live.live_harness import lw  # noqa: F401

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.live.live_harness import PY
+from tests.support.paths import PY
 
 
 @dataclass

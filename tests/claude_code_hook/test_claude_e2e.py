@@ -17,7 +17,9 @@ from tests.fakes.anthropic_server import (
     tool_results,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import PY
 
 from .conftest import QUIET
 from .helpers import hooked

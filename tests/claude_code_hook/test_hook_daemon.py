@@ -9,7 +9,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.live.live_harness import PY, Harness, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 from .helpers import denial, event, hooked, post, pre, run_hook
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.codex.codex_home import codex_bin, write_codex_home  # noqa: F401
 from tests.codex.fake_responses import FakeResponses, fake_model  # noqa: F401
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness
 
 
 @pytest.fixture

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from tests.support.model_server import ModelHandler, RepliesInOrder, sse
 
 LIMIT_TEXT = "(fake server) reply limit reached; stopping."
 EXHAUSTED_TEXT = "(fake server) the script has no more replies; done."
@@ -70,9 +70,6 @@ def http_error(status: int = 500) -> Reply:
     return Reply(status=status)
 
 
-Script = Sequence[Reply] | Callable[[dict[str, Any]], Reply]
-
-
 # ---- reading a request ---------------------------------------------------------
 
 def items(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,84 +101,26 @@ def calls_made(body: dict[str, Any]) -> int:
 
 # ---- the server ------------------------------------------------------------------
 
-class FakeResponses:
-    """The fake API. `play(script)` sets what the model answers; `bodies` is what it was sent."""
+class FakeResponses(RepliesInOrder[Reply]):
+    """The fake API. `play(script)` sets what the model answers; `bodies` is what it was sent (POST /v1/responses
+    bodies, in order)."""
+
+    thread_name = "fake-responses"
 
     def __init__(self, *, max_replies: int = 60) -> None:
-        self.script: Script = ()
-        self.repeat = False
-        self.max_replies = max_replies
-        self.bodies: list[dict[str, Any]] = []  # POST /v1/responses bodies, in order
-        self.other: list[str] = []  # any other request: "METHOD path"
-        self.errors: list[str] = []  # exceptions raised by a script function
-        self.answered = 0
+        super().__init__(_Handler, max_replies=max_replies, limit=say(LIMIT_TEXT), exhausted=say(EXHAUSTED_TEXT),
+                         failed=http_error(500))
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._port = 0
-
-    def play(self, script: Script | Reply, *, repeat: bool = False, max_replies: int | None = None) -> FakeResponses:
-        """Set the script; `repeat=True` with one Reply answers it to every request (a looping model)."""
-        self.script = [script] if isinstance(script, Reply) else script
-        self.repeat = repeat
-        if max_replies is not None:
-            self.max_replies = max_replies
-        return self
-
-    def start(self) -> FakeResponses:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        self._httpd.daemon_threads = True
-        self._port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-responses", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        """Close the listening socket: later connections are refused (a dead model server)."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
 
     @property
     def url(self) -> str:
         """The provider's base_url (Codex appends /responses)."""
-        assert self._port, "start() the server first"
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    # -- what was sent
-    def requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.bodies)
-
-    def received(self, text: str) -> list[int]:
-        """Indexes of the requests in which the model was sent `text` (user text or a call's output)."""
-        out = []
-        for n, body in enumerate(self.requests()):
-            texts = user_texts(body) + [str(o.get("output", "")) for o in outputs(body)]
-            if any(text in t for t in texts):
-                out.append(n)
-        return out
+    def sent_texts(self, body: dict[str, Any]) -> list[str]:
+        return user_texts(body) + [str(o.get("output", "")) for o in outputs(body)]
 
     # -- answering
-    def reply_for(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            self.bodies.append(body)
-            index = self.answered
-            self.answered += 1
-        if index >= self.max_replies:
-            return say(LIMIT_TEXT)
-        script = self.script
-        if callable(script):
-            try:
-                return script(body)
-            except Exception as exc:  # noqa: BLE001 - a broken test script: answer, and let the test see it
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                return http_error(500)
-        if self.repeat and script:
-            return script[0]
-        return script[index] if index < len(script) else say(EXHAUSTED_TEXT)
-
     def events(self, reply: Reply, raw_size: int) -> Iterator[dict[str, Any]]:
         """The SSE events of one reply, in the order Codex expects."""
         n = next(self._ids)
@@ -224,73 +163,39 @@ class FakeResponses:
         yield {"type": "response.completed", "response": {"id": response_id, "usage": usage}}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ModelHandler):
     fake: FakeResponses
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read `fake.bodies` instead
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if not size:
-                    self.rfile.readline()
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length") or 0))
-
-    def _json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         self.fake.other.append(f"GET {self.path}")
-        self._json(404, {"error": {"message": f"the fake API has no GET {self.path}", "type": "not_found"}})
+        self.send_json(404, {"error": {"message": f"the fake API has no GET {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
-        raw = self._read_body()
+        raw = self.read_body()
         if self.path.split("?", 1)[0].rstrip("/") != "/v1/responses":
             self.fake.other.append(f"POST {self.path}")
-            self._json(404, {"error": {"message": f"the fake API has no POST {self.path}", "type": "not_found"}})
+            self.send_json(404, {"error": {"message": f"the fake API has no POST {self.path}", "type": "not_found"}})
             return
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            self._json(400, {"error": {"message": "the body is not a JSON object", "type": "invalid_request_error"}})
+            self.send_json(400, {"error": {"message": "the body is not a JSON object",
+                                           "type": "invalid_request_error"}})
             return
         reply = self.fake.reply_for(body)
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
-            self._json(reply.status, {"error": {"message": f"fake server error {reply.status}",
-                                                "type": "server_error", "code": None}})
+            self.send_json(reply.status, {"error": {"message": f"fake server error {reply.status}",
+                                                    "type": "server_error", "code": None}})
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        for event in self.fake.events(reply, len(raw)):
-            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-        self.wfile.flush()
+        self.send_events(sse(event, event["type"]) for event in self.fake.events(reply, len(raw)))
 
 
 @pytest.fixture
 def fake_model() -> Iterator[FakeResponses]:
     """A started fake Responses API for one test; script it with `fake_model.play(...)`."""
-    server = FakeResponses().start()
-    try:
+    with FakeResponses() as server:
         yield server
-    finally:
-        server.stop()

@@ -15,10 +15,7 @@ from loopwarden.sessions.base import Capability, capability_names
 from loopwarden.sessions.codex_app import CodexAppServerAdapter, launch_command, split_args
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.verdicts import Action, Verdict
-
-
-def lines(data: bytes | None) -> list[dict[str, object]]:
-    return [json.loads(x) for x in (data or b"").splitlines() if x]
+from tests.support.jsonl import json_lines
 
 
 def test_words_split_into_app_server_options_thread_settings_and_the_prompt() -> None:
@@ -70,7 +67,7 @@ def started() -> CodexAppServerAdapter:
     assert [m.get("method") for m in sent] == ["initialize", "initialized", "thread/start"]
     assert sent[2]["params"] == {"approvalPolicy": "untrusted", "cwd": "/w"}
     adapter.parse_stdout(json.dumps({"id": sent[2]["id"], "result": {"thread": {"id": "t1"}}}).encode(), 1)
-    turn = lines(b"".join(adapter.replies(False)))
+    turn = json_lines(b"".join(adapter.replies(False)))
     assert turn[0]["method"] == "turn/start" and turn[0]["params"]["input"][0]["text"] == "go"
     adapter.parse_stdout(b'{"method":"turn/started","params":{"turn":{"id":"u1"}}}', 2)
     return adapter
@@ -88,11 +85,12 @@ def test_a_block_steers_its_reason_then_declines_and_never_persists_a_rule() -> 
     adapter = started()
     call = approval(adapter, 0, 3)
     verdict = Verdict(Action.BLOCK, "repetition", "same call", message="REASON-1")
-    steer, answer = lines(adapter.verdict_line(call, verdict))
+    steer, answer = json_lines(adapter.verdict_line(call, verdict))
     assert steer["method"] == "turn/steer" and "REASON-1" in json.dumps(steer)
     assert steer["params"]["expectedTurnId"] == "u1"
     assert answer == {"id": 0, "result": {"decision": "decline"}}
-    assert lines(adapter.verdict_line(approval(adapter, 1, 4), None)) == [{"id": 1, "result": {"decision": "accept"}}]
+    allowed = adapter.verdict_line(approval(adapter, 1, 4), None)
+    assert json_lines(allowed) == [{"id": 1, "result": {"decision": "accept"}}]
 
 
 def test_a_held_approval_keeps_stdin_open_and_a_finished_turn_closes_it() -> None:
@@ -108,7 +106,7 @@ def test_text_between_turns_starts_the_next_turn_on_the_escalated_model() -> Non
     adapter = started()
     adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"failed"}}}', 3)
     data = adapter.inject_line("try harder", "escalate", "iterations", "gpt-5.4")
-    (turn,) = lines(data)
+    (turn,) = json_lines(data)
     assert turn["method"] == "turn/start" and turn["params"]["model"] == "gpt-5.4"
     assert adapter.replies(False) == []  # the turn is starting: stdin stays open
 
@@ -116,7 +114,7 @@ def test_text_between_turns_starts_the_next_turn_on_the_escalated_model() -> Non
 def test_stop_declines_what_is_open_and_interrupts_the_turn() -> None:
     adapter = started()
     approval(adapter, 5, 3)
-    decline, interrupt = lines(adapter.stop_line("operator", "bye"))
+    decline, interrupt = json_lines(adapter.stop_line("operator", "bye"))
     assert decline == {"id": 5, "result": {"decision": "decline"}}
     assert interrupt["method"] == "turn/interrupt" and interrupt["params"] == {"threadId": "t1", "turnId": "u1"}
     assert adapter.stop_line("operator", "again") is None
@@ -130,7 +128,7 @@ def test_a_rewind_reverts_the_turn_then_retries_its_input_with_the_guidance() ->
     approval(adapter, 0, 3)
     with pytest.raises(ValueError, match=r"cannot rewind 2 turns: this thread has 1 turn$"):
         adapter.rewind_line(2, "GUIDE")
-    (revert,) = lines(adapter.rewind_line(1, "GUIDE"))
+    (revert,) = json_lines(adapter.rewind_line(1, "GUIDE"))
     assert revert["method"] == "thread/revert" and revert["params"] == {"threadId": "t1", "beforeTurnId": "u1"}
     with pytest.raises(ValueError, match="already under way"):
         adapter.rewind_line(1, "again")
@@ -140,7 +138,7 @@ def test_a_rewind_reverts_the_turn_then_retries_its_input_with_the_guidance() ->
     assert ended == []  # the dropped turn is no failed iteration
     assert adapter.replies(False) == []  # the turn ended, but the revert is not answered yet: stdin stays open
     adapter.parse_stdout(json.dumps({"id": revert["id"], "result": {"thread": {"id": "t1"}}}).encode(), 5)
-    (retry,) = lines(b"".join(adapter.replies(False)))
+    (retry,) = json_lines(b"".join(adapter.replies(False)))
     assert retry["method"] == "turn/start"
     assert [i["text"] for i in retry["params"]["input"]] == [
         "go", "GUIDE", "Message from the supervisor (loopwarden): a nudge"]
@@ -150,11 +148,11 @@ def test_a_rewind_reverts_the_turn_then_retries_its_input_with_the_guidance() ->
 
 def test_a_failed_rewind_reports_why_and_sends_the_guidance_anyway() -> None:
     adapter = started()
-    (revert,) = lines(adapter.rewind_line(1, "GUIDE"))
+    (revert,) = json_lines(adapter.rewind_line(1, "GUIDE"))
     adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}', 3)
     events = adapter.parse_stdout(json.dumps({"id": revert["id"], "error": {"message": "no such turn"}}).encode(), 4)
     assert [type(e) for e in events] == [ev.Error] and "thread/revert failed: no such turn" in events[0].message
-    (turn,) = lines(b"".join(adapter.replies(False)))
+    (turn,) = json_lines(b"".join(adapter.replies(False)))
     assert turn["method"] == "turn/start" and [i["text"] for i in turn["params"]["input"]] == ["GUIDE"]
 
 
@@ -164,7 +162,7 @@ def test_a_restart_summary_goes_before_the_prompt() -> None:
     adapter.command(["/bin/codex", "go"])
     sent = [json.loads(x) for x in adapter.start_lines()]
     adapter.parse_stdout(json.dumps({"id": sent[2]["id"], "result": {"thread": {"id": "t1"}}}).encode(), 1)
-    (turn,) = lines(b"".join(adapter.replies(False)))
+    (turn,) = json_lines(b"".join(adapter.replies(False)))
     assert [i["text"] for i in turn["params"]["input"]] == ["SUMMARY", "go"]
 
 
@@ -208,9 +206,9 @@ def test_no_line_crashes_the_adapter_and_every_request_is_answered(raws: list[by
         for event in adapter.parse_stdout(raw, seq):
             assert isinstance(event, ev.Event)
             if type(event) is ev.ToolCall:
-                answered += [m["id"] for m in lines(adapter.verdict_line(event, None)) if "method" not in m]
+                answered += [m["id"] for m in json_lines(adapter.verdict_line(event, None)) if "method" not in m]
         for data in adapter.replies(False):
-            answered += [m["id"] for m in lines(data) if "method" not in m]
+            answered += [m["id"] for m in json_lines(data) if "method" not in m]
         if not isinstance(obj, dict):
             assert len(answered) <= 1
         elif isinstance(obj.get("method"), str) and type(obj.get("id")) in (int, str):

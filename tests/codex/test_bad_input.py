@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import AGENTS, PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
 
 pytestmark = pytest.mark.timeout(60)
 

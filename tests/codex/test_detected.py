@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.codex.fake_responses import FakeResponses, run, say
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.timeout(120)
 

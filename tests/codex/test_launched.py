@@ -7,11 +7,9 @@ timeout; every wait polls a condition with a deadline.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from loopwarden.runtime.session import group_alive
@@ -26,31 +24,18 @@ from tests.codex.fake_responses import (
     say,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.processes import gone, process_with
+from tests.support.scenarios import assert_the_clock_alone_ends_it
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
 
 def start(cx: Harness, *codex_args: str, sets: tuple[str, ...] = ()) -> str:
     """`loopwarden run -d --adapter codex [--set ...] -- CODEX_ARGS` in the test's work dir."""
-    args = ["run", "--detach", "--adapter", "codex", "--name", "cx"]
-    for s in sets:
-        args += ["--set", s]
-    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", *codex_args], env=cx.env, cwd=cx.work,  # type: ignore[attr-defined]
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def of_kind(cx: Harness, sid: str, kind: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in cx.events(sid) if e["kind"] == kind]
-
-
-def process_with(marker: str) -> psutil.Process | None:
-    for proc in psutil.process_iter(["cmdline"]):
-        if marker in " ".join(proc.info["cmdline"] or []):
-            return proc
-    return None
+    return cx.run_detached(*codex_args, adapter="codex", name="cx", sets=sets, cwd=cx.work)  # type: ignore[attr-defined]
 
 
 def test_a_healthy_run_maps_its_stream_and_exits(cx: Harness, fake_model: FakeResponses) -> None:
@@ -157,16 +142,8 @@ def test_kill_during_a_running_command_leaves_no_process(cx: Harness, fake_model
 
 def test_the_wall_clock_limit_holds_while_the_model_keeps_going(cx: Harness, fake_model: FakeResponses) -> None:
     fake_model.play(lambda body: run(f"sleep 0.3; echo {calls_made(body)}"), max_replies=200)
-    # the agent keeps calling tools; once it has made three (however slow the machine), the operator gives it
-    # a wall-clock limit two seconds ahead, and the clock alone ends it
     sid = start(cx, "keep going")
-    wait_for(lambda: len(of_kind(cx, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = cx.status(sid)["runtime"] + 2.0
-    assert cx.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
-    snap = cx.wait_state(sid, "terminated", "exited", timeout=60)
-    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
-    assert len(of_kind(cx, sid, "tool_call")) > 3  # it kept going until the clock stopped it
+    snap = assert_the_clock_alone_ends_it(cx, sid)
     assert not group_alive(snap["pid"])
 
 

@@ -14,7 +14,9 @@ import pytest
 
 from tests.codex.fake_responses import FakeResponses, Reply, calls_made, run, say, user_texts
 from tests.codex.test_launched import start
-from tests.live.live_harness import Harness, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

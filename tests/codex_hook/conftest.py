@@ -4,4 +4,3 @@ from __future__ import annotations
 
 from tests.codex.codex_home import codex_bin  # noqa: F401
 from tests.codex.fake_responses import fake_model  # noqa: F401
-from tests.live.live_harness import lw  # noqa: F401

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.claude_code_hook.helpers import Answer
-from tests.live.live_harness import PY
+from tests.support.paths import PY
 
 
 def run_hook(env: dict[str, str], data: bytes | str | dict[str, Any], timeout: float = 30) -> Answer:
@@ -30,11 +30,6 @@ def pre(command: str = "ls", call: str = "call_1", thread: str = "th-1", turn: s
     return {"session_id": thread, "turn_id": turn, "transcript_path": f"/tmp/{thread}.jsonl", "cwd": cwd,
             "hook_event_name": "PreToolUse", "model": "gpt-5.5", "permission_mode": "bypassPermissions",
             "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": call}
-
-
-def denial(answer: Answer) -> str | None:
-    specific = (answer.output or {}).get("hookSpecificOutput") or {}
-    return specific.get("permissionDecisionReason") if specific.get("permissionDecision") == "deny" else None
 
 
 def lw_hook(codex_home: Path | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:

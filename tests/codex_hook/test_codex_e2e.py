@@ -13,7 +13,8 @@ import pytest
 
 from tests.codex.codex_home import codex_env, write_codex_home
 from tests.codex.fake_responses import FakeResponses, outputs, run
-from tests.live.live_harness import Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
 
 from .helpers import lw_hook
 

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.claude_code_hook.helpers import Answer
-from tests.live.live_harness import Harness, rules, wait_for
+from tests.claude_code_hook.helpers import Answer, denial
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.waiting import wait_for
 
-from .helpers import denial, pre, run_hook
+from .helpers import pre, run_hook
 
 pytestmark = pytest.mark.timeout(90)
 

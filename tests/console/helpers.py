@@ -1,29 +1,29 @@
-"""Pilot helpers shared by the console tests: wait on a condition, read a table cell."""
+"""Pilot helpers shared by the console tests: wait on a condition, read a table cell or the status line."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from textual.binding import Binding
+from textual.widgets import Static
 
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.session_table import SessionTable
-from tests.live.live_harness import PY, Harness
+from tests.support import waiting
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 
 async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 20.0,  # noqa: ASYNC109 - a poll's deadline
                 what: str = "condition") -> Any:
     """Let the app run until `condition()` holds (never a fixed sleep standing in for it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.02)
+    return await waiting.until(condition, timeout, what, every=0.02, pause=pilot.pause)
+
+
+def status_text(app: ConsoleApp) -> str:
+    """What the sessions screen's status line says."""
+    return str(app.main.query_one("#status", Static).render())
 
 
 def sleeper(lw: Harness, **options: Any) -> str:

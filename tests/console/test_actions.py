@@ -23,7 +23,9 @@ from loopwarden.widgets.health import COUNTER_KEYS
 from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
-from tests.live.live_harness import Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import heard
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -32,11 +34,6 @@ SIZE = (160, 40)
 
 def console_actions(lw: Harness, sid: str) -> list[dict]:
     return [a for a in lw.request("actions", session=sid) if a["client"].startswith("console pid ")]
-
-
-def agent_heard(lw: Harness, sid: str, text: str) -> bool:
-    """The scripted agent logs every stdin line it reads to stderr, stored as log records."""
-    return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
 
 
 def page_text(screen: Screen) -> str:
@@ -153,7 +150,7 @@ async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Ha
         await until(pilot, lambda: len(console_actions(lw, sid)) == 3, what="the injection")
     assert [a["action"] for a in console_actions(lw, sid)] == ["grant", "reset", "inject"]
     assert lw.status(sid)["counters"]["loop"][0] == 0
-    wait_for(lambda: agent_heard(lw, sid, "look at the seed data") and agent_heard(lw, sid, "authority"),
+    wait_for(lambda: heard(lw, sid, "look at the seed data") and heard(lw, sid, "authority"),
              what="the agent to read the injected lines")
 
 
@@ -552,7 +549,7 @@ async def test_rewind_is_greyed_out_without_the_capability_and_restart_starts_an
     [row] = console_actions(lw, sid)
     assert row["action"] == "restart" and "NOTE-9" in row["note"]
     new = row["target"]
-    wait_for(lambda: agent_heard(lw, new, "restarted by a supervisor"), what="the summary to reach the new run")
+    wait_for(lambda: heard(lw, new, "restarted by a supervisor"), what="the summary to reach the new run")
     lw.request("kill", session=new)
 
 

@@ -17,7 +17,8 @@ from loopwarden.widgets.feed import Feed
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import Launch
 from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
-from tests.live.live_harness import Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.anyio
 

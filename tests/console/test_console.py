@@ -18,8 +18,8 @@ from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help, key_names
 from loopwarden.widgets.session_table import COLUMNS, SessionTable
 from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed, _snap
-from tests.console.helpers import cell, key_of, sleeper, until
-from tests.live.live_harness import Harness
+from tests.console.helpers import cell, key_of, sleeper, status_text, until
+from tests.support.daemon import Harness
 
 pytestmark = pytest.mark.anyio  # async tests run on anyio's pytest plugin (asyncio backend)
 
@@ -102,20 +102,16 @@ def frozen(sessions: list[dict[str, Any]] = SESSIONS) -> ConsoleApp:
     return ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(sessions), clock=lambda: NOW)  # type: ignore[arg-type]
 
 
-def status(app: ConsoleApp) -> str:
-    return str(app.main.query_one("#status", Static).render())
-
-
 async def test_escape_clears_the_filter_when_the_table_has_focus() -> None:
     app = frozen()
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
         await pilot.press("slash", *"fix", "enter")
         await until(pilot, lambda: set(app.table.rows) == {"s2"}, what="the filter")
-        assert app.focused is app.table and "esc clears" in status(app)
+        assert app.focused is app.table and "esc clears" in status_text(app)
         await pilot.press("escape")
         await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the filter cleared")
-        assert app.table.filter_text == "" and "filter" not in status(app)
+        assert app.table.filter_text == "" and "filter" not in status_text(app)
 
 
 async def test_a_draw_while_the_status_line_is_not_mounted_is_skipped_not_an_error() -> None:
@@ -128,24 +124,24 @@ async def test_a_draw_while_the_status_line_is_not_mounted_is_skipped_not_an_err
         app.draw()  # raised NoMatches before the fix
         assert app.table.row_count == len(SESSIONS)
         await app.main.mount(Static(id="status"), before=app.main.query_one("KeyBar"))
-        await until(pilot, lambda: f"{len(SESSIONS)} sessions" in status(app), what="the status line again")
+        await until(pilot, lambda: f"{len(SESSIONS)} sessions" in status_text(app), what="the status line again")
 
 
 async def test_sort_reverses_and_ended_sessions_hide_with_the_count_in_the_status_line() -> None:
     app = frozen()
     async with app.run_test(size=(160, 40)) as pilot:
         await until(pilot, lambda: app.table.row_count == len(SESSIONS), what="the sessions")
-        assert "sort: id ▲" in status(app)
+        assert "sort: id ▲" in status_text(app)
         await pilot.press("S")
-        assert "sort: id ▼" in status(app) and app.table.ordered_rows[0].key.value == "s6"
+        assert "sort: id ▼" in status_text(app) and app.table.ordered_rows[0].key.value == "s6"
         await pilot.press("s")  # the next order starts in its own direction
-        assert "sort: attention ▲" in status(app) and app.table.ordered_rows[0].key.value == "s3"
+        assert "sort: attention ▲" in status_text(app) and app.table.ordered_rows[0].key.value == "s3"
         await pilot.press("h")
         ended = {s["id"] for s in SESSIONS if s["state"] in ("exited", "terminated", "lost")}
         assert set(app.table.rows) == {s["id"] for s in SESSIONS} - ended
-        assert f"{len(ended)} ended hidden (h shows)" in status(app)
+        assert f"{len(ended)} ended hidden (h shows)" in status_text(app)
         await pilot.press("h")
-        assert app.table.row_count == len(SESSIONS) and "hidden" not in status(app)
+        assert app.table.row_count == len(SESSIONS) and "hidden" not in status_text(app)
 
 
 async def palette_lines(pilot: Any, app: ConsoleApp, at_least: int) -> list[str]:

@@ -17,7 +17,8 @@ from loopwarden.widgets.help import Help
 from loopwarden.widgets.keybar import KeyBar
 from loopwarden.supervisor.verdicts import FINAL_STATES
 from tests.console.helpers import RecordingConsole, until
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,9 @@ from loopwarden.widgets.proctree import ProcessTree
 from loopwarden.widgets.spill_viewer import SpillViewer
 from loopwarden.widgets.stream import render
 from tests.console.helpers import until
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PATH_TO_PY, PY, PY_NAME
+from tests.support.waiting import wait_for
 
 
 class DetailApp(App[None]):
@@ -152,7 +154,7 @@ async def test_health_bars_reflect_the_counters(lw: Harness) -> None:
 @pytest.mark.anyio
 async def test_process_tree_lists_the_agent_and_its_child(lw: Harness) -> None:
     code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
-    sid = lw.run_detached(PY, "-c", code, adapter="plain")
+    sid = lw.run_detached(PY_NAME, "-c", code, adapter="plain", env=PATH_TO_PY)
     root = lw.wait_state(sid, "running")["pid"]
     rows = wait_for(lambda: (r := lw.request("processes", session=sid)) and len(r) == 2 and r, what="two processes")
     assert rows[0]["pid"] == root and "time.sleep(60)" in rows[0]["cmdline"]

@@ -23,7 +23,7 @@ from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.gates import GatesQueue
 from tests.console.frozen import NOW, SESSIONS, FrozenFeed
 from tests.console.helpers import until
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 pytestmark = pytest.mark.anyio
 

@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.false_alarms import HEALTHY, find, generated, replay
+from bench.false_alarms import HEALTHY, generated, replay
 from tests.engine.helpers import call, config, fail, ok, run, summary
+from tests.support.paths import recording
 
 MAKE_FAIL = "make: *** [lint-fix] Error 1\n\ngolangci-lint run --fix\n{diag}\npackage services\n"
 
 
 @pytest.mark.parametrize(("name", "why"), HEALTHY, ids=[n for n, _ in HEALTHY])
 def test_a_healthy_recording_gets_no_hard_intervention(name: str, why: str) -> None:
-    path = find(name)
-    if path is None:
-        pytest.skip(f"{name} is not available")
-    _, hard = replay(path, config())
+    _, hard = replay(recording(name), config())
     assert hard == [], f"false alarm on a healthy recording ({why}): {hard}"
 
 

@@ -17,8 +17,7 @@ from loopwarden.runtime.spill import Spiller
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.longline import PREFIX_CHARS, STREAM_FROM, OutputText, open_output
 from loopwarden.supervisor.signature import output_digest
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def test_the_open_output_string_is_found_only_at_the_top_level() -> None:

@@ -3,12 +3,11 @@ its keys are listed by `loopwarden config keys` (describe_keys) and can be set o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from loopwarden.supervisor.config import LIVE_KEYS, describe_keys
 from loopwarden.supervisor.health import RESETTABLE
+from tests.support.paths import ROOT
 
-RULES_DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+RULES_DOC = ROOT / "docs" / "rules.md"
 RULES = {
     "polling": ["repetition.progress_nudge_after", "repetition.progress_gate_after"],
     "rereads": ["rereads.max_reads", "rereads.window", "rereads.read_tools", "rereads.write_tools"],

@@ -25,11 +25,8 @@ from loopwarden.replay import Replayer, choose_format, open_recording
 from loopwarden.runtime.spill import Spiller
 from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.verdicts import Verdict
+from tests.support.paths import ROOT, recording
 
-ROOT = Path(__file__).resolve().parents[2]
-TRANSCRIPTS = ROOT.parent.parent / "shared" / "data" / "transcripts"
-if not TRANSCRIPTS.exists():
-    TRANSCRIPTS = Path("/tmp/shared/data/transcripts")
 GOLDENS = Path(__file__).resolve().parent / "verdict_goldens"
 WRITE = os.environ.get("LOOPWARDEN_WRITE_GOLDENS") == "1"
 
@@ -54,13 +51,6 @@ PRESETS = ["recommended", "aggressive"]
 GENERATED_EVENTS, GENERATED_SEED = 30_000, 7
 BENCH_SETS = ["limits.max_iterations=0", "limits.max_runtime=0"]
 GENERATED = [("recommended", []), ("recommended", BENCH_SETS), ("aggressive", BENCH_SETS)]
-
-
-def recording(name: str) -> Path:
-    for path in (ROOT / name, TRANSCRIPTS / Path(name).name):
-        if path.exists():
-            return path
-    pytest.skip(f"{name} is not available")
 
 
 def replay(path: Path, preset: str, sets: list[str], spill_dir: Path) -> list[bytes]:

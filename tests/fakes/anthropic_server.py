@@ -29,12 +29,13 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import pytest
+
+from tests.support.model_server import FakeModelServer, ModelHandler, Script, sse
 
 LIMIT_TEXT = "(fake server) turn limit reached; stopping."
 EXHAUSTED_TEXT = "(fake server) the script has no more turns; done."
@@ -120,9 +121,6 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 # ---- the server ----------------------------------------------------------------
 
-Script = Sequence[Turn] | Callable[[dict[str, Any]], Turn]
-
-
 @dataclass
 class Recorded:
     method: str
@@ -131,50 +129,41 @@ class Recorded:
     body: Any
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeModelServer):
     """The fake API. `play(script)` sets what the model answers; `requests` is what it was sent."""
 
-    def __init__(self, script: Script = (), *, max_turns: int = 40, max_seconds: float = 60.0,
+    thread_name = "fake-anthropic"
+
+    def __init__(self, script: Script[Turn] = (), *, max_turns: int = 40, max_seconds: float = 60.0,
                  side: Callable[[dict[str, Any]], bool] | None = None) -> None:
-        self.script: Script = script
+        super().__init__(_Handler)
+        self.script: Script[Turn] = script
         self.max_turns = max_turns
         self.max_seconds = max_seconds
         self.side = side  # requests that are not the conversation (e.g. a CLI's title request): "ok"
         self.requests: list[Recorded] = []
-        self.errors: list[str] = []  # exceptions raised by a script function
-        self.answered = 0
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
         self._started = time.monotonic()
-        self._httpd: ThreadingHTTPServer | None = None
         self.stopping = threading.Event()  # ends every `hang` at once
 
     # -- setup
-    def play(self, script: Script, *, max_turns: int | None = None) -> FakeAnthropic:
+    def play(self, script: Script[Turn], *, max_turns: int | None = None) -> FakeAnthropic:
         self.script = script
         if max_turns is not None:
             self.max_turns = max_turns
         return self
 
-    def start(self) -> FakeAnthropic:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+    def start(self) -> Self:
         self._started = time.monotonic()
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True).start()
-        return self
+        return super().start()
 
     def stop(self) -> None:
         self.stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        super().stop()
 
     @property
     def url(self) -> str:
-        assert self._httpd is not None, "start() the server first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
         """Environment for a client: this server as the base URL and a dummy key."""
@@ -207,15 +196,8 @@ class FakeAnthropic:
             over = self.answered > self.max_turns or time.monotonic() - self._started > self.max_seconds
         if over:
             return say(LIMIT_TEXT)
-        script = self.script
-        if callable(script):
-            try:
-                return script(body)
-            except Exception as exc:  # noqa: BLE001 (a broken test script: answer, and let the test see it)
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                return fail(500, "api_error", f"fake script failed: {exc}")
-        index = assistant_turns(body)
-        return script[index] if index < len(script) else say(EXHAUSTED_TEXT)
+        return self.scripted(self.script, body, assistant_turns(body), exhausted=say(EXHAUSTED_TEXT),
+                             failed=lambda exc: fail(500, "api_error", f"fake script failed: {exc}"))
 
     def message(self, body: dict[str, Any], turn: Turn, raw_size: int) -> dict[str, Any]:
         """A complete Message object for a turn: unique ids, usage from the sizes."""
@@ -264,39 +246,17 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ModelHandler):
     fake: FakeAnthropic
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read `fake.requests` instead
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if not size:
-                    self.rfile.readline()
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length") or 0))
 
     def _json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_fake_{uuid.uuid4().hex[:12]}")
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, obj, {"request-id": f"req_fake_{uuid.uuid4().hex[:12]}"})
 
     def _error(self, status: int, kind: str, message: str) -> None:
         self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
     def _receive(self) -> tuple[bytes, Any]:
-        raw = self._read_body()
+        raw = self.read_body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -346,15 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(200, message)
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        for name, event in sse_events(message):
-            self.wfile.write(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
-        self.wfile.flush()
+        self.send_events(sse(event, name) for name, event in sse_events(message))
 
     def do_DELETE(self) -> None:
         self._receive()
@@ -366,8 +318,5 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_api() -> Iterator[FakeAnthropic]:
     """A started fake API for one test; script it with `fake_api.play([...])`."""
-    server = FakeAnthropic().start()
-    try:
+    with FakeAnthropic() as server:
         yield server
-    finally:
-        server.stop()

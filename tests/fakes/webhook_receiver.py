@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_for
+
 
 @dataclass
 class Received:
@@ -121,15 +123,14 @@ class WebhookReceiver:
     def wait_for(self, match: Callable[[Received], bool], timeout: float = 20.0, count: int = 1,
                  path: str | None = None) -> list[Received]:
         """Poll until `count` received requests match (returned), or fail after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [r for r in self.messages(path) if match(r)]
-            if len(found) >= count:
-                return found
-            if time.monotonic() > deadline:
-                seen = [r.title for r in self.messages()]
-                raise AssertionError(f"timed out after {timeout}s waiting for {count} webhook requests; got {seen}")
-            time.sleep(0.02)
+        found: list[Received] = []
+
+        def enough() -> bool:
+            found[:] = [r for r in self.messages(path) if match(r)]
+            return len(found) >= count
+
+        wait_for(enough, timeout, lambda: f"{count} webhook requests; got {[r.title for r in self.messages()]}")
+        return found
 
     def close(self) -> None:
         self._released.set()

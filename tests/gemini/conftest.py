@@ -9,7 +9,7 @@ import pytest
 from tests.agents import npm_agents
 from tests.gemini.fake_gemini import FakeGemini, fake_gemini  # noqa: F401
 from tests.gemini.gemini_home import gemini_env, write_gemini_home
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness
 
 
 @pytest.fixture(scope="session")

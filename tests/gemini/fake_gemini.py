@@ -20,14 +20,14 @@ test can assert what the model received (`function_responses`, `user_texts`, `re
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from tests.support.model_server import ModelHandler, RepliesInOrder, sse
 
 LIMIT_TEXT = "(fake server) reply limit reached; stopping."
 EXHAUSTED_TEXT = "(fake server) the script has no more replies; done."
@@ -63,9 +63,6 @@ def say(text: str) -> Reply:
 def http_error(status: int = 500) -> Reply:
     """An HTTP error with the API's JSON error body."""
     return Reply(status=status)
-
-
-Script = Sequence[Reply] | Callable[[dict[str, Any]], Reply]
 
 
 # ---- reading a request ---------------------------------------------------------
@@ -130,85 +127,25 @@ def _utility_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 # ---- the server ------------------------------------------------------------------
 
-class FakeGemini:
-    """The fake API. `play(script)` sets what the chat model answers; `bodies` is what it was sent."""
+class FakeGemini(RepliesInOrder[Reply]):
+    """The fake API. `play(script)` sets what the chat model answers; `bodies` is what it was sent
+    (streamGenerateContent bodies, in order)."""
+
+    thread_name = "fake-gemini"
 
     def __init__(self, *, max_replies: int = 60) -> None:
-        self.script: Script = ()
-        self.repeat = False
-        self.max_replies = max_replies
-        self.bodies: list[dict[str, Any]] = []  # streamGenerateContent bodies, in order
+        super().__init__(_Handler, max_replies=max_replies, limit=say(LIMIT_TEXT), exhausted=say(EXHAUSTED_TEXT),
+                         failed=http_error(500))
         self.models: list[str] = []  # the model named in each of those requests' paths
         self.utility: list[str] = []  # generateContent/countTokens requests: "method model"
-        self.other: list[str] = []  # any other request: "METHOD path"
-        self.errors: list[str] = []  # exceptions raised by a script function
-        self.answered = 0
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._port = 0
-
-    def play(self, script: Script | Reply, *, repeat: bool = False, max_replies: int | None = None) -> FakeGemini:
-        """Set the script; `repeat=True` with one Reply answers it to every request (a looping model)."""
-        self.script = [script] if isinstance(script, Reply) else script
-        self.repeat = repeat
-        if max_replies is not None:
-            self.max_replies = max_replies
-        return self
-
-    def start(self) -> FakeGemini:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        self._httpd.daemon_threads = True
-        self._port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-gemini", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        """Close the listening socket: later connections are refused (a dead model server)."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
 
     @property
     def url(self) -> str:
         """GOOGLE_GEMINI_BASE_URL (Gemini appends /v1beta/models/...)."""
-        assert self._port, "start() the server first"
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://127.0.0.1:{self.port}"
 
-    # -- what was sent
-    def requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.bodies)
-
-    def received(self, text: str) -> list[int]:
-        """Indexes of the chat requests in which the model was sent `text` (user text or a call's response)."""
-        out = []
-        for n, body in enumerate(self.requests()):
-            texts = user_texts(body) + [json.dumps(r.get("response")) for r in function_responses(body)]
-            if any(text in t for t in texts):
-                out.append(n)
-        return out
-
-    # -- answering
-    def reply_for(self, body: dict[str, Any], model: str) -> Reply:
-        with self._lock:
-            self.bodies.append(body)
-            self.models.append(model)
-            index = self.answered
-            self.answered += 1
-        if index >= self.max_replies:
-            return say(LIMIT_TEXT)
-        script = self.script
-        if callable(script):
-            try:
-                return script(body)
-            except Exception as exc:  # noqa: BLE001 - a broken test script: answer, and let the test see it
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                return http_error(500)
-        if self.repeat and script:
-            return script[0]
-        return script[index] if index < len(script) else say(EXHAUSTED_TEXT)
+    def sent_texts(self, body: dict[str, Any]) -> list[str]:
+        return user_texts(body) + [json.dumps(r.get("response")) for r in function_responses(body)]
 
     @staticmethod
     def chunk(reply: Reply, raw_size: int) -> dict[str, Any]:
@@ -226,43 +163,19 @@ class FakeGemini:
                 "modelVersion": "fake"}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ModelHandler):
     fake: FakeGemini
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read `fake.bodies` instead
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if not size:
-                    self.rfile.readline()
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length") or 0))
-
-    def _json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _not_found(self, method: str) -> None:
         self.fake.other.append(f"{method} {self.path}")
-        self._json(404, {"error": {"code": 404, "message": f"the fake API has no {method} {self.path}",
-                                   "status": "NOT_FOUND"}})
+        self.send_json(404, {"error": {"code": 404, "message": f"the fake API has no {method} {self.path}",
+                                       "status": "NOT_FOUND"}})
 
     def do_GET(self) -> None:
         self._not_found("GET")
 
     def do_POST(self) -> None:
-        raw = self._read_body()
+        raw = self.read_body()
         path = self.path.split("?", 1)[0]
         prefix = "/v1beta/models/"
         if not path.startswith(prefix) or ":" not in path:
@@ -274,47 +187,39 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            self._json(400, {"error": {"code": 400, "message": "the body is not a JSON object",
-                                       "status": "INVALID_ARGUMENT"}})
+            self.send_json(400, {"error": {"code": 400, "message": "the body is not a JSON object",
+                                           "status": "INVALID_ARGUMENT"}})
             return
         if method == "countTokens":
             self.fake.utility.append(f"countTokens {model}")
-            self._json(200, {"totalTokens": max(1, len(raw) // 4)})
+            self.send_json(200, {"totalTokens": max(1, len(raw) // 4)})
         elif method == "generateContent":
             self.fake.utility.append(f"generateContent {model}")
             text = json.dumps(_utility_answer(body))
-            self._json(200, {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                                             "finishReason": "STOP", "index": 0}],
-                             "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
-                                               "totalTokenCount": 2}})
+            self.send_json(200, {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                                 "finishReason": "STOP", "index": 0}],
+                                 "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
+                                                   "totalTokenCount": 2}})
         elif method == "streamGenerateContent":
             self._stream(body, model, len(raw))
         else:
             self._not_found("POST")
 
     def _stream(self, body: dict[str, Any], model: str, raw_size: int) -> None:
-        reply = self.fake.reply_for(body, model)
+        self.fake.models.append(model)
+        reply = self.fake.reply_for(body)
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
-            self._json(reply.status, {"error": {"code": reply.status, "message": f"fake server error {reply.status}",
-                                                "status": "INTERNAL" if reply.status >= 500 else "INVALID_ARGUMENT"}})
+            status = "INTERNAL" if reply.status >= 500 else "INVALID_ARGUMENT"
+            message = f"fake server error {reply.status}"
+            self.send_json(reply.status, {"error": {"code": reply.status, "message": message, "status": status}})
             return
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        self.wfile.write(f"data: {json.dumps(self.fake.chunk(reply, raw_size))}\r\n\r\n".encode())
-        self.wfile.flush()
+        self.send_events([sse(self.fake.chunk(reply, raw_size), eol="\r\n")])
 
 
 @pytest.fixture
 def fake_gemini() -> Iterator[FakeGemini]:
     """A started fake Gemini API for one test; script it with `fake_gemini.play(...)`."""
-    server = FakeGemini().start()
-    try:
+    with FakeGemini() as server:
         yield server
-    finally:
-        server.stop()

@@ -8,7 +8,6 @@ pytest timeout; every wait polls a condition with a deadline.
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import psutil
@@ -26,7 +25,11 @@ from tests.gemini.fake_gemini import (
     say,
     user_texts,
 )
-from tests.live.live_harness import PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.processes import gone, processes_with
+from tests.support.scenarios import assert_the_clock_alone_ends_it
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -35,28 +38,7 @@ CANCELED = {"error": 'Tool "run_shell_command" was canceled by the user.'}
 
 def start(gm: Harness, prompt: str, sets: tuple[str, ...] = ()) -> str:
     """`loopwarden run -d --agent gemini [--set ...] -- PROMPT` in the test's work dir."""
-    args = ["run", "--detach", "--agent", "gemini", "--name", "gm"]
-    for s in sets:
-        args += ["--set", s]
-    done = subprocess.run([PY, "-m", "loopwarden", *args, "--", prompt], env=gm.env, cwd=gm.work,  # type: ignore[attr-defined]
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def of_kind(gm: Harness, sid: str, kind: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in gm.events(sid) if e["kind"] == kind]
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    out = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []):
-                out.append(proc)
-        except psutil.Error:
-            continue
-    return out
+    return gm.run_detached(prompt, agent="gemini", name="gm", sets=sets, cwd=gm.work)  # type: ignore[attr-defined]
 
 
 def rejected(fake: FakeGemini) -> list[int]:
@@ -174,16 +156,8 @@ def test_kill_during_a_running_command_leaves_no_process(gm: Harness, fake_gemin
 
 def test_the_wall_clock_limit_holds_while_the_model_keeps_going(gm: Harness, fake_gemini: FakeGemini) -> None:
     fake_gemini.play(lambda body: run(f"sleep 0.3; echo {calls_made(body)}"), max_replies=200)
-    # the model keeps calling tools; once it has made three (however slow the machine), the operator gives it
-    # a wall-clock limit two seconds ahead, and the clock alone ends it
     sid = start(gm, "keep going")
-    wait_for(lambda: len(of_kind(gm, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = gm.status(sid)["runtime"] + 2.0
-    assert gm.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
-    snap = gm.wait_state(sid, "terminated", "exited", timeout=60)
-    assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
-    assert len(of_kind(gm, sid, "tool_call")) > 3  # it kept going until the clock stopped it
+    snap = assert_the_clock_alone_ends_it(gm, sid)
     assert not group_alive(snap["pid"]) and not processes_with(str(gm.home))
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from loopwarden.runtime.hosts import SSH_ENV
 from tests.hosts.sshd_harness import Box, start_box
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP = Path("/run/sshd")  # Debian's sshd refuses to start without it (the service unit makes it)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from loopwarden.runtime.procfs import read_stat
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
-APPROVER = str(Path(__file__).resolve().parents[1] / "agents" / "host_approver.py")
+APPROVER = str(AGENTS / "host_approver.py")
 
 
 def remote_gate(box: Box) -> str:

@@ -14,7 +14,9 @@ import pytest
 from loopwarden.runtime.hosts import SSH_ENV
 from loopwarden.widgets.hosts_feed import HostsFeed, RemoteFeed
 from tests.hosts.sshd_harness import Box
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 
 def forward_of(cli: subprocess.Popen[bytes]) -> tuple[psutil.Process, Path]:

@@ -11,7 +11,8 @@ from loopwarden.paths import SocketPathTooLong
 from loopwarden.cli import host_first
 from loopwarden.runtime.hosts import SSH_ENV, HostError, Tunnel, check_name, listed_hosts, split_ref
 from tests.hosts.sshd_harness import DEAD, Box
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 
 def with_ssh(lw: Harness, box: Box) -> Harness:

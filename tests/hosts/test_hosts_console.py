@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import Confirm
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.hosts_feed import GONE, HostsFeed
-from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, until
+from tests.console.helpers import RecordingConsole, cell, key_of, sleeper, status_text, until
 from tests.hosts.sshd_harness import DEAD, Box
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -22,10 +22,6 @@ SIZE = (180, 40)
 
 def console(lw: Harness, *hosts: str) -> RecordingConsole:
     return RecordingConsole(lw.paths, autostart=False, feed=HostsFeed.attach(lw.paths, list(hosts), autostart=False))
-
-
-def status_line(app: RecordingConsole) -> str:
-    return str(app.main.query_one("#status", Static).render())
 
 
 async def test_sessions_of_both_hosts_by_host_and_a_gate_approved_on_the_remote(lw: Harness, box: Box) -> None:
@@ -68,7 +64,7 @@ async def test_a_remote_daemon_restarted_shows_its_host_gone_then_its_new_state(
         await until(pilot, lambda: cell(app, key, "state") == "running", what="the remote session")
         assert box.remote.cli("stop-daemon", "--yes").returncode == 0
         await until(pilot, lambda: cell(app, key, "state") == GONE, what="its row marked: host gone")
-        await until(pilot, lambda: f"{box.host}: {GONE} (attempt" in status_line(app), what="the status line")
+        await until(pilot, lambda: f"{box.host}: {GONE} (attempt" in status_text(app), what="the status line")
         assert cell(app, mine, "state") == "running" and app.feed.connected  # this machine's stays live
         assert f"host {box.host}: {GONE}" in app.notices
 
@@ -79,7 +75,7 @@ async def test_a_remote_daemon_restarted_shows_its_host_gone_then_its_new_state(
         after = sleeper(box.remote, name="after-the-restart")
         await until(pilot, lambda: cell(app, f"{box.host}:{after}", "state") == "running", what="the new session")
         assert cell(app, key, "state") not in ("", GONE, "running")  # stopped with its daemon, as it now says
-        assert GONE not in status_line(app)
+        assert GONE not in status_text(app)
         await until(pilot, lambda: f"host {box.host} reconnected: its sessions and gates are current" in app.notices,
                     what="the toast that says it is back")
 
@@ -98,5 +94,5 @@ async def test_a_host_that_cannot_be_reached_is_said_and_the_others_work(lw: Har
     app = console(lw, DEAD)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: cell(app, mine, "state") == "running", what="this machine's session")
-        await until(pilot, lambda: f"{DEAD}: ssh: connect to host" in status_line(app),
+        await until(pilot, lambda: f"{DEAD}: ssh: connect to host" in status_text(app),
                     what="the status line to say why the host is not there, naming it once")

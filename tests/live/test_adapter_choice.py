@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.live.live_harness import AGENTS, PY, Harness, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import of_kind, rules
+from tests.support.paths import AGENTS, DATA, PY
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 CLAUDE_STREAM = DATA / "claude_turns_array__claude-code-action__sample-turns.json"
 CODEX_EXEC = DATA / "codex_exec_json__openai-codex-docs__exec-md-sample.jsonl"
 HELLO = json.dumps({"type": "hello", "name": "late", "protocol": 1})
@@ -33,10 +35,6 @@ def run_attached(h: Harness, *words: str, env: dict[str, str] | None = None,
 def only(h: Harness) -> dict[str, Any]:
     (snap,) = h.request("list")
     return snap  # type: ignore[no-any-return]
-
-
-def of_kind(h: Harness, sid: str, kind: str) -> list[dict[str, Any]]:
-    return [e["data"] for e in h.events(sid) if e["kind"] == kind]
 
 
 def choice_lines(h: Harness, sid: str) -> list[str]:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.supervisor.health import RESETTABLE
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from loopwarden.cli.explain import render, summarise
-from tests.live.live_harness import PY, Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import PY
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

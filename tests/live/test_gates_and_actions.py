@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from loopwarden.runtime.client import DaemonError
-from tests.live.live_harness import Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
 
 
 def _gate(lw: Harness, sid: str) -> str:

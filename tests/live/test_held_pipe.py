@@ -7,7 +7,9 @@ import socket
 from pathlib import Path
 
 from loopwarden.runtime.session import DRAIN_STALLED
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 
 def test_an_agent_whose_pipes_are_held_outside_the_session_still_ends_and_says_why(lw: Harness,

@@ -21,9 +21,10 @@ from loopwarden.supervisor.config import load_config
 from loopwarden.supervisor.events import Event
 from loopwarden.supervisor.lines import LineSplitter, LongLine, Oversized, oversized_line, read_lines
 from loopwarden.supervisor.longline import line_event, streamed_event
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY, ROOT
+from tests.support.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "big_output_live.py"
 RAISED = ("limits.max_line_bytes=1GiB",)
 

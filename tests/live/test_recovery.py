@@ -9,14 +9,12 @@ from typing import Any
 import pytest
 
 from loopwarden.runtime.client import DaemonError
-from tests.live.live_harness import PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import heard
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
 
 SUMMARY = "restarted by a supervisor (loopwarden)"  # in every restart's summary (messages.restart_summary)
-
-
-def heard(lw: Harness, sid: str, text: str) -> bool:
-    """The scripted agent logs every stdin line it reads to stderr, stored as log records."""
-    return any(text in str(e.get("data", {}).get("text", "")) for e in lw.events(sid) if e["kind"] == "log")
 
 
 def audit(lw: Harness, sid: str, action: str) -> list[dict[str, Any]]:

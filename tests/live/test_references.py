@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from tests.live.live_harness import PY, Harness
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
 

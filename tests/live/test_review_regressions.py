@@ -10,7 +10,10 @@ import time
 
 import psutil
 
-from tests.live.live_harness import PY, Harness, gone, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 
 def test_a_subscriber_hanging_up_mid_flood_does_not_take_the_daemon_down(lw: Harness) -> None:
@@ -72,7 +75,7 @@ def test_a_kill_while_starting_is_not_lost(lw: Harness) -> None:
 
 
 def test_a_later_kill_does_not_overwrite_the_termination_reason(lw: Harness) -> None:
-    from tests.live.live_harness import AGENTS
+    from tests.support.paths import AGENTS
 
     sid = lw.run_detached(PY, str(AGENTS / "ignore_sigterm.py"), sets=("limits.max_runtime=1s",
                                                                         "limits.kill_grace=2s"))
@@ -141,7 +144,7 @@ def _pings(lw: Harness) -> bool:
 
 
 def test_a_handshake_agent_with_a_result_over_the_line_limit_gets_an_answer(lw: Harness) -> None:
-    from tests.live.live_harness import AGENTS
+    from tests.support.paths import AGENTS
 
     sid = lw.run_detached(PY, str(AGENTS / "oversized_result.py"), "1500000", str(lw.paths.database))
     snap = lw.wait_state(sid, "exited", timeout=30)

@@ -9,7 +9,11 @@ import time
 
 import psutil
 
-from tests.live.live_harness import AGENTS, PY, Harness, gone, rules, wait_for
+from tests.support.daemon import Harness
+from tests.support.events import rules
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 
 def test_max_runtime_ends_a_sleeping_command_with_a_clear_reason_and_exit_code(lw: Harness) -> None:

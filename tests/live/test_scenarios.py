@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.live.live_harness import Harness, rules
+from tests.support.daemon import Harness
+from tests.support.events import rules
 
 # name -> (verdicts that must appear, final state, termination)
 EXPECTED = {

@@ -5,15 +5,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.live.helpers import verdict_on_call
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 SLEEPER = (PY, "-c", "import time; time.sleep(120)")
-
-
-def _verdict(folder: Path, n: int) -> str:
-    (folder / f"go{n}").touch()
-    return wait_for(lambda: (folder / f"verdict{n}").exists() and (folder / f"verdict{n}").read_text(),
-                    what=f"the verdict on call {n}")
 
 
 def test_raising_max_runtime_keeps_running_a_session_past_its_old_limit(lw: Harness) -> None:
@@ -38,12 +35,12 @@ def test_lowering_max_runtime_ends_the_session_at_once(lw: Harness) -> None:
 
 def test_a_lower_repetition_threshold_applies_to_the_next_call(lw: Harness, tmp_path: Path) -> None:
     sid = lw.run_detached(PY, str(AGENTS / "paced_caller.py"), str(tmp_path))
-    assert [_verdict(tmp_path, n) for n in (1, 2, 3)] == ["allow"] * 3  # the default allows 5 identical calls
+    assert [verdict_on_call(tmp_path, n) for n in (1, 2, 3)] == ["allow"] * 3  # the default allows 5 identical calls
     proc = lw.cli("set", sid, "repetition.max_identical_calls=3", "repetition.max_blocks=9")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"{sid}: repetition.max_identical_calls 5 -> 3",
                                         f"{sid}: repetition.max_blocks 3 -> 9"]
-    assert _verdict(tmp_path, 4) == "block"
+    assert verdict_on_call(tmp_path, 4) == "block"
     counters = lw.status(sid)["counters"]  # name -> [value, limit]
     assert counters["identical_calls"][1] == 3 and counters["blocks"] == [1, 9]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 
 def _raw(lw: Harness) -> socket.socket:

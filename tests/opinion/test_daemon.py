@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic, hang, say
-from tests.live.live_harness import AGENTS, PY, Harness, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.waiting import wait_for
 
 KEY = "sk-ant-daemon-key-0123456789"
 AGENT_SECRET = "tok-agent-secret-98765"  # in the agent's environment; it prints it

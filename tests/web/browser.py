@@ -10,11 +10,12 @@ time the frames it writes. Nothing of the product changes for the tests.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -87,14 +88,13 @@ def screen(driver: Any) -> str:
 def wait_screen(driver: Any, check: Callable[[str], Any], what: str, timeout: float = 30.0) -> str:
     """Poll the screen until `check(text)` holds; the text then (AssertionError with the last screen after
     `timeout`)."""
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = screen(driver)
-        if text and check(text):
-            return text
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}")
+    last = [""]
+
+    def shown() -> str | None:
+        last[0] = screen(driver)
+        return last[0] if last[0] and check(last[0]) else None
+
+    return str(wait_for(shown, timeout, lambda: f"{what}; the screen:\n{last[0]}", every=0.05))
 
 
 def press(driver: Any, *keys: str) -> None:

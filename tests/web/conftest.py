@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.live_harness import Harness, lw  # noqa: F401
+from tests.support.daemon import Harness
 from tests.web.web_harness import WebServer
 
 
 @pytest.fixture
-def web(lw: Harness) -> Iterator[WebServer]:  # noqa: F811 - the fixture of the same name is its argument
+def web(lw: Harness) -> Iterator[WebServer]:
     server = WebServer(lw)
     try:
         yield server

@@ -18,7 +18,10 @@ import pytest
 from loopwarden.paths import default_paths
 from loopwarden.runtime.client import Client, DaemonError
 from loopwarden.web.token import load_token, token_matches, token_path
-from tests.live.live_harness import PY, Harness, gone, wait_for
+from tests.support.daemon import Harness
+from tests.support.paths import AGENTS, PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 from tests.web.web_harness import WebServer, wait_for_children
 
 
@@ -222,7 +225,7 @@ def test_without_textual_serve_installed_it_says_what_to_install(tmp_path: Path)
 
 def test_a_supervised_agent_that_read_the_token_file_gets_no_console(lw: Harness, web: WebServer,
                                                                       tmp_path: Path) -> None:
-    intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
+    intruder = str(AGENTS / "web_intruder.py")
     token_file = str(token_path(lw.paths))
     marked, unmarked, outside = tmp_path / "marked.txt", tmp_path / "unmarked.txt", tmp_path / "outside.txt"
     first = lw.run_detached(PY, intruder, web.base, token_file, str(marked), adapter="plain")
@@ -274,7 +277,7 @@ def test_an_agent_coming_through_the_machines_own_address_gets_no_console(lw: Ha
     server = WebServer(lw, "--host", "0.0.0.0")
     try:
         base = f"http://{own}:{urlsplit(server.base).port}/"
-        intruder = str(Path(__file__).resolve().parents[1] / "agents" / "web_intruder.py")
+        intruder = str(AGENTS / "web_intruder.py")
         out, outside = tmp_path / "agent.txt", tmp_path / "outside.txt"
         sid = lw.run_detached(PY, intruder, base, str(token_path(lw.paths)), str(out), adapter="plain")
         lw.wait_state(sid, "exited")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.live.live_harness import Harness, gone, wait_for
+from tests.support.daemon import Harness
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 from tests.web.browser import chromium, press, screen, wait_screen
 from tests.web.web_harness import WebServer, wait_for_children
 

@@ -8,7 +8,7 @@ import pytest
 
 from loopwarden.web.console import SERVED_ENV, ServedConsole
 from loopwarden.widgets.app import Sessions
-from tests.live.live_harness import Harness
+from tests.support.daemon import Harness
 
 
 @pytest.mark.anyio

@@ -9,7 +9,10 @@ import time
 
 import psutil
 from loopwarden.web.token import token_path
-from tests.live.live_harness import PY, Harness, gone
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.processes import gone
+from tests.support.waiting import wait_for
 
 
 class WebServer:
@@ -71,11 +74,12 @@ class WebServer:
 
 
 def wait_for_children(server: WebServer, count: int, timeout: float = 30.0) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while True:
-        children = [c for c in server.consoles() if not gone(c.pid)]
-        if len(children) == count:
-            return children
-        if time.monotonic() > deadline:
-            raise AssertionError(f"expected {count} console processes, found {len(children)}")
-        time.sleep(0.05)
+    """The server's console processes, once there are `count` of them."""
+    found: list[psutil.Process] = []
+
+    def counted() -> bool:
+        found[:] = [c for c in server.consoles() if not gone(c.pid)]
+        return len(found) == count  # none at all, too, when that is the count
+
+    wait_for(counted, timeout, lambda: f"{count} console processes, found {len(found)}", every=0.05)
+    return found

@@ -1,4 +1,0 @@
-"""The fake Messages API and a real daemon, for the second-opinion tests."""
-
-from tests.fakes.anthropic_server import fake_api  # noqa: F401
-from tests.live.live_harness import lw  # noqa: F401
