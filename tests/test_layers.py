@@ -70,6 +70,6 @@ def test_engine_does_no_io(path: Path) -> None:
 
 def test_relative_imports_resolve_to_their_rooms() -> None:
     """The tests above rely on resolving `from ..x import y`: check it on a module with both kinds."""
-    found = dict(_imports(PACKAGE / "runtime" / "operations.py"))
+    found = dict(_imports(PACKAGE / "runtime" / "launcher.py"))
     assert "loopwarden.supervisor.config" in found and "loopwarden.runtime.session" in found
     assert _room("loopwarden.runtime.session") > _room("loopwarden.sessions.native") > _room("loopwarden.supervisor")

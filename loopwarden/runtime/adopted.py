@@ -19,6 +19,7 @@ from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Terminatio
 from .contract import NotCapable
 from .principal import Claim
 from .procfs import ProcId, ProcTable, proc_id
+from .restarts import Restartable
 from .session import Resources, SessionSpec, Sink, tree_pids
 from .snapshot import build
 
@@ -135,6 +136,17 @@ class AdoptedSession:
             await anyio.sleep(0.02)
         for p in procs:
             _send(p, signal.SIGKILL)
+
+    def kill_soon(self, note: str | None = None) -> bool:
+        """No ticker of its own: `kill` runs in a task."""
+        return False
+
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
+        raise ValueError("an adopted session has no conversation to rewind")
+
+    def restart_task(self) -> Restartable | None:
+        """None: it was started elsewhere, not by loopwarden."""
+        return None
 
     def kill_now(self) -> None:
         """SIGKILL the process and its descendants at once (the daemon's grace is over)."""

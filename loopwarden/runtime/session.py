@@ -36,6 +36,7 @@ from .opinion import Outcome, SecondOpinion
 from .pipes import InputPipe, Item, Later, OutputPipe, Take
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
+from .restarts import Restartable
 from .snapshot import build
 from .spill import Spiller, SpillStream, spill_event, spill_streamed
 from .store import EventRow
@@ -995,6 +996,10 @@ class LiveSession:
         ended = self.health.termination.reason if self.health.termination else self.adapter.failure
         last = self.last_intervention
         return ended, (last.message or last.reason) if last else None, list(self.errors)
+
+    def restart_task(self) -> Restartable:
+        """Its task, settings and failure: what `restart` starts again, told what failed."""
+        return Restartable(self.spec, self.config, *self.failed())
 
     def reset(self, counter: str | None) -> None:
         self.health.reset_counters(counter)
