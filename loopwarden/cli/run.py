@@ -13,7 +13,7 @@ from ..paths import working_directory
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..sessions import acp_agents, registry
-from ..sessions.detect import AUTO
+from ..sessions.base import AUTO
 from ..supervisor.visible import visible
 from .common import Fail, build_config, config_env, config_options, failure, operator_connection
 from .live import _follow, _say_renamed

@@ -19,7 +19,6 @@ from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Terminatio
 from .contract import NotCapable
 from .principal import Claim
 from .procfs import ProcId, ProcTable, proc_id
-from .restarts import Restartable
 from .session import Resources, SessionSpec, Sink, tree_pids
 from .snapshot import build
 
@@ -144,9 +143,10 @@ class AdoptedSession:
     def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
         raise ValueError("an adopted session has no conversation to rewind")
 
-    def restart_task(self) -> Restartable | None:
-        """None: it was started elsewhere, not by loopwarden."""
-        return None
+    restartable = False  # started elsewhere
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        return None, None, []
 
     def kill_now(self) -> None:
         """SIGKILL the process and its descendants at once (the daemon's grace is over)."""

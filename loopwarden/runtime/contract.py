@@ -14,7 +14,6 @@ from ..supervisor.health import SessionHealth
 from ..supervisor.verdicts import SessionState, Verdict
 from .principal import Claim
 from .procfs import ProcTable
-from .restarts import Restartable
 from .session import SessionSpec
 from .spill import Spiller
 
@@ -71,9 +70,11 @@ class Supervised(Protocol):
     def inject(self, text: str) -> bool: ...
     def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
         """Drop the last `turns` turns of the agent's conversation (a session with REWIND; ValueError otherwise)."""
-    def restart_task(self) -> Restartable | None:
-        """What `restart` starts again (a launched session's task, settings and failure), or None: it cannot
-        be restarted."""
+    @property
+    def restartable(self) -> bool:
+        """Whether loopwarden started it, so that `restart` can start its task again (its spec and config)."""
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
 
 
 def refusal(session: Supervised, op: str) -> str | None:

@@ -26,7 +26,6 @@ from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Verdict
 from .hook_agents import AgentProcesses, HookClaims, TreeStop
 from .principal import Claim
 from .procfs import ProcId, ProcTable
-from .restarts import Restartable
 from .session import Resources, SessionSpec, Sink
 from .snapshot import build
 
@@ -323,9 +322,10 @@ class HookedSession:
     def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
         raise ValueError(f"the {self.adapter.name} adapter cannot rewind a conversation")
 
-    def restart_task(self) -> Restartable | None:
-        """None: the agent is the user's, started in their terminal, not by loopwarden."""
-        return None
+    restartable = False  # the agent is the user's, started in their terminal
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        return None, None, []
 
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """Mark the session terminated (the next hook answer says stop) and stop its agent process; the

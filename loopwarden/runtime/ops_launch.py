@@ -105,8 +105,11 @@ class LaunchOperations:
         self.shutdown.refuse_starts("restart")
         sid = await self.registry.resolve(req.get("session"))
         old = self.registry.sessions.get(sid)
-        task = self._task(sid, old.restart_task() if old is not None else self.registry.restartable.get(sid),
-                          in_memory=old is not None)
+        if old is not None:
+            task = Restartable(old.spec, old.config, *old.failed()) if old.restartable else None
+        else:
+            task = self.registry.restartable.get(sid)
+        task = self._task(sid, task, in_memory=old is not None)
         from ..sessions.registry import adapters
 
         note = request_note(req)

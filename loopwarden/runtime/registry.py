@@ -12,7 +12,7 @@ from .contract import Supervised
 from .history import EndedSessions
 from .records import Recorder
 from .requests import NAME_CHARS, RequestError
-from .restarts import Restartables
+from .restarts import Restartable, Restartables
 from .store import Store
 
 RECENT_BYTES = 4 << 20  # snapshots of ended sessions kept in memory (the store has every one)
@@ -170,6 +170,5 @@ class SessionRegistry:
             forget(sid, session)
         if session is not None:
             self.recent.add(sid, self.live_snapshot(session))
-            task = session.restart_task()
-            if task is not None:
-                self.restartable.add(sid, task)
+            if session.restartable:
+                self.restartable.add(sid, Restartable(session.spec, session.config, *session.failed()))

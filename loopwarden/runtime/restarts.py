@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..supervisor import messages
 from ..supervisor.config import Config
-
-if TYPE_CHECKING:  # (session.py makes a session's Restartable: no import at run time, or the two would loop)
-    from .session import SessionSpec
+from .session import SessionSpec
 
 RESTART_BYTES = 4 << 20  # the newest ended sessions' specs, at most this many bytes of them
 

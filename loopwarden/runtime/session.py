@@ -36,7 +36,6 @@ from .opinion import Outcome, SecondOpinion
 from .pipes import InputPipe, Item, Later, OutputPipe, Take
 from .principal import Claim
 from .procfs import CLOCK_TICKS, PAGE_BYTES, STATUS, ProcTable, open_fds
-from .restarts import Restartable
 from .snapshot import build
 from .spill import Spiller, SpillStream, spill_event, spill_streamed
 from .store import EventRow
@@ -997,10 +996,6 @@ class LiveSession:
         last = self.last_intervention
         return ended, (last.message or last.reason) if last else None, list(self.errors)
 
-    def restart_task(self) -> Restartable:
-        """Its task, settings and failure: what `restart` starts again, told what failed."""
-        return Restartable(self.spec, self.config, *self.failed())
-
     def reset(self, counter: str | None) -> None:
         self.health.reset_counters(counter)
         self._publish()
@@ -1315,6 +1310,7 @@ class LiveSession:
         return [Claim(self.spec.id, root, "the agent", group=True)]
 
     hook_key: str | None = None  # launched, not attached by hooks
+    restartable = True  # started by loopwarden: `restart` starts its task again
     counts_loops = True
 
     def observe(self, table: ProcTable) -> None:

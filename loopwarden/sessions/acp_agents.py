@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import acp_gemini
+from .base import AUTO
 
 ADAPTER = "acp"  # the adapter every known agent runs on (acp.py)
 CHOICE = "agent:"  # the launch dialog's value for a known agent: agent:NAME (beside the adapters' names)
@@ -115,8 +116,6 @@ def shortcut(name: str, prompt: list[str], env: Mapping[str, str], cwd: str, *,
              adapter: str | None = None) -> tuple[str, list[str]]:
     """The adapter and its words for `--agent NAME -- PROMPT` (see shortcut_words); `adapter`: one chosen
     too, refused unless it is the default (chosen from the command) or this one. ValueError (one line)."""
-    from .detect import AUTO  # (detect.py reads the known agents from here)
-
     if adapter not in (None, AUTO, ADAPTER):
         raise ValueError(f"--agent {name} runs the {ADAPTER} adapter; leave out --adapter {adapter}")
     return ADAPTER, shortcut_words(name, prompt, env, cwd)

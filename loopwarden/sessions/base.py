@@ -19,6 +19,7 @@ from ..supervisor.verdicts import Verdict
 
 
 _COLOUR = re.compile(rb"\x1b\[[0-9;]*m")  # SGR: colours and weights, presentation only
+AUTO = "auto"  # the adapter a session starts with when none is named: chosen from its command or first line
 
 
 class Capability(enum.Flag):

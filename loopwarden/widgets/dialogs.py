@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from ..paths import working_directory
 from ..sessions import acp_agents, registry
-from ..sessions.detect import AUTO
+from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
