@@ -120,3 +120,13 @@ def test_the_hook_fast_path_serves_exactly_the_built_in_hook_agents() -> None:
     builtin = {cls.hook_agent for cls in registry.found().hooked.values() if cls.__module__.startswith("loopwarden.")}
     assert set(entry.BUILTIN_HOOK_AGENTS) == builtin == {"claude-code", "codex"}
     assert builtin <= set(hook.commands)  # the command line has them too (with `install`, `uninstall`)
+
+
+def test_built_ins_are_listed_by_meaning_before_another_packages(tmp_path: Path) -> None:
+    """The default first, loopwarden's protocols, the agents' own, the watched-only; a third party's after them."""
+    assert registry.names() == ["auto", "native", "plain", "claude-code", "codex", "acp", "claude-stream",
+                                "codex-exec"]
+    assert list(registry.hook_adapters()) == ["claude-code", "codex"]
+    out = _adapters_cli(_plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter"}), "--json")
+    listed = [json.loads(line)["name"] for line in out.stdout.splitlines()]
+    assert listed == [*registry.names(), "echo-agent", "claude-code-hook", "codex-hook", "adopted"], listed

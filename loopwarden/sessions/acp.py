@@ -325,6 +325,7 @@ class AcpAdapter(Adapter):
     """A live ACP agent: see the module docstring."""
 
     name = "acp"
+    listed = 5
     agent = "acp"
     summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT

@@ -119,6 +119,7 @@ class ClaudeCodeHookAdapter(HookAdapter):
     a Stop blocked for an operator's text, `continue: false` once the session ended."""
 
     name = "claude-code-hook"
+    listed = 0
     agent = "claude-code"
     hook_agent = "claude-code"
     title = "Claude Code"

@@ -49,6 +49,7 @@ class CodexHookAdapter(HookAdapter):
     from every event."""
 
     name = "codex-hook"
+    listed = 1
     agent = "codex"
     hook_agent = "codex"
     title = "Codex"

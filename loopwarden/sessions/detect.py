@@ -121,6 +121,7 @@ class AutoAdapter(Adapter):
     for its first stdout line (runtime/session.py hands the session over then)."""
 
     name = AUTO
+    listed = 0
     agent = "any"
     summary = ("the default: the adapter is chosen from the command (codex app-server, ACP agents) or the first "
                "output line (native, claude-stream, codex-exec), else plain; the session can then do what it can")

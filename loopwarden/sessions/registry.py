@@ -48,8 +48,9 @@ def _own(point: EntryPoint) -> bool:
 
 
 def discover() -> Found:
-    """The built-in adapters, then every loadable one another package registers."""
-    points = sorted(entry_points(group=GROUP), key=lambda point: not _own(point))  # built-ins first, in order
+    """The built-in adapters in the order of their `listed` (the installed metadata lists them by name), then
+    every loadable one another package registers."""
+    points = sorted(entry_points(group=GROUP), key=lambda point: not _own(point))  # built-ins first
     builtin = {point.name for point in points if _own(point)} | set(RESERVED)
     found = Found()
     for point in points:
@@ -59,6 +60,11 @@ def discover() -> Found:
             found.broken.append(Broken(point.name, point.value, "another package registered this name first"))
         else:
             _load(point, found)
+    def order(item: tuple[str, Any]) -> tuple[bool, int]:  # another package's in its entry points' order
+        return (item[0] not in builtin, item[1].listed if item[0] in builtin else 0)
+
+    found.launched = dict(sorted(found.launched.items(), key=order))
+    found.hooked = dict(sorted(found.hooked.items(), key=order))
     return found
 
 
