@@ -10,9 +10,9 @@
 N native live sessions (`LiveSession`, the default configuration) of a real `Daemon` (not serving: its
 registry, record routing and recorder over a real store in a temporary home), each RUNNING with a made-up
 pid, its hello read through stdout's reader (as `list_latency.py`'s quiet agents) and sampled resources set;
-their publishes are taken once (`_publish_dirty`), so every snapshot is in its steady state: unchanged since
-the last list, as at 200 quiet agents. Then K `list` requests and K `ping` requests go through the daemon's
-real request path (`SocketServer._connection` on an accepted unix socket: the line read, parsed, dispatched,
+their publishes are taken once (`Router.publish_dirty`), so every snapshot is in its steady state: unchanged
+since the last list, as at 200 quiet agents. Then K `list` requests and K `ping` requests go through the daemon's
+real request path (`SocketServer.connection` on an accepted unix socket: the line read, parsed, dispatched,
 the reply built, encoded and written) from a client on the same event loop that reads each reply's line
 whole; each kind in its own block, RUNS times, interleaved. Prints this thread's CPU per request (best of
 RUNS; the client's recv is in both, so list - ping is the daemon's cost of the list above a trivial request),
