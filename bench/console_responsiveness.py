@@ -299,11 +299,7 @@ async def console_phase(d: BenchDaemon, args: argparse.Namespace, n: int) -> dic
 async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Namespace, n: int,
                          out: dict[str, Any], composes: list[float]) -> dict[str, Any]:
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
-        deadline = time.monotonic() + 60
-        while not (app.feed.ready and rows_shown(app) >= n):
-            if app.feed.error or time.monotonic() > deadline:
-                raise RuntimeError(f"the console never showed {n} rows: {app.feed.error or 'timeout'}")
-            await asyncio.sleep(0.1)  # not pilot.pause: its wait for the screen can time out under this load
+        await _rows_shown(app, n)
         await asyncio.sleep(args.warmup)
         feed_thread = getattr(app.feed, "_thread", None)
         sampler = Sampler(d, getattr(feed_thread, "native_id", None))
@@ -325,63 +321,8 @@ async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Names
             profiler.enable()
         try:
             while time.monotonic() < end:
-                if isinstance(app.screen, GatesQueue):
-                    key = "escape"
-                else:
-                    key = PLAN[i % len(PLAN)]
-                    i += 1
-                    if key in ("down", "up"):
-                        table = app.table
-                        if key == "down" and table.cursor_row >= table.row_count - 1:
-                            key = "up"
-                        elif key == "up" and table.cursor_row <= 0:
-                            key = "down"
-                table = app.table
-                before = table.selected_id()
-                context = {"row": table.cursor_row, "rows": table.row_count, "sort": table.sort_by,
-                           "screen": type(app.screen).__name__, "focus": type(app.focused).__name__}
-                sort_next = list(SORTS)[(list(SORTS).index(table.sort_by) + 1) % len(SORTS)]
-                state: Callable[[], bool]
-                if key in ("down", "up"):
-                    def state(before: str | None = before) -> bool:
-                        return app.table.selected_id() != before
-                elif key == "s":
-                    def state(sort_next: str = sort_next) -> bool:
-                        return app.table.sort_by == sort_next and is_sorted(app, sort_next)
-                elif key == "g":
-                    def state() -> bool:
-                        return isinstance(app.screen, GatesQueue)
-                else:
-                    def state() -> bool:
-                        return isinstance(app.screen, Sessions)
-                want_screen = GatesQueue if key == "g" else Sessions
-
-                def probe(screen: Any, state: Callable[[], bool] = state, want: type = want_screen) -> bool:
-                    return isinstance(screen, want) and screen is app.screen and state()
-
-                app.probe_hit = None
-                app.probe = probe
-                t0 = time.perf_counter()
-                if args.via == "pilot":
-                    await pilot.press(key)
-                else:
-                    key_event(app, key)
-                t_state = t_frame = None
-                give_up = t0 + PRESS_TIMEOUT
-                while time.perf_counter() < give_up:
-                    now = time.perf_counter()
-                    if t_state is None and state():
-                        t_state = now
-                    if app.probe_hit is not None:
-                        t_frame = app.probe_hit
-                        if t_state is None or t_state > t_frame:  # the frame came first, within one poll
-                            t_state = t_frame
-                        break
-                    await asyncio.sleep(0.001)
-                app.probe = None
-                out["presses"].append({"key": key, "t": t0, "state_ms": None if t_state is None else
-                                       (t_state - t0) * 1000, "screen_ms": None if t_frame is None else
-                                       (t_frame - t0) * 1000, **context})
+                key, i = _next_key(app, i)
+                out["presses"].append(await _timed_press(app, pilot, args, key))
                 if memory:
                     memory.tick()
                 await asyncio.sleep(args.gap)
@@ -401,13 +342,89 @@ async def _console_phase(app: TimedConsole, d: BenchDaemon, args: argparse.Names
         if memory:
             out["memory_growth"] = memory.report()
         if profiler:
-            buf = io.StringIO()
-            stats = pstats.Stats(profiler, stream=buf)
-            stats.sort_stats("tottime").print_stats(25)
-            stats.sort_stats("cumulative").print_stats(40)
-            out["profile"] = buf.getvalue()
-            profiler.dump_stats(str(Path(args.json).with_suffix(".prof")))
+            out["profile"] = _profile(profiler, args)
     return out
+
+
+async def _rows_shown(app: TimedConsole, n: int) -> None:
+    """Wait until the console shows N rows (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while not (app.feed.ready and rows_shown(app) >= n):
+        if app.feed.error or time.monotonic() > deadline:
+            raise RuntimeError(f"the console never showed {n} rows: {app.feed.error or 'timeout'}")
+        await asyncio.sleep(0.1)  # not pilot.pause: its wait for the screen can time out under this load
+
+
+def _next_key(app: TimedConsole, i: int) -> tuple[str, int]:
+    """The next key of PLAN (escape on the gates queue; up at the last row, down at the first), and the next i."""
+    if isinstance(app.screen, GatesQueue):
+        return "escape", i
+    key = PLAN[i % len(PLAN)]
+    table = app.table
+    if key == "down" and table.cursor_row >= table.row_count - 1:
+        key = "up"
+    elif key == "up" and table.cursor_row <= 0:
+        key = "down"
+    return key, i + 1
+
+
+def _expected(app: TimedConsole, key: str) -> Callable[[], bool]:
+    """What the console shows once `key` has taken effect."""
+    table = app.table
+    before = table.selected_id()
+    sort_next = list(SORTS)[(list(SORTS).index(table.sort_by) + 1) % len(SORTS)]
+    if key in ("down", "up"):
+        return lambda: app.table.selected_id() != before
+    if key == "s":
+        return lambda: app.table.sort_by == sort_next and is_sorted(app, sort_next)
+    if key == "g":
+        return lambda: isinstance(app.screen, GatesQueue)
+    return lambda: isinstance(app.screen, Sessions)
+
+
+async def _timed_press(app: TimedConsole, pilot: Any, args: argparse.Namespace, key: str) -> dict[str, Any]:
+    """Press `key`; when its effect held (state) and when a frame showing it was written (screen)."""
+    table = app.table
+    context = {"row": table.cursor_row, "rows": table.row_count, "sort": table.sort_by,
+               "screen": type(app.screen).__name__, "focus": type(app.focused).__name__}
+    state = _expected(app, key)
+    want_screen = GatesQueue if key == "g" else Sessions
+
+    def probe(screen: Any, state: Callable[[], bool] = state, want: type = want_screen) -> bool:
+        return isinstance(screen, want) and screen is app.screen and state()
+
+    app.probe_hit = None
+    app.probe = probe
+    t0 = time.perf_counter()
+    if args.via == "pilot":
+        await pilot.press(key)
+    else:
+        key_event(app, key)
+    t_state = t_frame = None
+    give_up = t0 + PRESS_TIMEOUT
+    while time.perf_counter() < give_up:
+        now = time.perf_counter()
+        if t_state is None and state():
+            t_state = now
+        if app.probe_hit is not None:
+            t_frame = app.probe_hit
+            if t_state is None or t_state > t_frame:  # the frame came first, within one poll
+                t_state = t_frame
+            break
+        await asyncio.sleep(0.001)
+    app.probe = None
+    return {"key": key, "t": t0, "state_ms": None if t_state is None else (t_state - t0) * 1000,
+            "screen_ms": None if t_frame is None else (t_frame - t0) * 1000, **context}
+
+
+def _profile(profiler: cProfile.Profile, args: argparse.Namespace) -> str:
+    """The profile's top functions by own and by cumulative time; the whole profile beside the JSON."""
+    buf = io.StringIO()
+    stats = pstats.Stats(profiler, stream=buf)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+    profiler.dump_stats(str(Path(args.json).with_suffix(".prof")))
+    return buf.getvalue()
 
 
 def load_only(d: BenchDaemon, args: argparse.Namespace) -> dict[str, Any]:

@@ -71,11 +71,12 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
     config = load_config(env={})
     native = adapters()["native"]
     sessions = []
-    lines_to = ({"sink_rows": daemon.sink_rows} if hasattr(daemon, "sink_rows")  # as the daemon's sessions
-                else {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {})  # (older checkouts)
+    router: Any = getattr(daemon, "router", daemon)  # (older checkouts: the daemon's mixins held it all)
+    lines_to = ({"sink_rows": router.sink_rows} if hasattr(router, "sink_rows")  # as the daemon's sessions
+                else {"sink_line": router.sink_line} if hasattr(router, "sink_line") else {})  # (older checkouts)
     for i in range(n_sessions):
         session = LiveSession(SessionSpec(id=f"s{i}", name=f"flood{i}", command=["agent"]), config, native(),
-                              sink=daemon.sink, records=recorder, **lines_to)
+                              sink=router.sink, records=recorder, **lines_to)
         session.pid, session.state = 10_000 + i, SessionState.RUNNING
         sessions.append(session)
     data = chunks(rounds, per_chunk)

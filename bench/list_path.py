@@ -10,9 +10,9 @@
 N native live sessions (`LiveSession`, the default configuration) of a real `Daemon` (not serving: its
 registry, record routing and recorder over a real store in a temporary home), each RUNNING with a made-up
 pid, its hello read through stdout's reader (as `list_latency.py`'s quiet agents) and sampled resources set;
-their publishes are taken once (`_publish_dirty`), so every snapshot is in its steady state: unchanged since
-the last list, as at 200 quiet agents. Then K `list` requests and K `ping` requests go through the daemon's
-real request path (`SocketServer._connection` on an accepted unix socket: the line read, parsed, dispatched,
+their publishes are taken once (`Router.publish_dirty`), so every snapshot is in its steady state: unchanged
+since the last list, as at 200 quiet agents. Then K `list` requests and K `ping` requests go through the daemon's
+real request path (`SocketServer.connection` on an accepted unix socket: the line read, parsed, dispatched,
 the reply built, encoded and written) from a client on the same event loop that reads each reply's line
 whole; each kind in its own block, RUNS times, interleaved. Prints this thread's CPU per request (best of
 RUNS; the client's recv is in both, so list - ping is the daemon's cost of the list above a trivial request),
@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -54,21 +55,26 @@ def sessions(daemon: Daemon, n: int) -> None:
     """N running native sessions, each having said hello, with sampled resources; their publishes taken."""
     config = load_config(env={})
     native = adapters()["native"]
-    lines_to = ({"sink_rows": daemon.sink_rows} if hasattr(daemon, "sink_rows")  # (older checkouts: sink_line)
-                else {"sink_line": daemon.sink_line} if hasattr(daemon, "sink_line") else {})
+    router: Any = getattr(daemon, "router", daemon)  # (older checkouts: the daemon's mixins held it all)
+    sessions_of: Any = getattr(daemon, "registry", daemon)
+    lines_to = ({"sink_rows": router.sink_rows} if hasattr(router, "sink_rows")  # (older checkouts: sink_line)
+                else {"sink_line": router.sink_line} if hasattr(router, "sink_line") else {})
     now = time.time()
     for i in range(n):
         sid = f"s{i + 1}"
         session = LiveSession(SessionSpec(id=sid, name=f"quiet{i}", command=[sys.executable, "-c", "quiet"],
                                           env={"PATH": "/usr/bin:/bin"}), config, native(),
-                              sink=daemon.sink, records=daemon.recorder, **lines_to)
+                              sink=router.sink, records=daemon.recorder, **lines_to)
         session.pid, session.state, session.started_at = 10_000 + i, SessionState.RUNNING, now
-        daemon.sessions[sid] = session
+        sessions_of.sessions[sid] = session
         read_stdout(session).data_received(HELLO)
         session.resources = Resources(0.0, 9_000_000 + 4096 * i, 1, 4, [])
         if session._progress_timer is not None:
             session._progress_timer.cancel()
-    daemon._publish_dirty()
+    if hasattr(router, "publish_dirty"):
+        router.publish_dirty()
+    else:
+        router._publish_dirty()
 
 
 def _callgrind(*args: str) -> None:
@@ -118,17 +124,20 @@ async def measure(home: Path, n: int, k: int, runs: int, callgrind: bool) -> Non
     sessions(daemon, n)
     path = str(home / "s")
     listener = await anyio.create_unix_listener(path)
+    served: Any = getattr(daemon, "server", None)  # (older checkouts: the daemon's mixins held it all)
+    connection = served.connection if served is not None else daemon._connection
+    op_list = served.handlers["list"] if served is not None else daemon.op_list
     async with anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, daemon._connection)
+        tg.start_soon(listener.serve, connection)
         best = await anyio.to_thread.run_sync(_client, path, threading.get_ident(), k, runs, callgrind)
         for _ in range(runs):
             t0 = time.thread_time()
             for i in range(k):
-                server._reply(i, result=await daemon.op_list({"op": "list"}))
+                server._reply(i, result=await op_list({"op": "list"}))
             best["op_list"] = min(best.get("op_list", 1e9), (time.thread_time() - t0) / k)
             t0 = time.thread_time()
             for _ in range(k):
-                await daemon.op_list({"op": "list"})
+                await op_list({"op": "list"})
             best["snapshots"] = min(best.get("snapshots", 1e9), (time.thread_time() - t0) / k)
         tg.cancel_scope.cancel()
     await listener.aclose()

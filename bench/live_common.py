@@ -163,33 +163,12 @@ class BenchDaemon:
         """Kill every live session, stop the daemon (SIGTERM, then SIGKILL), kill anything left."""
         try:
             if self.proc is not None and self.proc.poll() is None:
-                try:
-                    for snap in self.request("list"):
-                        if snap.get("pid"):
-                            self.session_pids.add(int(snap["pid"]))
-                        if snap.get("state") not in FINAL:
-                            try:
-                                self.request("kill", session=snap["id"], note="benchmark cleanup")
-                            except Exception:  # noqa: BLE001 - cleanup is best effort
-                                pass
-                except Exception:  # noqa: BLE001 - cleanup is best effort
-                    pass
+                self._kill_sessions()
         finally:
             if self._client is not None:
                 self._client.close()
                 self._client = None
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
-            if self.guardian is not None:
-                try:
-                    self.guardian.wait(10)
-                except (psutil.Error, psutil.TimeoutExpired):
-                    pass
+            self._stop_daemon()
             for pgid in list(self.session_pids):  # last resort: nothing of ours may outlive the benchmark
                 if ours(pgid):
                     try:
@@ -198,6 +177,35 @@ class BenchDaemon:
                         pass
             if not self.keep:
                 shutil.rmtree(self.home, ignore_errors=True)
+
+    def _kill_sessions(self) -> None:
+        """A kill for every live session, their process groups noted (best effort: this is cleanup)."""
+        try:
+            for snap in self.request("list"):
+                if snap.get("pid"):
+                    self.session_pids.add(int(snap["pid"]))
+                if snap.get("state") not in FINAL:
+                    try:
+                        self.request("kill", session=snap["id"], note="benchmark cleanup")
+                    except Exception:  # noqa: BLE001 - cleanup is best effort
+                        pass
+        except Exception:  # noqa: BLE001 - cleanup is best effort
+            pass
+
+    def _stop_daemon(self) -> None:
+        """SIGTERM to the daemon, SIGKILL after 30 s; then wait for its guardian."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.guardian is not None:
+            try:
+                self.guardian.wait(10)
+            except (psutil.Error, psutil.TimeoutExpired):
+                pass
 
     # ---- sessions ------------------------------------------------------------
     def run(self, command: list[str], *, adapter: str = "native", sets: Iterable[str] = (),

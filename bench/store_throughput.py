@@ -23,7 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopwarden.runtime.store import Batch, Store, _transaction
+from loopwarden.runtime.store import Batch, Store
+
+try:
+    from loopwarden.runtime.store_sql import transaction
+except ImportError:  # an older checkout: the store held it
+    from loopwarden.runtime.store import _transaction as transaction  # type: ignore[attr-defined,no-redef]
 
 
 class InsertAllStore(Store):
@@ -76,11 +81,12 @@ def run_raw(mode: str, events: list[dict[str, Any]], batch: int) -> tuple[float,
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(Path(tmp) / "bench.db")
         try:
-            rows = [store._prepare("events", e) for e in events]
+            prepare = store.values.prepare if hasattr(store, "values") else store._prepare  # (older checkouts)
+            rows = [prepare("events", e) for e in events]
             start, cpu = time.perf_counter(), time.process_time()
             for i in range(0, len(rows), batch):
                 chunk = rows[i:i + batch]
-                with _transaction(store.db.conn):
+                with transaction(store.db.conn):
                     if mode == "insert_all":
                         store.db["events"].insert_all(chunk, batch_size=len(chunk))
                     else:

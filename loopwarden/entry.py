@@ -1,17 +1,21 @@
-"""The `loopwarden` executable. `loopwarden hook claude-code` and `hook codex` run once per tool call,
-`where` once per --host connection, and `serve` starts every daemon, so they skip the command-line
-machinery (click, every command module, third-party adapters) and load only what they need."""
+"""The `loopwarden` executable. `loopwarden hook AGENT` runs once per tool call, `where` once per --host
+connection, and `serve` starts every daemon, so they skip the command-line machinery (click, every command
+module, third-party adapters) and load only what they need."""
 
 from __future__ import annotations
 
 import sys
 
+# the hook agents of the built-in hook adapters (sessions/registry.py reads their entry points: too slow to ask
+# once per tool call); another package's hook agent is served by the command line, a little slower
+BUILTIN_HOOK_AGENTS = ("claude-code", "codex")
+
 
 def run() -> None:
-    if sys.argv[1:] in (["hook", "claude-code"], ["hook", "codex"]):
+    if len(sys.argv) == 3 and sys.argv[1] == "hook" and sys.argv[2] in BUILTIN_HOOK_AGENTS:
         from .hook_client import main
 
-        sys.exit(main(agent="codex" if sys.argv[2] == "codex" else None))
+        sys.exit(main(agent=sys.argv[2]))
     if sys.argv[1:] in (["where"], ["where", "--json"]):  # run over ssh before every --host forward: kept quick
         from .runtime.hosts import where_main
 

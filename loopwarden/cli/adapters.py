@@ -7,8 +7,14 @@ import json
 import click
 
 from ..sessions.base import Capability, capability_names
+from ..sessions.hooks import DEFAULT_HOOK_AGENT
 from ..sessions.registry import discover
 from ..supervisor.visible import visible
+
+
+def _install_how(hook_agent: str) -> str:
+    """How an agent's hooks are installed: `hook install`, naming the agent unless it is the default one."""
+    return "hook install" + (f" --agent {hook_agent}" if hook_agent != DEFAULT_HOOK_AGENT else "")
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
@@ -35,20 +41,18 @@ def adapters(as_json: bool) -> None:
       loopwarden adapters
       loopwarden adapters --json
     """
-    # imported here: they pull in the whole session runtime, a quarter of a second every CLI call would pay
+    # imported here: it pulls in the whole session runtime, a quarter of a second every CLI call would pay
     from ..runtime.adopted import AdoptedSession
-    from ..runtime.codex_hooked import CodexHookAdapter
-    from ..runtime.hooked import HookAdapter
 
-    found, broken = discover()
+    found = discover()
     # launched: loopwarden leads its process group, and SIGSTOP of the group holds any agent for a gate
     rows = [(name, "run --adapter", cls.agent, cls.declared | Capability.PROCESS_GROUP | Capability.HOLD, cls.summary)
-            for name, cls in found.items()]
-    rows.append((HookAdapter.name, "hook install", HookAdapter.agent, HookAdapter.declared, HookAdapter.summary))
-    rows.append((CodexHookAdapter.name, "hook install --agent codex", CodexHookAdapter.agent,
-                 CodexHookAdapter.declared, CodexHookAdapter.summary))
+            for name, cls in found.launched.items()]
+    rows += [(name, _install_how(cls.hook_agent), cls.agent, cls.declared, cls.summary)
+             for name, cls in found.hooked.items()]
     rows.append((AdoptedSession.adapter_name, "adopt PID", AdoptedSession.agent, AdoptedSession.declared,
                  AdoptedSession.summary))
+    broken = found.broken
     if as_json:
         for name, how, agent, caps, summary in rows:
             click.echo(json.dumps({"name": name, "how": how, "agent": agent, "capabilities": capability_names(caps),

@@ -23,12 +23,12 @@ from typing import Any
 import click
 
 from ..sessions.codex_hooks import EVENT_LABELS
+from ..sessions.hooks import HookAdapter
 from . import dotfiles
 from .common import Fail
 from .hook import HOOK_TIMEOUT, hook_command
 from .hook_files import edited, is_ours, read_settings
 
-AGENT = "codex"
 EVENT = "PreToolUse"
 MARK = "# loopwarden: trust for its Codex PreToolUse hook (`loopwarden hook uninstall --agent codex` removes it)"
 _STATE_HEADER = re.compile(r"""^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
@@ -61,13 +61,13 @@ def trust_hash(handler: dict[str, Any], matcher: Any, event: str = EVENT) -> str
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def our_hooks(settings: dict[str, Any], hooks_path: Path) -> list[tuple[str, str]]:
-    """(trust key, hash) of every loopwarden hook in a hooks.json."""
+def our_hooks(settings: dict[str, Any], hooks_path: Path, agent: str) -> list[tuple[str, str]]:
+    """(trust key, hash) of every loopwarden hook of `agent` in a hooks.json."""
     found = []
     for g, group in enumerate(settings.get("hooks", {}).get(EVENT, [])):
         handlers = group.get("hooks") if isinstance(group, dict) else None
         for h, handler in enumerate(handlers if isinstance(handlers, list) else []):
-            if is_ours(handler, AGENT):
+            if is_ours(handler, agent):
                 found.append((trust_key(hooks_path, g, h), trust_hash(handler, group.get("matcher"))))
     return found
 
@@ -184,17 +184,18 @@ def _save(changes: list[tuple[dotfiles.Dotfile, str]]) -> list[str]:
 
 # ---- the commands --------------------------------------------------------------------
 
-def change(install: bool) -> None:
+def change(adapter: HookAdapter, install: bool) -> None:
     """Install or remove our hook in $CODEX_HOME/hooks.json and its trust in config.toml."""
     home = codex_home()
     hooks_path, config_path = home / "hooks.json", home / "config.toml"
     hooks = read_settings(hooks_path)
     config, _ = read_config(config_path)
-    group = {"matcher": "*", "hooks": [{"type": "command", "command": hook_command(AGENT), "timeout": HOOK_TIMEOUT}]}
-    hooks_text, new = edited(hooks, AGENT, [(EVENT, group)] if install else [])
+    agent = adapter.hook_agent
+    group = {"matcher": "*", "hooks": [{"type": "command", "command": hook_command(agent), "timeout": HOOK_TIMEOUT}]}
+    hooks_text, new = edited(hooks, agent, [(EVENT, group)] if install else [])
     config_text = config.text
-    keep = our_hooks(new, hooks_path)
-    for key, digest in our_hooks(hooks.data, hooks_path):
+    keep = our_hooks(new, hooks_path, agent)
+    for key, digest in our_hooks(hooks.data, hooks_path, agent):
         if (key, digest) not in keep:
             config_text = without_trust(config_text, key, digest)
     for key, digest in keep:

@@ -1,4 +1,6 @@
-"""`loopwarden hook ...`: the Claude Code hook command, and installing it in Claude Code's settings."""
+"""`loopwarden hook ...`: the hook command of every agent attached by its hooks (`hook AGENT`, one per hook
+adapter), and installing it in the agent's settings (`hook install --agent AGENT`): in a JSON settings file
+here, in Codex's home by codex_hook.py, as the agent's adapter says (sessions/hooks.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ from typing import Any
 
 import click
 
+from ..sessions.hooks import CODEX_HOME, DEFAULT_HOOK_AGENT, CLAUDE_SETTINGS, HookAdapter
+from ..sessions.registry import hook_adapters
 from . import dotfiles
 from .common import Fail
 from .hook_files import Additions, edited, read_settings
 
-TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-OTHER_EVENTS = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
-HOOK_TIMEOUT = 180  # seconds Claude Code gives one hook run; above LOOPWARDEN_HOOK_HOLD's default (120)
+HOOK_TIMEOUT = 180  # seconds the agent gives one hook run; above LOOPWARDEN_HOOK_HOLD's default (120)
 
 
-def hook_command(agent: str = "claude-code") -> str:
+def hook_command(agent: str) -> str:
     """The hook's shell command: this installation's `loopwarden` by absolute path."""
     script = Path(sys.executable).parent / "loopwarden"
     if not (script.is_file() and os.access(script, os.X_OK)):
@@ -39,16 +41,17 @@ def settings_path(user: bool, file: str | None) -> Path:
     return Path.cwd() / ".claude" / "settings.json"
 
 
-def groups(command: str) -> Additions:
-    """Our hook group for every event: tool events with the matcher "*"."""
-    return [(event, {**({"matcher": "*"} if event in TOOL_EVENTS else {}),
+def groups(adapter: HookAdapter, command: str) -> Additions:
+    """Our hook group for every event the agent's hooks are installed for: tool events with the matcher "*"."""
+    return [(event, {**({"matcher": "*"} if event in adapter.tool_events else {}),
                      "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]})
-            for event in TOOL_EVENTS + OTHER_EVENTS]
+            for event in adapter.hook_events]
 
 
-def _change(path: Path, install: bool) -> None:
+def _change(adapter: HookAdapter, path: Path, install: bool) -> None:
     settings = read_settings(path)
-    text, _ = edited(settings, "claude-code", groups(hook_command()) if install else [])
+    text, _ = edited(settings, adapter.hook_agent,
+                     groups(adapter, hook_command(adapter.hook_agent)) if install else [])
     if text == settings.file.text:
         what = "already installed" if install else "no loopwarden hooks"
         click.echo(f"{what} in {path}; nothing changed")
@@ -56,8 +59,9 @@ def _change(path: Path, install: bool) -> None:
     backup = dotfiles.save(settings.file, text)
     saved = f"; the old file is in {backup}" if backup else ""
     if install:
-        click.echo(f"installed loopwarden hooks ({', '.join(TOOL_EVENTS + OTHER_EVENTS)}) in {path}{saved}")
-        click.echo("Claude Code reads hooks when a session starts: new sessions are supervised by a running daemon.")
+        click.echo(f"installed loopwarden hooks ({', '.join(adapter.hook_events)}) in {path}{saved}")
+        click.echo(f"{adapter.title} reads hooks when a session starts: new sessions are supervised by a running "
+                   "daemon.")
     else:
         click.echo(f"removed loopwarden hooks from {path}{saved}")
 
@@ -74,25 +78,28 @@ def _where(func: Any) -> Any:
 
 
 def _agent(func: Any) -> Any:
-    return click.option("--agent", type=click.Choice(["claude-code", "codex"]), default="claude-code",
+    return click.option("--agent", type=click.Choice(list(hook_adapters())), default=DEFAULT_HOOK_AGENT,
                         show_default=True,
                         help="codex: the PreToolUse hook in $CODEX_HOME/hooks.json (default ~/.codex), "
                              "trusted in its config.toml.")(func)
 
 
 def _for(agent: str, install: bool, scope: str, file: str | None) -> None:
-    if agent == "codex":
+    adapter = hook_adapters()[agent]()
+    if adapter.settings == CODEX_HOME:
         if file:
             raise Fail("--file is for Claude Code's settings; Codex's hooks live in $CODEX_HOME (default ~/.codex)")
         from .codex_hook import change
 
-        change(install)
+        change(adapter, install)
         return
+    if adapter.settings != CLAUDE_SETTINGS:
+        raise Fail(f"loopwarden cannot install the hooks of {adapter.title} ({adapter.settings}); see its adapter")
     path = settings_path(scope == "user", file)
     if file and not path.parent.is_dir():  # a typo in a path the user gave makes no directories
         raise Fail(f"--file {file}: the directory {path.parent} does not exist (only the .claude directories of "
                    "--project and --user are created)")
-    _change(path, install=install)
+    _change(adapter, path, install=install)
 
 
 @click.group()
@@ -108,32 +115,19 @@ def hook() -> None:
     """
 
 
-@hook.command("claude-code")
-def claude_code() -> None:
-    """The hook command itself: reads a hook event on stdin, prints the daemon's answer. Never blocks
-    the agent when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s).
+def _hook_command(adapter: type[HookAdapter]) -> click.Command:
+    """`loopwarden hook AGENT`: the hook process an agent runs for each of its hook events."""
 
-    \b
-    Example (Claude Code runs it; `loopwarden hook install` puts it in the settings):
-      echo '{"hook_event_name":"SessionStart","session_id":"x"}' | loopwarden hook claude-code
-    """
-    from ..hook_client import main
+    def run() -> None:
+        from ..hook_client import main
 
-    sys.exit(main())
+        sys.exit(main(agent=adapter.hook_agent))
+
+    return click.Command(adapter.hook_agent, callback=run, help=adapter.hook_help)
 
 
-@hook.command("codex")
-def codex() -> None:
-    """The Codex PreToolUse hook command: reads the event on stdin, prints the daemon's answer. Never
-    blocks Codex when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s).
-
-    \b
-    Example (Codex runs it; `loopwarden hook install --agent codex` puts it in hooks.json):
-      loopwarden hook codex < pre_tool_use_event.json
-    """
-    from ..hook_client import main
-
-    sys.exit(main(agent="codex"))
+for _adapter in hook_adapters().values():
+    hook.add_command(_hook_command(_adapter))
 
 
 @hook.command()

@@ -25,7 +25,7 @@ class Settings:
     data: dict[str, Any]
 
 
-def is_ours(hook: Any, agent: str = "claude-code") -> bool:
+def is_ours(hook: Any, agent: str) -> bool:
     """A hook entry that runs `loopwarden hook <agent>` (from any installation)."""
     command = hook.get("command") if isinstance(hook, dict) else None
     return isinstance(command, str) and command.rstrip().endswith(f"hook {agent}") and "loopwarden" in command
@@ -56,7 +56,7 @@ def read_settings(path: Path) -> Settings:
     return Settings(file, data)
 
 
-def without_hooks(settings: dict[str, Any], agent: str = "claude-code") -> dict[str, Any]:
+def without_hooks(settings: dict[str, Any], agent: str) -> dict[str, Any]:
     """Settings with every loopwarden hook removed, and the groups, events and `hooks` emptied by that
     (what was empty before stays)."""
     out = json.loads(json.dumps(settings))

@@ -89,45 +89,15 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     except DaemonError as exc:
         raise failure(exc) from None
     try:
-        # what the session wrote before the subscription began (a fast command may have ended already) is in
-        # the store: print it first, then skip it in the live stream, as `logs -f` does
-        seen: set[tuple[Any, ...]] = set()
-        try:
-            for _, kind, data, row in _history(sid, RUN_BACKLOG):
-                seen.add(_key(kind, data, row))
-                if as_json:
-                    click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
-                else:
-                    _print_record(kind, data)
-        except (KeyError, TypeError, AttributeError):  # a reply of another shape: follow without the backlog
-            pass
-        except Unresponsive as exc:  # stopped or stuck: the stream would only wait as long again
-            raise _detached(exc, sid) from None
-        except click.ClickException:  # the daemon went away while the backlog was read: the stream says so
-            pass
+        seen = _print_backlog(sid, as_json)
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
                 if not as_json:
                     click.echo(_end_line(sid, snap), err=True)
                 return _final(snap)
-        for message in updates:
-            kind, data = message.get("kind"), message.get("data") or {}
-            if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
-                continue
-            if kind == "cut":  # this terminal fell too far behind: the session goes on, unwatched here
-                raise DaemonFail(f"{message.get('reason')}; session {sid} keeps running (loopwarden logs -f {sid})")
-            if kind == "skipped" and not as_json:
-                click.echo(f"loopwarden: {message.get('count'):,} records not shown (this terminal fell behind; "
-                           f"loopwarden logs {sid} has them)", err=True)
-                continue
-            if as_json:
-                click.echo(orjson.dumps(message, default=str).decode())
-            else:
-                _print_record(kind, data)
-            if kind == "session" and data.get("state") in FINAL:
-                if not as_json:
-                    click.echo(_end_line(sid, data), err=True)
-                return _final(data)
+        code = _print_updates(updates, sid, as_json, seen)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
         return 0
@@ -138,6 +108,49 @@ def _follow(client: Any, sid: str, as_json: bool) -> int:
     click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
                "(a guardian stops what the daemon started)", err=True)
     return Termination.LOST.exit_code
+
+
+def _print_backlog(sid: str, as_json: bool) -> set[tuple[Any, ...]]:
+    """What the session wrote before the subscription began (a fast command may have ended already) is in the
+    store: printed first; the keys of what was printed, to skip in the live stream, as `logs -f` does."""
+    seen: set[tuple[Any, ...]] = set()
+    try:
+        for _, kind, data, row in _history(sid, RUN_BACKLOG):
+            seen.add(_key(kind, data, row))
+            if as_json:
+                click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
+            else:
+                _print_record(kind, data)
+    except (KeyError, TypeError, AttributeError):  # a reply of another shape: follow without the backlog
+        pass
+    except Unresponsive as exc:  # stopped or stuck: the stream would only wait as long again
+        raise _detached(exc, sid) from None
+    except click.ClickException:  # the daemon went away while the backlog was read: the stream says so
+        pass
+    return seen
+
+
+def _print_updates(updates: Any, sid: str, as_json: bool, seen: set[tuple[Any, ...]]) -> int | None:
+    """The live stream, until the session ends (its exit code) or the stream does (None)."""
+    for message in updates:
+        kind, data = message.get("kind"), message.get("data") or {}
+        if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
+            continue
+        if kind == "cut":  # this terminal fell too far behind: the session goes on, unwatched here
+            raise DaemonFail(f"{message.get('reason')}; session {sid} keeps running (loopwarden logs -f {sid})")
+        if kind == "skipped" and not as_json:
+            click.echo(f"loopwarden: {message.get('count'):,} records not shown (this terminal fell behind; "
+                       f"loopwarden logs {sid} has them)", err=True)
+            continue
+        if as_json:
+            click.echo(orjson.dumps(message, default=str).decode())
+        else:
+            _print_record(kind, data)
+        if kind == "session" and data.get("state") in FINAL:
+            if not as_json:
+                click.echo(_end_line(sid, data), err=True)
+            return _final(data)
+    return None
 
 
 RUN_BACKLOG = 1000  # records an attached `run` reads back from the store: those before it subscribed

@@ -13,6 +13,7 @@ from ..paths import working_directory
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..sessions import acp_agents, registry
+from ..sessions.base import AUTO
 from ..supervisor.visible import visible
 from .common import Fail, build_config, config_env, config_options, failure, operator_connection
 from .live import _follow, _say_renamed
@@ -22,7 +23,7 @@ from .live import _follow, _say_renamed
 @config_options
 @click.option("--name", help="A name to find the session by (default: the command's name); one a live session "
                              "has gets a suffix (python-2).")
-@click.option("--adapter", type=click.Choice(registry.names()), default="auto", show_default=True,
+@click.option("--adapter", type=click.Choice(registry.names()), default=AUTO, show_default=True,
               help="auto: chosen from the command (codex app-server, ACP agents) or from the agent's first output "
                    "line (a loopwarden event: native; Claude Code stream-json; codex exec --json), else plain; "
                    "the choice and why are printed and kept in `logs`. "
@@ -80,10 +81,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     try:
         cwd = working_directory()
         if acp_agent:
-            if adapter not in ("auto", "acp"):
-                raise ValueError(f"--agent {acp_agent} runs the acp adapter; leave out --adapter {adapter}")
-            adapter = "acp"
-            cmd = acp_agents.shortcut_words(acp_agent, cmd, env, cwd)
+            adapter, cmd = acp_agents.shortcut(acp_agent, cmd, env, cwd, adapter=adapter)
         cls = registry.adapters()[adapter]
         cmd = cls.launch_command(cmd, env)
         env.update(cls.launch_env(cmd, env, cwd))

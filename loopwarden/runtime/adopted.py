@@ -136,6 +136,18 @@ class AdoptedSession:
         for p in procs:
             _send(p, signal.SIGKILL)
 
+    def kill_soon(self, note: str | None = None) -> bool:
+        """No ticker of its own: `kill` runs in a task."""
+        return False
+
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
+        raise ValueError("an adopted session has no conversation to rewind")
+
+    restartable = False  # started elsewhere
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        return None, None, []
+
     def kill_now(self) -> None:
         """SIGKILL the process and its descendants at once (the daemon's grace is over)."""
         try:

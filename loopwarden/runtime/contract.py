@@ -1,7 +1,7 @@
 """What the daemon asks of every supervised session, whatever its kind (launched, attached, adopted).
 
-The daemon decides by `capabilities`, never by class: an operation the session cannot carry out is
-refused before it is audited as done, and the console greys out its key.
+The daemon decides by `capabilities` and these methods, never by class: an operation the session cannot carry
+out is refused before it is audited as done, and the console greys out its key.
 """
 
 from __future__ import annotations
@@ -59,12 +59,22 @@ class Supervised(Protocol):
     def resume(self) -> None: ...
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """An operator's kill, or (`daemon_stopping`) the end the daemon's own stop brings."""
+    def kill_soon(self, note: str | None = None) -> bool:
+        """An operator's kill carried out by the session's own ticker, woken for it; False: the caller runs
+        `kill` in a task."""
     def kill_now(self) -> None: ...
     def reset(self, counter: str | None) -> None: ...
     def reconfigure(self, config: Config) -> None: ...
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]: ...
     def grant(self, note: str | None) -> Verdict: ...
     def inject(self, text: str) -> bool: ...
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
+        """Drop the last `turns` turns of the agent's conversation (a session with REWIND; ValueError otherwise)."""
+    @property
+    def restartable(self) -> bool:
+        """Whether loopwarden started it, so that `restart` can start its task again (its spec and config)."""
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
 
 
 def refusal(session: Supervised, op: str) -> str | None:

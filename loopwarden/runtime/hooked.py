@@ -1,9 +1,10 @@
-"""A Claude Code session the user started in their own terminal, attached by `loopwarden hook claude-code`.
+"""An agent session the user started in their own terminal (Claude Code, Codex...), attached by its hooks
+(`loopwarden hook HOOK_AGENT`); what differs from agent to agent is its adapter's (sessions/hooks.py).
 
 There is no process of ours: events arrive as hook requests and each gets an answer (docs/claude-code-hooks.md).
 Blocks become PreToolUse denials; engine and operator texts ride on the next answer that can carry
 text; a gate or an operator's pause holds PreToolUse answers; kill and every terminate verdict make
-the following answers stop Claude (`continue: false`).
+the following answers stop the agent (Claude's `continue: false`, Codex's deny of every call).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 import anyio
 
-from ..sessions import claude_hooks as ch
 from ..sessions.base import Capability
+from ..sessions.hooks import HookAdapter
 from ..supervisor.config import Config, format_duration
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
@@ -28,7 +29,6 @@ from .procfs import ProcId, ProcTable
 from .session import Resources, SessionSpec, Sink
 from .snapshot import build
 
-ADAPTER = "claude-code-hook"
 IDLE_DEFAULT = 600.0  # a finished turn (Stop) with no further event for this long ends the session
 HOLD_MAX = 3600.0
 IDLE_TICK = 60.0
@@ -38,36 +38,19 @@ TEXT_KEPT = 20  # queued texts for the model; older ones are dropped first
 _TEXT_ACTIONS = (Action.NUDGE, Action.ESCALATE, Action.UNBLOCK_AUTHORITY, Action.FORCE_NEXT)
 
 
-class HookAdapter:
-    """What the daemon's operator commands ask of an adapter."""
-
-    name = ADAPTER
-    agent = "claude-code"
-    title = "Claude Code"
-    programs: tuple[str, ...] = ("claude",)  # the agent's own program: what a hook's claim may bind (hook_claims.py)
-    obeys_stop = True  # a terminated session's answers end its turn (`continue: false`): it is signalled only if
-    # it calls a tool after all, or when an operator kills it
-    summary = "Claude Code in the user's own terminal, attached by its hooks (hook install)"
-    declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # deny; hold the hook; Stop-hook block
-    capabilities = declared
-    handshake = True
-    can_veto = True
-    can_inject = True
-
-
 class HookedSession:
-    """One Claude `session_id`; `answer(event)` judges a hook event and returns the hook's reply."""
+    """One agent session id (the hook's `session_id`); `answer(event)` judges a hook event and returns the
+    hook's reply, in its adapter's form."""
 
-    adapter: HookAdapter = HookAdapter()
-    label = "claude"  # session names are label:directory
-
-    def __init__(self, sid: str, event: dict[str, Any], config: Config, *, sink: Sink,
+    def __init__(self, adapter: HookAdapter, sid: str, event: dict[str, Any], config: Config, *, sink: Sink,
                  claims: HookClaims | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.claude_id = str(event.get("session_id"))  # the agent's own session id
+        self.adapter = adapter
+        self.agent_session = str(event.get("session_id"))  # the agent's own session id
+        label = adapter.label
         cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        name = f"{self.label}:{Path(cwd).name or cwd}" if cwd else f"{self.label}:{self.claude_id[:8]}"
-        self.spec = SessionSpec(id=sid, name=name[:80], command=self.resume_command(self.claude_id),
-                                adapter=self.adapter.name, cwd=cwd)
+        name = f"{label}:{Path(cwd).name or cwd}" if cwd else f"{label}:{self.agent_session[:8]}"
+        self.spec = SessionSpec(id=sid, name=name[:80], command=adapter.resume_command(self.agent_session),
+                                adapter=adapter.name, cwd=cwd)
         self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))  # the user may think
         self.sink = sink
         self.clock = clock
@@ -93,6 +76,7 @@ class HookedSession:
         self.held: dict[int, tuple[Verdict | None, int | None]] = {}  # ticket (the call's seq) -> its block
         # verdict and the pid of the hook that holds it (no other process may take its answer)
         self.texts: list[tuple[str, bool]] = []  # (text, essential): essential texts also block a Stop
+        self.turn: str | None = None  # the agent's turn of the last event judged while the session was live
         self._seq = 0
         self._changed = anyio.Event()
         self._gates_stored: dict[str, str] = {}  # gate id -> the status last stored
@@ -103,32 +87,13 @@ class HookedSession:
         self.health.reconfigure(self.config)
         self._changed_now()
 
-    @classmethod
-    def key_for(cls, agent_session: str) -> str:
-        """The daemon's key for the attached session of one agent session id."""
-        return agent_session
-
     @property
     def hook_key(self) -> str:
-        return self.key_for(self.claude_id)
-
-    @staticmethod
-    def resume_command(agent_session: str) -> list[str]:
-        return ["claude", "--resume", agent_session]
-
-    def _events(self, event: dict[str, Any], seq: int, now: float) -> list[Event]:
-        return ch.hook_events(event, seq, now)
-
-    def _halt(self, name: str, text: str) -> dict[str, Any] | None:
-        return ch.halt(name, text)
+        return self.adapter.key_for(self.agent_session)
 
     def starts_afresh(self, event: dict[str, Any]) -> bool:
         """Whether `event`, arriving after this session was terminated, starts a new one: a human came back."""
-        return str(event.get("hook_event_name") or "") in ch.FRESH_START_EVENTS
-
-    def _turn_over(self, name: str) -> bool:
-        """Whether the idle clock runs after this event (a finished turn)."""
-        return name in ("Stop", "SessionStart")
+        return self.adapter.starts_afresh(event, self.turn)
 
     @property
     def final(self) -> bool:
@@ -149,6 +114,10 @@ class HookedSession:
         """Judge one hook event (sent by pid `holder`); the result is `{session, output}` or, while
         blocked, `{session, wait, ticket}`."""
         name = str(event.get("hook_event_name") or "")
+        if not self.final:
+            turn = self.adapter.turn_of(event)
+            if turn is not None:
+                self.turn = turn
         now = self.clock()
         self.last_event_at = now
         if idle is not None:
@@ -156,16 +125,16 @@ class HookedSession:
         if self.state == SessionState.TERMINATED:
             late = self.ended_at is not None and now - self.ended_at >= STOP_GRACE  # not a parallel call in flight
             self.ignored_stop = self.ignored_stop or (name == "PreToolUse" and late and not self.daemon_stopping)
-            return self._reply(None if name == "SessionEnd" else self._halt(name, self._end_text()))
+            return self._reply(None if name == "SessionEnd" else self.adapter.halt(name, self._end_text()))
         self._seq += 1
         block: Verdict | None = None
-        for item in self._events(event, self._seq, now):
+        for item in self.adapter.events(event, self._seq, now):
             for verdict in self._judge(item):
                 if verdict.action == Action.BLOCK and type(item) is ToolCall:
                     block = verdict
-        self.turn_over = self._turn_over(name)
+        self.turn_over = self.adapter.turn_over(name)
         if self.terminated:  # a verdict just now ended it
-            return self._reply(self._halt(name, self._end_text()))
+            return self._reply(self.adapter.halt(name, self._end_text()))
         if name == "SessionEnd":
             if not self.blocked:  # paused or gated, it ends only by an operator's hand (deny, kill)
                 self._end(SessionState.EXITED, 0)
@@ -195,14 +164,14 @@ class HookedSession:
     def _released(self, block: Verdict | None) -> dict[str, Any] | None:
         """A held PreToolUse's answer: the normal one once unblocked, else the timeout's."""
         if self.final:
-            return self._halt("PreToolUse", self._end_text()) if self.state == SessionState.TERMINATED else None
+            return self.adapter.halt("PreToolUse", self._end_text()) if self.state == SessionState.TERMINATED else None
         if self.operator_paused:
-            return ch.pre_tool_use(deny="Paused by the operator supervising this session; wait for them, "
-                                        "then try again.")
+            return self.adapter.pre_tool_use(deny="Paused by the operator supervising this session; wait for them, "
+                                                  "then try again.")
         if self.blocked and self.config.gates.on_timeout != "approve":
             gates = ", ".join(f"{g.id} ({g.reason})" for g in self.health.pending_gates())
-            return ch.pre_tool_use(deny=f"Waiting for a human decision on {gates}. Do not repeat this call; "
-                                        "explain where you are stuck instead.")
+            return self.adapter.pre_tool_use(deny=f"Waiting for a human decision on {gates}. Do not repeat this "
+                                                  "call; explain where you are stuck instead.")
         return self._output("PreToolUse", block)
 
     def _judge(self, event: Event) -> list[Verdict]:
@@ -229,15 +198,16 @@ class HookedSession:
 
     def _output(self, name: str, block: Verdict | None) -> dict[str, Any] | None:
         """The answer for a judged event, taking the queued texts it can carry."""
+        adapter = self.adapter
         if name == "PreToolUse":
             context = self._take()
-            return ch.pre_tool_use(deny=block.message or block.reason if block else None, context=context)
-        if name in ch.CONTEXT_EVENTS:
-            return ch.with_context(name, self._take())
-        if name == "Stop":
+            return adapter.pre_tool_use(deny=block.message or block.reason if block else None, context=context)
+        if name in adapter.context_events:
+            return adapter.with_context(name, self._take())
+        if name == "Stop" and adapter.blocks_stop:
             essential = [text for text, must in self.texts if must]
             self.texts.clear()  # the turn is over; an engine nudge about it is moot
-            return ch.stop_block("\n\n".join(essential)) if essential else None
+            return adapter.stop_block("\n\n".join(essential)) if essential else None
         return None
 
     def _queue(self, text: str, *, essential: bool) -> None:
@@ -345,6 +315,18 @@ class HookedSession:
         self.paused = self.operator_paused = False
         self._changed_now()
 
+    def kill_soon(self, note: str | None = None) -> bool:
+        """No ticker of its own: `kill` runs in a task."""
+        return False
+
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
+        raise ValueError(f"the {self.adapter.name} adapter cannot rewind a conversation")
+
+    restartable = False  # the agent is the user's, started in their terminal
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        return None, None, []
+
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """Mark the session terminated (the next hook answer says stop) and stop its agent process; the
         daemon's own stop signals nothing, since the agent is the user's and outlives its supervisor."""
@@ -414,5 +396,5 @@ class HookedSession:
             created_at=self.created_at, started_at=self.started_at, ended_at=self.ended_at, now=self.clock(),
             exit_code=self.exit_code, handshake=True, tool_calls=self.tool_calls, gates_open=not self.final,
             validation_failures=self.health.validation_total,
-            extra={"claude_session": self.claude_id, "agent_pids": list(self.agents.procs),
+            extra={self.adapter.session_field: self.agent_session, "agent_pids": list(self.agents.procs),
                    **({"ended_as": self.ended_as} if self.ended_as else {})}).to_dict()

@@ -15,11 +15,14 @@ import psutil
 
 from ..sessions.base import Capability
 from . import oom
+from ..paths import Paths
 from .cgroups import CgroupTree
 from .containment import Containment, Sweep, daemon_instance
-from .parts import DaemonParts
+from .contract import Supervised
+from .guardian_link import GuardianLink
 from .procfs import ProcTable
 from .reaper import children_exited, reap_orphans
+from .registry import Sessions
 from .session import tree_pids
 
 REAP_RETRY = 0.05  # seconds between rounds; a zombie session leader passed over is looked at again then
@@ -119,55 +122,85 @@ def process_rows(root: int, group: bool, cache: dict[int, psutil.Process]
     return rows, kept
 
 
-class Sessions(dict[str, Any]):
-    """The daemon's sessions by id; adding one wakes the sampler, which sleeps while none is live."""
+class ProcessListing:
+    """`processes`: a session's tree, each process measured against the previous listing of it (CPU needs a base)."""
 
-    def __init__(self, added: Callable[[], None]) -> None:
-        super().__init__()
-        self._added = added
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self._cache: dict[str, dict[int, psutil.Process]] = {}  # per session, so cpu_percent has a base
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self._added()
+    async def rows(self, sid: str) -> list[dict[str, Any]]:
+        """The agent's process tree (and, for a session that owns its process group, the whole group)."""
+        for ended in [k for k, s in self.sessions.items() if s.final and k in self._cache]:
+            del self._cache[ended]
+        session = self.sessions.get(sid)
+        if session is None or session.final or not session.pid:
+            return []
+        root, cache = session.pid, self._cache.get(sid, {})
+        group = Capability.PROCESS_GROUP in session.capabilities
+        rows, self._cache[sid] = await anyio.to_thread.run_sync(lambda: process_rows(root, group, cache))
+        return rows
+
+    def forget(self, sid: str, session: Supervised | None) -> None:
+        """A session left the daemon's memory."""
+        self._cache.pop(sid, None)
 
 
-class ProcessWatch(DaemonParts):
+class ProcessWatch:
     """Containment, the guardian, CPU and memory samples, orphans reaped."""
 
-    _sweep: Sweep | None = None  # shared by the sessions' containments: those ending together look once
+    def __init__(self, paths: Paths, sessions: Sessions, *, log: Callable[[str], None]) -> None:
+        self.paths = paths
+        self.sessions = sessions
+        self.log = log
+        self.guardian = GuardianLink(log)
+        self.cgroups: CgroupTree | None = None
+        self.kind = "tracking"  # how sessions' processes are found: "cgroup" or "tracking"
+        self.agent_oom: int | None = None  # the oom_score_adj agents start with (oom.py); None: the daemon's
+        self.instance = ""  # "PID.START" of this daemon, the end of every agent's LOOPWARDEN_SESSION
+        self.subreaper = False  # orphans of agents come back to the daemon (reaper.py)
+        self._sweep: Sweep | None = None  # shared by the sessions' containments: those ending together look once
+        self._orphans = anyio.Event()
+        self._sampler_wake = anyio.Event()
+        sessions.watch(self._session_added)
 
-    def _start_guardian(self) -> None:
+    def start_guardian(self) -> None:
         """Find how sessions' processes will be contained, start the guardian and tell it so."""
         self.instance = daemon_instance()
         self.cgroups, how = CgroupTree.create()
-        self.containment = "cgroup" if self.cgroups else "tracking"
-        self._log(f"process containment: {how}" if self.cgroups else
-                  f"process containment: process groups, /proc tracking and marks ({how})")
+        self.kind = "cgroup" if self.cgroups else "tracking"
+        self.log(f"process containment: {how}" if self.cgroups else
+                 f"process containment: process groups, /proc tracking and marks ({how})")
         self.agent_oom, said = oom.agent_score()
-        self._log(said)  # once: a failure is never fatal, agents then keep the daemon's score
+        self.log(said)  # once: a failure is never fatal, agents then keep the daemon's score
         self.guardian.report = (str(self.paths.data), self.instance)  # what it did, for the next daemon (lost.py)
         self.guardian.start()
         self.guardian.protect("m", f"@{self.instance}")  # every agent's LOOPWARDEN_SESSION ends with it
         if self.cgroups is not None:
             self.guardian.protect("c", str(self.cgroups.path))
 
-    def _containment(self, sid: str) -> Containment:
+    def containment(self, sid: str) -> Containment:
         cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
         containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian,
                                   oom_score=self.agent_oom)
         containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
         if self._sweep is None:
-            self._sweep = Sweep(os.getpid(), self._helpers)
+            self._sweep = Sweep(os.getpid(), self._live_helpers)
         containment.sweep = self._sweep
         return containment
 
-    def _helpers(self) -> set[int]:
+    def helpers(self) -> set[int]:
+        """The daemon's own children that are not agents: its guardian."""
+        guardian_pid = self.guardian.pid
+        return {guardian_pid} if guardian_pid is not None else set()
+
+    def _live_helpers(self) -> set[int]:
         """The daemon's children that are its own helpers (the guardian), not walked for a session's processes:
         only while not reaped, so the pid cannot name an orphan yet."""
         process = self.guardian.process
         return {process.pid} if process is not None and process.returncode is None else set()
 
-    async def _reaper(self) -> None:
+    async def reaper(self) -> None:
         """Reap agents' orphans that came back to us (see reaper.py) when a child ends (SIGCHLD) or a
         session's group ends; nothing runs in between. A zombie session leader passed over while an agent
         was starting is looked at again shortly after."""
@@ -211,14 +244,14 @@ class ProcessWatch(DaemonParts):
             keep.add(self.guardian.pid)
         return keep, not starting
 
-    def _guard_group(self, pgid: int, alive: bool) -> None:
+    def guard_group(self, pgid: int, alive: bool) -> None:
         """A session's process group started or ended (its containment tells the guardian)."""
         if alive:
             self._sampler_wake.set()
         else:
             self._orphans.set()
 
-    async def _sampler(self) -> None:
+    async def sampler(self) -> None:
         """CPU, memory and process trees of live sessions; slower as sessions multiply. Each round also
         remembers the processes that left a session's group (see containment.py). With no live session
         it sleeps until one is added (nothing is scheduled while nothing is live)."""

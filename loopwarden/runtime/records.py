@@ -78,6 +78,48 @@ class StoreHealth:
                 "last_error": self.last_error, "last_error_at": self.last_error_at}
 
 
+class WriteFailures:
+    """What could not be written: rows counted by table and events by session, the last error kept, and a log
+    line at most every LOG_EVERY seconds (the log may be on the full disk too)."""
+
+    def __init__(self, log: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.log = log
+        self.clock = clock
+        self.health = StoreHealth()
+        self.dropped: dict[str, int] = {}  # session -> events not stored (dropped or failed)
+        self._last_log = 0.0
+        self._errors_since_log = 0
+
+    def note(self, error: str) -> None:
+        """Count a failed write or open; log it at most every LOG_EVERY seconds."""
+        health = self.health
+        health.write_errors += 1
+        health.last_error, health.last_error_at = error[:500], self.clock()
+        self._errors_since_log += 1
+        now = time.monotonic()
+        if now - self._last_log >= LOG_EVERY:
+            self._last_log = now
+            count, self._errors_since_log = self._errors_since_log, 0
+            self.log(f"store write failed ({count} time{'s' if count != 1 else ''} since the last report); "
+                     f"the daemon and its sessions go on, unwritten rows are counted: {error[:300]}")
+
+    def lost(self, entries: list[Entry]) -> None:
+        """Entries that will never be written: their rows counted by table, their events by session."""
+        lost = self.health.unwritten
+        for _, kind, row, _ in entries:
+            if kind == ROWS:
+                assert isinstance(row, list)
+                lost["events"] = lost.get("events", 0) + len(row)
+                if row:
+                    self.dropped[row[0][0]] = self.dropped.get(row[0][0], 0) + len(row)
+                continue
+            if kind in ("events", "verdicts", "actions", "spills"):
+                lost[kind] = lost.get(kind, 0) + 1
+            if kind == "events":
+                sid = row[0] if isinstance(row, tuple) else str(row.get("session_id") or "")  # type: ignore[union-attr]
+                self.dropped[sid] = self.dropped.get(sid, 0) + 1
+
+
 class Recorder:
     """Queues records in lanes and writes them to the store; see the module docstring."""
 
@@ -96,8 +138,9 @@ class Recorder:
         self.on_open: Callable[[Store], Any] | None = None
         self.after_open: Callable[[Any], None] = lambda found: None
         self.found: Any = None
-        self.health = StoreHealth()
-        self.dropped: dict[str, int] = {}  # session -> events not stored (dropped or failed)
+        self.failures = WriteFailures(log, clock)
+        self.health = self.failures.health
+        self.dropped = self.failures.dropped  # session -> events not stored (dropped or failed)
         self.lanes: dict[str, deque[Entry]] = {}  # lane -> entries, oldest first; lanes rotate
         self.added = 0  # add number of the newest entry
         self.latest: dict[str, int] = {}  # lane -> add number of its newest entry
@@ -117,8 +160,6 @@ class Recorder:
         self._drained.set()
         self.over_backlog = False  # the queue passed BACKLOG_HIGH and has not yet fallen under BACKLOG_LOW
         self._last_open_attempt = 0.0
-        self._last_log = 0.0
-        self._errors_since_log = 0
 
     # ---- opening --------------------------------------------------------------
     def open(self) -> bool:
@@ -127,14 +168,14 @@ class Recorder:
         try:
             store = Store.open(self.path)
         except (StoreError, OSError) as exc:
-            self._note_error(f"cannot open the store: {exc}")
+            self.failures.note(f"cannot open the store: {exc}")
             return False
         try:
             self.found = self.on_open(store) if self.on_open is not None else None
             store.defer_checkpoints()
         except (StoreError, OSError, sqlite3.Error) as exc:
             store.close()
-            self._note_error(f"cannot use the store: {exc}")
+            self.failures.note(f"cannot use the store: {exc}")
             return False
         self.store = store
         self.health.open = True
@@ -316,7 +357,7 @@ class Recorder:
                 try:
                     await anyio.to_thread.run_sync(store.checkpoint)
                 except StoreError as exc:
-                    self._note_error(str(exc))
+                    self.failures.note(str(exc))
 
     async def flush(self) -> None:
         """Write what was queued before the call, one bounded transaction at a time, lanes someone
@@ -422,10 +463,10 @@ class Recorder:
             taken = self._take(list(self.lanes), self.added)
             entries = [e for got in taken.values() for e in got]
             if deadline is not None and time.monotonic() > deadline:
-                self._count_lost(entries)
-                self._note_error("the daemon stopped before everything was written")
+                self.failures.lost(entries)
+                self.failures.note("the daemon stopped before everything was written")
             elif self._write(entries) is not None:
-                self._count_lost(entries)
+                self.failures.lost(entries)
 
     def _write_inline(self, entries: list[Entry]) -> str | Literal[False] | None:
         """A few rows, written on the event loop when the store is free (a thread hop costs more than the
@@ -437,7 +478,7 @@ class Recorder:
             if not store.write_now(_batch(entries)):
                 return False
         except StoreError as exc:
-            self._note_error(str(exc))
+            self.failures.note(str(exc))
             return str(exc)
         return None
 
@@ -452,46 +493,18 @@ class Recorder:
                 return None
             except StoreError as exc:
                 error = str(exc)
-        self._note_error(error)
+        self.failures.note(error)
         return error
 
     def _requeue(self, entries: list[Entry]) -> None:
         """After a failed write: count what is lost; queue again what is state (gates; snapshots are
         published again by the daemon)."""
-        self._count_lost(entries)
+        self.failures.lost(entries)
         for _, kind, row, size in entries:
             if kind == "gates" and isinstance(row, dict):
                 self.add(kind, str(row.get("session_id") or ""), row, size - ROW_OVERHEAD)
         self.on_requeue_sessions([str(row.get("id")) for _, kind, row, _ in entries
                                   if kind == "sessions" and isinstance(row, dict)])
-
-    def _count_lost(self, entries: list[Entry]) -> None:
-        lost = self.health.unwritten
-        for _, kind, row, _ in entries:
-            if kind == ROWS:
-                assert isinstance(row, list)
-                lost["events"] = lost.get("events", 0) + len(row)
-                if row:
-                    self.dropped[row[0][0]] = self.dropped.get(row[0][0], 0) + len(row)
-                continue
-            if kind in ("events", "verdicts", "actions", "spills"):
-                lost[kind] = lost.get(kind, 0) + 1
-            if kind == "events":
-                sid = row[0] if isinstance(row, tuple) else str(row.get("session_id") or "")  # type: ignore[union-attr]
-                self.dropped[sid] = self.dropped.get(sid, 0) + 1
-
-    def _note_error(self, error: str) -> None:
-        """Count a failed write or open; log it at most every LOG_EVERY seconds (the log may be full too)."""
-        health = self.health
-        health.write_errors += 1
-        health.last_error, health.last_error_at = error[:500], self.clock()
-        self._errors_since_log += 1
-        now = time.monotonic()
-        if now - self._last_log >= LOG_EVERY:
-            self._last_log = now
-            count, self._errors_since_log = self._errors_since_log, 0
-            self.log(f"store write failed ({count} time{'s' if count != 1 else ''} since the last report); "
-                     f"the daemon and its sessions go on, unwritten rows are counted: {error[:300]}")
 
 
 def _batch(entries: list[Entry]) -> Batch:

@@ -1,4 +1,5 @@
-"""Checking the fields of `run` and `adopt` requests: a bad one is refused with one line, never half-run."""
+"""What a request may carry and how it is refused: the fields of `run`, `adopt` and `set` checked (a bad one
+is refused with one line, never half-run), and the errors every operation answers with."""
 
 from __future__ import annotations
 
@@ -15,6 +16,20 @@ TASK_CHARS = 200
 
 class BadRequest(ValueError):
     """A field of a request is missing or wrong; the message is one line that names it."""
+
+
+class RequestError(Exception):
+    """A request the daemon refuses; the message is sent back as one line. `kind` says whose trouble it
+    is, for the client's exit code: "request" (what was asked is wrong), "daemon" (the daemon cannot do it
+    now: its store, its audit log, a shutdown), "refused" (the asker may not)."""
+
+    def __init__(self, message: str, *, kind: str = "request") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class AlreadyAudited(RequestError):
+    """A refusal the operation recorded in the audit log itself (or could not record): not logged twice."""
 
 
 @dataclass(frozen=True)

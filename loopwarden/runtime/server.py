@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import select
 import socket
 import struct
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -17,8 +17,13 @@ import orjson
 from anyio.abc import SocketAttribute, SocketStream
 
 from ..supervisor.bounds import MAX_REQUEST_BYTES
-from .parts import AlreadyAudited, DaemonParts, RequestError
+from .audit import AuditLog
+from .broadcast import Broadcaster
+from .daemon_health import DaemonHealth
+from .hook_agents import HookClaims
 from .principal import Principal, classify, daemon_locators, operator_op, owner_refusal, process_owner
+from .registry import SessionRegistry
+from .requests import AlreadyAudited, RequestError
 from .store import StoreError
 from .subscribers import Subscriber
 
@@ -30,8 +35,7 @@ LARGE_REPLIES = frozenset({"logs", "list", "actions", "gates"})  # replies of up
 LARGE_AT_ONCE = 4  # ... of which this many are built at a time
 REFUSALS_AUDITED = 10  # refused operator actions audited on one connection, which is then closed
 GAVE_UP = "not carried out: its client had hung up before the daemon read it (it gave up waiting)"
-HEARTBEAT_ENV = "LOOPWARDEN_HEARTBEAT"  # the daemon's: seconds between heartbeats on a quiet subscription
-HEARTBEAT_SECONDS = 5.0  # ... when it is not set (clients give up after 3 missed, and at least LOOPWARDEN_TIMEOUT)
+Handler = Callable[..., Awaitable[Any]]  # an `op_<name>`: (request, *, who) -> the result
 
 
 @dataclass
@@ -91,16 +95,6 @@ async def _drain_client(stream: SocketStream, scope: Any) -> None:
     scope.cancel()
 
 
-def heartbeat_seconds(env: dict[str, str] | None = None) -> float:
-    """The heartbeat's interval: LOOPWARDEN_HEARTBEAT in the daemon's environment (0.05 to 60 s), else 5 s."""
-    raw = (os.environ if env is None else env).get(HEARTBEAT_ENV, "")
-    try:
-        value = float(raw.strip().removesuffix("s"))
-    except ValueError:
-        return HEARTBEAT_SECONDS
-    return min(max(value, 0.05), 60.0) if math.isfinite(value) else HEARTBEAT_SECONDS
-
-
 def _only_hangups(exc: BaseException) -> bool:
     """Whether an exception (group) is nothing but a client going away."""
     if isinstance(exc, BaseExceptionGroup):
@@ -115,10 +109,39 @@ def _reply(rid: Any, *, result: Any = None, error: str | None = None, kind: str 
     return orjson.dumps({"id": rid, "ok": True, "result": result}, default=str) + b"\n"
 
 
-class SocketServer(DaemonParts):
-    """Connections on the control socket, one request at a time, each answered by an `op_<name>`."""
+def handlers(operations: Iterable[object]) -> dict[str, Handler]:
+    """Every `op_<name>` of the operation objects, by name; a name two objects answer is a mistake."""
+    table: dict[str, Handler] = {}
+    for ops in operations:
+        for attr in dir(ops):
+            if attr.startswith("op_"):
+                if attr[3:] in table:
+                    raise ValueError(f"two operations answer {attr[3:]!r}")
+                table[attr[3:]] = getattr(ops, attr)
+    return table
 
-    async def _accept(self, listener: Any) -> None:
+
+class SocketServer:
+    """Connections on the control socket, one request at a time, each answered by an `op_<name>` of the
+    operation objects it was given (and its own `op_whois`)."""
+
+    def __init__(self, operations: Iterable[object], registry: SessionRegistry, broadcaster: Broadcaster,
+                 health: DaemonHealth, audit: AuditLog, hook_claims: HookClaims, *,
+                 attached: Callable[[], list[str]], helpers: Callable[[], set[int]],
+                 log: Callable[[str], None]) -> None:
+        self.handlers = handlers([*operations, self])
+        self.registry = registry
+        self.broadcaster = broadcaster
+        self.health = health
+        self.audit = audit
+        self.hook_claims = hook_claims
+        self.attached = attached  # the attached sessions that have not ended
+        self.helpers = helpers  # the daemon's own children that are no agents (its guardian)
+        self.log = log
+        self.connections = 0
+        self._large_replies = anyio.CapacityLimiter(LARGE_AT_ONCE)
+
+    async def accept(self, listener: Any) -> None:
         async def handle(stream: SocketStream) -> None:
             self.connections += 1
             try:
@@ -126,12 +149,12 @@ class SocketServer(DaemonParts):
                     await _send(stream, _reply(None, error=f"refused: {MAX_CONNECTIONS} connections are open "
                                                            "already; close some and try again", kind="daemon"))
                     return
-                await self._connection(stream)
+                await self.connection(stream)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, TimeoutError):
                 pass
             except Exception as exc:  # noqa: BLE001 - one client's trouble must never end the daemon
                 if not _only_hangups(exc):
-                    self._log(f"connection failed: {type(exc).__name__}: {exc}")
+                    self.log(f"connection failed: {type(exc).__name__}: {exc}")
             finally:
                 self.connections -= 1
                 with anyio.CancelScope(shield=True):
@@ -141,10 +164,11 @@ class SocketServer(DaemonParts):
             try:
                 await listener.serve(handle)
             except Exception as exc:  # noqa: BLE001 - e.g. EMFILE: too many open files
-                self._log(f"accepting connections failed ({type(exc).__name__}: {exc}); retrying in 1 s")
+                self.log(f"accepting connections failed ({type(exc).__name__}: {exc}); retrying in 1 s")
                 await anyio.sleep(1.0)
 
-    async def _connection(self, stream: SocketStream) -> None:
+    async def connection(self, stream: SocketStream) -> None:
+        """One client: its requests answered in turn until it hangs up (or its connection becomes a subscription)."""
         uid, pid = peer_uid(stream)
         if uid != os.getuid():
             await _send(stream, _reply(None, error=f"refused: uid {uid} is not the owner of this daemon "
@@ -176,18 +200,13 @@ class SocketServer(DaemonParts):
                 await _send(stream, _reply(None, error=f"request longer than {MAX_REQUEST:,} bytes; closing"))
                 return
 
-    def helpers(self) -> set[int]:
-        """The daemon's own children that are not agents: its guardian."""
-        guardian_pid = self.guardian.pid
-        return {guardian_pid} if guardian_pid is not None else set()
-
     async def _classify(self, pid: int, uid: int) -> Principal:
         """Who a process is, and which session (if any) it runs inside; see principal.py. The claims are taken
         here; the walk up /proc runs in a worker thread, so a deep or heavy ancestry never holds the loop."""
-        claims = [claim for session in self.sessions.values() if not session.final for claim in session.claims()]
+        claims = [claim for session in self.registry.sessions.values() if not session.final
+                  for claim in session.claims()]
         claims += self.hook_claims.claims()
-        attached = [s.spec.id for s in self.hooked.values() if not s.final]
-        locators = daemon_locators(claims, os.getpid(), self.helpers(), attached, bool(self.hook_claims))
+        locators = daemon_locators(claims, os.getpid(), self.helpers(), self.attached(), bool(self.hook_claims))
         return await anyio.to_thread.run_sync(classify, pid, uid, locators)
 
     async def op_whois(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
@@ -224,12 +243,12 @@ class SocketServer(DaemonParts):
         if op == "subscribe":
             await self._subscribe(stream, request, rid)
             return True
-        handler = getattr(self, f"op_{op}", None)
+        handler = self.handlers.get(op)
         if handler is None:
             await _send(stream, _reply(rid, error=f"unknown op {op[:40]!r}"))
             return False
         if operator_op(op) and _hung_up(stream):  # its client gave up waiting (this daemon was stopped): not done,
-            await self._refused(who, op, request, GAVE_UP)  # whoever it was (a process gone by now is not traced)
+            await self.audit.refused(who, op, request, GAVE_UP)  # whoever it was (a process gone by now is not traced)
             return True
         if operator_op(op):  # judged again now: a process adopted or claimed since it connected is inside
             peer.principal = await self._classify(peer.principal.pid, peer.principal.uid)
@@ -238,7 +257,7 @@ class SocketServer(DaemonParts):
         if refusal:  # a supervised agent acting as the operator: recorded, and nothing else happens
             peer.refused += 1
             if peer.refused <= REFUSALS_AUDITED:  # a flood of attempts on one connection fills no audit log
-                await self._refused(who, op, request, refusal)
+                await self.audit.refused(who, op, request, refusal)
             await _send(stream, _reply(rid, error=refusal, kind="refused"))
             return peer.refused >= REFUSALS_AUDITED  # ... and the connection is closed after them
         try:
@@ -249,14 +268,14 @@ class SocketServer(DaemonParts):
             result = await handler(request, who=who)
         except RequestError as exc:
             if operator_op(op) and not isinstance(exc, AlreadyAudited):  # every refused action is in the log
-                await self._refused(who, op, request, f"refused: {exc}")
+                await self.audit.refused(who, op, request, f"refused: {exc}")
             await _send(stream, _reply(rid, error=str(exc), kind=exc.kind))
             return False
         except StoreError as exc:
             await _send(stream, _reply(rid, error=f"the store could not be read: {exc}", kind="daemon"))
             return False
         except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down
-            self._log(f"error in {op}: {type(exc).__name__}: {exc}")
+            self.log(f"error in {op}: {type(exc).__name__}: {exc}")
             await _send(stream, _reply(rid, error=f"internal error in {op}: {type(exc).__name__}: {exc}",
                                        kind="daemon"))
             return False
@@ -264,37 +283,24 @@ class SocketServer(DaemonParts):
         # the connection ends with the daemon; a shutdown `unless_live` that named live sessions stops nothing
         return op == "shutdown" and isinstance(result, dict) and bool(result.get("stopping"))
 
-    async def _heartbeats(self) -> None:
-        """One timer for every subscription: each `heartbeat` seconds, a heartbeat to each subscriber that
-        was sent nothing meanwhile. With no subscriber it sleeps until one comes: an idle daemon stays idle."""
-        while True:
-            if not self.subscribers:
-                self._subscribed = anyio.Event()
-                await self._subscribed.wait()
-            await anyio.sleep(self.heartbeat)
-            for sub in self.subscribers:
-                sub.keepalive(self.heartbeat * 0.9)  # sent ~a period ago counts: at most two periods apart
-
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
         sessions = request.get("sessions")
+        registry = self.registry
         try:
-            wanted = {await self._resolve(s) for s in sessions} if isinstance(sessions, list) else None
+            wanted = {await registry.resolve(s) for s in sessions} if isinstance(sessions, list) else None
         except RequestError as exc:
             await _send(stream, _reply(rid, error=str(exc), kind=exc.kind))
             return
-        sub = Subscriber(wanted, bool(request.get("events", False)), self.queue_budget)
-        snapshot = [self._snapshot(s) for s in self._all_sessions(wanted)]
-        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self._health(),  # sent by the pump, so a
-                                      "heartbeat": self.heartbeat}))  # reader that never reads it is cut off too;
-        self.subscribers.append(sub)  # nothing falls in between
-        self._subscribed.set()
+        broadcaster = self.broadcaster
+        sub = Subscriber(wanted, bool(request.get("events", False)), broadcaster.budget)
+        snapshot = [registry.snapshot(s) for s in registry.all_sessions(wanted)]
+        sub.first(_reply(rid, result={"sessions": snapshot, "daemon": self.health(),  # sent by the pump, so a
+                                      "heartbeat": broadcaster.heartbeat}))  # reader that never reads it is cut
+        broadcaster.add(sub)  # off too; nothing falls in between
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_drain_client, stream, tg.cancel_scope)
                 await sub.pump(stream)
                 tg.cancel_scope.cancel()
         finally:
-            self.subscribers.remove(sub)
-            sub.release()
-            if sub.cut_reason:
-                self._log(f"subscriber {sub.cut_reason}")
+            broadcaster.remove(sub)

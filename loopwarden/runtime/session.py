@@ -1310,6 +1310,7 @@ class LiveSession:
         return [Claim(self.spec.id, root, "the agent", group=True)]
 
     hook_key: str | None = None  # launched, not attached by hooks
+    restartable = True  # started by loopwarden: `restart` starts its task again
     counts_loops = True
 
     def observe(self, table: ProcTable) -> None:

@@ -23,16 +23,10 @@ Its rules, for every row:
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import heapq
-import json
-import math
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain, groupby
 from operator import itemgetter
@@ -42,20 +36,18 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
-from ..supervisor.bounds import MAX_RECORD_DEPTH, REPLY_ENVELOPE, cut_marker
 from ..supervisor.verdicts import FINAL_STATES
+from .store_pages import HistoryPages
+from .store_prune import Pruning
+from .store_sql import EVENT_IDS, HISTORY_TABLES, TABLES, StoreError, of_session, store_errors, transaction
+from .store_values import APPEND, RowValues, clean, column_kinds, decode
+
+__all__ = ["HISTORY_TABLES", "TABLES", "Batch", "EventRow", "Store", "StoreError", "max_session_number_readonly"]
 
 TEXT_CAP = 64 * 1024
-TABLES = ("sessions", "events", "verdicts", "gates", "actions", "spills")
-HISTORY_TABLES = ("events", "verdicts", "actions")  # what `history` pages through, merged by time
 LOST_TEXT = "the session's process was gone when the daemon restarted"
 
-_APPEND = ("events", "verdicts", "actions", "spills")
 _KEYS = {"sessions": ("id",), "gates": ("session_id", "gate_id")}
-_JSON = {"sessions": ("command", "env_keys", "config", "snapshot", "lost"), "events": ("data",),
-         "verdicts": ("evidence",), "gates": ("evidence",)}
-_BOOL = {"sessions": ("handshake",)}
-_MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
 _EVENT_COLUMNS = ("session_id", "seq", "ts", "kind", "data")  # an events row, in the table's order
 _EVENT_KEYS = frozenset(_EVENT_COLUMNS)
 _ONLY_TUPLES, _DATA = {tuple}, itemgetter(4)  # the daemon's queued event rows, and their data
@@ -64,10 +56,6 @@ _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint
 # event rows inserted by one statement: executemany binds and steps once per row, releasing and taking the
 # interpreter lock each time; 100 rows of one multi-row INSERT cost ~4k instructions a row less (of ~17k)
 _ROWS_PER_INSERT = 100
-
-
-class StoreError(Exception):
-    """The store cannot be opened, or a batch was refused (and nothing of it was written)."""
 
 
 # an events row in the table's column order, its data JSON text already (the daemon's typed lines): written as
@@ -124,7 +112,7 @@ def _v1_initial(db: Database) -> None:
         "id": int, "session_id": str, "seq": int, "ts": float, "tool": str, "path": str,
         "size": int,
     }, pk="id", not_null={"session_id", "path"})
-    for table in _APPEND:
+    for table in APPEND:
         db.table(table).create_index(["session_id", "id"], index_name=f"{table}_by_session")
     db.table("gates").create_index(["status"], index_name="gates_by_status")
 
@@ -158,19 +146,6 @@ MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
 def _schema_version(db: Database) -> int:
     if "meta" not in db.table_names():
         return 0
@@ -181,7 +156,7 @@ def _schema_version(db: Database) -> int:
 def _migrate(db: Database, where: Path) -> int:
     """Bring the file up to `len(MIGRATIONS)` in one transaction; refuse a newer file."""
     known = len(MIGRATIONS)
-    with _transaction(db.conn):
+    with transaction(db.conn):
         found = _schema_version(db)
         if found > known:
             raise StoreError(f"{where} was written by a newer loopwarden (schema {found} > {known})")
@@ -199,36 +174,6 @@ def _migrate(db: Database, where: Path) -> int:
     return known
 
 
-# ---- values -----------------------------------------------------------------
-
-def _clean(text: str, cap: int) -> str:
-    """`text` cut to `cap` characters (with a marker), lone surrogates replaced by '?'."""
-    if len(text) > cap:
-        text = text[:cap] + _MARKER.format(kept=cap, total=len(text))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
-def _str(value: Any) -> str:
-    try:
-        return str(value)
-    except Exception:  # noqa: BLE001 - a value's __str__ may raise anything
-        return f"<unprintable {type(value).__name__}>"
-
-
-def _names(value: Any) -> list[str]:
-    """Environment variable names from a mapping, a list of names or one name."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [_str(k) for k in (value.keys() if isinstance(value, Mapping) else value)]
-
-
 class Store:
     """The daemon's database. Use `Store.open(path)`; every method is synchronous."""
 
@@ -242,7 +187,10 @@ class Store:
         self.text_cap = text_cap
         self.json_cap = max(json_cap if json_cap is not None else 4 * text_cap, text_cap)
         self._lock = threading.RLock()
-        self._kinds = {t: self._column_kinds(t) for t in TABLES}
+        self._kinds = {t: column_kinds(db, t) for t in TABLES}
+        self.values = RowValues(self._kinds, text_cap=text_cap, json_cap=self.json_cap)
+        self.pages = HistoryPages(db, self._lock, path)  # what `logs` reads
+        self.pruning = Pruning(db, self._lock, path)
         self._insert_sql: dict[str, tuple[tuple[str, ...], str]] = {}
         self._upsert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
         self._events_many: tuple[tuple[str, ...], str] | None = None
@@ -303,24 +251,25 @@ class Store:
         """Write every row of `batch` in one transaction, or none of them (StoreError)."""
         if not batch:
             return
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             try:
-                with _transaction(self.db.conn):
+                with transaction(self.db.conn):
                     for row in batch.sessions_upsert:
                         self._upsert("sessions", row)
                     self._append_events(batch.events)
-                    self._append("verdicts", [self._prepare("verdicts", r) for r in batch.verdicts])
+                    prepare = self.values.prepare
+                    self._append("verdicts", [prepare("verdicts", r) for r in batch.verdicts])
                     for row in batch.gates_upsert:
                         self._upsert("gates", row)
-                    self._append("actions", [self._prepare("actions", r) for r in batch.actions])
-                    self._append("spills", [self._prepare("spills", r) for r in batch.spills])
+                    self._append("actions", [prepare("actions", r) for r in batch.actions])
+                    self._append("spills", [prepare("spills", r) for r in batch.spills])
             except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
                 raise StoreError(f"batch of {len(batch)} rows not written: {exc}") from exc
 
     def defer_checkpoints(self) -> None:
         """Stop this connection from checkpointing the write-ahead log inside a commit (a checkpoint
         syncs the disk: a commit that runs one takes milliseconds); call `checkpoint` regularly instead."""
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             self.db.execute("PRAGMA wal_autocheckpoint=0")
             self.db.execute(f"PRAGMA journal_size_limit={_WAL_KEPT}")
 
@@ -348,7 +297,7 @@ class Store:
     def mark_lost(self, now: float, keep: Iterable[str] = ()) -> list[str]:
         """Mark every session not in a final state (other than `keep`) as lost, ended now; their ids."""
         spare = set(keep)
-        with self._lock, _store_errors(self.path), _transaction(self.db.conn):
+        with self._lock, store_errors(self.path), transaction(self.db.conn):
             marks = ", ".join("?" * len(FINAL_STATES))
             ids = [row[0] for row in self.db.execute(
                 f"SELECT id FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
@@ -362,11 +311,11 @@ class Store:
     def record_lost(self, session_id: str, text: str, lost: Mapping[str, Any], ended_at: float | None = None) -> bool:
         """How a lost session ended, in words (its termination_text) and as data (`lost`), and when, if better
         known than when it was marked; only while it is lost. Whether it was."""
-        with self._lock, _store_errors(self.path), _transaction(self.db.conn):
+        with self._lock, store_errors(self.path), transaction(self.db.conn):
             return self.db.execute(
                 "UPDATE sessions SET termination_text = ?, lost = ?, ended_at = coalesce(?, ended_at)"
                 " WHERE id = ? AND state = 'lost'",
-                [_clean(text, self.text_cap), self._json(dict(lost)), ended_at, session_id]).rowcount > 0
+                [clean(text, self.text_cap), self.values.json(dict(lost)), ended_at, session_id]).rowcount > 0
 
     def _append(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Insert prepared rows (the hot path: one executemany)."""
@@ -377,7 +326,7 @@ class Store:
 
     def _append_events(self, rows: list[dict[str, Any] | EventRow]) -> None:
         """Insert event rows. The rows the daemon queues (its five columns, short ASCII ids, a dict of
-        data) skip `_prepare`: nothing in them needs cleaning but the data, encoded as `_prepare` would.
+        data) skip `prepare`: nothing in them needs cleaning but the data, encoded as `prepare` would.
         An `EventRow` within the text cap is written as it is."""
         if not rows:
             return
@@ -385,6 +334,7 @@ class Store:
         values: list[tuple[Any, ...]] = []
         fast = cols == _EVENT_COLUMNS
         cap = self.text_cap
+        json, prepare = self.values.json, self.values.prepare
         if fast and set(map(type, rows)) == _ONLY_TUPLES and max(map(len, map(_DATA, rows))) <= cap:
             values = rows  # type: ignore[assignment]  # all EventRows within the cap: as they are (checked in C)
             rows = []
@@ -399,9 +349,9 @@ class Store:
             sid, kind, data = row.get("session_id"), row.get("kind"), row.get("data")
             if (fast and type(sid) is str and type(kind) is str and type(data) is dict and len(row) == 5
                     and row.keys() == _EVENT_KEYS and len(sid) + len(kind) < 512 and sid.isascii() and kind.isascii()):
-                values.append((sid, row["seq"], row["ts"], kind, self._json(data)))
+                values.append((sid, row["seq"], row["ts"], kind, json(data)))
             else:
-                prepared = self._prepare("events", row)
+                prepared = prepare("events", row)
                 values.append(tuple(prepared.get(c) for c in cols))
         conn = self.db.conn
         base = conn.execute("SELECT max(id) FROM events").fetchone()[0] or 0
@@ -442,7 +392,7 @@ class Store:
 
     def _upsert(self, table: str, row: Mapping[str, Any]) -> None:
         """Insert a row, or update only the columns it names."""
-        row = self._prepare(table, row)
+        row = self.values.prepare(table, row)
         keys = _KEYS[table]
         missing = [k for k in keys if row.get(k) is None]
         if missing:
@@ -456,81 +406,6 @@ class Store:
                    + (f"UPDATE SET {updates}" if updates else "NOTHING"))
             self._upsert_sql[table, cols] = sql
         self.db.conn.execute(sql, tuple(row.values()))
-
-    def _prepare(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Check column names and turn values into what the columns hold."""
-        if table == "sessions" and ("env" in row or "env_keys" in row):
-            row = dict(row)
-            names = set(_names(row.pop("env", None))) | set(_names(row.pop("env_keys", None)))
-            row["env_keys"] = sorted(names)
-        elif table == "gates" and "id" in row:
-            row = dict(row)
-            gate_id = row.pop("id")
-            row.setdefault("gate_id", gate_id)
-        kinds = self._kinds[table]
-        cap = self.text_cap
-        out: dict[str, Any] = {}
-        for key, value in row.items():
-            kind = kinds.get(key)
-            if kind is None or (key == "id" and table in _APPEND):
-                raise StoreError(f"{table} has no writable column {key!r}")
-            if value is None or kind == "value":
-                out[key] = value
-            elif kind == "text":  # most are short ASCII already: kept as they are (what _clean would return)
-                fine = type(value) is str and len(value) <= cap and value.isascii()
-                out[key] = value if fine else _clean(value if isinstance(value, str) else _str(value), cap)
-            elif kind == "json":
-                out[key] = self._json(value)
-            else:  # bool
-                out[key] = int(bool(value))
-        return out
-
-    def _json(self, value: Any) -> str:
-        """`value` as JSON text, capped; never raises."""
-        try:
-            # wrapped in the REPLY_ENVELOPE (4) levels a `logs` reply puts around a row, orjson refuses
-            # exactly the values deeper than MAX_RECORD_DEPTH: cheaper than counting every row's brackets
-            wrapped = orjson.dumps([[[[value]]]], default=str, option=orjson.OPT_NON_STR_KEYS)
-            text: str | None = wrapped[REPLY_ENVELOPE:-REPLY_ENVELOPE].decode()
-        except Exception:  # noqa: BLE001 - lone surrogates, ints beyond 64 bits, nesting too deep, a raising __str__
-            text = None
-        if text is None or len(text) > self.text_cap:
-            text = json.dumps(self._plain(value), ensure_ascii=False)
-        if len(text) > self.json_cap:
-            text = json.dumps({"truncated": True, "chars": len(text),
-                               "preview": text[: self.text_cap]}, ensure_ascii=False)
-        return text
-
-    def _plain(self, value: Any) -> Any:
-        """`value` as plain JSON data: strings cleaned and capped, bounded in depth and size."""
-        cap = self.text_cap
-        budget = self.json_cap  # each node costs at least one character of output
-
-        def walk(v: Any, depth: int) -> Any:
-            nonlocal budget
-            budget -= 1
-            if isinstance(v, str):
-                return _clean(v, cap)
-            if v is None or isinstance(v, (bool, int)):
-                return v
-            if isinstance(v, float):
-                return v if math.isfinite(v) else None
-            if budget < 0:
-                return "..."
-            if depth > MAX_RECORD_DEPTH:
-                return cut_marker(MAX_RECORD_DEPTH)
-            if isinstance(v, enum.Enum):
-                return walk(v.value, depth + 1)
-            if dataclasses.is_dataclass(v) and not isinstance(v, type):
-                v = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
-            if isinstance(v, Mapping):
-                return {_clean(k if isinstance(k, str) else _str(k), cap): walk(x, depth + 1)
-                        for k, x in v.items()}
-            if isinstance(v, (list, tuple)):
-                return [walk(x, depth + 1) for x in v]
-            return _clean(_str(v), cap)
-
-        return walk(value, 1)
 
     # ---- reading ------------------------------------------------------------
     def sessions(self) -> list[dict[str, Any]]:
@@ -573,11 +448,11 @@ class Store:
         if table not in TABLES:
             raise ValueError(f"no table {table!r}")
         if table == "events" and session_id is not None:
-            sql, params = f"SELECT count(*) AS n FROM ({_EVENT_IDS})", [session_id]
+            sql, params = f"SELECT count(*) AS n FROM ({EVENT_IDS})", [session_id]
         else:
             where, params = self._where(**{"id" if table == "sessions" else "session_id": session_id})
             sql = f"SELECT count(*) AS n FROM {table}{where}"
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             n: int = next(iter(self.db.query(sql, params)))["n"]
             return n
 
@@ -585,7 +460,7 @@ class Store:
         """The newest `limit` events or verdicts of a session, oldest first."""
         if table not in ("events", "verdicts"):
             raise StoreError(f"last() reads events or verdicts, not {table!r}")
-        rows = self._select(table, _of_session(table, newest=True) + " LIMIT ?2", [session_id, max(0, int(limit))])
+        rows = self._select(table, of_session(table, newest=True) + " LIMIT ?2", [session_id, max(0, int(limit))])
         rows.reverse()
         return rows
 
@@ -606,16 +481,16 @@ class Store:
             where, params = (" WHERE (coalesce(created_at, 0), rowid) <"
                              " (SELECT coalesce(created_at, 0), rowid FROM sessions WHERE id = ?)"), [before]
         sql = f"SELECT * FROM sessions{where} ORDER BY coalesce(created_at, 0) DESC, rowid DESC LIMIT ?"
-        with self._lock, _store_errors(self.path):
-            rows = self._bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
+        with self._lock, store_errors(self.path):
+            rows = self.pages.bounded("sessions", sql, [*params, max(0, int(limit))], max_bytes)[0]
         rows.reverse()
-        return self._decode("sessions", rows)
+        return decode("sessions", rows)
 
     def spill_settings(self, default_dir: str, default_retention: float, limit: int = 10_000
                        ) -> list[tuple[str, str, float]]:
         """(session, spill dir, retention) of sessions whose spill settings were not the defaults, from
         their stored snapshots, read inside SQLite (history is never loaded whole for this)."""
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             rows = self.db.execute(
                 "SELECT id, json_extract(snapshot, '$.spill.dir'), json_extract(snapshot, '$.spill.retention')"
                 " FROM sessions WHERE json_extract(snapshot, '$.spill.dir') IS NOT NULL AND"
@@ -625,156 +500,36 @@ class Store:
 
     def max_session_number(self) -> int:
         """The largest N of the session ids sN (0 when there are none)."""
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             row = self.db.execute("SELECT max(CAST(substr(id, 2) AS INTEGER)) FROM sessions"
                                   " WHERE id GLOB 's[0-9]*'").fetchone()
         return int(row[0] or 0)
 
     def history(self, session_id: str, after: Mapping[str, int], *, limit: int, max_bytes: int,
                 tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], bool]:
-        """One page of a session's events, verdicts and actions after the given ids, merged by time:
-        ({table: rows}, {table: last id read}, more). The page ends when a table has `limit` rows or
-        the rows' text passes `max_bytes` (the first row is always taken, so paging always moves)."""
-        wanted = [t for t in HISTORY_TABLES if t in set(tables)]
-        cursor = {t: int(after.get(t, 0) or 0) for t in HISTORY_TABLES}
-        out: dict[str, list[dict[str, Any]]] = {t: [] for t in HISTORY_TABLES}
-        with self._lock, _store_errors(self.path):
-            streams = [self._stream(t, session_id, cursor[t]) for t in wanted]
-            used, more = 0, False
-            for _, _, _, table, row, size in heapq.merge(*streams):
-                if out[table] and (used + size > max_bytes or len(out[table]) >= limit):
-                    more = True
-                    break
-                if used + size > max_bytes and any(out.values()):
-                    more = True
-                    break
-                out[table].append(row)
-                cursor[table] = row["id"]
-                used += size
-        for table, rows in out.items():
-            self._decode(table, rows)
-        return out, cursor, more
-
-    def newest_start(self, session_id: str, table: str, n: int) -> int:
-        """The id to read after to get the newest `n` rows of a session in `table`."""
-        if table not in HISTORY_TABLES:
-            raise StoreError(f"no history table {table!r}")
-        with self._lock, _store_errors(self.path):
-            row = self.db.execute(_of_session(table, newest=True, what="id") + " LIMIT 1 OFFSET ?2",
-                                  [session_id, max(0, int(n))]).fetchone()
-        return int(row[0]) if row else 0
+        """One page of a session's history after the given ids (HistoryPages.history)."""
+        return self.pages.history(session_id, after, limit=limit, max_bytes=max_bytes, tables=tables)
 
     def newest(self, session_id: str, *, limit: int, max_bytes: int,
                tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], bool]:
-        """A session's newest records, at most `limit` of each table and `max_bytes` of text in all,
-        oldest first; and whether older ones were left out."""
-        per: dict[str, list[tuple[float, int, dict[str, Any], int]]] = {}
-        more = False
-        with self._lock, _store_errors(self.path):
-            for table in [t for t in HISTORY_TABLES if t in set(tables)]:
-                rows, cut = self._bounded(table, _of_session(table, newest=True) + " LIMIT ?2",
-                                          [session_id, max(0, int(limit))], max_bytes)
-                more = more or cut or len(rows) == limit
-                per[table] = [(row.get("ts") or 0.0, row["id"], row, _size(row)) for row in rows]
-        merged = sorted(((ts, rid, t, row, size) for t, rows in per.items() for ts, rid, row, size in rows),
-                        reverse=True)
-        out: dict[str, list[dict[str, Any]]] = {t: [] for t in HISTORY_TABLES}
-        used = 0
-        for _, _, table, row, size in merged:  # newest first, until the byte budget is spent
-            if used + size > max_bytes and any(out.values()):
-                more = True
-                break
-            out[table].append(row)
-            used += size
-        for table, rows in out.items():
-            rows.reverse()
-            self._decode(table, rows)
-        return out, more
+        """A session's newest records (HistoryPages.newest)."""
+        return self.pages.newest(session_id, limit=limit, max_bytes=max_bytes, tables=tables)
 
-    def _stream(self, table: str, session_id: str, after_id: int
-                ) -> Iterator[tuple[float, int, int, str, dict[str, Any], int]]:
-        """Rows after `after_id`, undecoded, as (ts, order, id, table, row, text size), read lazily."""
-        order = HISTORY_TABLES.index(table)
-        cur = self.db.conn.execute(_of_session(table, after=True), [session_id, after_id])
-        names = [d[0] for d in cur.description]
-        while True:
-            chunk = cur.fetchmany(64)
-            if not chunk:
-                return
-            for values in chunk:
-                row = dict(zip(names, values, strict=True))
-                yield row.get("ts") or 0.0, order, row["id"], table, row, _size(row)
-
-    def _bounded(self, table: str, sql: str, params: list[Any], max_bytes: int
-                 ) -> tuple[list[dict[str, Any]], bool]:
-        """Undecoded rows of a query until their text passes `max_bytes` (at least one); and whether cut."""
-        cur = self.db.conn.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        rows: list[dict[str, Any]] = []
-        used = 0
-        while True:
-            chunk = cur.fetchmany(64)
-            if not chunk:
-                return rows, False
-            for values in chunk:
-                row = dict(zip(names, values, strict=True))
-                used += _size(row)
-                if rows and used > max_bytes:
-                    cur.close()
-                    return rows, True
-                rows.append(row)
+    def newest_start(self, session_id: str, table: str, n: int) -> int:
+        """The id to read after to get the newest `n` rows of a session in `table`."""
+        return self.pages.newest_start(session_id, table, n)
 
     def prune(self, ended_before: float, audit_before: float | None = None, *, chunk: int = 50) -> dict[str, int]:
-        """Delete sessions that ended before `ended_before` with everything they recorded, and audit
-        rows older than `audit_before` (None keeps them), a few sessions per transaction so the
-        daemon's writes never wait long. Live sessions are never touched. Rows deleted, by table."""
-        deleted = {t: 0 for t in TABLES}
-        marks = ", ".join("?" * len(FINAL_STATES))
-        while True:
-            with self._lock, _store_errors(self.path), _transaction(self.db.conn):
-                ids = [r[0] for r in self.db.execute(
-                    f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?"
-                    " LIMIT ?", [*FINAL_STATES, ended_before, chunk])]
-                for sid in ids:
-                    deleted["events"] += self.db.execute(f"DELETE FROM events WHERE id IN ({_EVENT_IDS})",
-                                                         [sid]).rowcount
-                    self.db.execute("DELETE FROM event_runs WHERE session_id = ?", [sid])
-                    for table in ("verdicts", "gates", "spills"):
-                        deleted[table] += self.db.execute(f"DELETE FROM {table} WHERE session_id = ?",
-                                                          [sid]).rowcount
-                    deleted["sessions"] += self.db.execute("DELETE FROM sessions WHERE id = ?", [sid]).rowcount
-            if len(ids) < chunk:
-                break
-        if audit_before is not None:
-            while True:
-                with self._lock, _store_errors(self.path), _transaction(self.db.conn):
-                    n = self.db.execute("DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE ts < ?"
-                                        " LIMIT ?)", [audit_before, chunk * 100]).rowcount
-                deleted["actions"] += n
-                if n < chunk * 100:
-                    break
-        return deleted
+        """Delete the history of sessions ended before `ended_before`, and audit rows older than `audit_before`
+        (Pruning.prune); rows deleted, by table."""
+        return self.pruning.prune(ended_before, audit_before, chunk=chunk)
 
     def prunable(self, ended_before: float, audit_before: float | None = None) -> dict[str, int]:
         """What `prune` with the same arguments would delete, by table."""
-        marks = ", ".join("?" * len(FINAL_STATES))
-        old = (f"SELECT id FROM sessions WHERE state IN ({marks}) AND coalesce(ended_at, created_at) < ?")
-        params = [*FINAL_STATES, ended_before]
-        counts = {t: 0 for t in TABLES}
-        with self._lock, _store_errors(self.path):
-            counts["sessions"] = self.db.execute(f"SELECT count(*) FROM ({old})", params).fetchone()[0]
-            counts["events"] = self.db.execute(f"SELECT count(*) FROM {_RUN_EVENTS} WHERE r.session_id IN ({old})",
-                                               params).fetchone()[0]
-            for table in ("verdicts", "gates", "spills"):
-                counts[table] = self.db.execute(f"SELECT count(*) FROM {table} WHERE session_id IN ({old})",
-                                                params).fetchone()[0]
-            if audit_before is not None:
-                counts["actions"] = self.db.execute("SELECT count(*) FROM actions WHERE ts < ?",
-                                                    [audit_before]).fetchone()[0]
-        return counts
+        return self.pruning.prunable(ended_before, audit_before)
 
     def _page(self, table: str, session_id: str, after_id: int, limit: int) -> list[dict[str, Any]]:
-        return self._select(table, _of_session(table, after=True) + " LIMIT ?3",
+        return self._select(table, of_session(table, after=True) + " LIMIT ?3",
                             [session_id, int(after_id), max(0, int(limit))])
 
     @staticmethod
@@ -785,61 +540,9 @@ class Store:
         return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in pairs), [v for _, v in pairs]
 
     def _select(self, table: str, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock, _store_errors(self.path):
+        with self._lock, store_errors(self.path):
             rows = list(self.db.query(sql, list(params)))
-        return self._decode(table, rows)
-
-    @staticmethod
-    def _decode(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """JSON and boolean columns back to values, in place."""
-        for row in rows:
-            for col in _JSON.get(table, ()):
-                if isinstance(row.get(col), str):
-                    try:
-                        row[col] = orjson.loads(row[col])
-                    except orjson.JSONDecodeError:
-                        pass  # not ours: leave the text as it is
-            for col in _BOOL.get(table, ()):
-                if row.get(col) is not None:
-                    row[col] = bool(row[col])
-        return rows
-
-
-    def _column_kinds(self, table: str) -> dict[str, str]:
-        """Column name -> how values are prepared: text, json, bool or value (as given)."""
-        kinds = {}
-        for col in self.db[table].columns:
-            if col.name in _JSON.get(table, ()):
-                kinds[col.name] = "json"
-            elif col.name in _BOOL.get(table, ()):
-                kinds[col.name] = "bool"
-            else:
-                kinds[col.name] = "text" if col.type.upper() == "TEXT" else "value"
-        return kinds
-
-
-# a session's events, found through its runs: the runs in order, each a range of the table's ids (a plan of two
-# searches, no sort: tests/store/test_store.py holds the plans to it)
-_RUN_EVENTS = "event_runs r CROSS JOIN events e ON e.id BETWEEN r.first_id AND r.last_id"
-_EVENT_FROM = f"{_RUN_EVENTS} WHERE r.session_id = ?1"
-_EVENT_IDS = f"SELECT e.id FROM {_EVENT_FROM}"
-
-
-def _of_session(table: str, *, after: bool = False, newest: bool = False, what: str = "*") -> str:
-    """The query of a session's rows of `table` (?1), after an id (?2) if `after`, oldest or newest first;
-    the caller adds a LIMIT (numbered after these)."""
-    way = " DESC" if newest else ""
-    if table != "events":
-        return (f"SELECT {what} FROM {table} WHERE session_id = ?1" + (" AND id > ?2" if after else "")
-                + f" ORDER BY id{way}")
-    return (f"SELECT e.{what} FROM {_EVENT_FROM}" + (" AND r.last_id > ?2 AND e.id > ?2" if after else "")
-            + f" ORDER BY r.last_id{way}, r.first_id{way}, e.id{way}")
-
-
-def _size(row: Mapping[str, Any]) -> int:
-    """The bytes a stored row's text takes, roughly (what a page of history is bounded by)."""
-    return 64 + sum(len(v) for v in row.values() if isinstance(v, (str, bytes)))
-
+        return decode(table, rows)
 
 def max_session_number_readonly(path: str | os.PathLike[str]) -> int:
     """The largest session number in a store that cannot be opened for writing (a full disk): read
@@ -854,12 +557,3 @@ def max_session_number_readonly(path: str | os.PathLike[str]) -> int:
     except sqlite3.Error:
         return 0
     return int(row[0] or 0)
-
-
-@contextmanager
-def _store_errors(where: Path) -> Iterator[None]:
-    """SQLite's errors as StoreError, naming the file."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise StoreError(f"{where}: {exc}") from exc

@@ -325,6 +325,7 @@ class AcpAdapter(Adapter):
     """A live ACP agent: see the module docstring."""
 
     name = "acp"
+    listed = 5
     agent = "acp"
     summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
@@ -438,67 +439,79 @@ class AcpAdapter(Adapter):
         request_id = obj.get("id")
         method = self._requests.pop(request_id, "") if isinstance(request_id, int) else ""
         error = obj.get("error")
-        result = obj.get("result")
-        result = result if isinstance(result, dict) else {}
         if error is not None:
             message = str(error.get("message") or "error") if isinstance(error, dict) else str(error)
-            if method == "session/prompt":
-                self.prompts_out = max(0, self.prompts_out - 1)
-                if self.prompts_out:  # a later prompt of the same turn is still unanswered
-                    return []
-                if self.closed:  # stopped by loopwarden (Claude: the session closed under the turn): cancelled
-                    self.running, self.turn_over = False, True
-                    self._pending.clear()
-                    return self.parser.feed({"id": request_id, "result": {"stopReason": "cancelled"}}, seq)
-                self.running, self.turn_over = False, True
-                self.failure = f"acp: session/prompt failed: {message}"[:500]
-                self._pending.clear()
-                return [*self.parser.flush(seq), ev.Error(seq=seq, message=self.failure, error_type="acp")]
-            if method in ("initialize", "session/new"):
-                self.handshake = method != "initialize"
-                self.turn_over = True  # nothing runs: the session ends
-                self.failure = f"acp: {method} failed: {message}"[:500]
-                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
-            if method == "session/resume":
-                self.reopening, self.turn_over, self.queued = False, True, []
-                self.failure = f"acp: session/resume after a cancel failed: {message}"[:500]
-                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
-            return self._reopened_or_setup(method, {}, seq)
+            return self._failed(method, request_id, message, seq)
+        result = obj.get("result")
+        result = result if isinstance(result, dict) else {}
         if method == "initialize":
             if not self.closed:
                 self._replies.append(self._request("session/new", self.hooks.session_params(
                     {"cwd": self.cwd or os.getcwd(), "mcpServers": []})))
             return []
         if method == "session/new":
-            self.session_id = _str(result.get("sessionId"))
-            if self.session_id is None:
-                self.turn_over = True
-                self.failure = "acp: session/new answered without a sessionId"
-                return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
-            out: list[ev.Event] = []
-            if self.queued and not self.closed:
-                if not self.prompted:
-                    out.append(ev.UserMessage(seq=seq, text="\n\n".join(self.queued)))
-                self.prompted = True
-                self._setup(result)
-            else:
-                self.turn_over = True
-            return out
+            return self._session_new(result, seq)
+        if method == "session/prompt":
+            return self._prompt_answered(request_id, result, seq)
+        return self._reopened_or_setup(method, result, seq)
+
+    def _failed(self, method: str, request_id: Any, message: str, seq: int) -> list[ev.Event]:
+        """An error answer to one of our requests: a failed prompt ends the turn, a failed start the session."""
         if method == "session/prompt":
             self.prompts_out = max(0, self.prompts_out - 1)
-            if self.prompts_out:  # handed off: the turn goes on under a later prompt (the agent steers)
+            if self.prompts_out:  # a later prompt of the same turn is still unanswered
                 return []
-            if result.get("stopReason") == "cancelled" and self.hooks.reopen_after_cancel and not self.closed:
-                self.reopen = True
+            if self.closed:  # stopped by loopwarden (Claude: the session closed under the turn): cancelled
+                self.running, self.turn_over = False, True
+                self._pending.clear()
+                return self.parser.feed({"id": request_id, "result": {"stopReason": "cancelled"}}, seq)
             self.running, self.turn_over = False, True
-            self._pending.clear()  # the turn's open requests were resolved by its end
-            reason = result.get("stopReason")
-            if reason in ("end_turn", "cancelled"):
-                self.failure = None
-            elif reason is not None:
-                self.failure = f"acp: the turn stopped: {reason}"[:500]
-            return self.parser.feed({"id": request_id, "result": {**result, "stopReason": reason}}, seq)
-        return self._reopened_or_setup(method, result, seq)
+            self.failure = f"acp: session/prompt failed: {message}"[:500]
+            self._pending.clear()
+            return [*self.parser.flush(seq), ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        if method in ("initialize", "session/new"):
+            self.handshake = method != "initialize"
+            self.turn_over = True  # nothing runs: the session ends
+            self.failure = f"acp: {method} failed: {message}"[:500]
+            return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        if method == "session/resume":
+            self.reopening, self.turn_over, self.queued = False, True, []
+            self.failure = f"acp: session/resume after a cancel failed: {message}"[:500]
+            return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        return self._reopened_or_setup(method, {}, seq)
+
+    def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        """The session exists: its first prompt (what was queued), or its setup first."""
+        self.session_id = _str(result.get("sessionId"))
+        if self.session_id is None:
+            self.turn_over = True
+            self.failure = "acp: session/new answered without a sessionId"
+            return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        out: list[ev.Event] = []
+        if self.queued and not self.closed:
+            if not self.prompted:
+                out.append(ev.UserMessage(seq=seq, text="\n\n".join(self.queued)))
+            self.prompted = True
+            self._setup(result)
+        else:
+            self.turn_over = True
+        return out
+
+    def _prompt_answered(self, request_id: Any, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        """A turn ended (unless a later prompt of it is still out): how it stopped."""
+        self.prompts_out = max(0, self.prompts_out - 1)
+        if self.prompts_out:  # handed off: the turn goes on under a later prompt (the agent steers)
+            return []
+        if result.get("stopReason") == "cancelled" and self.hooks.reopen_after_cancel and not self.closed:
+            self.reopen = True
+        self.running, self.turn_over = False, True
+        self._pending.clear()  # the turn's open requests were resolved by its end
+        reason = result.get("stopReason")
+        if reason in ("end_turn", "cancelled"):
+            self.failure = None
+        elif reason is not None:
+            self.failure = f"acp: the turn stopped: {reason}"[:500]
+        return self.parser.feed({"id": request_id, "result": {**result, "stopReason": reason}}, seq)
 
     def _setup(self, result: dict[str, Any]) -> None:
         """After session/new or session/resume: the hooks' setup requests, else the prompt."""

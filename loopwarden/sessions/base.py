@@ -19,6 +19,7 @@ from ..supervisor.verdicts import Verdict
 
 
 _COLOUR = re.compile(rb"\x1b\[[0-9;]*m")  # SGR: colours and weights, presentation only
+AUTO = "auto"  # the adapter a session starts with when none is named: chosen from its command or first line
 
 
 class Capability(enum.Flag):
@@ -43,6 +44,7 @@ class Adapter:
     """Defaults: observe only, no way to talk back."""
 
     name = "adapter"
+    listed: ClassVar[int] = 100  # a built-in's place in lists (`loopwarden adapters`, the choices): by meaning
     agent = "any"  # the kind of agent it speaks to, shown beside each session
     summary = "observe only"  # one line for `loopwarden adapters`
     declared: ClassVar[Capability] = Capability.NONE  # the most it can do (some need the agent's consent)

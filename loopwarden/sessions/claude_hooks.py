@@ -1,4 +1,5 @@
-"""Claude Code hook events (settings-file command hooks) to Events, and answers back in hook output form.
+"""Claude Code attached by its hooks (settings-file command hooks): its events to Events, answers back in hook
+output form, and its adapter (ClaudeCodeHookAdapter).
 
 Verified against Claude Code 2.1.330: every event carries `session_id`, `cwd`, `transcript_path` and
 `hook_event_name`; the answers below (PreToolUse deny, `additionalContext`, Stop `decision: block`,
@@ -14,7 +15,10 @@ import orjson
 from ..supervisor import events as ev
 from ..supervisor.bounds import cut_deep, depth_exceeds
 from .claude_code import block_text
+from .hooks import CLAUDE_SETTINGS, HookAdapter
 
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")  # the hooks installed, matched to every tool...
+OTHER_EVENTS = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")  # ... and the others
 # hook events that can carry text to the model as additionalContext (a PreToolUse answer can too)
 CONTEXT_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "SessionStart"})
 # events after which a new loopwarden session starts when the old one has ended: a human came back
@@ -108,3 +112,52 @@ def halt(event: str, text: str) -> dict[str, Any]:
     if event == "PreToolUse":
         out.update(pre_tool_use(deny=text) or {})
     return out
+
+
+class ClaudeCodeHookAdapter(HookAdapter):
+    """Claude Code in the user's own terminal: every hook event judged, texts on the answers that carry them,
+    a Stop blocked for an operator's text, `continue: false` once the session ended."""
+
+    name = "claude-code-hook"
+    listed = 0
+    agent = "claude-code"
+    hook_agent = "claude-code"
+    title = "Claude Code"
+    label = "claude"
+    summary = "Claude Code in the user's own terminal, attached by its hooks (hook install)"
+    hook_help = ("The hook command itself: reads a hook event on stdin, prints the daemon's answer. Never blocks\n"
+                 "the agent when no daemon answers (LOOPWARDEN_HOOK_TIMEOUT, default 1.5s).\n\n"
+                 "\b\nExample (Claude Code runs it; `loopwarden hook install` puts it in the settings):\n"
+                 "  echo '{\"hook_event_name\":\"SessionStart\",\"session_id\":\"x\"}' | loopwarden hook claude-code")
+    programs = ("claude",)
+    obeys_stop = True  # its answers end its turn (`continue: false`)
+    session_field = "claude_session"
+    context_events = CONTEXT_EVENTS
+    blocks_stop = True  # Stop-hook block: the operator's text reaches the model as a user turn
+    settings = CLAUDE_SETTINGS
+    hook_events = TOOL_EVENTS + OTHER_EVENTS
+    tool_events = frozenset(TOOL_EVENTS)
+
+    def resume_command(self, agent_session: str) -> list[str]:
+        return ["claude", "--resume", agent_session]
+
+    def events(self, event: dict[str, Any], seq: int, now: float) -> list[ev.Event]:
+        return hook_events(event, seq, now)
+
+    def starts_afresh(self, event: dict[str, Any], turn: str | None) -> bool:
+        return str(event.get("hook_event_name") or "") in FRESH_START_EVENTS
+
+    def turn_over(self, name: str) -> bool:
+        return name in ("Stop", "SessionStart")
+
+    def pre_tool_use(self, deny: str | None = None, context: str | None = None) -> dict[str, Any] | None:
+        return pre_tool_use(deny=deny, context=context)
+
+    def with_context(self, name: str, context: str | None) -> dict[str, Any] | None:
+        return with_context(name, context)
+
+    def stop_block(self, reason: str) -> dict[str, Any] | None:
+        return stop_block(reason)
+
+    def halt(self, name: str, text: str) -> dict[str, Any] | None:
+        return halt(name, text)

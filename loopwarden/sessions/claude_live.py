@@ -77,6 +77,7 @@ class ClaudeCodeAdapter(Adapter):
     """A live Claude Code CLI: see the module docstring."""
 
     name = "claude-code"
+    listed = 3
     agent = "claude-code"
     summary = "Claude Code launched: stream-json, vetoes through a PreToolUse hook callback"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT

@@ -339,6 +339,7 @@ class CodexAppServerAdapter(Adapter):
     """A live `codex app-server`: see the module docstring."""
 
     name = "codex"
+    listed = 4
     agent = "codex"
     summary = "Codex launched: app-server JSON-RPC, vetoes by declining its approval requests"
     declared = (Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT

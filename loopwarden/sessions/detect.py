@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from ..supervisor import protocol
 from ..supervisor.events import EVENT_TYPES, Event
 from . import acp, acp_agents, codex_app, formats
-from .base import Adapter
+from .base import AUTO, Adapter
 
-AUTO = "auto"
 SILENCE = 2.0  # seconds with no stdout line before the session shows as plain (its first line may still change it)
 ACP_FLAGS = {"gemini": ("--acp", "--experimental-acp"), "opencode": ("acp",)}  # without one, not in ACP mode
 ACP_ALIASES = {"claude-code-acp": "claude-acp"}  # the adapter's older npm name
@@ -122,6 +121,7 @@ class AutoAdapter(Adapter):
     for its first stdout line (runtime/session.py hands the session over then)."""
 
     name = AUTO
+    listed = 0
     agent = "any"
     summary = ("the default: the adapter is chosen from the command (codex app-server, ACP agents) or the first "
                "output line (native, claude-stream, codex-exec), else plain; the session can then do what it can")

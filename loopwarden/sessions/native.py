@@ -16,6 +16,7 @@ _CALL_ID = re.compile(rb'"call_id"\s*:\s*"([^"\\]{0,200})"')
 
 class NativeAdapter(Adapter):
     name = "native"
+    listed = 1
     agent = "native"
     summary = "loopwarden's JSONL protocol: verdicts and injections on stdin (docs/protocol.md)"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # veto and hold need the handshake

@@ -33,6 +33,7 @@ class ObservedAdapter(Adapter):
 
 class ClaudeStreamAdapter(ObservedAdapter):
     name = "claude-stream"
+    listed = 6
     agent = "claude-code"
     summary = "Claude Code run as typed with --output-format stream-json: watched, no vetoes"
     parser_class = ClaudeCodeParser
@@ -40,6 +41,7 @@ class ClaudeStreamAdapter(ObservedAdapter):
 
 class CodexExecAdapter(ObservedAdapter):
     name = "codex-exec"
+    listed = 7
     agent = "codex"
     summary = "`codex exec --json` run as typed: watched, no vetoes"
     parser_class = CodexParser

@@ -8,6 +8,7 @@ from .base import Adapter, Capability
 
 class PlainAdapter(Adapter):
     name = "plain"
+    listed = 2
     agent = "command"
     summary = "any command: its output lines are shown and stored; signals only"
     declared = Capability.NONE

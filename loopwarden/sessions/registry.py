@@ -1,33 +1,27 @@
-"""Every adapter, registered in one place: the built-in ones here, others through an entry point.
+"""Every adapter, registered through one entry-point group: loopwarden's own as any other package's.
 
-Another package adds one with, in its pyproject.toml::
+loopwarden's pyproject.toml lists its built-in adapters there; another package adds one the same way::
 
     [project.entry-points."loopwarden.adapters"]
     my-agent = "my_package.adapter:MyAdapter"
 
-The class follows `sessions.base.Adapter`. A built-in name cannot be replaced, and an entry point that
-fails to load is reported by `loopwarden adapters`, never raised.
+The class follows `sessions.base.Adapter` (an agent loopwarden launches) or `sessions.hooks.HookAdapter` (an
+agent attached by its hooks). A built-in name cannot be replaced, and an entry point that fails to load is
+reported by `loopwarden adapters`, never raised.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib.metadata import entry_points
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
-from .acp import AcpAdapter
 from .base import Adapter
-from .claude_live import ClaudeCodeAdapter
-from .codex_app import CodexAppServerAdapter
-from .detect import AutoAdapter
-from .native import NativeAdapter
-from .observed import ClaudeStreamAdapter, CodexExecAdapter
-from .plain import PlainAdapter
+from .hooks import DEFAULT_HOOK_AGENT, HookAdapter
 
 GROUP = "loopwarden.adapters"
-ATTACHED = ("claude-code-hook", "codex-hook", "adopted")  # session kinds that are not launched, names taken too
-BUILTIN: dict[str, type[Adapter]] = {cls.name: cls for cls in (
-    AutoAdapter, NativeAdapter, PlainAdapter, ClaudeCodeAdapter, CodexAppServerAdapter, AcpAdapter, ClaudeStreamAdapter,
-    CodexExecAdapter)}
+OWN = "loopwarden"  # the distribution whose entry points are the built-in adapters
+RESERVED = ("adopted",)  # a session kind that is no adapter's (an adopted process): its name is taken too
 
 
 @dataclass(frozen=True)
@@ -39,42 +33,88 @@ class Broken:
     error: str
 
 
-def discover() -> tuple[dict[str, type[Adapter]], list[Broken]]:
-    """The built-in adapters, then every loadable one from the entry-point group."""
-    found = dict(BUILTIN)
-    broken: list[Broken] = []
-    for point in entry_points(group=GROUP):
-        if point.name in BUILTIN or point.name in ATTACHED:
-            broken.append(Broken(point.name, point.value, "a built-in adapter has this name"))
-            continue
-        if point.name in found:
-            broken.append(Broken(point.name, point.value, "another package registered this name first"))
-            continue
-        try:
-            cls = point.load()
-        except Exception as exc:  # noqa: BLE001 - a third party's import error is reported, not raised
-            broken.append(Broken(point.name, point.value, f"{type(exc).__name__}: {exc}"[:300]))
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, Adapter)):
-            broken.append(Broken(point.name, point.value, "not a subclass of loopwarden.sessions.base.Adapter"))
-            continue
-        if cls.name != point.name:  # the class's name is what snapshots and the store record
-            broken.append(Broken(point.name, point.value, f"its class is named {cls.name!r}, not {point.name!r}"))
-            continue
-        found[point.name] = cls
-    return found, broken
+@dataclass
+class Found:
+    """The adapters discovered: launched ones, hook-attached ones (both by adapter name), and the broken."""
+
+    launched: dict[str, type[Adapter]] = field(default_factory=dict)
+    hooked: dict[str, type[HookAdapter]] = field(default_factory=dict)
+    broken: list[Broken] = field(default_factory=list)
 
 
-_CACHE: dict[str, type[Adapter]] | None = None
+def _own(point: EntryPoint) -> bool:
+    dist = point.dist
+    return dist is not None and dist.name.replace("_", "-").lower() == OWN
+
+
+def discover() -> Found:
+    """The built-in adapters in the order of their `listed` (the installed metadata lists them by name), then
+    every loadable one another package registers."""
+    points = sorted(entry_points(group=GROUP), key=lambda point: not _own(point))  # built-ins first
+    builtin = {point.name for point in points if _own(point)} | set(RESERVED)
+    found = Found()
+    for point in points:
+        if point.name in builtin and not _own(point):
+            found.broken.append(Broken(point.name, point.value, "a built-in adapter has this name"))
+        elif point.name in found.launched or point.name in found.hooked:
+            found.broken.append(Broken(point.name, point.value, "another package registered this name first"))
+        else:
+            _load(point, found)
+    def order(item: tuple[str, Any]) -> tuple[bool, int]:  # another package's in its entry points' order
+        return (item[0] not in builtin, item[1].listed if item[0] in builtin else 0)
+
+    found.launched = dict(sorted(found.launched.items(), key=order))
+    found.hooked = dict(sorted(found.hooked.items(), key=order))
+    return found
+
+
+def _load(point: EntryPoint, found: Found) -> None:
+    """One entry point's class into `found`, or the reason it is broken."""
+    try:
+        cls = point.load()
+    except Exception as exc:  # noqa: BLE001 - a third party's import error is reported, not raised
+        found.broken.append(Broken(point.name, point.value, f"{type(exc).__name__}: {exc}"[:300]))
+        return
+    if not (isinstance(cls, type) and issubclass(cls, (Adapter, HookAdapter))):
+        found.broken.append(Broken(point.name, point.value, "not a subclass of loopwarden.sessions.base.Adapter"))
+    elif cls.name != point.name:  # the class's name is what snapshots and the store record
+        found.broken.append(Broken(point.name, point.value, f"its class is named {cls.name!r}, not {point.name!r}"))
+    elif issubclass(cls, HookAdapter):
+        found.hooked[point.name] = cls
+    else:
+        found.launched[point.name] = cls
+
+
+_CACHE: Found | None = None
+
+
+def found() -> Found:
+    """Every adapter, discovered once per process."""
+    global _CACHE
+    if _CACHE is None:
+        _CACHE = discover()
+    return _CACHE
 
 
 def adapters() -> dict[str, type[Adapter]]:
-    """Name -> adapter class, discovered once per process."""
-    global _CACHE
-    if _CACHE is None:
-        _CACHE = discover()[0]
-    return _CACHE
+    """Name -> the class of an adapter for agents loopwarden launches."""
+    return found().launched
 
 
 def names() -> list[str]:
     return list(adapters())
+
+
+def hook_adapters() -> dict[str, type[HookAdapter]]:
+    """The agent of a hook request (`loopwarden hook AGENT`) -> its hook-attached adapter's class."""
+    return {cls.hook_agent: cls for cls in found().hooked.values()}
+
+
+def hook_adapter(agent: Any) -> HookAdapter:
+    """The adapter of a hook request's `agent` (absent: DEFAULT_HOOK_AGENT's). ValueError if none has it."""
+    known = hook_adapters()
+    name = DEFAULT_HOOK_AGENT if agent is None else agent
+    cls = known.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"unknown hook agent {str(agent)[:40]!r} ({' or '.join(known)})")
+    return cls()

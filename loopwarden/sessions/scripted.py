@@ -219,48 +219,73 @@ def _check_step(step: Any, where: str) -> None:
     extra = set(step) - _STEP_KEYS[kind] - {"note"}
     if extra:
         raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(extra))} in a {kind} step")
-    if kind == "emit" and not isinstance(step["emit"], dict):
-        raise ScenarioError(f"{where}: emit takes an event object")
-    elif kind == "call":
-        call = step["call"]
-        if not (isinstance(call, dict) and isinstance(call.get("tool"), str) and isinstance(call.get("args"), dict)):
-            raise ScenarioError(f'{where}: call takes {{"tool": NAME, "args": {{...}}}}')
-        result = step.get("result")
-        if result is not None:
-            if not isinstance(result, dict) or not isinstance(result.get("output"), str):
-                raise ScenarioError(f'{where}: result takes {{"output": TEXT, ...}}')
-            chars = result.get("output_chars")
-            if chars is not None and (not isinstance(chars, int) or isinstance(chars, bool) or chars < 0
-                                      or (chars and not result["output"])):
-                raise ScenarioError(f"{where}: output_chars must be a whole number >= 0 (with a non-empty output)")
-        if "takes" in step and not _number(step["takes"]):
-            raise ScenarioError(f"{where}: takes must be a number of seconds >= 0")
-    elif kind == "sleep" and not _number(step["sleep"]):
-        raise ScenarioError(f"{where}: sleep must be a number of seconds >= 0")
-    elif kind == "repeat":
-        count = step["repeat"]
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ScenarioError(f"{where}: repeat must be a whole number >= 0")
-        if not isinstance(step.get("steps"), list) or not step["steps"]:
-            raise ScenarioError(f"{where}: repeat needs a non-empty steps list")
-    elif kind == "raw" and not isinstance(step["raw"], str):
-        raise ScenarioError(f"{where}: raw takes a string")
-    elif kind == "until_stopped":
-        if step["until_stopped"] is not True:
-            raise ScenarioError(f"{where}: until_stopped must be true")
-        if "steps" in step and (not isinstance(step["steps"], list) or not step["steps"]):
-            raise ScenarioError(f"{where}: until_stopped steps must be a non-empty list")
-    elif kind == "wait_for":
-        if not isinstance(step["wait_for"], str) or not step["wait_for"]:
-            raise ScenarioError(f"{where}: wait_for takes a line type such as inject")
-        if "where" in step and not isinstance(step["where"], dict):
-            raise ScenarioError(f"{where}: where takes an object of field values")
-        if "timeout" in step and not _number(step["timeout"]):
-            raise ScenarioError(f"{where}: timeout must be a number of seconds >= 0")
+    check = _STEP_CHECKS.get(kind)
+    if check is not None:
+        check(step, where)
     for i, child in enumerate(step.get("steps") or []):
         _check_step(child, f"{where} (steps[{i}])")
     if step.get("steps"):
         _check_list(step["steps"], where)
+
+
+def _check_emit(step: dict[str, Any], where: str) -> None:
+    if not isinstance(step["emit"], dict):
+        raise ScenarioError(f"{where}: emit takes an event object")
+
+
+def _check_call(step: dict[str, Any], where: str) -> None:
+    call = step["call"]
+    if not (isinstance(call, dict) and isinstance(call.get("tool"), str) and isinstance(call.get("args"), dict)):
+        raise ScenarioError(f'{where}: call takes {{"tool": NAME, "args": {{...}}}}')
+    result = step.get("result")
+    if result is not None:
+        if not isinstance(result, dict) or not isinstance(result.get("output"), str):
+            raise ScenarioError(f'{where}: result takes {{"output": TEXT, ...}}')
+        chars = result.get("output_chars")
+        if chars is not None and (not isinstance(chars, int) or isinstance(chars, bool) or chars < 0
+                                  or (chars and not result["output"])):
+            raise ScenarioError(f"{where}: output_chars must be a whole number >= 0 (with a non-empty output)")
+    if "takes" in step and not _number(step["takes"]):
+        raise ScenarioError(f"{where}: takes must be a number of seconds >= 0")
+
+
+def _check_sleep(step: dict[str, Any], where: str) -> None:
+    if not _number(step["sleep"]):
+        raise ScenarioError(f"{where}: sleep must be a number of seconds >= 0")
+
+
+def _check_repeat(step: dict[str, Any], where: str) -> None:
+    count = step["repeat"]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ScenarioError(f"{where}: repeat must be a whole number >= 0")
+    if not isinstance(step.get("steps"), list) or not step["steps"]:
+        raise ScenarioError(f"{where}: repeat needs a non-empty steps list")
+
+
+def _check_raw(step: dict[str, Any], where: str) -> None:
+    if not isinstance(step["raw"], str):
+        raise ScenarioError(f"{where}: raw takes a string")
+
+
+def _check_until_stopped(step: dict[str, Any], where: str) -> None:
+    if step["until_stopped"] is not True:
+        raise ScenarioError(f"{where}: until_stopped must be true")
+    if "steps" in step and (not isinstance(step["steps"], list) or not step["steps"]):
+        raise ScenarioError(f"{where}: until_stopped steps must be a non-empty list")
+
+
+def _check_wait_for(step: dict[str, Any], where: str) -> None:
+    if not isinstance(step["wait_for"], str) or not step["wait_for"]:
+        raise ScenarioError(f"{where}: wait_for takes a line type such as inject")
+    if "where" in step and not isinstance(step["where"], dict):
+        raise ScenarioError(f"{where}: where takes an object of field values")
+    if "timeout" in step and not _number(step["timeout"]):
+        raise ScenarioError(f"{where}: timeout must be a number of seconds >= 0")
+
+
+_STEP_CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {
+    "emit": _check_emit, "call": _check_call, "sleep": _check_sleep, "repeat": _check_repeat, "raw": _check_raw,
+    "until_stopped": _check_until_stopped, "wait_for": _check_wait_for}
 
 
 def _check_list(steps: list[dict[str, Any]], where: str) -> None:

@@ -7,7 +7,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -401,63 +401,86 @@ def _accepts(kind: str) -> str:
 
 def convert(key: str, kind: str, value: Any) -> Any:
     """Coerce a raw value (TOML value or string) to the key's type, or raise ConfigError."""
-    raw = value
+    converter = _CONVERTERS.get(kind) or (_choice if kind.startswith("choice:") else None)
     try:
-        if kind == "duration":
-            if isinstance(value, str):
-                value = parse_duration(value)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf:
-                return float(value)  # 0 means off; infinity is not a limit anyone can show or reach
-        elif kind == "int":
-            if isinstance(value, str):
-                value = int(value.strip().replace("_", ""))
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                return value
-        elif kind == "float":
-            if isinstance(value, str):
-                value = float(value.strip())
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf:
-                return float(value)
-        elif kind == "bool":
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                return value.strip().lower() in _TRUE
-        elif kind == "size":
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                return value
-            if isinstance(value, str):
-                m = _SIZE.fullmatch(value.strip())
-                if m:
-                    return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()]
-        elif kind in ("path", "text"):
-            if isinstance(value, str):
-                return value
-        elif kind == "list":
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-                return list(value)
-        elif kind in ("names", "rules"):
-            return _names(key, kind, value)
-        elif kind == "urls":
-            return _urls(key, value)
-        elif kind == "alert_events":
-            events = _names(key, "names", value)
-            unknown = [e for e in events if e not in ALERT_EVENTS]
-            if unknown:
-                raise ConfigError(f"{key}: unknown event {unknown[0]!r}; it accepts {', '.join(ALERT_EVENTS)}")
-            return events
-        elif kind == "tool_limits":
-            return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
-        elif kind.startswith("choice:"):
-            if isinstance(value, str) and value.strip() in kind[7:].split(","):
-                return value.strip()
+        converted = converter(key, kind, value) if converter is not None else _INVALID
     except ConfigError:
         raise
     except ValueError:
-        pass
-    raise ConfigError(f"{key}: {raw!r} is not valid; it accepts {_accepts(kind)}")
+        converted = _INVALID
+    if converted is _INVALID:
+        raise ConfigError(f"{key}: {value!r} is not valid; it accepts {_accepts(kind)}")
+    return converted
+
+
+_INVALID = object()  # what a converter returns for a value it does not accept
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _duration(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, str):
+        value = parse_duration(value)
+    if _number(value) and 0 <= value < math.inf:
+        return float(value)  # 0 means off; infinity is not a limit anyone can show or reach
+    return _INVALID
+
+
+def _int(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, str):
+        value = int(value.strip().replace("_", ""))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else _INVALID
+
+
+def _float(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, str):
+        value = float(value.strip())
+    return float(value) if _number(value) and 0 <= value < math.inf else _INVALID
+
+
+def _bool(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    return _INVALID
+
+
+def _size(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    m = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()] if m else _INVALID
+
+
+def _text(key: str, kind: str, value: Any) -> Any:
+    return value if isinstance(value, str) else _INVALID
+
+
+def _list(key: str, kind: str, value: Any) -> Any:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    return _INVALID
+
+
+def _alert_events(key: str, kind: str, value: Any) -> Any:
+    events = _names(key, "names", value)
+    unknown = [e for e in events if e not in ALERT_EVENTS]
+    if unknown:
+        raise ConfigError(f"{key}: unknown event {unknown[0]!r}; it accepts {', '.join(ALERT_EVENTS)}")
+    return events
+
+
+def _tool_limits(key: str, kind: str, value: Any) -> Any:
+    return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
+
+
+def _choice(key: str, kind: str, value: Any) -> Any:
+    return value.strip() if isinstance(value, str) and value.strip() in kind[7:].split(",") else _INVALID
 
 
 def _names(key: str, kind: str, value: Any) -> list[str]:
@@ -489,6 +512,17 @@ def _urls(key: str, value: Any) -> list[str]:
             raise ConfigError(f"{key}: entry {n} is not a URL (SCHEME://...), e.g. ntfys://ntfy.sh/mytopic")
     return list(dict.fromkeys(urls))
 
+
+
+def _url_list(key: str, kind: str, value: Any) -> Any:
+    return _urls(key, value)
+
+
+_CONVERTERS: dict[str, Callable[[str, str, Any], Any]] = {
+    "duration": _duration, "int": _int, "float": _float, "bool": _bool, "size": _size, "path": _text,
+    "text": _text, "list": _list, "names": _names, "rules": _names, "urls": _url_list,
+    "alert_events": _alert_events, "tool_limits": _tool_limits,
+}
 
 def redact_url(url: str) -> str:
     """A notify URL as it may be shown: its scheme only (the rest may be a token, a password, a private topic)."""

@@ -44,10 +44,11 @@ _EXEMPT_CALLS_KEPT: Final = 16  # calls some rules skip whose results have not c
 # guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
 # off drops their verdicts, never their observing
 _ALWAYS_OBSERVE: Final = frozenset({"runtime", "validation"})
-# Calls and results are most events: `observe` does validation's and runtime's bookkeeping of them itself (what
-# their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard fewer.
-# A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
+# Calls and results are most events: `_take_call` and `_take_result` do validation's and runtime's bookkeeping of
+# them (what their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard
+# fewer. A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
 _FUSED: Final = (ToolCall, ToolResult)
+_NOTED: Final = frozenset({kinds.INVALID_LINE, kinds.VALIDATION_ERROR, kinds.DONE})  # what `_note` looks at
 
 
 class SessionHealth:
@@ -109,7 +110,6 @@ class SessionHealth:
             if self.state == TERMINATED:
                 return out
         kind = type(event)
-        exempt = NOTHING
         # one test of the type for the common kinds (a call, a result), in the order the checks were made
         if type(event) is kinds.TOOL_CALL:
             try:
@@ -123,53 +123,58 @@ class SessionHealth:
             name = event.kind
             by_type[name] = by_type.get(name, 0) + 1
         if type(event) is kinds.TOOL_CALL:
-            exempt = self._call_exemptions(event)
+            exempt, tuned = self._take_call(event, now)
         elif type(event) is kinds.TOOL_RESULT:
-            if self._exempt_calls:
-                exempt = self._result_exemptions(event)
-        elif type(event) is kinds.INVALID_LINE:
-            self.validation_failures.append((event.seq, event.reason))
-        elif type(event) is kinds.VALIDATION_ERROR:
-            self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))
-        elif kind is kinds.DONE and self.state == RUNNING:
-            self.state = DONE
+            exempt, tuned = self._take_result(event, now)
+        else:
+            exempt, tuned = NOTHING, None
+            if kind in _NOTED:
+                self._note(event)
         found: list[Verdict] | None = None  # made only when a guard gives a verdict (rare)
-        tuned = self._tool_config(event) if self.control.tuned else None
         if exempt or tuned is not None:
-            for guard in self._dispatch[kind]:
-                if exempt and guard.name in exempt:
-                    continue
-                if tuned is not None and guard.name in TUNED_GUARDS:
-                    verdicts = self._observe_tuned(guard, tuned, event, now)
-                else:
-                    verdicts = guard.observe(event, now)
-                if verdicts:
-                    found = [*found, *verdicts] if found else list(verdicts)
+            found = self._observe_some(event, kind, exempt, tuned, now)
         else:  # the common case: every guard of the type, by its bound method
-            if type(event) is kinds.TOOL_CALL:  # validation's and runtime's bookkeeping of a call, written out (_FUSED)
-                validation = self._validation
-                if validation.call_pending:
-                    validation.count = 0  # the call before was valid
-                validation.call_pending = True
-                runtime.last_activity, runtime.stalled = now, False
-                runtime.last_tool, runtime.last_result = event.tool, None
-            elif type(event) is kinds.TOOL_RESULT:  # and of a result: a valid step, and activity
-                validation = self._validation
-                validation.count, validation.call_pending = 0, False
-                runtime.last_activity, runtime.stalled = now, False
-                runtime.last_result = event
             at: Any = now  # boxed once for the hooks (Python calls), not once per hook (compiled, `now` is a C double)
             for guard_observe in self._observers[kind]:
                 verdicts = guard_observe(event, at)
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         if kind is kinds.USER_MESSAGE and self.config.repetition.reset_on_user_message:
-            self.ledger.reset()
-            for guard in self.guards:
-                guard.human_turn()
+            self._human_turn()
         if found:
             out.extend(self._settle(found, event.seq, now))
         return out
+
+    def _note(self, event: Event) -> None:
+        """What an event of _NOTED says of the session: a validation failure, its end."""
+        if type(event) is kinds.INVALID_LINE:
+            self.validation_failures.append((event.seq, event.reason))
+        elif type(event) is kinds.VALIDATION_ERROR:
+            self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))
+        elif type(event) is kinds.DONE and self.state == RUNNING:
+            self.state = DONE
+
+    def _observe_some(self, event: Event, kind: type[Event], exempt: frozenset[str], tuned: Config | None,
+                      now: float) -> list[Verdict] | None:
+        """The guards of the type but those the tool is exempt from, those of TUNED_GUARDS by the tool's own
+        thresholds."""
+        found: list[Verdict] | None = None
+        for guard in self._dispatch[kind]:
+            if exempt and guard.name in exempt:
+                continue
+            if tuned is not None and guard.name in TUNED_GUARDS:
+                verdicts = self._observe_tuned(guard, tuned, event, now)
+            else:
+                verdicts = guard.observe(event, now)
+            if verdicts:
+                found = [*found, *verdicts] if found else list(verdicts)
+        return found
+
+    def _human_turn(self) -> None:
+        """A person spoke (a user message): the repetition ledger and every guard's turn start afresh."""
+        self.ledger.reset()
+        for guard in self.guards:
+            guard.human_turn()
 
     def _route(self) -> None:
         """Which guards see each event type: every guard but those whose rule is switched off."""
@@ -182,14 +187,6 @@ class SessionHealth:
                                        and not (kind in _FUSED and g in fused))
                            for kind, guards in self._dispatch.items()}
 
-    def _tool_config(self, event: Event) -> Config | None:
-        """The tool's own config (`tools.limits`) for a call or result of a tool that has one."""
-        if type(event) is kinds.TOOL_CALL:
-            return self.control.tuned.get(event.tool)
-        if type(event) is kinds.TOOL_RESULT:
-            return self.control.tuned.get(event.tool or self._last_tool or "")
-        return None
-
     def _observe_tuned(self, guard: Guard, tuned: Config, event: Event, now: float) -> Sequence[Verdict]:
         """Judge one event by the tool's own thresholds, then go back to the session's."""
         guard.configure(tuned)
@@ -198,10 +195,13 @@ class SessionHealth:
         finally:
             guard.configure(self.config)
 
-    def _call_exemptions(self, call: ToolCall) -> frozenset[str]:
-        """The rules that skip this call (`tools.exempt`, `tools.waiting`); remembered for its result."""
+    def _take_call(self, call: ToolCall, now: float) -> tuple[frozenset[str], Config | None]:
+        """The rules that skip this call (`tools.exempt`, `tools.waiting`; remembered for its result) and its
+        tool's own config (`tools.limits`); with neither, validation's and runtime's bookkeeping of the call,
+        written out here (_FUSED): the guards of the common path are called without theirs."""
         self._last_tool = call.tool
-        exempt = self.control.exempt(call.tool, call.args)
+        control = self.control
+        exempt = control.exempt(call.tool, call.args)
         self.waiting_call = call if "stall" in exempt else None
         pending = self._exempt_calls
         if pending and call.call_id is None:  # without ids a result answers the tool's latest call
@@ -210,7 +210,30 @@ class SessionHealth:
                     del pending[i]
         if exempt:
             pending.append((call, exempt))
-        return exempt
+        tuned = control.tuned.get(call.tool) if control.tuned else None
+        if not exempt and tuned is None:
+            validation = self._validation
+            if validation.call_pending:
+                validation.count = 0  # the call before was valid
+            validation.call_pending = True
+            runtime = self.runtime
+            runtime.last_activity, runtime.stalled = now, False
+            runtime.last_tool, runtime.last_result = call.tool, None
+        return exempt, tuned
+
+    def _take_result(self, result: ToolResult, now: float) -> tuple[frozenset[str], Config | None]:
+        """The rules its call was exempt from, and its tool's own config; with neither, validation's and
+        runtime's bookkeeping of the result (a valid step, and activity), written out as for a call."""
+        exempt = self._result_exemptions(result) if self._exempt_calls else NOTHING
+        control = self.control
+        tuned = control.tuned.get(result.tool or self._last_tool or "") if control.tuned else None
+        if not exempt and tuned is None:
+            validation = self._validation
+            validation.count, validation.call_pending = 0, False
+            runtime = self.runtime
+            runtime.last_activity, runtime.stalled = now, False
+            runtime.last_result = result
+        return exempt, tuned
 
     def _result_exemptions(self, result: ToolResult) -> frozenset[str]:
         for i in range(len(self._exempt_calls) - 1, -1, -1):
@@ -300,7 +323,7 @@ class SessionHealth:
                note: str | None = None, expired: bool = False) -> list[Verdict]:
         """Approve (optionally with guidance, which is injected) or deny (terminate) a gate.
 
-        Any human decision resets the loop counters: a person has looked, so counting starts over. Raises GateError.
+        Any human decision resets the loop counters (decision 74). Raises GateError.
         """
         status = "expired" if expired else ("approved" if approve else "denied")
         gate = self.gates.decide(gate_id, status, now, by, note)
@@ -343,7 +366,7 @@ class SessionHealth:
         self.reset_counters()
 
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
-        """An operator lets the agent work around what blocks `task` (or the current one); the text is injected."""
+        """An operator grants scoped unblock authority (seed 001); the text is injected."""
         verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",
                           message=messages.operator_authority(task, note))
         self.reset_counters()

@@ -17,6 +17,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from ..paths import working_directory
 from ..sessions import acp_agents, registry
+from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
@@ -161,9 +162,8 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                known = [(f"acp: {n} (the command is the prompt)", f"agent:{n}") for n in acp_agents.AGENTS]
-                yield Select([(a, a) for a in registry.names()] + known, value="auto", allow_blank=False,
-                             id="adapter")
+                yield Select([(a, a) for a in registry.names()] + acp_agents.choices(), value=AUTO,
+                             allow_blank=False, id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
@@ -186,8 +186,9 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         """The `run` spec from what was typed, or None after saying what is wrong."""
         text = self.query_one("#command", Input).value
         adapter = str(self.query_one("#adapter", Select).value)
+        agent = acp_agents.chosen(adapter)
         try:
-            command = [text.strip()] if adapter.startswith("agent:") else shlex.split(text)
+            command = [text.strip()] if agent else shlex.split(text)
         except ValueError as exc:
             self.query_one("#error", Label).update(f"command: {exc}")
             return None
@@ -198,9 +199,8 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         env = dict(os.environ)
         try:  # for an agent CLI the words are its arguments and prompt
             cwd = working_directory()
-            if adapter.startswith("agent:"):  # a known ACP agent: the whole text is the prompt
-                command = acp_agents.shortcut_words(adapter.removeprefix("agent:"), command, env, cwd)
-                adapter = "acp"
+            if agent:  # a known ACP agent: the whole text is the prompt
+                adapter, command = acp_agents.shortcut(agent, command, env, cwd)
             cls = registry.adapters()[adapter]
             command = cls.launch_command(command, env)
             extra = cls.launch_env(command, env, cwd)

@@ -87,10 +87,14 @@ def test_stderr_colours_are_dropped_and_other_controls_kept() -> None:
 
 def test_the_attached_kinds_names_are_reserved() -> None:
     from loopwarden.runtime.adopted import AdoptedSession
-    from loopwarden.runtime.codex_hooked import CodexHookAdapter
-    from loopwarden.runtime.hooked import HookAdapter
+    from loopwarden.sessions.claude_hooks import ClaudeCodeHookAdapter
+    from loopwarden.sessions.codex_hooks import CodexHookAdapter
 
-    assert set(registry.ATTACHED) == {HookAdapter.name, CodexHookAdapter.name, AdoptedSession.adapter_name}
+    hooked = registry.found().hooked
+    assert hooked == {"claude-code-hook": ClaudeCodeHookAdapter, "codex-hook": CodexHookAdapter}
+    assert set(registry.RESERVED) == {AdoptedSession.adapter_name}
+    assert set(hooked) | set(registry.RESERVED) == {ClaudeCodeHookAdapter.name, CodexHookAdapter.name,
+                                                    AdoptedSession.adapter_name}
 
 
 def test_hook_commands_skip_the_cli_and_third_party_adapters(tmp_path: Path) -> None:
@@ -105,3 +109,24 @@ def test_hook_commands_skip_the_cli_and_third_party_adapters(tmp_path: Path) -> 
                              env=env, timeout=60)
         assert out.stderr.strip().splitlines()[-1] == "[]", (agent, out.stderr)
         assert out.stdout.strip() in ("", "{}"), out.stdout  # no daemon: the hook allows (fails open)
+
+
+def test_the_hook_fast_path_serves_exactly_the_built_in_hook_agents() -> None:
+    """`loopwarden hook AGENT` skips the command line for the built-in hook adapters (entry.py); another
+    package's hook agent is served by the command line, built from the registry."""
+    from loopwarden import entry
+    from loopwarden.cli.hook import hook
+
+    builtin = {cls.hook_agent for cls in registry.found().hooked.values() if cls.__module__.startswith("loopwarden.")}
+    assert set(entry.BUILTIN_HOOK_AGENTS) == builtin == {"claude-code", "codex"}
+    assert builtin <= set(hook.commands)  # the command line has them too (with `install`, `uninstall`)
+
+
+def test_built_ins_are_listed_by_meaning_before_another_packages(tmp_path: Path) -> None:
+    """The default first, loopwarden's protocols, the agents' own, the watched-only; a third party's after them."""
+    assert registry.names() == ["auto", "native", "plain", "claude-code", "codex", "acp", "claude-stream",
+                                "codex-exec"]
+    assert list(registry.hook_adapters()) == ["claude-code", "codex"]
+    out = _adapters_cli(_plugin(tmp_path, {"echo-agent": "lw_plugin:EchoAdapter"}), "--json")
+    listed = [json.loads(line)["name"] for line in out.stdout.splitlines()]
+    assert listed == [*registry.names(), "echo-agent", "claude-code-hook", "codex-hook", "adopted"], listed

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from loopwarden.paths import default_paths
 from loopwarden.runtime.daemon import Daemon
 from loopwarden.runtime.principal import (
     EXPLANATION,
@@ -282,8 +283,8 @@ def test_the_real_claude_code_cannot_kill_its_own_session_through_its_bash_tool(
     assert refused["inside_session"] == sid and str(refused["outcome"]).startswith("refused: ")
 
 
-def test_every_op_of_the_daemon_is_classified_once() -> None:
-    ops = {name[3:] for name in dir(Daemon) if name.startswith("op_")} | {"subscribe"}
+def test_every_op_of_the_daemon_is_classified_once(tmp_path: Path) -> None:
+    ops = set(Daemon(default_paths({"LOOPWARDEN_HOME": str(tmp_path)})).server.handlers) | {"subscribe"}
     assert ops == READ_ONLY_OPS | HOOK_OPS | OPERATOR_OPS
     assert not (READ_ONLY_OPS & HOOK_OPS or READ_ONLY_OPS & OPERATOR_OPS or HOOK_OPS & OPERATOR_OPS)
 

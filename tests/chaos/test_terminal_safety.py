@@ -190,7 +190,7 @@ def test_errors_relayed_from_the_daemon_are_shown_escaped(capsys: pytest.Capture
 def test_daemon_log_lines_are_one_line_with_visible_escapes(tmp_path: Path,
                                                             capfd: pytest.CaptureFixture[str]) -> None:
     daemon = Daemon(default_paths({"LOOPWARDEN_HOME": str(tmp_path)}))
-    daemon._log(f"error in status: no session {TEXT}\nforged line")
+    daemon.log(f"error in status: no session {TEXT}\nforged line")
     line = capfd.readouterr().err
     assert line.endswith(f"error in status: no session {SHOWN}\\nforged line\n")
     assert line.count("\n") == 1 and not raw_controls(line)

@@ -30,8 +30,8 @@ def running(clock: Clock, sid: str = "s1", sink: Any = None, records: Any = None
 
 
 def test_list_sends_every_snapshot_as_status_shows_it_and_the_next_list_shows_a_change(tmp_path: Path) -> None:
-    """Through the daemon's `op_list` and the reply's encoding, against `_snapshot` of each session (live, live
-    with dropped events, and ended in `recent`)."""
+    """Through the daemon's `list` op and the reply's encoding, against the registry's `snapshot` of each session
+    (live, live with dropped events, and ended in `recent`)."""
 
     async def go() -> None:
         clock = Clock()
@@ -39,32 +39,33 @@ def test_list_sends_every_snapshot_as_status_shows_it_and_the_next_list_shows_a_
         daemon = Daemon(Paths(runtime=home / "run", data=home / "data", cache=home / "cache"), clock=clock)
         (home / "data").mkdir(parents=True)
         assert daemon.recorder.open()
+        registry = daemon.registry
         try:
             for i in (1, 2, 3):
-                session = running(clock, f"s{i}", daemon.sink, daemon.recorder)
-                daemon.sessions[session.spec.id] = session
+                session = running(clock, f"s{i}", daemon.router.sink, daemon.recorder)
+                registry.sessions[session.spec.id] = session
                 session._read_stdout().data_received(HELLO)
                 if session._progress_timer is not None:
                     session._progress_timer.cancel()
                     session._progress_timer = None
             daemon.recorder.dropped["s2"] = 7
-            ended = daemon.sessions.pop("s3")
+            ended = registry.sessions.pop("s3")
             ended.ended_at, ended.state = clock(), SessionState.EXITED
-            daemon.recent.add("s3", daemon._live_snapshot(ended))
+            registry.recent.add("s3", registry.live_snapshot(ended))
 
             async def listed() -> list[dict[str, Any]]:
                 from loopwarden.runtime.server import _reply
 
-                reply = orjson.loads(_reply(1, result=await daemon.op_list({"op": "list"})))
+                reply = orjson.loads(_reply(1, result=await daemon.server.handlers["list"]({"op": "list"})))
                 assert reply["ok"]
-                expected = [daemon._snapshot(sid) for sid in daemon._all_sessions()]
+                expected = [registry.snapshot(sid) for sid in registry.all_sessions()]
                 assert reply["result"] == expected  # what status shows, session by session
                 return list(reply["result"])
 
             first = await listed()
             assert [s["id"] for s in first] == ["s3", "s1", "s2"] and first[2]["dropped_events"] == 7
             clock.now += 1.5
-            session = daemon.sessions["s1"]
+            session = registry.sessions["s1"]
             session.operator_paused = True  # a change the operator made: seen by the next list
             session.health.observe(ToolCall(seq=2, tool="sh", args={"cmd": "make"}), clock())
             session.resources = Resources(cpu_percent=12.5, rss=5 << 20, processes=2, open_files=6)

@@ -129,10 +129,10 @@ async def stored_rows(home: Path, lines_too: bool) -> tuple[list[tuple[Any, ...]
 
     def sink_rows(session_id: str, rows: list[Any], events: list[Any], size: int) -> None:
         encoded.extend(event.seq for event in events)
-        daemon.sink_rows(session_id, rows, events, size)
+        daemon.router.sink_rows(session_id, rows, events, size)
 
     session = LiveSession(SessionSpec(id="s1", name="t", command=["agent"]), load_config(env={}),
-                          adapters()["native"](), sink=daemon.sink, records=recorder,
+                          adapters()["native"](), sink=daemon.router.sink, records=recorder,
                           sink_rows=sink_rows if lines_too else None)
     session.pid, session.state = 4321, SessionState.RUNNING
     stdout = session._read_stdout()
@@ -173,13 +173,13 @@ def test_a_subscriber_gets_the_record_as_before(tmp_path: Path) -> None:
                 decoded = orjson.loads(message)
                 got.append((decoded["kind"], decoded["data"]))
 
-        daemon.subscribers.append(Listener())  # type: ignore[arg-type]
+        daemon.broadcaster.subscribers.append(Listener())  # type: ignore[arg-type]
         event = protocol.parse_line(LINES[1], 2)
         record = typed.decode_record(LINES[1])
         data = typed.stored_json(record, event)
         assert data is not None
         row = ("s1", 2, 1795569172.5, "tool_call", data.decode())
-        daemon.sink_rows("s1", [row], [event], len(LINES[1]))
+        daemon.router.sink_rows("s1", [row], [event], len(LINES[1]))
         assert daemon.recorder.lanes["s1"][0][1:3] == ("rows", [row])
         return got
 
@@ -191,8 +191,8 @@ def _native_session(tmp_path: Path) -> tuple[LiveSession, Recorder]:
     (tmp_path / "data").mkdir(parents=True)
     assert daemon.recorder.open()
     session = LiveSession(SessionSpec(id="s1", name="t", command=["agent"]), load_config(env={}),
-                          adapters()["native"](), sink=daemon.sink, records=daemon.recorder,
-                          sink_rows=daemon.sink_rows)
+                          adapters()["native"](), sink=daemon.router.sink, records=daemon.recorder,
+                          sink_rows=daemon.router.sink_rows)
     session.pid, session.state = 4321, SessionState.RUNNING
     return session, daemon.recorder
 

@@ -1,0 +1,96 @@
+"""What earlier daemons left in the store, taken in when it opens: their sessions that were still running
+marked lost (and said how they ended, once their guardian is done), the newest ended sessions, the next id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from ..paths import Paths
+from . import lost as lost_sessions
+from .broadcast import Broadcaster
+from .lifecycle import Tasks
+from .registry import RECENT_BYTES, SessionRegistry, row_snapshot
+from .store import Store, StoreError, max_session_number_readonly
+
+Found = tuple[list[str], list[dict[str, Any]], int]  # sessions marked lost, the newest ended ones, the highest id
+
+
+class EarlierSessions:
+    """Reads what the store holds when it opens (at the start, and again after it could not be written)."""
+
+    def __init__(self, registry: SessionRegistry, broadcaster: Broadcaster, tasks: Tasks, paths: Paths, *,
+                 instance: Callable[[], str], log: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.registry = registry
+        self.broadcaster = broadcaster
+        self.tasks = tasks
+        self.paths = paths
+        self.instance = instance  # "PID.START" of this daemon, once its guardian started ("" before)
+        self.log = log
+        self.clock = clock
+        self.pending: lost_sessions.Settled | None = None
+
+    def open(self) -> list[str]:
+        """Open the store, mark the sessions of earlier daemons that were still running as lost, and
+        load the newest ended sessions (bounded by bytes, so start-up does not grow with history); the
+        sessions marked lost. Without a store (a full disk) the daemon still starts: ids continue from a
+        read-only look."""
+        recorder = self.registry.recorder
+        recorder.on_open, recorder.after_open = self.read, self.took
+        if not recorder.open():  # no store, or it cannot even be read and marked (a full disk)
+            self.registry.next_id = max(self.registry.next_id, 1 + max_session_number_readonly(self.paths.database))
+            return []
+        lost: list[str] = recorder.found[0]
+        self.took(recorder.found)
+        return lost
+
+    def read(self, store: Store) -> Found:
+        """When the store has just been opened (in the opening thread): mark the sessions earlier daemons
+        left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
+        live = set(self.registry.sessions)  # a copy taken at once: the event loop may add to it meanwhile
+        lost = store.mark_lost(self.clock(), keep=live)
+        try:
+            self.pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance())
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a report that cannot be read never keeps the store closed
+            self.log(f"cannot say how the lost sessions ended ({type(exc).__name__}: {exc}); they read as lost")
+        return lost, store.recent_sessions(RECENT_BYTES), store.max_session_number()
+
+    def took(self, found: Found) -> None:
+        """What `read` found, taken in on the event loop."""
+        _lost, rows, highest = found
+        self.registry.took_history(rows, highest)
+        if self.pending is not None and self.pending.sessions and self.tasks.running:
+            self.tasks.start_soon(self.settle)  # (at the daemon's start, serve starts it)
+
+    async def settle(self) -> None:
+        """Sessions an earlier daemon lost while its guardian was still stopping them: once that guardian is
+        done (at most lost.PENDING_WAIT), say again how they ended, in the store and to every console."""
+        pending, self.pending = self.pending, None
+        if pending is None or not pending.sessions:
+            return
+        with anyio.move_on_after(lost_sessions.PENDING_WAIT):
+            for guardian in pending.guardians:
+                await lost_sessions.gone(guardian)
+        store = self.registry.store
+        if store is None:
+            return
+
+        def again() -> list[dict[str, Any]]:
+            lost_sessions.settle(store, pending.sessions, str(self.paths.data), self.instance())
+            return [row for sid in pending.sessions if (row := store.session(sid)) is not None]
+
+        try:
+            rows = await anyio.to_thread.run_sync(again)
+        except StoreError as exc:
+            self.log(f"cannot say how the lost sessions {', '.join(pending.sessions)} ended: {exc}")
+            return
+        recent = self.registry.recent
+        for row in rows:
+            snap = row_snapshot(row)
+            if row["id"] in recent:
+                recent.replace(row["id"], snap)
+            self.broadcaster.broadcast("session", row["id"], snap, is_event=False)

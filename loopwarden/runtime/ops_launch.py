@@ -1,0 +1,138 @@
+"""The operations that start sessions: `run`, `adopt` and `restart`, each audited before it starts anything."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import psutil
+
+from ..paths import Paths
+from ..supervisor.config import ConfigError, load_config
+from .audit import AuditLog, warned
+from .commands import default_name, missing_program
+from .launcher import Launcher
+from .lifecycle import Shutdown, Tasks
+from .principal import Principal, agent_environment
+from .processes import adoption_refusal
+from .registry import SessionRegistry
+from .requests import AlreadyAudited, BadRequest, RequestError, adopt_request, request_note, run_request
+from .restarts import Restartable
+from .session import SessionSpec, minimal_env
+from .session_runs import SessionStarter
+
+
+class LaunchOperations:
+    """`op_run`, `op_adopt`, `op_restart`: checked, audited, then started (never once the daemon is stopping)."""
+
+    def __init__(self, paths: Paths, registry: SessionRegistry, launcher: Launcher, starter: SessionStarter,
+                 audit: AuditLog, shutdown: Shutdown, tasks: Tasks) -> None:
+        self.paths = paths
+        self.registry = registry
+        self.launcher = launcher
+        self.starter = starter
+        self.audit = audit
+        self.shutdown = shutdown
+        self.tasks = tasks
+
+    def _refuse_after_audit(self, who: Principal, sid: str, op: str) -> None:
+        """A shutdown that began while the audit row was written: the session never starts, and says so."""
+        if self.shutdown.begun:
+            self.audit.record(who, sid, op, None, None, "failed: the daemon began shutting down")
+            try:
+                self.shutdown.refuse_starts(op)
+            except RequestError as exc:
+                raise AlreadyAudited(str(exc), kind="daemon") from None
+
+    async def op_run(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self.shutdown.refuse_starts("run")
+        from ..sessions.registry import adapters
+
+        try:
+            spec_in = run_request(req.get("spec"), adapters())
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        command, env = spec_in.command, spec_in.env
+        try:
+            config = load_config(preset=spec_in.preset, file=spec_in.config_file, env=spec_in.config_env,
+                                 sets=spec_in.sets)
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        missing = missing_program(command[0], env.get("PATH"), spec_in.cwd)
+        if missing:
+            raise RequestError(missing)
+        sid = self.registry.new_id()
+        env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
+        await self.audit.before(who, sid, "run", " ".join(command)[:200], None, "started")
+        self._refuse_after_audit(who, sid, "run")
+        # named after the last await, so that two runs at once never both take a free name
+        asked = spec_in.name or default_name(command)[:80]
+        spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
+                           preset=config.preset, sets=spec_in.sets, task=spec_in.task)
+        return self.launcher.launch(spec, config, adapters()[spec_in.adapter]())
+
+    async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self.shutdown.refuse_starts("adopt")
+        try:
+            checked = adopt_request(req)
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        pid = checked.pid
+        refusal = adoption_refusal(pid, peer_pid=who.pid)
+        if refusal:
+            raise RequestError(refusal)
+        try:
+            config = load_config(preset=checked.preset, env={}, sets=checked.sets)
+        except ConfigError as exc:
+            raise RequestError(str(exc)) from None
+        try:
+            session = self.launcher.adopted(pid, config, checked.name)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            raise RequestError(f"no process {pid}") from None
+        except (PermissionError, psutil.AccessDenied):
+            raise RequestError(f"process {pid} belongs to another user") from None
+        sid = session.spec.id = self.registry.new_id()
+        await self.audit.before(who, sid, "adopt", str(pid), None, "watching")
+        self._refuse_after_audit(who, sid, "adopt")
+        asked = session.spec.name  # named after the last await, as in op_run
+        session.spec.name, renamed = self.registry.unique_name(asked)
+        self.starter.start(session)
+        return {"id": sid, "name": session.spec.name, **({"renamed_from": asked} if renamed else {})}
+
+    async def op_restart(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """Start the task of a launched session again, as a new session whose first message is a summary of
+        what failed; a session still running is stopped first."""
+        self.shutdown.refuse_starts("restart")
+        sid = await self.registry.resolve(req.get("session"))
+        old = self.registry.sessions.get(sid)
+        if old is not None:
+            task = Restartable(old.spec, old.config, *old.failed()) if old.restartable else None
+        else:
+            task = self.registry.restartable.get(sid)
+        task = self._task(sid, task, in_memory=old is not None)
+        from ..sessions.registry import adapters
+
+        note = request_note(req)
+        summary = task.summary(note)
+        adapter = adapters()[task.spec.adapter]()
+        if not adapter.preface(summary):
+            raise RequestError(f"session {sid} ({task.spec.adapter}) cannot take a first message, so a restart could "
+                               "not tell it what failed; start it again with 'loopwarden run' (see 'loopwarden "
+                               "adapters')")
+        new = self.registry.new_id()
+        warning = await self.audit.before(who, sid, "restart", new, summary[:500], "restarting", stops=True)
+        self._refuse_after_audit(who, new, "restart")
+        if old is not None and not old.final:
+            self.tasks.start_soon(old.kill, f"restarted as {new}" + (f": {note}" if note else ""))
+        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets))
+        started = self.launcher.launch(spec, task.config, adapter)
+        return warned({**started, "restarted": sid, "summary": summary}, warning)
+
+    @staticmethod
+    def _task(sid: str, task: Restartable | None, *, in_memory: bool) -> Restartable:
+        """What a restart starts again, or why it cannot."""
+        if task is not None:
+            return task
+        why = ("was not launched by loopwarden" if in_memory else
+               "is no longer in this daemon's memory (its environment is never stored)")
+        raise RequestError(f"session {sid} {why}; start its task again with 'loopwarden run'")
