@@ -19,6 +19,7 @@ from .base import Adapter
 from .claude_live import ClaudeCodeAdapter
 from .codex_app import CodexAppServerAdapter
 from .detect import AutoAdapter
+from .formats import FORMATS
 from .native import NativeAdapter
 from .observed import ClaudeStreamAdapter, CodexExecAdapter
 from .plain import PlainAdapter
@@ -78,3 +79,24 @@ def adapters() -> dict[str, type[Adapter]]:
 
 def names() -> list[str]:
     return list(adapters())
+
+
+def recordings() -> dict[str, type[Adapter]]:
+    """Recorded format -> the adapter that reads it (`replay_format`); a format two adapters name is the first's
+    (the built-in ones come first). The formats a recording's first lines are told by come first, in that order."""
+    found: dict[str, type[Adapter]] = {}
+    for cls in adapters().values():
+        if cls.replay_format is not None:
+            found.setdefault(cls.replay_format, cls)
+    order = {fmt: i for i, fmt in enumerate(FORMATS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def recording(fmt: str) -> type[Adapter]:
+    """The adapter that reads recordings in `fmt`; ValueError (one line) naming the formats there are."""
+    known = recordings()
+    cls = known.get(fmt)
+    if cls is None:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(known)}")
+    return cls
+
