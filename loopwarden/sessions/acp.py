@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -375,6 +375,15 @@ class AcpAdapter(Adapter):
     @classmethod
     def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:
         return AcpParser().parse_line
+
+    @classmethod
+    def known_agents(cls) -> list[str]:
+        return list(acp_agents.AGENTS)
+
+    @classmethod
+    def agent_words(cls, name: str, prompt: list[str], env: Mapping[str, str], cwd: str) -> list[str]:
+        """The agent's command found, its private layer's arguments, `--`, the prompt (sessions/acp_agents.py)."""
+        return acp_agents.shortcut_words(name, prompt, env, cwd)
 
     def _request(self, method: str, params: dict[str, Any]) -> bytes:
         self._ids += 1

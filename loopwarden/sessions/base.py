@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -105,6 +105,17 @@ class Adapter:
         """Environment variables to add for `command` (launch_command's result) on top of the user's `env`,
         started in `cwd`; `loopwarden run` and the console's launch dialog add them to the session's spec."""
         return {}
+
+    @classmethod
+    def known_agents(cls) -> list[str]:
+        """Agents it starts by name alone (`loopwarden run --agent NAME -- PROMPT`, the console's launch dialog)."""
+        return []
+
+    @classmethod
+    def agent_words(cls, name: str, prompt: list[str], env: Mapping[str, str], cwd: str) -> list[str]:
+        """The words `launch_command` takes to start the known agent `name` with `prompt`, in `cwd`. Raises
+        ValueError (one line) when it cannot be found."""
+        raise ValueError(f"the {cls.name} adapter knows no agent {name!r}")
 
     def command(self, argv: list[str]) -> list[str]:
         return list(argv)

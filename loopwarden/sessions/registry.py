@@ -11,6 +11,7 @@ fails to load is reported by `loopwarden adapters`, never raised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
@@ -18,7 +19,7 @@ from .acp import AcpAdapter
 from .base import Adapter
 from .claude_live import ClaudeCodeAdapter
 from .codex_app import CodexAppServerAdapter
-from .detect import AutoAdapter
+from .detect import AUTO, AutoAdapter
 from .formats import FORMATS
 from .native import NativeAdapter
 from .observed import ClaudeStreamAdapter, CodexExecAdapter
@@ -100,3 +101,37 @@ def recording(fmt: str) -> type[Adapter]:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(known)}")
     return cls
 
+
+def known_agents() -> dict[str, type[Adapter]]:
+    """Agent name -> the adapter that starts it by name alone (`run --agent NAME`); a name two adapters know is
+    the first's."""
+    found: dict[str, type[Adapter]] = {}
+    for cls in adapters().values():
+        for name in cls.known_agents():
+            found.setdefault(name, cls)
+    return found
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What `loopwarden run` and the console's launch dialog start."""
+
+    adapter: str
+    command: list[str]
+    env: dict[str, str]  # added to the user's environment
+
+
+def prepare_launch(adapter: str, words: list[str], env: Mapping[str, str], cwd: str, *,
+                   agent: str | None = None) -> Launch:
+    """The launch of `words` (what the user typed after `--`) by `adapter`, or of the known `agent`, `words` being
+    its prompt. Raises ValueError (one line) when it cannot be launched as asked."""
+    if agent is not None:
+        cls = known_agents().get(agent)
+        if cls is None:
+            raise ValueError(f"unknown agent {agent!r}; known: {', '.join(known_agents())}")
+        if adapter not in (AUTO, cls.name):
+            raise ValueError(f"--agent {agent} runs the {cls.name} adapter; leave out --adapter {adapter}")
+        adapter, words = cls.name, cls.agent_words(agent, words, env, cwd)
+    cls = adapters()[adapter]
+    command = cls.launch_command(words, dict(env))
+    return Launch(adapter, command, cls.launch_env(command, dict(env), cwd))

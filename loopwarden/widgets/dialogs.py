@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from ..paths import working_directory
-from ..sessions import acp_agents, registry
+from ..sessions import detect, registry
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
@@ -161,7 +161,8 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                known = [(f"acp: {n} (the command is the prompt)", f"agent:{n}") for n in acp_agents.AGENTS]
+                known = [(f"{cls.name}: {n} (the command is the prompt)", f"agent:{n}")
+                         for n, cls in registry.known_agents().items()]
                 yield Select([(a, a) for a in registry.names()] + known, value="auto", allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
@@ -196,18 +197,14 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             self.query_one("#command", Input).focus()
             return None
         env = dict(os.environ)
-        try:  # for an agent CLI the words are its arguments and prompt
+        agent = adapter.removeprefix("agent:") if adapter.startswith("agent:") else None
+        try:  # for an agent CLI the words are its arguments and prompt; for a known agent, the prompt
             cwd = working_directory()
-            if adapter.startswith("agent:"):  # a known ACP agent: the whole text is the prompt
-                command = acp_agents.shortcut_words(adapter.removeprefix("agent:"), command, env, cwd)
-                adapter = "acp"
-            cls = registry.adapters()[adapter]
-            command = cls.launch_command(command, env)
-            extra = cls.launch_env(command, env, cwd)
+            launch = registry.prepare_launch(detect.AUTO if agent else adapter, command, env, cwd, agent=agent)
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return None
-        return {"command": command, "adapter": adapter, "env_extra": extra, "cwd": cwd,
+        return {"command": launch.command, "adapter": launch.adapter, "env_extra": launch.env, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None}
 
