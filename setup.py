@@ -23,16 +23,21 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ENGINE = Path("loopwarden", "supervisor")
-# What is compiled: every guard, and what SessionHealth.observe runs for each event. The rest of the engine
-# runs once per session, verdict or configuration; three modules of the per-event path stay Python:
+# What is compiled: every guard, what SessionHealth.observe runs for each event, and a native line's typed reading
+# (typed_line.py). The rest of the engine runs once per session, verdict or configuration; three modules of the
+# per-event path stay Python:
 #   events.py  typed.py makes events with object.__new__ and stores their fields, which a native class refuses;
 #   typed.py   mypyc drops the class keywords of msgspec Structs (tag, kw_only, forbid_unknown_fields);
 #   lines.py   LineSplitter's overloaded __init__ (typed by its self) compiles to C that does not build.
-PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py", "kinds.py")
-# ... and what a live session runs per line it reads: its pipes, its judging and recording (routing.py, a mixin
-# of the daemon, crashes mypyc; store.py runs on the writer's thread, where SQLite's own C is most of it)
+PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py", "kinds.py",
+             "typed_line.py")
+# ... and what a live session runs per line it reads: its pipes, its parts (runtime/session/: reading, judging,
+# recording, carrying out; its package's __init__ stays Python, since a stale compiled package would still be
+# imported), the record path (routing.py, a mixin of the daemon, crashes mypyc; store.py runs on the writer's
+# thread, where SQLite's own C is most of it)
 RUNTIME = Path("loopwarden", "runtime")
-PER_LINE = ("session.py", "pipes.py", "records.py")
+PER_LINE = ("pipes.py", "records.py")
+SESSION = RUNTIME / "session"
 # The runtime imports what the build does not install (anyio, psutil, sqlite-utils...): their types are taken as
 # Any for the compile (the linter checks them); what the engine imports is in build-system.requires
 MYPY_OPTIONS = ("--ignore-missing-imports",)
@@ -47,7 +52,7 @@ PLACEHOLDER = Extension("loopwarden.supervisor._placeholder", sources=[])
 
 def compiled_sources() -> list[Path]:
     return sorted([*(ENGINE / name for name in PER_EVENT), *(ENGINE / "guards").glob("[!_]*.py"),
-                   *(RUNTIME / name for name in PER_LINE)])
+                   *(RUNTIME / name for name in PER_LINE), *SESSION.glob("[!_]*.py")])
 
 
 def _first_line(exc: BaseException, most: int = 160) -> str:

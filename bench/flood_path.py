@@ -10,7 +10,7 @@ chunks of tests/agents/paced_flood.py's lines, `--lines` per chunk, through stdo
 written the way the flusher writes them (`Recorder._take`, `Recorder._write`: one transaction),
 on this thread. Prints CPU time per line
 for the read side (split, parse, judge, record) and the store side (the transaction), the best of
-RUNS. `--held`: the lines are taken by the pump task (`_catch_up`), as when the daemon is behind and reads
+RUNS. `--held`: the lines are taken by the pump task (`OutputReader._catch_up`), as when the daemon is behind and reads
 long chunks. `--profile`: one run under cProfile, the top functions by their own time. Always exits 0.
 """
 
@@ -45,12 +45,19 @@ FLUSH_ROWS = 1000
 
 def read_stdout(session: LiveSession) -> Any:
     """The session's stdout reader, not connected: this bench hands it the chunks (older checkouts: the session)."""
+    if hasattr(session, "reader"):
+        return session.reader.read_stdout()
     if hasattr(session, "_read_stdout"):
         return session._read_stdout()
     # before runtime/pipes.py (main 2d20fc0 and earlier): the splitter _pump_output made
     session._splitter = LineSplitter(session._max_line(), session._open_long, STREAM_FROM)
     return SimpleNamespace(data_received=session._received, splitter=session._splitter, items=session._held_items,
                            take=session._take, held=False)
+
+
+def catch_up(session: LiveSession) -> Any:
+    """What takes a held pipe's lines: the reader's (older checkouts: the session's)."""
+    return session.reader._catch_up if hasattr(session, "reader") else session._catch_up
 
 
 def chunks(rounds: int, per_chunk: int) -> list[bytes]:
@@ -88,7 +95,7 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
         for session, pipe in zip(sessions, pipes, strict=True):
             if held and chunk is not data[0]:  # as when the daemon is behind: the pump task takes the lines
                 pipe.items.extend(pipe.splitter.feed(chunk))
-                await session._catch_up(pipe.items, pipe.take, None)
+                await catch_up(session)(pipe.items, pipe.take, None)
             else:
                 pipe.data_received(chunk)
         t1 = time.thread_time()
@@ -104,8 +111,9 @@ async def one_run(home: Path, n_sessions: int, rounds: int, per_chunk: int,
             store += time.thread_time() - t1
     for session, pipe in zip(sessions, pipes, strict=True):
         assert not pipe.held and session.health.state != "terminated", (pipe.held, session.health.state)
-        if session._progress_timer is not None:
-            session._progress_timer.cancel()
+        timer = session.journal.progress_timer if hasattr(session, "journal") else session._progress_timer
+        if timer is not None:
+            timer.cancel()
     store_ = recorder.store
     assert store_ is not None
     stored = store_.count("events")

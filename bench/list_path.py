@@ -69,8 +69,9 @@ def sessions(daemon: Daemon, n: int) -> None:
         sessions_of.sessions[sid] = session
         read_stdout(session).data_received(HELLO)
         session.resources = Resources(0.0, 9_000_000 + 4096 * i, 1, 4, [])
-        if session._progress_timer is not None:
-            session._progress_timer.cancel()
+        timer = session.journal.progress_timer if hasattr(session, "journal") else session._progress_timer
+        if timer is not None:
+            timer.cancel()
     if hasattr(router, "publish_dirty"):
         router.publish_dirty()
     else:

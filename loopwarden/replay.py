@@ -9,18 +9,19 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from .sessions.formats import FORMATS, HEAD_BYTES, HEAD_LINES, Guess, guess_format
+from .sessions.base import Adapter
+from .sessions.formats import HEAD_BYTES, HEAD_LINES, Guess, guess_format
+from .sessions.registry import recording
 from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
-from .supervisor.lines import LongLine, Oversized, first_read, line_limit, one_line, oversized_line, read_lines
+from .supervisor.lines import LongLine, Oversized, first_read, one_line, oversized_line, read_lines
 from .supervisor.longline import STREAM_FROM, streamed_event
-from .supervisor import typed
 from .runtime.spill import Spiller, SpillStream, spill_event
 from .supervisor.verdicts import Action, Verdict
 
-__all__ = ["FORMATS", "Replayer", "ReplaySummary", "WrongFormat", "choose_format", "iter_events", "open_recording"]
+__all__ = ["Replayer", "ReplaySummary", "WrongFormat", "choose_format", "iter_events", "open_recording"]
 
 
 class WrongFormat(ValueError):
@@ -58,31 +59,13 @@ class _Counted:
 
 
 def max_line_bytes(config: Config, fmt: str) -> int:
-    """The configured limit, or the format's default: recorded formats carry base64 images."""
-    return line_limit(config.limits.max_line_bytes, fmt)
+    """The configured limit, or the format's adapter's default: recorded formats carry base64 images."""
+    return config.limits.max_line_bytes or recording(fmt).line_bytes
 
 
 def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
-    """The function that turns one line of a format into events."""
-    if fmt == "native":
-        return lambda line, seq: [protocol.parse_line(line, seq)]
-    if fmt == "claude-code":
-        from .sessions.claude_code import ClaudeCodeParser
-
-        return ClaudeCodeParser().parse_line
-    if fmt == "codex":
-        from .sessions.codex import CodexParser
-
-        return CodexParser().parse_line
-    if fmt == "codex-app-server":
-        from .sessions.codex_app import AppServerParser
-
-        return AppServerParser().parse_line
-    if fmt == "acp":
-        from .sessions.acp import AcpParser
-
-        return AcpParser().parse_line
-    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    """The function that turns one line of a format into events: its adapter's (sessions/registry.py)."""
+    return recording(fmt).replay_parser()
 
 
 TextSink = Callable[[str], None]
@@ -90,55 +73,23 @@ TextSink = Callable[[str], None]
 
 def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None = None, *, array: bool | None = None,
                 sink: Callable[[int], TextSink | None] | None = None) -> Generator[Event, None, None]:
-    """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read (a native
+    """Every event of a stream, with over-long lines as InvalidLine; `tally` counts the lines read (a typed
     stream's once the reading ends, or the generator is closed).
 
-    `array`: the stream is one JSON array of records (claude-code only); None peeks at the stream.
+    `array`: the stream is one JSON array of records (a format whose adapter reads arrays); None peeks at it.
     A native tool_result whose output runs past STREAM_FROM bytes is read on in chunks and judged by its
     first part, size and digest; `sink(seq)` may give a function each piece of that text is passed to.
     """
     tally = tally if tally is not None else LineTally()
-    if fmt == "claude-code" and (array if array is not None else _starts_with_array(stream)):
-        yield from _array_events(stream, limit, tally)
+    source = recording(fmt)
+    if source.reads_arrays and (array if array is not None else _starts_with_array(stream)):
+        yield from _array_events(stream, source, limit, tally)
         return
-    if fmt == "native":
-        # protocol.parse_line is typed_event, else the careful path: typed_event's two steps done here save a
-        # call per line (a line they refuse is decoded twice, and explained)
-        typed_event, parse_native = typed.typed_event, protocol.parse_line
-        decode, event_of, refused = typed.decode_record, typed.EVENT_OF, typed.REFUSED
-        readline = stream.readline
-        first = first_read(limit, STREAM_FROM)
-        seq = ignored = 0
-        try:  # the tally is written once, when the reading ends or the reader is closed, not per line
-            while True:  # read_lines, with the common line (whole, within the limit, plainly valid) judged at once
-                raw = readline(first)
-                if not raw:
-                    return
-                seq += 1
-                if raw[-1] == 10 and len(raw) <= limit:  # a newline (msgspec skips it, or \r\n); raw is not empty
-                    try:
-                        record = decode(raw)
-                        event = event_of[type(record)](record, seq)
-                    except refused:
-                        event = None
-                    if event is not None:
-                        yield event  # a native line is always one event, an invalid one included
-                        continue
-                line = one_line(raw, readline, first, limit)  # blank, long, too long, or to be explained
-                if line is None:
-                    ignored += 1
-                    continue
-                if type(line) is bytes:
-                    yield typed_event(line, seq) or parse_native(line, seq)
-                elif type(line) is LongLine:
-                    yield streamed_event(seq, line, sink(seq) if sink else None)
-                    line.drain()
-                else:
-                    yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
-        finally:
-            tally.read, tally.judged = seq, seq - ignored
+    if source.typed_lines is not None:
+        yield from _typed_events(stream, source, limit, tally, sink)
+        return
     lines = read_lines(_Counted(stream, tally), limit)  # type: ignore[arg-type]  # only readline is used
-    parse = line_parser(fmt)
+    parse = source.replay_parser()
     for seq, line in lines:
         events = [oversized_line(seq, line, limit)] if type(line) is Oversized else parse(line, seq)  # type: ignore[arg-type]  # no LongLine without stream_from
         if events:
@@ -146,24 +97,55 @@ def iter_events(stream: BinaryIO, fmt: str, limit: int, tally: LineTally | None 
             yield from events
 
 
-def _array_events(stream: BinaryIO, limit: int, tally: LineTally) -> Iterator[Event]:
-    from .sessions.claude_code import ClaudeCodeParser, array_record, load_array
+def _typed_events(stream: BinaryIO, source: type[Adapter], limit: int, tally: LineTally,
+                  sink: Callable[[int], TextSink | None] | None) -> Iterator[Event]:
+    """The events of a format whose every line is one event: the common line (whole, within the limit, plainly
+    valid) read at once by the adapter's typed lines, any other by its parser (read_lines' reading, written out);
+    a long tool output read in chunks, when the adapter streams them. The tally is written once, when the reading
+    ends or the reader is closed, not per line."""
+    assert source.typed_lines is not None
+    typed = source.typed_lines.read
+    parse = source.replay_parser()
+    readline = stream.readline
+    first = first_read(limit, STREAM_FROM if source.streams_outputs else 0)
+    seq = ignored = 0
+    try:
+        while True:
+            raw = readline(first)
+            if not raw:
+                return
+            seq += 1
+            if raw[-1] == 10 and len(raw) <= limit:  # a newline (msgspec skips it, or \r\n); raw is not empty
+                read = typed(raw, seq)
+                if read is not None:
+                    yield read[0]
+                    continue
+            line = one_line(raw, readline, first, limit)  # blank, long, too long, or to be explained
+            if line is None:
+                ignored += 1
+            elif type(line) is bytes:
+                events = parse(line, seq)
+                if not events:
+                    ignored += 1
+                yield from events
+            elif type(line) is LongLine:
+                yield streamed_event(seq, line, sink(seq) if sink else None)
+                line.drain()
+            else:
+                yield oversized_line(seq, line, limit)  # type: ignore[arg-type]
+    finally:
+        tally.read, tally.judged = seq, seq - ignored
 
+
+def _array_events(stream: BinaryIO, source: type[Adapter], limit: int, tally: LineTally) -> Iterator[Event]:
     tally.unit = "records"
     data = stream.read(limit + 1)  # a JSON array (the claude-code-action fixture shape), bounded
     if len(data) > limit:
         tally.read = tally.judged = 1
         yield InvalidLine(seq=1, reason=f"JSON array longer than {limit:,} bytes", preview=protocol.preview(data))
         return
-    records = load_array(data)
-    if isinstance(records, InvalidLine):
-        tally.read = tally.judged = 1
-        yield records
-        return
-    parser = ClaudeCodeParser()
-    for seq, record in enumerate(records, 1):
+    for events in source.array_events(data):
         tally.read += 1
-        events = array_record(parser, record, seq)
         if events:
             tally.judged += 1
             yield from events

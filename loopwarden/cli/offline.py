@@ -5,13 +5,14 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any, BinaryIO
 
 import click
 import orjson
 
-from ..replay import FORMATS, Replayer, ReplaySummary, WrongFormat, choose_format, open_recording
+from ..replay import Replayer, ReplaySummary, WrongFormat, choose_format, open_recording
 from ..supervisor.config import Config, describe_keys, format_duration, load_config, redact_url
 from ..runtime.spill import Spiller
 from ..runtime.spill_bounds import SpillBounds, SpillLedger
@@ -20,9 +21,32 @@ from ..supervisor.visible import visible
 from ..paths import default_paths
 from .common import Fail, build_config, config_options
 
+class LaterChoice(click.Choice):
+    """A choice among values asked for only when the option is used or its help is shown: the formats come from
+    the adapter registry, which imports every adapter (`loopwarden config`, in this module too, needs none)."""
+
+    def __init__(self, values: Callable[[], Iterable[str]]) -> None:
+        self._values = values
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._values())
+
+    @choices.setter
+    def choices(self, value: tuple[str, ...]) -> None:
+        """(Set by click.Choice's constructor; the values are always read afresh.)"""
+
+
+def recorded_formats() -> list[str]:
+    from ..sessions.registry import recordings
+
+    return list(recordings())
+
+
 @click.command()
 @config_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+@click.option("--format", "fmt", type=LaterChoice(recorded_formats), default=None,
               help="Wire format of the recording  [default: told from its first lines]")
 @click.option("--summary-json", is_flag=True, help="Write the summary to stderr as one JSON object.")
 @click.option("--no-spill", is_flag=True, help="Report large outputs without writing spill files.")

@@ -12,7 +12,7 @@ import click
 from ..paths import working_directory
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
-from ..sessions import acp_agents, registry
+from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.visible import visible
 from .common import Fail, build_config, config_env, config_options, failure, operator_connection
@@ -33,7 +33,7 @@ from .live import _follow, _say_renamed
                    "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
                    "and the prompt last (docs/codex.md). "
                    "`loopwarden adapters` lists them all with what each can do.")
-@click.option("--agent", "acp_agent", type=click.Choice(list(acp_agents.AGENTS)),
+@click.option("--agent", "acp_agent", type=click.Choice(list(registry.known_agents())),
               help="A known ACP agent, COMMAND being the prompt: the same as --adapter acp with its command "
                    "(gemini --acp, opencode acp, claude-agent-acp) found on PATH or in the project's .agents "
                    "folder (docs/acp.md).")
@@ -80,13 +80,11 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     env = dict(os.environ)
     try:
         cwd = working_directory()
-        if acp_agent:
-            adapter, cmd = acp_agents.shortcut(acp_agent, cmd, env, cwd, adapter=adapter)
-        cls = registry.adapters()[adapter]
-        cmd = cls.launch_command(cmd, env)
-        env.update(cls.launch_env(cmd, env, cwd))
+        launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=acp_agent)
     except ValueError as exc:
         raise Fail(str(exc)) from None
+    adapter, cmd = launch.adapter, launch.command
+    env.update(launch.env)
     missing = missing_program(cmd[0], os.environ.get("PATH"), cwd)
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)

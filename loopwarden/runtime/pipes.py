@@ -3,7 +3,7 @@
 Output (`OutputPipe`): read through the loop's callbacks, each chunk split and its lines taken at once, in
 order, with no task switch per line. What must wait (a stop, the store's backpressure, a bug of ours)
 pauses the reading and leaves the rest to the session's pump task, which catches up and resumes it
-(runtime/session.py `_pump_output`).
+(runtime/session/reader.py `OutputReader`).
 
 Input (`InputPipe`): the agent's stdin, opened by the session's writer task with the first line it sends
 (most agents are never written to), each write waiting while the pipe is full."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -330,6 +331,7 @@ class AcpAdapter(Adapter):
     summary = "any Agent Client Protocol agent (gemini --acp, opencode acp, claude-agent-acp): vetoes by rejecting"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
+    replay_format = "acp"  # what an ACP agent writes on its stdout
 
     def __init__(self) -> None:
         super().__init__()
@@ -370,6 +372,19 @@ class AcpAdapter(Adapter):
     def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
         """A known agent's fixed variables and its private layer's (sessions/acp_agents.py)."""
         return acp_agents.launch_env(split_words(command)[0], env, cwd)
+
+    @classmethod
+    def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:
+        return AcpParser().parse_line
+
+    @classmethod
+    def known_agents(cls) -> list[str]:
+        return list(acp_agents.AGENTS)
+
+    @classmethod
+    def agent_words(cls, name: str, prompt: list[str], env: Mapping[str, str], cwd: str) -> list[str]:
+        """The agent's command found, its private layer's arguments, `--`, the prompt (sessions/acp_agents.py)."""
+        return acp_agents.shortcut_words(name, prompt, env, cwd)
 
     def _request(self, method: str, params: dict[str, Any]) -> bytes:
         self._ids += 1

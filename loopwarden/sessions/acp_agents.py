@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import acp_gemini
-from .base import AUTO
 
-ADAPTER = "acp"  # the adapter every known agent runs on (acp.py)
-CHOICE = "agent:"  # the launch dialog's value for a known agent: agent:NAME (beside the adapters' names)
 PROJECT_AGENTS = Path(__file__).resolve().parents[2] / ".agents"  # npm --prefix folder, git-ignored
 ENV_AGENTS_DIR = "LOOPWARDEN_AGENTS_DIR"  # another npm prefix folder to look in
 
@@ -110,25 +107,6 @@ def shortcut_words(name: str, prompt: list[str], env: Mapping[str, str], cwd: st
     if prompt and prompt[0] == "--":
         prompt = prompt[1:]
     return [binary, *agent.args, *agent.layer(env, cwd).args, "--", *prompt]
-
-
-def shortcut(name: str, prompt: list[str], env: Mapping[str, str], cwd: str, *,
-             adapter: str | None = None) -> tuple[str, list[str]]:
-    """The adapter and its words for `--agent NAME -- PROMPT` (see shortcut_words); `adapter`: one chosen
-    too, refused unless it is the default (chosen from the command) or this one. ValueError (one line)."""
-    if adapter not in (None, AUTO, ADAPTER):
-        raise ValueError(f"--agent {name} runs the {ADAPTER} adapter; leave out --adapter {adapter}")
-    return ADAPTER, shortcut_words(name, prompt, env, cwd)
-
-
-def choices() -> list[tuple[str, str]]:
-    """The known agents as a launch dialog offers them beside the adapters: (label, value)."""
-    return [(f"{ADAPTER}: {name} (the command is the prompt)", f"{CHOICE}{name}") for name in AGENTS]
-
-
-def chosen(value: str) -> str | None:
-    """The known agent a launch dialog's value names, or None (the value is an adapter's name)."""
-    return value.removeprefix(CHOICE) if value.startswith(CHOICE) else None
 
 
 def agent_of(command: list[str], env: Mapping[str, str]) -> AcpAgent | None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
 from ..supervisor.events import Event, Hello, ToolCall, ToolResult
 from ..supervisor.events import SpillResult
+from ..supervisor.lines import RECORDED_MAX_LINE_BYTES
 from ..supervisor.verdicts import Verdict
 
 
@@ -35,6 +38,19 @@ class Capability(enum.Flag):
     PROCESS_GROUP = enum.auto()  # owns the agent's process group: pause, resume and kill reach all of it
 
 
+@dataclass(frozen=True, slots=True)
+class TypedLines:
+    """How an adapter whose every line is one event reads a line on the per-line path, live and in replay.
+
+    `read(line, seq)`: a plainly valid line's event and the record it was decoded from; None for any other line,
+    which goes to the adapter's parser (`parse_stdout`, `replay_parser`) to be explained. A line read this way owes
+    the agent nothing (`Adapter.replies`). `stored(record, event)`: the event's stored JSON encoded from that record
+    (as `Event.to_dict` with its seq), or None to store it from the event."""
+
+    read: Callable[[bytes, int], tuple[Event, Any] | None]
+    stored: Callable[[Any, Event], bytes | None]
+
+
 def capability_names(caps: Capability) -> list[str]:
     """Lower-case names in declaration order, for snapshots, `loopwarden adapters` and the console."""
     return [c.name.lower() for c in Capability if c and c.name and c in caps]
@@ -49,6 +65,11 @@ class Adapter:
     summary = "observe only"  # one line for `loopwarden adapters`
     declared: ClassVar[Capability] = Capability.NONE  # the most it can do (some need the agent's consent)
     stop_grace = 0.0  # seconds the agent gets to exit by itself after its stop line, before SIGTERM
+    line_bytes: ClassVar[int] = RECORDED_MAX_LINE_BYTES  # the longest line read when limits.max_line_bytes is 0
+    typed_lines: ClassVar[TypedLines | None] = None  # lines read without a parser (see TypedLines)
+    streams_outputs: ClassVar[bool] = False  # a long tool output is read in chunks as it comes (supervisor/longline.py)
+    replay_format: ClassVar[str | None] = None  # the recorded format it reads, by name (`loopwarden replay --format`)
+    reads_arrays: ClassVar[bool] = False  # a recording may also be one JSON array of records (`array_events`)
 
     def __init__(self) -> None:
         self.handshake = False
@@ -87,6 +108,17 @@ class Adapter:
         started in `cwd`; `loopwarden run` and the console's launch dialog add them to the session's spec."""
         return {}
 
+    @classmethod
+    def known_agents(cls) -> list[str]:
+        """Agents it starts by name alone (`loopwarden run --agent NAME -- PROMPT`, the console's launch dialog)."""
+        return []
+
+    @classmethod
+    def agent_words(cls, name: str, prompt: list[str], env: Mapping[str, str], cwd: str) -> list[str]:
+        """The words `launch_command` takes to start the known agent `name` with `prompt`, in `cwd`. Raises
+        ValueError (one line) when it cannot be found."""
+        raise ValueError(f"the {cls.name} adapter knows no agent {name!r}")
+
     def command(self, argv: list[str]) -> list[str]:
         return list(argv)
 
@@ -96,6 +128,21 @@ class Adapter:
 
     def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
         raise NotImplementedError
+
+    def parsed(self, event: Event, raw: bytes) -> list[Event]:
+        """The events of a line read as `event` from `raw` (its typed lines' hello, a long line's first part)."""
+        return [event]
+
+    @classmethod
+    def replay_parser(cls) -> Callable[[bytes, int], list[Event]]:
+        """A parser for one recording in `replay_format`: one line to its events (an adapter with a format)."""
+        raise NotImplementedError(f"the {cls.name} adapter reads no recording")
+
+    @classmethod
+    def array_events(cls, data: bytes) -> Iterator[list[Event]]:
+        """Each record's events of a recording that is one JSON array (`data`, whole), in order; an array that
+        cannot be read is one record whose event says why (an adapter that `reads_arrays`)."""
+        raise NotImplementedError(f"the {cls.name} adapter reads no JSON array")
 
     def parse_stderr(self, line: bytes, seq: int) -> list[Event]:
         """stderr is logged, not judged, unless an adapter says otherwise."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,3 +231,15 @@ def array_record(parser: ClaudeCodeParser, record: Any, seq: int) -> list[ev.Eve
     if depth_exceeds(record):
         return [invalid(cut_deep(record), seq, TOO_DEEP)]
     return parser.feed(record, seq)
+
+
+def array_events(data: bytes) -> Iterator[list[ev.Event]]:
+    """Each record's events of a recording that is one JSON array (claude-code-action's fixtures); an array that
+    cannot be read is one record whose event says why."""
+    records = load_array(data)
+    if isinstance(records, ev.InvalidLine):
+        yield [records]
+        return
+    parser = ClaudeCodeParser()
+    for seq, record in enumerate(records, 1):
+        yield array_record(parser, record, seq)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,6 +346,7 @@ class CodexAppServerAdapter(Adapter):
     declared = (Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
                 | Capability.REWIND)
     stop_grace = 3.0  # after the interrupt and the end of stdin, seconds for the app-server to exit by itself
+    replay_format = "codex-app-server"  # what `codex app-server` writes on its stdout
 
     def __init__(self) -> None:
         super().__init__()
@@ -378,6 +380,10 @@ class CodexAppServerAdapter(Adapter):
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
         return launch_command(words, env)
+
+    @classmethod
+    def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:
+        return AppServerParser().parse_line
 
     def _request(self, method: str, params: dict[str, Any], text: str | None = None) -> bytes:
         self._ids += 1

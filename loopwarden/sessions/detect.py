@@ -118,7 +118,7 @@ QUIET = Choice("plain", "it printed nothing on stdout")
 
 class AutoAdapter(Adapter):
     """The default: a command known by its command line gets its adapter at launch; any other waits here
-    for its first stdout line (runtime/session.py hands the session over then)."""
+    for its first stdout line (runtime/session/reader.py hands the session over then)."""
 
     name = AUTO
     listed = 0

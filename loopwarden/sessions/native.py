@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..supervisor import protocol
 from ..supervisor.events import Event, Hello, InvalidLine, ToolCall, ToolResult
 from ..supervisor.events import SpillResult
+from ..supervisor.lines import DEFAULT_MAX_LINE_BYTES
+from ..supervisor.typed import stored_json
+from ..supervisor.typed_line import typed_record
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, TypedLines, line
 
 _TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,40})"')
 _CALL_ID = re.compile(rb'"call_id"\s*:\s*"([^"\\]{0,200})"')
@@ -20,6 +24,10 @@ class NativeAdapter(Adapter):
     agent = "native"
     summary = "loopwarden's JSONL protocol: verdicts and injections on stdin (docs/protocol.md)"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT  # veto and hold need the handshake
+    line_bytes = DEFAULT_MAX_LINE_BYTES
+    typed_lines = TypedLines(read=typed_record, stored=stored_json)  # msgspec's typed decoding (supervisor/typed.py)
+    streams_outputs = True
+    replay_format = "native"
 
     def __init__(self) -> None:
         super().__init__()
@@ -33,6 +41,10 @@ class NativeAdapter(Adapter):
 
     def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
         return self.parsed(protocol.parse_line(raw, seq), raw)
+
+    @classmethod
+    def replay_parser(cls) -> Callable[[bytes, int], list[Event]]:
+        return _replayed
 
     def parsed(self, event: Event, raw: bytes) -> list[Event]:
         """The events of a line parsed from `raw` (its first part, for a long line read in chunks: see
@@ -120,3 +132,8 @@ def _call_id(raw: bytes) -> str | None:
 
 def _block(call_id: str | None, seq: int, message: str) -> bytes:
     return line({"type": "verdict", "call_id": call_id, "seq": seq, "action": "block", "message": message})
+
+
+def _replayed(raw: bytes, seq: int) -> list[Event]:
+    """A recorded line's one event (the handshake and what answers it are a live agent's)."""
+    return [protocol.parse_line(raw, seq)]

@@ -8,11 +8,12 @@ acts on the process (SIGSTOP, SIGTERM). The launched adapters (`claude-code`, `c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 from ..supervisor.events import Event
 from .base import Adapter, Capability
-from .claude_code import ClaudeCodeParser
+from .claude_code import ClaudeCodeParser, array_events
 from .codex import CodexParser
 from .recorded import RecordParser
 
@@ -30,6 +31,10 @@ class ObservedAdapter(Adapter):
     def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
         return self.parser.parse_line(line, seq)
 
+    @classmethod
+    def replay_parser(cls) -> Callable[[bytes, int], list[Event]]:
+        return cls.parser_class().parse_line
+
 
 class ClaudeStreamAdapter(ObservedAdapter):
     name = "claude-stream"
@@ -37,6 +42,12 @@ class ClaudeStreamAdapter(ObservedAdapter):
     agent = "claude-code"
     summary = "Claude Code run as typed with --output-format stream-json: watched, no vetoes"
     parser_class = ClaudeCodeParser
+    replay_format = "claude-code"  # claude -p --output-format stream-json --verbose, or its JSON array
+    reads_arrays = True
+
+    @classmethod
+    def array_events(cls, data: bytes) -> Iterator[list[Event]]:
+        return array_events(data)
 
 
 class CodexExecAdapter(ObservedAdapter):
@@ -45,3 +56,4 @@ class CodexExecAdapter(ObservedAdapter):
     agent = "codex"
     summary = "`codex exec --json` run as typed: watched, no vetoes"
     parser_class = CodexParser
+    replay_format = "codex"

@@ -12,11 +12,13 @@ reported by `loopwarden adapters`, never raised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from .base import Adapter
+from .base import AUTO, Adapter
+from .formats import FORMATS
 from .hooks import DEFAULT_HOOK_AGENT, HookAdapter
 
 GROUP = "loopwarden.adapters"
@@ -118,3 +120,58 @@ def hook_adapter(agent: Any) -> HookAdapter:
     if cls is None:
         raise ValueError(f"unknown hook agent {str(agent)[:40]!r} ({' or '.join(known)})")
     return cls()
+
+
+def recordings() -> dict[str, type[Adapter]]:
+    """Recorded format -> the adapter that reads it (`replay_format`); a format two adapters name is the first's
+    (the built-in ones come first). The formats a recording's first lines are told by come first, in that order."""
+    found: dict[str, type[Adapter]] = {}
+    for cls in adapters().values():
+        if cls.replay_format is not None:
+            found.setdefault(cls.replay_format, cls)
+    order = {fmt: i for i, fmt in enumerate(FORMATS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def recording(fmt: str) -> type[Adapter]:
+    """The adapter that reads recordings in `fmt`; ValueError (one line) naming the formats there are."""
+    known = recordings()
+    cls = known.get(fmt)
+    if cls is None:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(known)}")
+    return cls
+
+
+def known_agents() -> dict[str, type[Adapter]]:
+    """Agent name -> the adapter that starts it by name alone (`run --agent NAME`); a name two adapters know is
+    the first's."""
+    found: dict[str, type[Adapter]] = {}
+    for cls in adapters().values():
+        for name in cls.known_agents():
+            found.setdefault(name, cls)
+    return found
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What `loopwarden run` and the console's launch dialog start."""
+
+    adapter: str
+    command: list[str]
+    env: dict[str, str]  # added to the user's environment
+
+
+def prepare_launch(adapter: str, words: list[str], env: Mapping[str, str], cwd: str, *,
+                   agent: str | None = None) -> Launch:
+    """The launch of `words` (what the user typed after `--`) by `adapter`, or of the known `agent`, `words` being
+    its prompt. Raises ValueError (one line) when it cannot be launched as asked."""
+    if agent is not None:
+        cls = known_agents().get(agent)
+        if cls is None:
+            raise ValueError(f"unknown agent {agent!r}; known: {', '.join(known_agents())}")
+        if adapter not in (AUTO, cls.name):
+            raise ValueError(f"--agent {agent} runs the {cls.name} adapter; leave out --adapter {adapter}")
+        adapter, words = cls.name, cls.agent_words(agent, words, env, cwd)
+    cls = adapters()[adapter]
+    command = cls.launch_command(words, dict(env))
+    return Launch(adapter, command, cls.launch_env(command, dict(env), cwd))

@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES, line_limit
+from .lines import DEFAULT_MAX_LINE_BYTES, RECORDED_MAX_LINE_BYTES
 
 __all__ = ["CUT_MARKER", "DEFAULT_MAX_LINE_BYTES", "MAX_DEPTH", "MAX_HOOK_INPUT_BYTES", "MAX_RECORD_DEPTH",
            "MAX_REQUEST_BYTES", "RECORDED_MAX_LINE_BYTES", "REPLY_ENVELOPE", "TOO_DEEP", "cut_deep",
-           "cut_deep_json", "cut_marker", "depth_exceeds", "kept_too_deep", "line_limit", "may_exceed_depth"]
+           "cut_deep_json", "cut_marker", "depth_exceeds", "kept_too_deep", "may_exceed_depth"]
 
 # 64 is the engine's canonicaliser limit, far beyond any real tool call (they nest a handful of
 # levels), shallow enough that a recursive walk of it costs nothing and every serialiser takes it.

@@ -359,6 +359,20 @@ class SessionHealth:
         for guard in self.guards:
             guard.human_reset(counter)
 
+    def started(self, now: float) -> None:
+        """The agent's process started at `now`: its runtime and its silence count from then."""
+        self.runtime.started_at = self.runtime.last_activity = now
+
+    def never_started(self) -> None:
+        """The agent could not be started: the session ends with no termination of its own, not even a kill asked
+        for while it was starting."""
+        self.termination = None
+
+    def supervisor_failed(self, text: str) -> None:
+        """The supervisor itself failed: the session ends as crashed, whatever it was ending for (a bug of ours,
+        not a rule's verdict: nothing is counted)."""
+        self.state, self.termination = TERMINATED, terminate("supervisor", Termination.CRASHED, text)
+
     def withdraw_termination(self) -> None:
         """A loop's end gave way to recovery (a rewind): the session runs on, its counters reset."""
         self.state = GATED if self.gates.pending() else RUNNING
@@ -391,6 +405,13 @@ class SessionHealth:
     # ---- views ----------------------------------------------------------
     def pending_gates(self) -> list[Gate]:
         return self.gates.pending()
+
+    def gate(self, gate_id: str) -> Gate | None:
+        """A gate, pending or decided (the last decided ones are kept), by its id."""
+        return self.gates.gates.get(gate_id)
+
+    def decided_gates(self) -> list[Gate]:
+        return [g for g in self.gates.gates.values() if not g.pending]
 
     def counters(self, now: float | None = None) -> list[Counter]:
         """Every counter against its limit; the clock's counters as of `now` when given (a live session)."""

@@ -340,13 +340,6 @@ class LineSplitter(Generic[Line]):
         return self._out(result)
 
 
-def line_limit(configured: int, fmt: str) -> int:
-    """limits.max_line_bytes, or its default for the format (0 = by format)."""
-    if configured:
-        return configured
-    return DEFAULT_MAX_LINE_BYTES if fmt == "native" else RECORDED_MAX_LINE_BYTES
-
-
 def oversized_line(seq: int, line: Oversized, limit: int) -> InvalidLine:
     """The validation failure an over-long line becomes."""
     from .events import InvalidLine

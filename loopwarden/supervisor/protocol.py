@@ -9,7 +9,7 @@ import orjson
 
 from . import events as ev
 from .bounds import TOO_DEEP, depth_exceeds, kept_too_deep, may_exceed_depth
-from .typed import typed_event
+from .typed_line import typed_event
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 120

@@ -230,9 +230,7 @@ _BUILD: dict[type[_Common], Callable[[Any, int], ev.Event | None]] = {
 # for bad UTF-8; RecursionError, msgspec's own bound on nesting; orjson.JSONDecodeError (a ValueError) in
 # `args` or `raw`. The builders raise nothing else.
 REFUSED = (msgspec.DecodeError, ValueError, RecursionError)
-# For a caller that judges many lines (replay): `EVENT_OF[type(record)](record, seq)` on `decode_record(line)`,
-# both inside one `try` that catches REFUSED, is `typed_event` for a bytes line, without a call per line.
-decode_record = _decode_record
+decode_record = _decode_record  # `EVENT_OF[type(record)](record, seq)` on it, catching REFUSED: typed_line.py
 EVENT_OF = _BUILD
 
 
@@ -262,12 +260,3 @@ def stored_json(record: Any, event: ev.Event) -> bytes | None:
     return text
 
 
-def typed_event(line: bytes | str, seq: int) -> ev.Event | None:
-    """The line's event when it is plainly valid, else None (the careful path decides and explains)."""
-    if type(line) is str and not line.isascii():
-        return None  # a str may hold lone surrogates, which orjson names
-    try:
-        record = _decode_record(line)
-        return _BUILD[type(record)](record, seq)
-    except REFUSED:
-        return None

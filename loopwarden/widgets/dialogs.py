@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from ..paths import working_directory
-from ..sessions import acp_agents, registry
+from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
@@ -162,8 +162,10 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                yield Select([(a, a) for a in registry.names()] + acp_agents.choices(), value=AUTO,
-                             allow_blank=False, id="adapter")
+                known = [(f"{cls.name}: {n} (the command is the prompt)", f"agent:{n}")
+                         for n, cls in registry.known_agents().items()]
+                yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
+                             id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             yield Input(placeholder="name (optional)", id="name")
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
@@ -186,7 +188,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         """The `run` spec from what was typed, or None after saying what is wrong."""
         text = self.query_one("#command", Input).value
         adapter = str(self.query_one("#adapter", Select).value)
-        agent = acp_agents.chosen(adapter)
+        agent = adapter.removeprefix("agent:") if adapter.startswith("agent:") else None
         try:
             command = [text.strip()] if agent else shlex.split(text)
         except ValueError as exc:
@@ -197,17 +199,13 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             self.query_one("#command", Input).focus()
             return None
         env = dict(os.environ)
-        try:  # for an agent CLI the words are its arguments and prompt
+        try:  # for an agent CLI the words are its arguments and prompt; for a known agent, the prompt
             cwd = working_directory()
-            if agent:  # a known ACP agent: the whole text is the prompt
-                adapter, command = acp_agents.shortcut(agent, command, env, cwd)
-            cls = registry.adapters()[adapter]
-            command = cls.launch_command(command, env)
-            extra = cls.launch_env(command, env, cwd)
+            launch = registry.prepare_launch(AUTO if agent else adapter, command, env, cwd, agent=agent)
         except ValueError as exc:
             self.query_one("#error", Label).update(str(exc))
             return None
-        return {"command": command, "adapter": adapter, "env_extra": extra, "cwd": cwd,
+        return {"command": launch.command, "adapter": launch.adapter, "env_extra": launch.env, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from loopwarden.sessions import acp_agents, acp_gemini
+from loopwarden.sessions import acp_agents, acp_gemini, registry
 from loopwarden.sessions.acp import AcpAdapter
 from loopwarden.widgets.dialogs import Launch
 from tests.acp.helpers import FAKE, report
@@ -59,6 +59,23 @@ def test_a_known_agent_gets_its_environment_whoever_typed_its_command(tmp_path: 
     assert AcpAdapter.launch_env(["node", "/n/claude-agent-acp/dist/index.js", "--", "go"], env, "/w") == {}
     assert acp_agents.agent_of(["node", "/n/claude-agent-acp/dist/index.js"], env) is acp_agents.AGENTS["claude-acp"]
     assert AcpAdapter.launch_env([PY, "agent.py", "--", "go"], env, "/w") == {}
+
+
+def test_a_known_agent_is_prepared_in_one_place_for_run_and_the_launch_dialog(tmp_path: Path) -> None:
+    """`run --agent` and the dialog's `agent:NAME` both ask the registry, which asks the adapter that knows it."""
+    env = {"LOOPWARDEN_GEMINI": "/x/gemini", "PATH": "", "LOOPWARDEN_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    assert registry.known_agents() == {name: AcpAdapter for name in acp_agents.AGENTS}
+    launch = registry.prepare_launch("auto", ["fix", "it"], env, "/w", agent="gemini")
+    words = acp_agents.shortcut_words("gemini", ["fix", "it"], env, "/w")
+    assert launch == registry.Launch("acp", AcpAdapter.launch_command(words, env), {"GEMINI_CLI_NO_RELAUNCH": "true"})
+    assert launch.command[-2:] == ["--", "fix it"]
+    assert registry.prepare_launch("acp", ["fix", "it"], env, "/w", agent="gemini") == launch
+    with pytest.raises(ValueError, match=r"^--agent gemini runs the acp adapter; leave out --adapter codex$"):
+        registry.prepare_launch("codex", ["go"], env, "/w", agent="gemini")
+    with pytest.raises(ValueError, match=r"^unknown agent 'nope'; known: gemini, opencode, claude-acp$"):
+        registry.prepare_launch("auto", ["go"], env, "/w", agent="nope")
+    plain = registry.prepare_launch("plain", ["make", "test"], env, "/w")
+    assert plain == registry.Launch("plain", ["make", "test"], {})
 
 
 def test_run_agent_gemini_starts_the_override_with_acp_and_its_environment(acp: Harness, tmp_path: Path) -> None:

@@ -14,12 +14,22 @@ from loopwarden.sessions.base import Adapter, Capability, capability_names
 PLUGIN = '''
 from loopwarden.sessions.base import Capability
 from loopwarden.sessions.plain import PlainAdapter
+from loopwarden.supervisor.events import UserMessage
 
 class EchoAdapter(PlainAdapter):
     name = "echo-agent"
     agent = "echo"
     summary = "a test adapter from another package"
     declared = Capability.INJECT
+
+class SaysAdapter(PlainAdapter):
+    name = "says"
+    summary = "a test adapter whose recordings are replayed: each line is what a person said"
+    replay_format = "says-lines"
+
+    @classmethod
+    def replay_parser(cls):
+        return lambda line, seq: [UserMessage(seq=seq, text=line.decode())] if line != b"-" else []
 '''
 
 
@@ -76,6 +86,26 @@ def test_run_accepts_a_third_party_adapter(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "loopwarden", "run", "--help"], capture_output=True, text=True,
                          env=env, timeout=60)
     assert "echo-agent" in out.stdout
+
+
+def test_a_third_party_adapters_recordings_are_replayed_by_its_own_parser(tmp_path: Path) -> None:
+    """A new agent is one module: the format it declares is one `replay --format` takes, read by its parser."""
+    (tmp_path / "plugin").mkdir()
+    path = _plugin(tmp_path / "plugin", {"says": "lw_plugin:SaysAdapter"})
+    recording = tmp_path / "said.txt"
+    recording.write_text("hello\n-\nagain\n")
+    env = {**os.environ, "PYTHONPATH": str(path), "LOOPWARDEN_HOME": str(tmp_path / "home")}
+    out = subprocess.run([sys.executable, "-m", "loopwarden", "replay", "--format", "says-lines", "--summary-json",
+                          "--no-spill", str(recording)], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stderr)
+    assert (summary["format"], summary["lines"], summary["ignored"]) == ("says-lines", 3, 1)
+    assert summary["by_type"] == {"user_message": 2}
+    known = registry.adapters()
+    assert registry.recordings() == {"native": known["native"],
+                                     "claude-code": known["claude-stream"],
+                                     "codex": known["codex-exec"],
+                                     "codex-app-server": known["codex"], "acp": known["acp"]}
 
 
 def test_stderr_colours_are_dropped_and_other_controls_kept() -> None:

@@ -1,5 +1,5 @@
 """`list` sends each session's snapshot as `status` shows it, and a change shows in the very next `list`: a guard
-for any cache of snapshots or of their encoding (runtime/session.py `snapshot`, registry.py, operations.py)."""
+for any cache of snapshots or of their encoding (runtime/session/view.py, registry.py, operations.py)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def test_list_sends_every_snapshot_as_status_shows_it_and_the_next_list_shows_a_
             for i in (1, 2, 3):
                 session = running(clock, f"s{i}", daemon.router.sink, daemon.recorder)
                 registry.sessions[session.spec.id] = session
-                session._read_stdout().data_received(HELLO)
-                if session._progress_timer is not None:
-                    session._progress_timer.cancel()
-                    session._progress_timer = None
+                session.reader.read_stdout().data_received(HELLO)
+                if session.journal.progress_timer is not None:
+                    session.journal.progress_timer.cancel()
+                    session.journal.progress_timer = None
             daemon.recorder.dropped["s2"] = 7
             ended = registry.sessions.pop("s3")
             ended.ended_at, ended.state = clock(), SessionState.EXITED
@@ -66,7 +66,7 @@ def test_list_sends_every_snapshot_as_status_shows_it_and_the_next_list_shows_a_
             assert [s["id"] for s in first] == ["s3", "s1", "s2"] and first[2]["dropped_events"] == 7
             clock.now += 1.5
             session = registry.sessions["s1"]
-            session.operator_paused = True  # a change the operator made: seen by the next list
+            session.agent_process.operator_paused = True  # a change the operator made: seen by the next list
             session.health.observe(ToolCall(seq=2, tool="sh", args={"cmd": "make"}), clock())
             session.resources = Resources(cpu_percent=12.5, rss=5 << 20, processes=2, open_files=6)
             daemon.recorder.dropped["s2"] = 9

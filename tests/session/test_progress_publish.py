@@ -1,5 +1,6 @@
-"""A live session publishes lines that only move its counts at most once per PROGRESS_SECONDS (runtime/session.py
-`_progress`), the last of them by a timer; a line with a verdict or a hello is published at once."""
+"""A live session publishes lines that only move its counts at most once per PROGRESS_SECONDS
+(runtime/session/journal.py `Journal.progress`), the last of them by a timer; a line with a verdict or a hello is
+published at once."""
 
 from __future__ import annotations
 
@@ -33,15 +34,15 @@ def test_counts_alone_are_published_once_then_by_a_timer() -> None:
     async def go() -> None:
         published: list[str] = []
         session = reading_session(published)
-        stdout = session._read_stdout()  # not connected: the test hands it chunks
+        stdout = session.reader.read_stdout()  # not connected: the test hands it chunks
         stdout.data_received(line(1))
         assert published.count("session") == 1  # the first: at once
         for i in range(2, 50):
             stdout.data_received(line(i))
         assert published.count("session") == 1 and "verdict" not in published  # counts alone, within the second
-        assert session._progress_timer is not None and session.health.events == 49
+        assert session.journal.progress_timer is not None and session.health.events == 49
         await until(lambda: published.count("session") == 2, timeout=10)  # the timer tells the rest
-        assert session._progress_timer is None
+        assert session.journal.progress_timer is None
 
     asyncio.run(go())
 
@@ -50,7 +51,7 @@ def test_a_hello_or_a_verdict_is_published_at_once() -> None:
     async def go() -> None:
         published: list[str] = []
         session = reading_session(published, ("repetition.max_identical_calls=1",))
-        stdout = session._read_stdout()  # not connected: the test hands it chunks
+        stdout = session.reader.read_stdout()  # not connected: the test hands it chunks
         stdout.data_received(line(1))
         stdout.data_received(b'{"type":"hello","name":"agent","handshake":false}\n')
         assert published.count("session") == 2  # a hello: at once
@@ -59,8 +60,8 @@ def test_a_hello_or_a_verdict_is_published_at_once() -> None:
         assert published.count("session") == 2  # no verdict yet (near miss): held
         stdout.data_received(call)
         assert "verdict" in published and published.count("session") == 3  # blocked: at once
-        if session._progress_timer is not None:
-            session._progress_timer.cancel()
+        if session.journal.progress_timer is not None:
+            session.journal.progress_timer.cancel()
 
     asyncio.run(go())
 

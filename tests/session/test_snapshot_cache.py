@@ -1,4 +1,4 @@
-"""A live session's snapshot is cached between changes (runtime/session.py `snapshot`): what it shows is
+"""A live session's snapshot is cached between changes (runtime/session/view.py): what it shows is
 always what a fresh build shows, the clock's fields move on their own, and any change is seen at once."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def running(clock: Clock) -> tuple[LiveSession, list[str]]:
 
 
 def fresh(session: LiveSession) -> dict[str, Any]:
-    snap = session._build_snapshot(session.clock())
-    snap["rate"] = session._rate_view(session.clock())
+    snap = session.view.build(session.clock())
+    snap["rate"] = session.judge.rate_view(session.clock())
     return snap
 
 
@@ -39,7 +39,7 @@ def test_the_cached_snapshot_is_what_a_fresh_build_shows_and_the_clock_moves_it(
     assert first == fresh(session) and list(first) == list(fresh(session))
     clock.now += 12.5  # nothing changed but the time: served from the cache, the clock's fields moved
     later = session.snapshot()
-    assert session._snap_cache is not None and later == fresh(session)
+    assert session.view.cache is not None and later == fresh(session)
     assert later["runtime"] == 12.5 and later["counters"]["runtime"][0] == 12.5
     assert later["counters"]["silence"][0] == 12.5 and first["counters"]["runtime"][0] == 0.0
     session.resources = Resources(cpu_percent=42.04, rss=1 << 20, processes=3, open_files=9)
@@ -56,7 +56,7 @@ def test_a_change_is_seen_at_once_published_or_not() -> None:
     assert after["events"] == before["events"] + 1 and after["tool_calls"] == 1 and after == fresh(session)
     session.spec.name = "renamed"
     assert session.snapshot()["name"] == "quiet"  # near miss: a change nobody published is not picked up...
-    session._publish()
+    session.journal.publish()
     assert session.snapshot()["name"] == "renamed" and published[-1] == "session"  # ... until it is
 
 
@@ -74,12 +74,12 @@ def test_moved_resources_are_published_from_the_cached_snapshot_and_a_change_is_
     clock = Clock()
     session, published = running(clock)
     session.snapshot()
-    cached = session._snap_cache
+    cached = session.view.cache
     session.resources = Resources(cpu_percent=87.5, rss=3 << 20, processes=2, open_files=4)
-    session._resources_moved()  # as the sampler does when the numbers moved
+    session.journal.resources_moved()  # as the sampler does when the numbers moved
     snap = session.snapshot()
-    assert published[-1] == "session" and session._snap_cache is cached  # published, not built again
+    assert published[-1] == "session" and session.view.cache is cached  # published, not built again
     assert snap == fresh(session) and snap["cpu_percent"] == 87.5 and snap["rss"] == 3 << 20
-    session._publish()  # near miss: any other change builds it again
+    session.journal.publish()  # near miss: any other change builds it again
     session.snapshot()
-    assert session._snap_cache is not cached
+    assert session.view.cache is not cached

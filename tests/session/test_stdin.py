@@ -1,5 +1,5 @@
-"""A live session's stdin (runtime/session.py): a pipe of the daemon's own, whose writer task starts with the first
-line queued for the agent. An agent never written to (a plain agent, killed) has no writer task to start, wake and
+"""A live session's stdin (runtime/session/writer.py): a pipe of the daemon's own, whose writer task starts with the
+first line queued for the agent. An agent never written to (a plain agent, killed) has no writer task to start, wake and
 end; lines reach the agent in order, an empty line closes its stdin, and a pipe the agent does not read waits
 (flow control) without holding up the session's end. Real agents, real pipes."""
 
@@ -34,7 +34,7 @@ def writer_tasks() -> list[asyncio.Task[Any]]:
 
 
 def running(session: LiveSession) -> Callable[[], bool]:
-    return lambda: session.state == SessionState.RUNNING and session._ticker_idle
+    return lambda: session.state == SessionState.RUNNING and session.ticker.idle
 
 
 def test_an_agent_never_written_to_has_no_writer_task() -> None:
@@ -61,9 +61,9 @@ def test_lines_reach_the_agent_in_order_and_an_empty_line_closes_its_stdin() -> 
         task = asyncio.create_task(session.run())
         await until(running(session))
         for i in range(3):
-            session._send(f"line {i}\n".encode())
+            session.writer.send(f"line {i}\n".encode())
         assert len(writer_tasks()) == 1
-        session._send(b"")  # closes stdin: the agent reads EOF and exits by itself
+        session.writer.send(b"")  # closes stdin: the agent reads EOF and exits by itself
         await asyncio.wait_for(task, 20)
         texts = [str(data.get("text") or data.get("line") or data) for kind, data in records if kind == "event"]
         shown = "\n".join(texts)
@@ -83,10 +83,10 @@ def test_a_full_stdin_waits_and_does_not_hold_up_the_end() -> None:
         await until(running(session))
         line = b"x" * 1023 + b"\n"
         for _ in range(400):  # 400 KiB: far more than a pipe holds (and under limits.stdin_backlog)
-            session._send(line)
-        await until(lambda: not session._writer_idle and len(session._out) > 0)
+            session.writer.send(line)
+        await until(lambda: not session.writer.idle and len(session.writer.out) > 0)
         await asyncio.sleep(0.2)
-        assert session._out, "the agent reads nothing: lines must still be waiting"
+        assert session.writer.out, "the agent reads nothing: lines must still be waiting"
         assert session.kill_soon("test")
         await asyncio.wait_for(task, 20)
         assert session.state == SessionState.TERMINATED and session.containment.emptied
@@ -105,9 +105,9 @@ def test_lines_for_an_agent_that_closed_its_stdin_are_dropped_and_counted() -> N
         task = asyncio.create_task(session.run())
         await until(lambda: any("closed" in str(data) for kind, data in records if kind == "event"))
         for i in range(5):
-            session._send(f"line {i}\n".encode())
+            session.writer.send(f"line {i}\n".encode())
             await asyncio.sleep(0.02)
-        await until(lambda: session.stdin_dropped > 0 and session._writer_idle)
+        await until(lambda: session.stdin_dropped > 0 and session.writer.idle)
         assert session.state == SessionState.RUNNING
         assert session.kill_soon("test")
         await asyncio.wait_for(task, 20)

@@ -1,6 +1,6 @@
-"""After an operator's kill has ended every process of a session, its ticker returns at once (runtime/session.py
-`_ticker`): nothing of the session runs or can start again, so there is no deadline left to tick for, and no
-wake-up, timer and cancel scope for it to spend at the end. Real agent, real pipe held by this test."""
+"""After an operator's kill has ended every process of a session, its ticker returns at once
+(runtime/session/ticker.py): nothing of the session runs or can start again, so there is no deadline left to tick
+for, and no wake-up, timer and cancel scope for it to spend at the end. Real agent, real pipe held by this test."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_the_ticker_returns_once_a_kill_has_ended_everything(tmp_path: Path) -> 
         held = fds[0]
         try:
             await until(lambda: any("handed over" in str(data) for kind, data in records if kind == "event"))
-            await until(lambda: session._ticker_idle)
+            await until(lambda: session.ticker.idle)
             assert len(ticker_tasks()) == 1
             assert session.kill_soon("test")
             await until(lambda: session.containment.emptied)

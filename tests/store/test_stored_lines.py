@@ -135,12 +135,12 @@ async def stored_rows(home: Path, lines_too: bool) -> tuple[list[tuple[Any, ...]
                           adapters()["native"](), sink=daemon.router.sink, records=recorder,
                           sink_rows=sink_rows if lines_too else None)
     session.pid, session.state = 4321, SessionState.RUNNING
-    stdout = session._read_stdout()
+    stdout = session.reader.read_stdout()
     for line in LINES:
         stdout.data_received(line + b"\n")
         assert not stdout.held
-    if session._progress_timer is not None:
-        session._progress_timer.cancel()
+    if session.journal.progress_timer is not None:
+        session.journal.progress_timer.cancel()
     assert len(encoded) > 60 if lines_too else not encoded  # most lines went the encoded way
     recorder.flush_now()
     assert recorder.store is not None
@@ -200,12 +200,12 @@ def _native_session(tmp_path: Path) -> tuple[LiveSession, Recorder]:
 def test_a_chunks_rows_are_queued_as_one_entry_and_stored_in_order(tmp_path: Path) -> None:
     async def go() -> None:
         session, recorder = _native_session(tmp_path)
-        stdout = session._read_stdout()
+        stdout = session.reader.read_stdout()
         stdout.data_received(b'{"type":"hello","name":"t","protocol":1}\n')
         chunk = b"".join(event_line(i, 1000.0 + i).encode() for i in range(12))
         stdout.data_received(chunk)
-        if session._progress_timer is not None:
-            session._progress_timer.cancel()
+        if session.journal.progress_timer is not None:
+            session.journal.progress_timer.cancel()
         entries = [e for e in recorder.lanes["s1"] if e[1] == "rows"]
         assert [[row[1] for row in e[2]] for e in entries] == [list(range(2, 14))]  # one entry, every line's row
         recorder.flush_now()
@@ -221,17 +221,17 @@ def test_a_line_for_the_agent_waits_for_the_rows_of_the_lines_before_it(tmp_path
     session for the chunk's end; the verdict line's mark must still cover it."""
     async def go() -> None:
         session, recorder = _native_session(tmp_path)
-        session._out_ready = anyio.Event()  # as run() sets it; the writer task is not started here
-        session._writer_started = True
-        stdout = session._read_stdout()
+        session.writer.ready = anyio.Event()  # as run() sets it; the writer task is not started here
+        session.writer.started = True
+        stdout = session.reader.read_stdout()
         stdout.data_received(b'{"type":"hello","name":"t","protocol":1,"handshake":true}\n')
         chunk = (b'{"type":"assistant_message","text":"reading"}\n'
                  b'{"type":"tool_call","tool":"read_file","args":{"path":"a.py"},"call_id":"c1"}\n'
                  b'{"type":"assistant_message","text":"waiting"}\n')
         stdout.data_received(chunk)
-        if session._progress_timer is not None:
-            session._progress_timer.cancel()
-        marks = [mark for mark, data in session._out if b'"verdict"' in data]
+        if session.journal.progress_timer is not None:
+            session.journal.progress_timer.cancel()
+        marks = [mark for mark, data in session.writer.out if b'"verdict"' in data]
         assert len(marks) == 1
         holding = [e[0] for e in recorder.lanes["s1"] if e[1] == "rows" and 3 in [row[1] for row in e[2]]]
         assert holding and holding[0] <= marks[0]  # the call's row (seq 3) is queued before the mark was taken

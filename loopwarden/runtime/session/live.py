@@ -1,0 +1,357 @@
+"""A live session: one launched agent, supervised by a few parts that each do one job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from ...sessions import detect
+from ...sessions.base import Adapter, Capability
+from ...supervisor.config import Config
+from ...supervisor.health import TERMINATED, SessionHealth
+from ...supervisor.verdicts import SessionState, Termination, Verdict
+from ..containment import Containment
+from ..opinion import SecondOpinion
+from ..principal import Claim
+from ..procfs import ProcTable
+from ..spill import Spiller
+from .agent import Agent
+from .controls import OperatorControls
+from .interventions import Interventions
+from .journal import Journal
+from .judge import Judge
+from .process import AgentProcess
+from .reader import OutputReader
+from .recovery import Recovery
+from .sampling import Sampler
+from .spec import Records, Resources, RowsSink, SessionSpec, Sink, minimal_env
+from .spills import Spills
+from .tasks import Tasks, Wake
+from .ticker import Ticker
+from .view import SnapshotView
+from .writer import InputWriter
+
+
+class LiveSession:
+    """Runs one agent process and drives a SessionHealth with its output, live.
+
+    The parts, each with one job: the process and its group (`agent_process`), the adapter it is spoken to through
+    (`agent`), its output read and decoded (`reader`), each event judged and recorded (`judge`, `journal`), the
+    verdicts carried out (`interventions`, `spills`, `recovery`), its stdin (`writer`), the clock (`ticker`), its
+    resources (`sampler`), the operator's operations (`controls`) and its snapshot (`view`). This class starts
+    them and is what the daemon holds."""
+
+    hook_key: str | None = None  # launched, not attached by hooks
+    restartable = True  # started by loopwarden: `restart` starts its task again
+    counts_loops = True
+
+    def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
+                 spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
+                 clock: Callable[[], float] = time.time, records: Records | None = None,
+                 containment: Containment | None = None, sink_rows: RowsSink | None = None) -> None:
+        sid = spec.id
+        self.spec = spec
+        self.clock = clock
+        self.spiller = spiller
+        self.health = health = SessionHealth(config, started_at=clock())
+        self.journal = journal = Journal(sid, health, sink, sink_rows, clock)
+        self.agent = agent = Agent(adapter, spec, rows=sink_rows is not None)
+        self.agent_process = process = AgentProcess(sid, containment or Containment(sid), journal, clock,
+                                                    on_group or (lambda pgid, alive: None))
+        self.tasks = tasks = Tasks()
+        self.wake = wake = Wake()
+        # the daemon's environment holds the API key; secrets of both environments are kept out of prompts
+        self.opinion, self._opinion_off = SecondOpinion.create(config.opinion, os.environ, spec.env)
+        self.spills = spills = Spills(spiller, journal)
+        self.writer = writer = InputWriter(sid, agent, health, journal, process, records, tasks, wake)
+        self.interventions = interventions = Interventions(sid, agent, health, journal, writer, process, spills,
+                                                           tasks, wake, self.opinion, clock)
+        self.recovery = recovery = Recovery(agent, health, journal, writer, interventions, wake, clock)
+        self.judge = judge = Judge(health, journal, agent, spills, recovery, self.opinion, clock)
+        self.reader = OutputReader(sid, agent, health, journal, judge, interventions, writer, spills, records)
+        self.sampler = sampler = Sampler(process, health, journal, wake, clock)
+        self.ticker = ticker = Ticker(health, journal, process, writer, sampler, interventions, tasks, wake, clock)
+        self.controls = OperatorControls(spec, agent, health, journal, writer, process, interventions, ticker, tasks,
+                                         wake, clock)
+        self.view = SnapshotView(self)
+
+    # ---- lifecycle --------------------------------------------------------
+    async def run(self) -> None:
+        """Start the process and supervise it until it ends; never raises for the agent's faults."""
+        agent, spec, process = self.agent, self.spec, self.agent_process
+        agent.adapter.cwd = spec.cwd or os.getcwd()  # the agent's, absolute (the CLI sends its own cwd)
+        by_command = detect.by_command(spec.command, spec.env) if agent.choosing else None
+        if by_command is not None:  # it waits for its client to speak first: no line will tell
+            self.reader.choose(by_command, final=True, announce=False)
+        no_stdin = detect.stdin_unused(spec.command) if agent.choosing else None
+        argv = agent.adapter.command(spec.command)
+        env = spec.env or minimal_env()  # the client's environment only, never the daemon's
+        try:
+            pipes = await process.launch(argv, env, spec.cwd)
+        except (OSError, ValueError) as exc:
+            process.not_started()
+            self.health.never_started()
+            self.journal.report(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}")
+            self.journal.publish()
+            return
+        self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin
+        assert process.pid is not None and process.started_at is not None
+        self.sampler.started(process.pid)
+        self.health.started(process.started_at)
+        for said in (by_command.line() if by_command else None, f"stdin closed: {no_stdin}" if no_stdin else None,
+                     self._opinion_off):
+            if said:
+                self.journal.report(said)
+        self.journal.publish()
+        try:
+            await self._supervise(close_stdin=no_stdin is not None)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: stop the agent, never leave it unwatched
+            await self._crashed(exc)
+        finally:
+            await self._wind_up()
+        process.gone()
+        if agent.choosing:
+            self.reader.choose(detect.QUIET, final=True)
+        process.settle(terminated=self.health.state == TERMINATED, failed=agent.adapter.failure is not None)
+        self.journal.publish()
+
+    async def _supervise(self, close_stdin: bool) -> None:
+        self.writer.ready = anyio.Event()
+        try:
+            await self._supervise_in_group(close_stdin)
+        finally:
+            self.tasks.group = None  # closed: nothing may be started in it (a stop line queued on a crash)
+
+    async def _supervise_in_group(self, close_stdin: bool) -> None:
+        sid, tasks, writer, process = self.spec.id, self.tasks, self.writer, self.agent_process
+        async with anyio.create_task_group() as tg:
+            tasks.group = tg
+            for data in self.agent.adapter.start_lines():
+                writer.send(data)
+            if close_stdin:
+                writer.send(b"")
+            tg.start_soon(self.ticker.run, name=f"{sid} _ticker")  # named: compiled methods have no __qualname__
+            if self.agent.choosing:
+                tasks.start_other(self.reader.choose_if_silent, name=f"{sid} _choose_if_silent")
+            pumps_done = asyncio.get_running_loop().create_future()
+            tg.start_soon(self.reader.pump, pumps_done, name=f"{sid} _pumps")
+            kill = self.interventions.kill_requested
+            if kill is not None:  # a kill that came while the process was starting
+                tasks.start_other(self.interventions.stop, self.health.termination_reason or Termination.OPERATOR,
+                                  kill, name=f"{sid} stop")
+            await process.exited()
+            await process.kill_leftovers(self.config.limits.kill_grace)  # nothing the agent started writes on
+            await self.reader.drain(pumps_done)
+            tasks.finishing = True
+            # the stdin writer and the ticker, when they wait for nothing but a wake-up, return by themselves
+            # and the task group ends without a cancellation to deliver; a drain given up leaves the pumps
+            # waiting for an EOF that may never come: they are cancelled
+            if pumps_done.done() and writer.idle and self.ticker.idle and not tasks.others:
+                assert writer.ready is not None
+                writer.ready.set()
+                self.wake.set()
+            else:
+                tg.cancel_scope.cancel()
+        await self.ticker.kill_if_asked()  # asked of the ticker, which was cancelled before it got to it
+
+    async def _crashed(self, exc: Exception) -> None:
+        """A bug of ours stopped supervision: the agent is stopped, never left unwatched."""
+        self.journal.report(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent")
+        self.health.supervisor_failed(f"session terminated: the supervisor failed ({exc})")
+        with anyio.CancelScope(shield=True):
+            await self.interventions.stop(Termination.CRASHED, "the supervisor failed", again=True)
+            process = self.agent_process.process
+            assert process is not None
+            await process.wait()
+
+    async def _wind_up(self) -> None:
+        """The pipes no part took are closed, and whatever of the session still runs is ended."""
+        process = self.agent_process
+        self.reader.close_fds()
+        self.writer.close_fd()
+        self.journal.stop_progress()  # the final publish tells everything
+        if process.containment.emptied and self.opinion is None:  # the usual end: nothing left to wait for
+            process.containment.release()
+            process.group_done()
+        else:
+            with anyio.CancelScope(shield=True):
+                await process.kill_leftovers(self.config.limits.kill_grace)
+                process.group_done()
+                if self.opinion is not None:
+                    await self.opinion.aclose()
+
+    # ---- what the daemon asks and does ------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a console or `status` shows about this session."""
+        return self.view.snapshot()
+
+    def claims(self) -> list[Claim]:
+        """While it runs, the agent's process group and session (it leads both) and its descendants are its."""
+        return self.agent_process.claims()
+
+    def observe(self, table: ProcTable) -> None:
+        """Remember the processes that left the group (see containment.py); `sample` measures from `table`."""
+        self.agent_process.containment.observe(table)
+        self.sampler.observe(table)
+
+    async def sample(self, children: dict[int, list[int]] | None = None) -> None:
+        """Refresh CPU, memory and the process tree, and judge the resource limits (Sampler.sample)."""
+        if self.pid is None or self.final:
+            return
+        self.sampler.sample(children)
+
+    def failed(self) -> tuple[str | None, str | None, list[str]]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
+        ended = self.health.termination.reason if self.health.termination else self.adapter.failure
+        last = self.journal.last_intervention
+        return ended, (last.message or last.reason) if last else None, list(self.judge.errors)
+
+    def reconfigure(self, config: Config) -> None:
+        self.controls.reconfigure(config)
+
+    async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
+        return await self.controls.decide(gate_id, approve, by, note)
+
+    def grant(self, note: str | None) -> Verdict:
+        return self.controls.grant(note)
+
+    def reset(self, counter: str | None) -> None:
+        self.controls.reset(counter)
+
+    def inject(self, text: str) -> bool:
+        return self.controls.inject(text)
+
+    def pause(self) -> None:
+        self.controls.pause()
+
+    def resume(self) -> None:
+        self.controls.resume()
+
+    def rewind(self, turns: int, note: str | None, *, by: str = "operator") -> Verdict:
+        return self.recovery.rewind(turns, note, by=by)
+
+    def kill_soon(self, note: str | None = None) -> bool:
+        return self.controls.kill_soon(note)
+
+    async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
+        await self.interventions.kill(note, daemon_stopping=daemon_stopping)
+
+    def kill_now(self) -> None:
+        self.agent_process.kill_now()
+
+    # ---- what the daemon reads -------------------------------------------------------
+    @property
+    def capabilities(self) -> Capability:
+        return self.agent.capabilities
+
+    @property
+    def final(self) -> bool:
+        return self.agent_process.final
+
+    @property
+    def config(self) -> Config:
+        """The session's settings, as the engine judges by them."""
+        return self.health.config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self.controls.reconfigure(config)
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.agent.adapter
+
+    @property
+    def state(self) -> SessionState:
+        return self.agent_process.state
+
+    @state.setter
+    def state(self, state: SessionState) -> None:
+        self.agent_process.state = state
+
+    @property
+    def pid(self) -> int | None:
+        return self.agent_process.pid
+
+    @pid.setter
+    def pid(self, pid: int | None) -> None:
+        self.agent_process.pid = pid
+
+    @property
+    def process(self) -> Process | None:
+        return self.agent_process.process
+
+    @property
+    def containment(self) -> Containment:
+        return self.agent_process.containment
+
+    @property
+    def created_at(self) -> float:
+        return self.agent_process.created_at
+
+    @property
+    def started_at(self) -> float | None:
+        return self.agent_process.started_at
+
+    @started_at.setter
+    def started_at(self, at: float | None) -> None:
+        self.agent_process.started_at = at
+
+    @property
+    def ended_at(self) -> float | None:
+        return self.agent_process.ended_at
+
+    @ended_at.setter
+    def ended_at(self, at: float | None) -> None:
+        self.agent_process.ended_at = at
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.agent_process.exit_code
+
+    @property
+    def stopping(self) -> bool:
+        return self.agent_process.stopping
+
+    @stopping.setter
+    def stopping(self, stopping: bool) -> None:
+        self.agent_process.stopping = stopping
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic; set when the daemon stops: every wait ends there."""
+        return self.agent_process.deadline
+
+    @deadline.setter
+    def deadline(self, at: float | None) -> None:
+        self.agent_process.deadline = at
+
+    @property
+    def resources(self) -> Resources:
+        return self.sampler.resources
+
+    @resources.setter
+    def resources(self, resources: Resources) -> None:
+        self.sampler.resources = resources
+
+    @property
+    def tool_calls(self) -> int:
+        return self.judge.tool_calls
+
+    @tool_calls.setter
+    def tool_calls(self, n: int) -> None:
+        self.judge.tool_calls = n
+
+    @property
+    def stdin_dropped(self) -> int:
+        return self.writer.dropped
+
+    @property
+    def drain_abandoned(self) -> bool:
+        return self.reader.drain_abandoned
