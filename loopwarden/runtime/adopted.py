@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import signal
 import time
@@ -47,8 +49,7 @@ class AdoptedSession:
         self.created_at = clock()
         self.process_started_at = self.process.create_time()
         self.started_at = self.created_at  # limits count from adoption, not from the process's birth
-        self.health = SessionHealth(config, started_at=self.started_at)
-        self.health.runtime.cfg = _no_stall(config)
+        self.health = SessionHealth(_no_stall(config), started_at=self.started_at)
         self.state = SessionState.RUNNING
         self.ended_at: float | None = None
         self.exit_code: int | None = None
@@ -93,8 +94,7 @@ class AdoptedSession:
     def reconfigure(self, config: Config) -> None:
         """New limits from `loopwarden set`, taken on the next poll (still no stall: it has no events)."""
         self.config = config
-        self.health.reconfigure(config)
-        self.health.runtime.cfg = _no_stall(config)
+        self.health.reconfigure(_no_stall(config))
         self._publish()
 
     def pause(self) -> None:
@@ -201,10 +201,10 @@ class AdoptedSession:
             cpu_percent=round(r.cpu_percent, 1), rss=r.rss, processes=r.processes).to_dict()
 
 
-def _no_stall(config: Config) -> Any:
-    from dataclasses import replace
-
-    return replace(config.limits, stall_timeout=0.0)  # an adopted process has no events to be silent about
+def _no_stall(config: Config) -> Config:
+    """The limits an adopted process is judged by: the operator's, without the stall (it has no events to be
+    silent about)."""
+    return replace(config, limits=replace(config.limits, stall_timeout=0.0))
 
 
 def _send(proc: psutil.Process, sig: int) -> None:

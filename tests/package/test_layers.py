@@ -81,8 +81,6 @@ def test_relative_imports_resolve_to_their_rooms() -> None:
 # session's or an adapter's class, or switch on an agent's name. What is scanned: runtime/, cli/, widgets/, web/
 # and replay.py.
 UPPER = ("runtime", "cli", "widgets", "web")
-# Exempt while the "session" part of issue 30 cleans them (the native decoding shared by live and replay);
-# this list is emptied when that part is merged.
 EXEMPT: dict[str, str] = {}  # a module allowed to switch on a type or name, and why (none now)
 GENERIC = {"any", "command", "process", ""}  # defaults and kinds that name no agent
 
