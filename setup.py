@@ -33,8 +33,8 @@ PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py",
              "typed_line.py")
 # ... and what a live session runs per line it reads: its pipes, its parts (runtime/session/: reading, judging,
 # recording, carrying out; its package's __init__ stays Python, since a stale compiled package would still be
-# imported), the record path (routing.py, a mixin of the daemon, crashes mypyc; store.py runs on the writer's
-# thread, where SQLite's own C is most of it)
+# imported), and the record path (records.py; store.py runs on the writer's thread, where SQLite's own C is
+# most of it)
 RUNTIME = Path("loopwarden", "runtime")
 PER_LINE = ("pipes.py", "records.py")
 SESSION = RUNTIME / "session"
