@@ -63,11 +63,6 @@ def max_line_bytes(config: Config, fmt: str) -> int:
     return config.limits.max_line_bytes or recording(fmt).line_bytes
 
 
-def line_parser(fmt: str) -> Callable[[bytes, int], list[Event]]:
-    """The function that turns one line of a format into events: its adapter's (sessions/registry.py)."""
-    return recording(fmt).replay_parser()
-
-
 TextSink = Callable[[str], None]
 
 

@@ -33,16 +33,16 @@ from .live import _follow, _say_renamed
                    "codex: Codex through `codex app-server`, COMMAND being codex options (-c key=value, -m, -s, -C) "
                    "and the prompt last (docs/codex.md). "
                    "`loopwarden adapters` lists them all with what each can do.")
-@click.option("--agent", "acp_agent", type=click.Choice(list(registry.known_agents())),
-              help="A known ACP agent, COMMAND being the prompt: the same as --adapter acp with its command "
-                   "(gemini --acp, opencode acp, claude-agent-acp) found on PATH or in the project's .agents "
-                   "folder (docs/acp.md).")
+@click.option("--agent", "known_agent", type=click.Choice(list(registry.known_agents())),
+              help="An agent an adapter starts by name alone, COMMAND being the prompt: today the ACP agents, "
+                   "the same as --adapter acp with their command (gemini --acp, opencode acp, claude-agent-acp) "
+                   "found on PATH or in the project's .agents folder (docs/acp.md).")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        acp_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
+        known_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
     Without --adapter, loopwarden chooses from what the agent does and says
@@ -80,7 +80,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     env = dict(os.environ)
     try:
         cwd = working_directory()
-        launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=acp_agent)
+        launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=known_agent)
     except ValueError as exc:
         raise Fail(str(exc)) from None
     adapter, cmd = launch.adapter, launch.command

@@ -40,7 +40,7 @@ class EarlierSessions:
         recorder = self.registry.recorder
         recorder.on_open, recorder.after_open = self.read, self.took
         if not recorder.open():  # no store, or it cannot even be read and marked (a full disk)
-            self.registry.next_id = max(self.registry.next_id, 1 + max_session_number_readonly(self.paths.database))
+            self.registry.ids_after(max_session_number_readonly(self.paths.database))
             return []
         lost: list[str] = recorder.found[0]
         self.took(recorder.found)

@@ -24,7 +24,7 @@ async def gate_ref(registry: SessionRegistry, ref: Any) -> tuple[Supervised, str
         if session is None or session.final:
             await ended_gate(registry, sid, session, gate_id)
         return session, gate_id
-    owners = [s for s in sessions.values() if not s.final and ref in s.health.gates.gates]
+    owners = [s for s in sessions.values() if not s.final and s.health.gate(ref) is not None]
     if len(owners) > 1:
         shown = ", ".join(f"{s.spec.id}:{ref}" for s in owners[:8])
         raise RequestError(f"gate {ref!r} is pending in several sessions ({shown}); use SESSION:GATE")
@@ -46,7 +46,7 @@ async def ended_gate(registry: SessionRegistry, sid: str, session: Supervised | 
     """Refuse a decision on a gate of an ended session, saying how the gate was decided if it was. An
     ended session still in memory knows (its last records may not be stored yet); else the store does."""
     if session is not None:
-        gate = session.health.gates.gates.get(gate_id)
+        gate = session.health.gate(gate_id)
         status, by = (gate.status, gate.decided_by) if gate is not None else ("pending", None)
     else:  # rare: it has left memory, its records all stored
         store = registry.store

@@ -188,7 +188,7 @@ class HookedSession:
             self.sink("verdict", self.spec.id, {**verdict.to_dict(), "ts": now})
             if verdict.action in _TEXT_ACTIONS and verdict.message:
                 self._queue(verdict.message, essential=verdict.rule == "operator")
-        for gate in self.health.gates.gates.values():  # opened or decided since the last time
+        for gate in self.health.all_gates():  # opened or decided since the last time
             if self._gates_stored.get(gate.id) != gate.status:
                 self._gates_stored[gate.id] = gate.status
                 self.sink("gate", self.spec.id, gate.to_dict())

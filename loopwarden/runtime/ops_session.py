@@ -42,7 +42,7 @@ class SessionOperations:
         cannot = refusal(session, verb)
         if cannot:
             raise RequestError(cannot)
-        gate = session.health.gates.gates.get(gate_id)
+        gate = session.health.gate(gate_id)
         if gate is None:
             raise RequestError(f"no gate {ref} (see 'loopwarden gates')")
         if not gate.pending:

@@ -150,12 +150,20 @@ class SessionRegistry:
         self.next_id += 1
         return sid
 
+    def ids_after(self, highest: int) -> None:
+        """Ids go on after `highest` (a number an earlier daemon gave)."""
+        self.next_id = max(self.next_id, 1 + highest)
+
+    def add(self, session: Supervised) -> None:
+        """A session starts: held, and found by its id, until it is released."""
+        self.sessions[session.spec.id] = session
+
     def took_history(self, rows: list[dict[str, Any]], highest: int) -> None:
         """The newest ended sessions the store holds, and the highest id it has given, taken in."""
         for row in rows:
             if row["id"] not in self.sessions:
                 self.recent.add(row["id"], row_snapshot(row))
-        self.next_id = max(self.next_id, 1 + highest)
+        self.ids_after(highest)
 
     def on_release(self, forget: Callable[[str, Supervised | None], None]) -> None:
         """Have `forget` called with each session that leaves memory (what another part keeps of it)."""

@@ -25,7 +25,7 @@ class SessionStarter:
 
     def start(self, session: Supervised) -> None:
         sid = session.spec.id
-        self.registry.sessions[sid] = session
+        self.registry.add(session)
         self.router.mark(sid)
         self.tasks.start_soon(self._run, session)
 

@@ -143,4 +143,4 @@ class AutoAdapter(Adapter):
         return BY_COMMAND[choice.adapter].launch_env(command, env, cwd) if choice is not None else {}
 
     def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
-        raise RuntimeError("the session chooses an adapter before it reads a line")  # see LiveSession._choose
+        raise RuntimeError("the session chooses an adapter before it reads a line")  # runtime/session/reader.py

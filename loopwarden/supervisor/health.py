@@ -323,7 +323,7 @@ class SessionHealth:
                note: str | None = None, expired: bool = False) -> list[Verdict]:
         """Approve (optionally with guidance, which is injected) or deny (terminate) a gate.
 
-        Any human decision resets the loop counters (decision 74). Raises GateError.
+        Any human decision resets the loop counters: a person has looked, so counting starts over. Raises GateError.
         """
         status = "expired" if expired else ("approved" if approve else "denied")
         gate = self.gates.decide(gate_id, status, now, by, note)
@@ -380,7 +380,7 @@ class SessionHealth:
         self.reset_counters()
 
     def grant_authority(self, now: float, *, task: str | None = None, note: str | None = None) -> Verdict:
-        """An operator grants scoped unblock authority (seed 001); the text is injected."""
+        """An operator lets the agent work around what blocks `task` (or the current one); the text is injected."""
         verdict = Verdict(Action.UNBLOCK_AUTHORITY, OPERATOR_RULE, "unblock authority granted by an operator",
                           message=messages.operator_authority(task, note))
         self.reset_counters()
@@ -412,6 +412,14 @@ class SessionHealth:
 
     def decided_gates(self) -> list[Gate]:
         return [g for g in self.gates.gates.values() if not g.pending]
+
+    def all_gates(self) -> list[Gate]:
+        """Every gate kept, pending or decided, in the order they opened."""
+        return list(self.gates.gates.values())
+
+    def clock_counters(self, now: float) -> list[Counter]:
+        """The counters that move with time alone (runtime, silence), as of `now`."""
+        return self.runtime.counters(now)
 
     def counters(self, now: float | None = None) -> list[Counter]:
         """Every counter against its limit; the clock's counters as of `now` when given (a live session)."""

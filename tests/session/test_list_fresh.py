@@ -1,5 +1,5 @@
 """`list` sends each session's snapshot as `status` shows it, and a change shows in the very next `list`: a guard
-for any cache of snapshots or of their encoding (runtime/session/view.py, registry.py, operations.py)."""
+for any cache of snapshots or of their encoding (runtime/session/view.py, registry.py, ops_read.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def running(clock: Clock, sid: str = "s1", sink: Any = None, records: Any = None
     session = LiveSession(SessionSpec(id=sid, name=f"quiet-{sid}", command=["agent", "50%", "%b"]), load_config(),
                           adapters()["native"](), sink=sink or (lambda *a, **k: None), clock=clock, records=records)
     session.pid, session.state, session.started_at = 4321, SessionState.RUNNING, clock()
-    session.health.runtime.started_at = session.health.runtime.last_activity = clock()
+    session.health.started(clock())
     return session
 
 

@@ -22,7 +22,7 @@ def running(clock: Clock) -> tuple[LiveSession, list[str]]:
     session = LiveSession(SessionSpec(id="s1", name="quiet", command=["agent"]), load_config(),
                           adapters()["native"](), sink=sink, clock=clock)
     session.pid, session.state, session.started_at = 4321, SessionState.RUNNING, clock()
-    session.health.runtime.started_at = session.health.runtime.last_activity = clock()
+    session.health.started(clock())
     return session, published
 
 
@@ -51,7 +51,7 @@ def test_a_change_is_seen_at_once_published_or_not() -> None:
     session, published = running(clock)
     before = session.snapshot()
     session.health.observe(ToolCall(seq=1, tool="read_file", args={"path": "a.py"}), clock())  # no publish
-    session.tool_calls += 1
+    session.judge.tool_calls += 1
     after = session.snapshot()
     assert after["events"] == before["events"] + 1 and after["tool_calls"] == 1 and after == fresh(session)
     session.spec.name = "renamed"

@@ -117,6 +117,11 @@ class Interventions:
         await self.stop(verdict.termination or Termination.OPERATOR, verdict.reason)
         self.journal.publish()
 
+    def drop_held(self) -> None:
+        """Forget the calls waiting for a gate, unanswered: a rewind drops the turns that made them (the agent's
+        adapter resolves them)."""
+        self.held.clear()
+
     def after_gates(self) -> None:
         """Gates decided by anyone (an operator, an expiry policy, a second opinion): store them, release what they
         held."""

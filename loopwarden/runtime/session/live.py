@@ -344,10 +344,6 @@ class LiveSession:
     def tool_calls(self) -> int:
         return self.judge.tool_calls
 
-    @tool_calls.setter
-    def tool_calls(self, n: int) -> None:
-        self.judge.tool_calls = n
-
     @property
     def stdin_dropped(self) -> int:
         return self.writer.dropped

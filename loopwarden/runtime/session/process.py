@@ -18,20 +18,12 @@ from .journal import Journal
 
 
 class Pipes:
-    """Our ends of the agent's pipes, each held here until its reader or writer takes it."""
+    """Our ends of the agent's pipes, until its reader and writer take them."""
 
     def __init__(self, stdout: int, stderr: int, stdin: int) -> None:
         self.stdout: int | None = stdout
         self.stderr: int | None = stderr
         self.stdin: int | None = stdin
-
-    def close(self) -> None:
-        """Those no reader or writer took (the agent did not start, supervision failed, or nothing was written to
-        its stdin)."""
-        for fd in (self.stdout, self.stderr, self.stdin):
-            if fd is not None:
-                os.close(fd)
-        self.stdout = self.stderr = self.stdin = None
 
 
 class AgentProcess:

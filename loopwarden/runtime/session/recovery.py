@@ -64,7 +64,7 @@ class Recovery:
         line = self.agent.adapter.rewind_line(turns, guidance)
         self.rewinds += 1
         self.writer.send(line)
-        self.interventions.held.clear()  # the adapter's agent resolves the calls of the turns it drops
+        self.interventions.drop_held()
         now = self.clock()
         for gate in self.health.pending_gates():
             self.journal.record(self.health.decide(gate.id, True, now, by=by, note=None))

@@ -34,7 +34,7 @@ class SnapshotView:
         if s.ended_at is None:
             snap["runtime"] = round(now - (s.started_at or s.created_at), 3)
             counters = snap["counters"] = dict(snap["counters"])
-            for c in h.runtime.counters(now):
+            for c in h.clock_counters(now):
                 if c.name in counters:
                     counters[c.name] = [c.value, c.limit]
         r = s.resources
