@@ -39,8 +39,10 @@ RUNTIME = Path("loopwarden", "runtime")
 PER_LINE = ("pipes.py", "records.py")
 SESSION = RUNTIME / "session"
 # The runtime imports what the build does not install (anyio, psutil, sqlite-utils...): their types are taken as
-# Any for the compile (the linter checks them); what the engine imports is in build-system.requires
-MYPY_OPTIONS = ("--ignore-missing-imports",)
+# Any for the compile, and the project's mypy settings are left to the linter, which checks them with those
+# packages installed (strict for the runtime, they refuse a value of a missing package's type returned as is);
+# what the engine imports is in build-system.requires
+MYPY_OPTIONS = ("--config-file=", "--ignore-missing-imports")
 GROUP = "loopwarden.supervisor._compiled"  # the shared library the modules' shims load: inside the package
 RECORD = "compiled.json"
 DEFAULT_BUILD = "the default build; LOOPWARDEN_COMPILE=1 at install compiles it"  # why_pure when not asked to compile
