@@ -374,6 +374,11 @@ class AcpAdapter(Adapter):
         return acp_agents.launch_env(split_words(command)[0], env, cwd)
 
     @classmethod
+    def waits_for_client(cls, argv: list[str], env: Mapping[str, str]) -> str | None:
+        agent = acp_agents.in_acp_mode(split_words(argv)[0], env)
+        return f"the command starts {agent}, an ACP agent, which waits for its client to speak first" if agent else None
+
+    @classmethod
     def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:
         return AcpParser().parse_line
 

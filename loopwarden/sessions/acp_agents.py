@@ -122,6 +122,24 @@ def agent_of(command: list[str], env: Mapping[str, str]) -> AcpAgent | None:
     return None
 
 
+ACP_FLAGS = {"gemini": ("--acp", "--experimental-acp"), "opencode": ("acp",)}  # without one, not in ACP mode
+ACP_ALIASES = {"claude-code-acp": "claude-acp"}  # the adapter's older npm name
+
+
+def in_acp_mode(words: list[str], env: Mapping[str, str]) -> str | None:
+    """The name of the known agent `words` start in ACP mode, or None (`gemini -p ...`: the same program, not
+    speaking ACP)."""
+    known = agent_of(words, env)
+    name = known.name if known is not None else next(
+        (ACP_ALIASES[base] for w in words[:2] if (base := os.path.basename(w)) in ACP_ALIASES), None)
+    if name is None:
+        return None
+    flags = ACP_FLAGS.get(name)
+    if flags and not any(flag in words for flag in flags):
+        return None
+    return name
+
+
 def launch_env(command: list[str], env: Mapping[str, str], cwd: str) -> dict[str, str]:
     """Extra environment for a command that starts a known agent (its fixed variables and its layer's)."""
     agent = agent_of(command, env)

@@ -109,6 +109,12 @@ class Adapter:
         return {}
 
     @classmethod
+    def waits_for_client(cls, argv: list[str], env: Mapping[str, str]) -> str | None:
+        """Why `argv` starts this adapter's agent, one that waits for its client to speak first (so `auto` takes
+        this adapter at launch instead of waiting for a first line that never comes); None when it does not."""
+        return None
+
+    @classmethod
     def known_agents(cls) -> list[str]:
         """Agents it starts by name alone (`loopwarden run --agent NAME -- PROMPT`, the console's launch dialog)."""
         return []

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,6 +380,12 @@ class CodexAppServerAdapter(Adapter):
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
         return launch_command(words, env)
+
+    @classmethod
+    def waits_for_client(cls, argv: list[str], env: Mapping[str, str]) -> str | None:
+        if len(argv) > 1 and is_codex(argv[0]) and argv[1] == "app-server":
+            return "the command is `codex app-server`, which waits for its client to speak first"
+        return None
 
     @classmethod
     def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 
 from ..supervisor import protocol
 from ..supervisor.events import EVENT_TYPES, Event
-from . import acp, acp_agents, codex_app, formats
+from . import formats
 from .base import AUTO, Adapter
 
 SILENCE = 2.0  # seconds with no stdout line before the session shows as plain (its first line may still change it)
-ACP_FLAGS = {"gemini": ("--acp", "--experimental-acp"), "opencode": ("acp",)}  # without one, not in ACP mode
-ACP_ALIASES = {"claude-code-acp": "claude-acp"}  # the adapter's older npm name
 
 
 @dataclass(frozen=True)
@@ -35,26 +33,21 @@ class Choice:
 
 
 def by_command(argv: list[str], env: Mapping[str, str] | None = None) -> Choice | None:
-    """The adapter for an agent known by its command line (one that waits for its client), or None."""
-    if len(argv) > 1 and codex_app.is_codex(argv[0]) and argv[1] == "app-server":
-        return Choice("codex", "the command is `codex app-server`, which waits for its client to speak first")
-    agent = _acp_agent(acp.split_words(argv)[0], env or {})
-    if agent is not None:
-        return Choice("acp", f"the command starts {agent}, an ACP agent, which waits for its client to speak first")
+    """The adapter for an agent known by its command line (one that waits for its client), or None: the first
+    adapter, built in or another package's, whose `waits_for_client` knows the command."""
+    from . import registry  # the registry lists this module's adapter: imported when asked, not at import
+
+    for name, cls in registry.adapters().items():
+        why = cls.waits_for_client(argv, env or {}) if name != AUTO else None
+        if why:
+            return Choice(name, why)
     return None
 
 
-def _acp_agent(words: list[str], env: Mapping[str, str]) -> str | None:
-    """The name of the known ACP agent `words` start in ACP mode, or None."""
-    known = acp_agents.agent_of(words, env)
-    name = known.name if known is not None else next(
-        (ACP_ALIASES[base] for w in words[:2] if (base := os.path.basename(w)) in ACP_ALIASES), None)
-    if name is None:
-        return None
-    flags = ACP_FLAGS.get(name)
-    if flags and not any(flag in words for flag in flags):
-        return None  # `gemini -p ...`: the same program, not speaking ACP
-    return name
+def _adapter(name: str) -> type[Adapter]:
+    from . import registry
+
+    return registry.adapters()[name]
 
 
 def stdin_unused(argv: list[str]) -> str | None:
@@ -112,7 +105,6 @@ def silent(seconds: float = SILENCE) -> Choice:
     return Choice("plain", f"nothing on stdout after {seconds:g} s; its first line may still choose another adapter")
 
 
-BY_COMMAND: dict[str, type[Adapter]] = {"codex": codex_app.CodexAppServerAdapter, "acp": acp.AcpAdapter}
 QUIET = Choice("plain", "it printed nothing on stdout")
 
 
@@ -133,14 +125,14 @@ class AutoAdapter(Adapter):
         if choice is None:
             return words
         try:
-            return BY_COMMAND[choice.adapter].launch_command(words, env)
+            return _adapter(choice.adapter).launch_command(words, env)
         except ValueError as exc:
             raise ValueError(f"{choice.line()}; {exc}") from None
 
     @classmethod
     def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
         choice = by_command(command, env)
-        return BY_COMMAND[choice.adapter].launch_env(command, env, cwd) if choice is not None else {}
+        return _adapter(choice.adapter).launch_env(command, env, cwd) if choice is not None else {}
 
     def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
         raise RuntimeError("the session chooses an adapter before it reads a line")  # runtime/session/reader.py

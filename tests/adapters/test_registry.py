@@ -30,6 +30,14 @@ class SaysAdapter(PlainAdapter):
     @classmethod
     def replay_parser(cls):
         return lambda line, seq: [UserMessage(seq=seq, text=line.decode())] if line != b"-" else []
+
+class WaitsAdapter(PlainAdapter):
+    name = "waits"
+    summary = "a test adapter whose agent waits for its client, known by its command line"
+
+    @classmethod
+    def waits_for_client(cls, argv, env):
+        return "the command is waiting-agent" if argv[:1] == ["waiting-agent"] else None
 '''
 
 
@@ -86,6 +94,24 @@ def test_run_accepts_a_third_party_adapter(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "loopwarden", "run", "--help"], capture_output=True, text=True,
                          env=env, timeout=60)
     assert "echo-agent" in out.stdout
+
+
+def test_auto_chooses_a_third_party_adapter_by_the_command_its_agent_waits_with(tmp_path: Path) -> None:
+    """`auto` asks every registered adapter whether it knows a command, another package's as loopwarden's own."""
+    path = _plugin(tmp_path, {"waits": "lw_plugin:WaitsAdapter"})
+    probe = ("from loopwarden.sessions.detect import AutoAdapter, by_command\n"
+             "for argv in (['waiting-agent', 'serve'], ['codex', 'app-server'], ['sh', '-c', 'true']):\n"
+             "    choice = by_command(argv, {})\n"
+             "    print(choice.line() if choice else None)\n"
+             "print(AutoAdapter.launch_command(['waiting-agent', 'serve']))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "adapter waits: the command is waiting-agent",
+        "adapter codex: the command is `codex app-server`, which waits for its client to speak first",
+        "None",
+        "['waiting-agent', 'serve']"]
 
 
 def test_a_third_party_adapters_recordings_are_replayed_by_its_own_parser(tmp_path: Path) -> None:
