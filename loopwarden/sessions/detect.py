@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..supervisor import protocol
 from ..supervisor.events import EVENT_TYPES, Event
-from . import formats
+from . import formats, registry
 from .base import AUTO, Adapter
 
 SILENCE = 2.0  # seconds with no stdout line before the session shows as plain (its first line may still change it)
@@ -35,19 +35,11 @@ class Choice:
 def by_command(argv: list[str], env: Mapping[str, str] | None = None) -> Choice | None:
     """The adapter for an agent known by its command line (one that waits for its client), or None: the first
     adapter, built in or another package's, whose `waits_for_client` knows the command."""
-    from . import registry  # the registry lists this module's adapter: imported when asked, not at import
-
     for name, cls in registry.adapters().items():
         why = cls.waits_for_client(argv, env or {}) if name != AUTO else None
         if why:
             return Choice(name, why)
     return None
-
-
-def _adapter(name: str) -> type[Adapter]:
-    from . import registry
-
-    return registry.adapters()[name]
 
 
 def stdin_unused(argv: list[str]) -> str | None:
@@ -125,14 +117,14 @@ class AutoAdapter(Adapter):
         if choice is None:
             return words
         try:
-            return _adapter(choice.adapter).launch_command(words, env)
+            return registry.adapters()[choice.adapter].launch_command(words, env)
         except ValueError as exc:
             raise ValueError(f"{choice.line()}; {exc}") from None
 
     @classmethod
     def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
         choice = by_command(command, env)
-        return _adapter(choice.adapter).launch_env(command, env, cwd) if choice is not None else {}
+        return registry.adapters()[choice.adapter].launch_env(command, env, cwd) if choice is not None else {}
 
     def parse_stdout(self, line: bytes, seq: int) -> list[Event]:
         raise RuntimeError("the session chooses an adapter before it reads a line")  # runtime/session/reader.py
