@@ -21,6 +21,8 @@ from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, parse_set
 from ..supervisor.visible import visible
 
+KNOWN_AGENT = "agent:"  # the launch dialog's value for an agent started by name: agent:NAME, beside the adapters
+
 
 def _facts(detail: RenderableType | None) -> ComposeResult:
     """What the question is about (a gate's reason and evidence), scrollable when long."""
@@ -162,7 +164,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             yield Label("Launch a supervised session")
             yield Input(placeholder="command, e.g. python -m loopwarden.sessions.scripted healthy", id="command")
             with Horizontal(classes="row"):
-                known = [(f"{cls.name}: {n} (the command is the prompt)", f"agent:{n}")
+                known = [(f"{cls.name}: {n} (the command is the prompt)", f"{KNOWN_AGENT}{n}")
                          for n, cls in registry.known_agents().items()]
                 yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
                              id="adapter")
@@ -188,7 +190,7 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         """The `run` spec from what was typed, or None after saying what is wrong."""
         text = self.query_one("#command", Input).value
         adapter = str(self.query_one("#adapter", Select).value)
-        agent = adapter.removeprefix("agent:") if adapter.startswith("agent:") else None
+        agent = adapter.removeprefix(KNOWN_AGENT) if adapter.startswith(KNOWN_AGENT) else None
         try:
             command = [text.strip()] if agent else shlex.split(text)
         except ValueError as exc:
