@@ -1,0 +1,81 @@
+"""What the daemon and the keeper say to each other (keeper.py holds the agents; keeper_link.py is the daemon's side).
+
+One unix socket, private to the user. Each connection starts with one JSON line saying what it is:
+
+    {"op": "control", ...}                      the daemon's control connection (one at a time), JSON lines both ways
+    {"op": "attach", "sid": S, "stream": "out"|"err", "from": OFFSET, "generation": G}
+                                                the agent's stdout or stderr as raw bytes from OFFSET on; EOF after
+                                                the agent's own EOF, once everything was sent
+    {"op": "attach", "sid": S, "stream": "in", "generation": G}   frames for the agent's stdin (below)
+
+Control requests (daemon -> keeper), each answered by one line with the same "id":
+    hello {daemon: {argv, env, cwd}}            who starts a daemon again if this one dies -> {generation: G,
+                                                sessions: [...]}; a stream opened with another daemon's G is closed
+    spawn {sid, argv, env, cwd, max_runtime, grace}  -> {pid}
+    take {sid, seq}                             a new daemon takes a session up, its stdout stored up to line SEQ:
+                                                stdin frames an earlier daemon queued for later lines are dropped
+                                                (those lines are read and judged again) -> the session
+    signal {sid, sig, group}                    a signal to the agent's group (or its leader alone)
+    stored {sid, out: [OFFSET, SEQ], err: OFFSET}    everything up to there is stored: the keeper forgets it, and
+                                                stdin frames answering lines up to SEQ go to the agent
+    release {sid}                               the session is over for the daemon: the keeper forgets it
+    bye {planned: true}                         the daemon leaves on purpose (an upgrade): wait for the next one
+Keeper -> daemon, unasked: {"op": "exited", "sid", "code", "reason"} when an agent exits (again after a `take`).
+
+A stdin frame is a header (FRAME: the line seq it answers, the data's length) and the data; a frame of length 0
+closes the agent's stdin. A frame reaches the agent only once the line it answers is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Final
+
+FRAME: Final = struct.Struct(">QI")  # (the stdout line seq a frame answers, the data's length)
+MAX_FRAME: Final = 16 << 20  # bytes of one stdin frame at most
+MAX_LINE: Final = 4 << 20  # bytes of one control line at most (a spawn's environment dominates)
+SOCKET_NAME: Final = "keeper.sock"
+STREAMS: Final = ("out", "err")
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One control line."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any] | None:
+    """A control line's message, or None when it is not one."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def frame(seq: int, data: bytes) -> bytes:
+    """A stdin frame: `data` for the agent once stdout's line `seq` is stored (b"" closes its stdin)."""
+    return FRAME.pack(seq, len(data)) + data
+
+
+class FrameReader:
+    """Stdin frames out of the bytes of an "in" connection, as they come."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.bad = False  # a frame longer than MAX_FRAME: the connection is dropped
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buffer += data
+        frames: list[tuple[int, bytes]] = []
+        while len(self._buffer) >= FRAME.size:
+            seq, size = FRAME.unpack_from(self._buffer)
+            if size > MAX_FRAME:
+                self.bad = True
+                return frames
+            end = FRAME.size + size
+            if len(self._buffer) < end:
+                break
+            frames.append((seq, bytes(self._buffer[FRAME.size:end])))
+            del self._buffer[:end]
+        return frames

@@ -1,0 +1,229 @@
+"""One agent the keeper holds: its process, its output kept until the daemon has stored it, its stdin held until
+what it answers is stored (keeper_wire.py says the protocol)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections import deque
+from typing import Any, Final
+
+KEEP_BYTES: Final = 8 << 20  # a stream's bytes not yet stored, at most: past this the agent waits in its write
+READ_SIZE: Final = 64 << 10
+SEND_SIZE: Final = 256 << 10
+
+
+class OutStream:
+    """stdout or stderr: read from the agent's pipe into `held` (bytes from offset `base` on, not yet stored), sent
+    to the attached daemon connection, forgotten once the daemon says they are stored."""
+
+    def __init__(self, fd: int, limit: int = KEEP_BYTES) -> None:
+        self.fd: int | None = fd
+        self.limit = limit
+        self.held = bytearray()
+        self.base = 0  # the stream's offset of held[0]
+        self.sent = 0  # the offset up to which the attached connection has been sent
+        self.conn: socket.socket | None = None
+        self.eof = False
+        self.shut = False  # the attached connection was told EOF
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.held)
+
+    @property
+    def readable(self) -> bool:
+        """Whether to read the agent's pipe now: open, and room left for what the daemon has not stored."""
+        return self.fd is not None and len(self.held) < self.limit
+
+    def read(self) -> None:
+        assert self.fd is not None
+        try:
+            chunk = os.read(self.fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.held += chunk
+            return
+        os.close(self.fd)
+        self.fd, self.eof = None, True
+
+    def stored(self, offset: int) -> None:
+        """Everything before `offset` is stored: forget it."""
+        drop = min(offset, self.end) - self.base
+        if drop > 0:
+            del self.held[:drop]
+            self.base += drop
+
+    def attach(self, conn: socket.socket, start: int) -> int:
+        """A daemon reads from `start` on; returns the bytes it asked for that were forgotten already (0 unless the
+        store lost what it said it had stored)."""
+        self.detach()
+        self.stored(start)
+        self.conn, self.sent, self.shut = conn, max(start, self.base), False
+        return max(0, self.base - start)
+
+    def detach(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+    @property
+    def wants_send(self) -> bool:
+        return self.conn is not None and (self.sent < self.end or (self.eof and not self.shut))
+
+    def send(self) -> None:
+        """Send what the connection has not had yet (never blocking); EOF once everything went."""
+        conn = self.conn
+        assert conn is not None
+        try:
+            if self.sent < self.end:
+                start = self.sent - self.base
+                with memoryview(self.held) as view:
+                    self.sent += conn.send(view[start:start + SEND_SIZE])
+            if self.eof and self.sent == self.end and not self.shut:
+                conn.shutdown(socket.SHUT_WR)
+                self.shut = True
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.detach()  # the daemon went: what it had not stored waits for the next one
+
+    @property
+    def done(self) -> bool:
+        """The agent's end is closed and the daemon has stored everything."""
+        return self.eof and not self.held
+
+
+class InStream:
+    """The agent's stdin: frames from the daemon, each written once the line it answers is stored."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self.waiting: deque[tuple[int, bytes]] = deque()  # (stdout line seq answered, data), in order
+        self.ready = bytearray()  # released, not yet written
+        self.closing = False  # a close frame was released: close once `ready` is written
+        self.conn: socket.socket | None = None
+        self.stored_seq = 0
+        self.dropped = 0  # frames an earlier daemon queued for lines the store never took
+
+    def queue(self, seq: int, data: bytes) -> None:
+        self.waiting.append((seq, data))
+        self.release()
+
+    def stored(self, seq: int) -> None:
+        self.stored_seq = max(self.stored_seq, seq)
+        self.release()
+
+    def release(self) -> None:
+        while self.waiting and self.waiting[0][0] <= self.stored_seq:
+            data = self.waiting.popleft()[1]
+            if data:
+                self.ready += data
+            else:
+                self.closing = True
+                self.waiting.clear()
+
+    def attach(self, conn: socket.socket) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = conn
+
+    def taken(self, seq: int) -> None:
+        """A new daemon has stored up to line `seq`: frames answering later lines are dropped (it reads and
+        judges those lines again, and answers them itself)."""
+        self.stored(seq)
+        self.dropped += len(self.waiting)
+        self.waiting.clear()
+
+    @property
+    def wants_write(self) -> bool:
+        return self.fd is not None and (bool(self.ready) or self.closing)
+
+    def write(self) -> None:
+        assert self.fd is not None
+        try:
+            if self.ready:
+                del self.ready[:os.write(self.fd, self.ready)]
+        except BlockingIOError:
+            return
+        except OSError:  # the agent closed its end: what it did not read is lost with it
+            self.ready.clear()
+            self.closing = True
+        if self.closing and not self.ready:
+            os.close(self.fd)
+            self.fd = None
+
+
+class KeptAgent:
+    """An agent the keeper started: its process group, streams, deadline and exit."""
+
+    def __init__(self, sid: str, pid: int, out: int, err: int, stdin: int, *, max_runtime: float | None,
+                 grace: float) -> None:
+        self.sid = sid
+        self.pid = pid
+        self.started = time.time()
+        self.streams = {"out": OutStream(out), "err": OutStream(err, KEEP_BYTES // 8)}
+        self.stdin = InStream(stdin)
+        self.deadline = time.monotonic() + max_runtime if max_runtime else None
+        self.grace = grace
+        self.code: int | None = None
+        self.reason: str | None = None  # why the keeper itself ended it (its max_runtime, no daemon came back)
+        self.term_sent: float | None = None  # monotonic time of the SIGTERM the keeper sent
+        self.reported = False  # the daemon was told it exited
+
+    def signal(self, sig: int, group: bool = True) -> None:
+        try:
+            if group:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def end(self, reason: str) -> None:
+        """SIGTERM to the group; SIGKILL follows after the grace (`due`)."""
+        if self.term_sent is None:
+            self.reason = self.reason or reason
+            self.term_sent = time.monotonic()
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+
+    def due(self, now: float) -> None:
+        """What comes due with time: the max_runtime, the SIGKILL after a SIGTERM's grace."""
+        if self.code is not None:
+            return
+        if self.deadline is not None and now >= self.deadline:
+            self.end("max_runtime")
+        if self.term_sent is not None and now >= self.term_sent + self.grace:
+            self.signal(signal.SIGKILL)
+
+    def exited(self, status: int) -> None:
+        self.code = os.waitstatus_to_exitcode(status)
+
+    def describe(self) -> dict[str, Any]:
+        out, err = self.streams["out"], self.streams["err"]
+        return {"sid": self.sid, "pid": self.pid, "started": self.started, "code": self.code, "reason": self.reason,
+                "out": [out.base, out.end], "err": [err.base, err.end], "stdin_dropped": self.stdin.dropped,
+                "stdin_open": self.stdin.fd is not None}
+
+    @property
+    def finished(self) -> bool:
+        """Exited, and every byte it wrote is stored."""
+        return self.code is not None and all(stream.done for stream in self.streams.values())
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            stream.detach()
+            if stream.fd is not None:
+                os.close(stream.fd)
+                stream.fd = None
+        if self.stdin.fd is not None:
+            os.close(self.stdin.fd)
+            self.stdin.fd = None
+        if self.stdin.conn is not None:
+            self.stdin.conn.close()
