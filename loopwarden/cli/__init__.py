@@ -22,7 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("live", "kill"), "rewind": ("live", "rewind"), "restart": ("live", "restart"),
     "adopt": ("live", "adopt"), "audit": ("live", "audit"), "explain": ("explain", "explain"),
     "prune": ("live", "prune"), "console": ("live", "console"), "web": ("web", "web"), "serve": ("live", "serve"),
-    "stop-daemon": ("live", "stop_daemon"), "hook": ("hook", "hook"), "adapters": ("adapters", "adapters"),
+    "stop-daemon": ("live", "stop_daemon"), "restart-daemon": ("restart_daemon", "restart_daemon"),
+    "hook": ("hook", "hook"), "adapters": ("adapters", "adapters"),
     "notify": ("notify", "notify"), "where": ("remote", "where"),
 }
 

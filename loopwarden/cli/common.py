@@ -189,11 +189,11 @@ def shutdown_daemon(note: str | None = None,
                 result = client.request("shutdown", note=note)
         except DaemonError as exc:
             raise failure(exc) from None
-    _wait_gone(result.get("pid"), paths)
+    wait_gone(result.get("pid"), paths)
     return int(result["sessions"])
 
 
-def _wait_gone(pid: Any, paths: Paths) -> None:
+def wait_gone(pid: Any, paths: Paths) -> None:
     """Wait until the daemon `pid` has exited (its lock and socket go with it), at most STOP_WAIT seconds."""
     if not isinstance(pid, int):
         return

@@ -31,7 +31,9 @@ from .daemon_health import DaemonHealth
 from .daemon_log import DaemonLog
 from .earlier import EarlierSessions
 from .eventloop import moderated_loop
+from ..supervisor.health import SessionHealth
 from .hook_ops import HookOperations
+from .keeping import Keeping
 from .launcher import Launcher
 from .lifecycle import (ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT, Shutdown,
                         Tasks)
@@ -76,7 +78,9 @@ class Daemon:
         self.earlier = EarlierSessions(registry, broadcaster, tasks, paths, instance=lambda: watch.instance,
                                        log=log, clock=clock)
         starter = SessionStarter(registry, router, tasks, log=log, clock=clock)
-        launcher = Launcher(paths, registry, starter, router, recorder, watch, spill_ledger, upkeep, clock=clock)
+        self.keeping = keeping = Keeping(paths, registry, recorder, watch, log=log)
+        self.launcher = launcher = Launcher(paths, registry, starter, router, recorder, watch, spill_ledger, upkeep,
+                                            keeping, clock=clock)
         self.hooks = hooks = HookOperations(paths, registry, starter, recorder, audit, health, tasks,
                                             sink=router.sink, helpers=watch.helpers, clock=clock)
         listing = ProcessListing(registry.sessions)
@@ -86,7 +90,7 @@ class Daemon:
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
-                              clock=clock),
+                              keeping, clock=clock),
              hooks, alerting],
             registry, broadcaster, health, audit, hooks.claims, attached=hooks.live_ids, helpers=watch.helpers,
             log=log)
@@ -99,6 +103,8 @@ class Daemon:
         private_dir(sock_path.parent)
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
+        await self.keeping.open()  # before the store marks what earlier daemons left running as lost
+        self.earlier.kept = self.keeping.kept_ids
         lost = self.earlier.open()
         self.upkeep.measure_spills()  # before any session can spill
         wait_children_by_pidfd()
@@ -118,6 +124,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 self.tasks.group = tg
                 self._start_work(tg, listener)
+                self._take_up_kept()
                 self.alerting.configure()
                 tg.start_soon(self.alerting.notifier.run)
                 self.alerting.lost(lost)
@@ -125,9 +132,13 @@ class Daemon:
                     ready()
                 await self.shutdown.requested.wait()
                 await self._shutdown_sessions()
+                if not self.shutdown.handover:
+                    await self.keeping.shutdown()
                 await self.alerting.notifier.drain(
                     min(ALERT_DRAIN, self.shutdown.deadline - SHUTDOWN_CLOSE - time.monotonic()))
                 await self._last_records()
+                if self.shutdown.handover:
+                    await self._hand_over()
                 tg.cancel_scope.cancel()
         finally:
             await listener.aclose()
@@ -152,6 +163,29 @@ class Daemon:
         tg.start_soon(self._signals)
         tg.start_soon(self.server.accept, listener)
         tg.start_soon(self.broadcaster.heartbeats)
+
+    async def _hand_over(self) -> None:
+        """restart-daemon: the kept sessions let go of their agents (the keeper holds them for the next daemon,
+        what was read and not stored is sent to it again), and the keeper is told to wait for it."""
+        held = self.keeping.let_go()
+        await self.keeping.handover()
+        self.log(f"handing over: {held} kept sessions wait for the next daemon")
+
+    def _take_up_kept(self) -> None:
+        """Supervise again the agents the keeper held for an earlier daemon, each judged as it was."""
+        store = self.recorder.store
+        if store is None or self.keeping.link is None:
+            return
+        from ..sessions.registry import adapters
+
+        known = adapters()
+        for spec, config, name, taken, first in self.keeping.taken_up(store):
+            adapter = known.get(name, known["plain"])()
+            adapter.taken_up(first)
+            health = SessionHealth(config, started_at=taken.started_at)
+            self.launcher.take_up(spec, config, adapter, taken, health)
+        if self.keeping.link.kept:
+            self.log(f"took up {len(self.keeping.link.kept)} sessions the keeper held")
 
     def _close(self, lock: int) -> None:
         """What is left once the tasks are done: the last records written, the store, cgroups, guardian, lock."""
@@ -186,7 +220,8 @@ class Daemon:
         """Stop every live session within the cap: SIGTERM, at most SHUTDOWN_KILL_AT seconds (less when
         kill_grace is shorter), SIGKILL for everything left, and each records how it ended."""
         self.shutdown.begin()
-        live = [s for s in self.registry.sessions.values() if not s.final]
+        kept = self.keeping.held if self.shutdown.handover else set()
+        live = [s for sid, s in self.registry.sessions.items() if not s.final and sid not in kept]
         if not live:
             return
         deadline = self.shutdown.deadline

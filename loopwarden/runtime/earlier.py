@@ -31,6 +31,7 @@ class EarlierSessions:
         self.log = log
         self.clock = clock
         self.pending: lost_sessions.Settled | None = None
+        self.kept: set[str] = set()  # sessions whose agents the keeper held for us: running, not lost
 
     def open(self) -> list[str]:
         """Open the store, mark the sessions of earlier daemons that were still running as lost, and
@@ -49,7 +50,7 @@ class EarlierSessions:
     def read(self, store: Store) -> Found:
         """When the store has just been opened (in the opening thread): mark the sessions earlier daemons
         left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
-        live = set(self.registry.sessions)  # a copy taken at once: the event loop may add to it meanwhile
+        live = set(self.registry.sessions) | self.kept  # (a copy at once: the event loop may add to it meanwhile)
         lost = store.mark_lost(self.clock(), keep=live)
         try:
             self.pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance())

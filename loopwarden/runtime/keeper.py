@@ -91,7 +91,7 @@ class Keeper:
             listener.bind(str(path))
         finally:
             os.umask(old)
-        listener.listen(64)
+        listener.listen(socket.SOMAXCONN)  # a daemon taking 200 sessions up opens 600 streams at once
         listener.setblocking(False)
         return listener
 
@@ -172,13 +172,21 @@ class Keeper:
         self._stop_all("no daemon came back")
 
     def _start_daemon(self) -> None:
+        """Start the daemon again, as its hello said, logging where it logs."""
         assert self.daemon is not None
+        log = subprocess.DEVNULL
+        path = self.daemon.get("log")
         try:
+            if isinstance(path, str):
+                log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             proc = subprocess.Popen(self.daemon["argv"], env=self.daemon.get("env"), cwd=self.daemon.get("cwd") or "/",
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True, close_fds=True)
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                    close_fds=True)
         except (OSError, ValueError, TypeError):
             return
+        finally:
+            if log != subprocess.DEVNULL:
+                os.close(log)
         self.started_daemons.append(proc.pid)
 
     def _stop_all(self, reason: str) -> None:
@@ -368,6 +376,15 @@ class Keeper:
         self.waiting_since, self.wait_for = time.monotonic(), self.handover_wait
         return {}
 
+    def op_shutdown(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The daemon stops for good (stop-daemon): it is not started again, and what it left running is stopped."""
+        self.daemon = None
+        self._stop_all("the daemon stopped")
+        for agent in list(self.agents.values()):
+            if agent.code is not None:
+                self._drop(agent)
+        return {}
+
     def op_spawn(self, message: dict[str, Any]) -> dict[str, Any]:
         sid = str(message["sid"])
         if sid in self.agents:
@@ -522,8 +539,8 @@ class Keeper:
 
 
 _OPS: dict[str, Callable[[Keeper, dict[str, Any]], dict[str, Any]]] = {
-    "hello": Keeper.op_hello, "bye": Keeper.op_bye, "spawn": Keeper.op_spawn, "signal": Keeper.op_signal,
-    "stored": Keeper.op_stored, "take": Keeper.op_take, "release": Keeper.op_release,
+    "hello": Keeper.op_hello, "bye": Keeper.op_bye, "shutdown": Keeper.op_shutdown, "spawn": Keeper.op_spawn,
+    "signal": Keeper.op_signal, "stored": Keeper.op_stored, "take": Keeper.op_take, "release": Keeper.op_release,
 }
 
 

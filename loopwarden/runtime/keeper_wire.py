@@ -19,7 +19,8 @@ Control requests (daemon -> keeper), each answered by one line with the same "id
     stored {sid, out: [OFFSET, SEQ], err: OFFSET}    everything up to there is stored: the keeper forgets it, and
                                                 stdin frames answering lines up to SEQ go to the agent
     release {sid}                               the session is over for the daemon: the keeper forgets it
-    bye {planned: true}                         the daemon leaves on purpose (an upgrade): wait for the next one
+    bye {}                                      the daemon leaves on purpose (an upgrade): wait for the next one
+    shutdown {}                                 the daemon stops for good: stop what it left, start no daemon
 Keeper -> daemon, unasked: {"op": "exited", "sid", "code", "reason"} when an agent exits (again after a `take`).
 
 A stdin frame is a header (FRAME: the line seq it answers, the data's length) and the data; a frame of length 0

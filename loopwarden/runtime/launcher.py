@@ -9,12 +9,15 @@ from typing import Any
 from ..paths import Paths
 from ..sessions.base import Adapter
 from ..supervisor.config import Config
+from ..supervisor.health import SessionHealth
 from .adopted import AdoptedSession
+from .keeping import Keeping
 from .processes import ProcessWatch
 from .records import Recorder
 from .registry import SessionRegistry
 from .routing import Router
 from .session import LiveSession, SessionSpec
+from .session.live import TakenUp
 from .session_runs import SessionStarter
 from .spill import Spiller
 from .spill_bounds import SpillBounds, SpillLedger
@@ -25,8 +28,8 @@ class Launcher:
     """Builds and starts launched sessions; builds adopted ones (started once their adoption is audited)."""
 
     def __init__(self, paths: Paths, registry: SessionRegistry, starter: SessionStarter, router: Router,
-                 recorder: Recorder, watch: ProcessWatch, spill_ledger: SpillLedger, upkeep: Upkeep, *,
-                 clock: Callable[[], float]) -> None:
+                 recorder: Recorder, watch: ProcessWatch, spill_ledger: SpillLedger, upkeep: Upkeep,
+                 keeping: Keeping, *, clock: Callable[[], float]) -> None:
         self.paths = paths
         self.registry = registry
         self.starter = starter
@@ -35,6 +38,7 @@ class Launcher:
         self.watch = watch
         self.spill_ledger = spill_ledger
         self.upkeep = upkeep
+        self.keeping = keeping
         self.clock = clock
 
     def launch(self, spec: SessionSpec, config: Config, adapter: Adapter) -> dict[str, Any]:
@@ -42,16 +46,33 @@ class Launcher:
         asked = spec.name
         name, renamed = self.registry.unique_name(asked)  # a live session has it: name-2
         spec.name, sid = name, spec.id
-        spiller = Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
-                          truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
-                          session=sid, bounds=SpillBounds.of(config.spill, self.spill_ledger))
-        session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=spiller,
+        kept = self.keeping.keeps(adapter, spec)
+        session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=self._spiller(config, sid),
                               on_group=self.watch.guard_group, clock=self.clock, records=self.recorder,
-                              containment=self.watch.containment(sid),  # its cgroup, once it is sure to start
-                              sink_rows=self.router.sink_rows)
+                              # its cgroup, once it is sure to start
+                              containment=self.keeping.containment(sid) if kept else self.watch.containment(sid),
+                              sink_rows=self.router.sink_rows, keeper=self.keeping.link if kept else None)
+        if kept:
+            self.keeping.hold(session)
         self.starter.start(session)
         self.upkeep.wake_cleaner()  # its spill retention may be the shortest yet
         return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}
+
+    def take_up(self, spec: SessionSpec, config: Config, adapter: Adapter, taken: TakenUp,
+                health: SessionHealth) -> None:
+        """Supervise again an agent an earlier daemon launched and the keeper held, judged as it was (`health`)."""
+        assert self.keeping.link is not None
+        session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=self._spiller(config, spec.id),
+                              on_group=self.watch.guard_group, clock=self.clock, records=self.recorder,
+                              containment=self.keeping.containment(spec.id), sink_rows=self.router.sink_rows,
+                              keeper=self.keeping.link, taken=taken, health=health)
+        self.keeping.hold(session)
+        self.starter.start(session)
+
+    def _spiller(self, config: Config, sid: str) -> Spiller:
+        return Spiller(config.spill.dir or self.paths.spill, preview_chars=config.spill.preview_chars,
+                       truncate_chars=config.spill.threshold_chars, retention=config.spill.retention,
+                       session=sid, bounds=SpillBounds.of(config.spill, self.spill_ledger))
 
     def adopted(self, pid: int, config: Config, name: str | None) -> AdoptedSession:
         """A session watching process `pid`, not started yet (psutil's errors when the process cannot be watched)."""

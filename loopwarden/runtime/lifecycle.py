@@ -23,6 +23,7 @@ class Shutdown:
 
     def __init__(self) -> None:
         self.begun = False
+        self.handover = False  # restart-daemon: kept agents are left to the keeper for the next daemon
         self.deadline = 0.0  # monotonic: when the daemon must be gone (SHUTDOWN_CAP after the request)
         self.requested = anyio.Event()  # set: the daemon stops its sessions and exits
 

@@ -1,4 +1,5 @@
-"""The operations on the daemon itself: `ping` (its state), `prune` (its history) and `shutdown` (stop-daemon)."""
+"""The operations on the daemon itself: `ping` (its state), `prune` (its history), `shutdown` (stop-daemon) and
+`handover` (restart-daemon)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from . import oom
 from .audit import AuditLog, warned
 from .broadcast import Broadcaster
 from .daemon_health import DaemonHealth
+from .keeping import Keeping
 from .lifecycle import SHUTDOWN_CAP, Shutdown, Tasks
 from .ops_read import no_store
 from .principal import Principal
@@ -30,8 +32,8 @@ class DaemonOperations:
     """`op_ping`, `op_prune`, `op_shutdown`."""
 
     def __init__(self, paths: Paths, registry: SessionRegistry, health: DaemonHealth, broadcaster: Broadcaster,
-                 watch: ProcessWatch, upkeep: Upkeep, audit: AuditLog, shutdown: Shutdown, tasks: Tasks, *,
-                 clock: Callable[[], float]) -> None:
+                 watch: ProcessWatch, upkeep: Upkeep, audit: AuditLog, shutdown: Shutdown, tasks: Tasks,
+                 keeping: Keeping, *, clock: Callable[[], float]) -> None:
         self.paths = paths
         self.registry = registry
         self.health = health
@@ -41,6 +43,7 @@ class DaemonOperations:
         self.audit = audit
         self.shutdown = shutdown
         self.tasks = tasks
+        self.keeping = keeping
         self.clock = clock
         self.started_at = clock()
 
@@ -54,7 +57,7 @@ class DaemonOperations:
                 "database": str(self.paths.database), **self.health(),
                 "subscribers": len(self.broadcaster.subscribers),
                 "queued_for_subscribers": self.broadcaster.budget.used, "stopping": self.shutdown.begun,
-                "guardian": {"pid": guardian.pid, "restarts": guardian.restarts},
+                "guardian": {"pid": guardian.pid, "restarts": guardian.restarts}, "keeper": self.keeping.describe(),
                 "containment": self.watch.kind,
                 "oom_score_adj": {"daemon": oom.own_score(), "agents": self.watch.agent_oom},
                 "gc": {"young": gc.get_threshold()[0], "frozen": gc.get_freeze_count()}}
@@ -92,3 +95,21 @@ class DaemonOperations:
         self.tasks.start_soon(self.shutdown.soon)
         return warned({"stopping": True, "sessions": len([s for s in sessions.values() if not s.final]),
                        "pid": os.getpid(), "within": SHUTDOWN_CAP}, warning)
+
+    async def op_handover(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        """restart-daemon: exit, leaving the kept agents to the keeper for the next daemon (which the client starts);
+        the sessions that are not kept stop, as with stop-daemon. With `unless_stopping`, nothing happens when some
+        would stop: the reply names them, for the client to ask its user first."""
+        sessions = self.registry.sessions
+        live = [{"id": sid, "name": s.spec.name} for sid, s in sessions.items() if not s.final]
+        kept = [s for s in live if s["id"] in self.keeping.held]
+        stopping = [s for s in live if s["id"] not in self.keeping.held]
+        if req.get("unless_stopping") and stopping:
+            return {"stopping": False, "live": stopping}
+        self.shutdown.handover = True
+        self.shutdown.begin()
+        warning = await self.audit.before(who, None, "restart-daemon", f"{len(kept)} kept, {len(stopping)} stopped",
+                                          request_note(req), "handing over", stops=bool(stopping))
+        self.tasks.start_soon(self.shutdown.soon)
+        return warned({"stopping": True, "kept": len(kept), "sessions": len(stopping), "pid": os.getpid(),
+                       "within": SHUTDOWN_CAP}, warning)

@@ -159,6 +159,19 @@ class InputPipe(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def write_now(self, data: bytes) -> bool:
+        """Hand `data` to the kernel now, or queue it behind what waits (never waiting); False once closed."""
+        transport = self._transport
+        if transport is None or transport.is_closing() or self.lost:
+            return False
+        transport.write(data)
+        return not transport.is_closing()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes written but not yet taken by the other end's socket or pipe."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
     async def send(self, data: bytes) -> None:
         """Write `data`, waiting while the pipe is full (as anyio's stream did: a checkpoint when it was not).
         Raises ConnectionResetError when the agent's end is closed, also when the write itself found it so

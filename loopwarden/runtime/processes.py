@@ -179,11 +179,17 @@ class ProcessWatch:
         if self.cgroups is not None:
             self.guardian.protect("c", str(self.cgroups.path))
 
-    def containment(self, sid: str) -> Containment:
-        cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
-        containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian,
-                                  oom_score=self.agent_oom)
-        containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
+    def containment(self, sid: str, keeper: str | None = None) -> Containment:
+        """How session `sid`'s processes are found and ended. A kept agent (`keeper`: its keeper's "PID.START")
+        outlives the daemon: the guardian is not told of it, its mark names its keeper, it has no cgroup under the
+        daemon's, and its orphans go to the keeper (found by their mark, not by walking the daemon's children)."""
+        if keeper is not None:
+            containment = Containment(sid, mark=f"{sid}@{keeper}", oom_score=self.agent_oom)
+        else:
+            cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
+            containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian,
+                                      oom_score=self.agent_oom)
+            containment.walk = self.subreaper  # orphans come back to us: no pass over /proc to find them
         if self._sweep is None:
             self._sweep = Sweep(os.getpid(), self._live_helpers)
         containment.sweep = self._sweep

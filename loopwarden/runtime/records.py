@@ -53,7 +53,7 @@ LOG_EVERY: Final = 10.0  # seconds between two log lines about failing writes
 AUDIT: Final = ""  # the lane of audit rows
 
 _TABLES: Final = {"events": "events", "verdicts": "verdicts", "gates": "gates_upsert", "spills": "spills",
-           "actions": "actions", "sessions": "sessions_upsert"}
+           "actions": "actions", "sessions": "sessions_upsert", "positions": "positions"}
 ROWS: Final = "rows"  # the kind of an entry holding a list of event rows (add_rows): one entry per chunk a session read
 
 # (add number, kind, row, bytes): a row is a dict, an EventRow for "events", a list of EventRows for ROWS
@@ -132,6 +132,8 @@ class Recorder:
         self.log = log
         self.clock = clock
         self.on_requeue_sessions = on_requeue_sessions
+        self.on_positions: Callable[[list[dict[str, Any]]], None] | None = None  # kept agents' positions, stored
+        self._positions = 0  # position rows queued, not yet settled (the settle looks for them only then)
         self.store: Store | None = None
         # when the store opens: on_open reads what the daemon needs (in the opening thread, may raise
         # StoreError: the store is not used), after_open hands it over (on the event loop)
@@ -210,6 +212,8 @@ class Recorder:
         return True
 
     def _queue(self, lane: str, kind: str, row: dict[str, Any] | EventRow | list[EventRow], cost: int) -> None:
+        if kind == "positions":
+            self._positions += 1
         added = self.added = self.added + 1
         entries = self.lanes.get(lane)
         if entries is None:
@@ -451,10 +455,20 @@ class Recorder:
                 self._failed.append((lane, got[0][0], got[-1][0]))
         if error is not None:
             self._requeue([e for got in taken.values() for e in got])
+        if self._positions:
+            self._settle_positions(taken, error)
         if error is None:
             self._wrote.set()
         self._written.set()
         self._written = anyio.Event()
+
+    def _settle_positions(self, taken: dict[str, list[Entry]], error: str | None) -> None:
+        """Kept agents' positions in this transaction: when stored, their keeper may forget what they cover (a
+        failed one is simply not told: the next one covers it)."""
+        rows = [row for got in taken.values() for _, kind, row, _ in got if kind == "positions"]
+        self._positions -= len(rows)
+        if error is None and rows and self.on_positions is not None:
+            self.on_positions(rows)  # type: ignore[arg-type]  # a position's row is a dict
 
     def flush_now(self, deadline: float | None = None) -> None:
         """The last write, at shutdown, outside the event loop; what is left at `deadline` (monotonic) is

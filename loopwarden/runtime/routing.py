@@ -70,6 +70,9 @@ class Router:
         if kind == "action":
             self.audit.row(session_id, data)
             return
+        if kind == "position":  # how far a kept agent's output is stored: for the store and its keeper only
+            self.recorder.add("positions", session_id, {"session_id": session_id, **data})
+            return
         if kind == "verdict":
             self.recorder.add("verdicts", session_id, {"session_id": session_id, **_verdict_row(data)})
             self.alerts.record(kind, session_id, data)

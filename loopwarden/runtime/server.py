@@ -281,7 +281,7 @@ class SocketServer:
             return False
         await _send(stream, _reply(rid, result=result))
         # the connection ends with the daemon; a shutdown `unless_live` that named live sessions stops nothing
-        return op == "shutdown" and isinstance(result, dict) and bool(result.get("stopping"))
+        return op in ("shutdown", "handover") and isinstance(result, dict) and bool(result.get("stopping"))
 
     async def _subscribe(self, stream: SocketStream, request: dict[str, Any], rid: Any) -> None:
         sessions = request.get("sessions")

@@ -47,7 +47,7 @@ __all__ = ["HISTORY_TABLES", "TABLES", "Batch", "EventRow", "Store", "StoreError
 TEXT_CAP = 64 * 1024
 LOST_TEXT = "the session's process was gone when the daemon restarted"
 
-_KEYS = {"sessions": ("id",), "gates": ("session_id", "gate_id")}
+_KEYS = {"sessions": ("id",), "gates": ("session_id", "gate_id"), "positions": ("session_id",)}
 _EVENT_COLUMNS = ("session_id", "seq", "ts", "kind", "data")  # an events row, in the table's order
 _EVENT_KEYS = frozenset(_EVENT_COLUMNS)
 _ONLY_TUPLES, _DATA = {tuple}, itemgetter(4)  # the daemon's queued event rows, and their data
@@ -73,10 +73,11 @@ class Batch:
     gates_upsert: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
     spills: list[dict[str, Any]] = field(default_factory=list)
+    positions: list[dict[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:  # (spelled out: a walk of dataclasses.fields cost more than a small write's rows)
         return (len(self.sessions_upsert) + len(self.events) + len(self.verdicts) + len(self.gates_upsert)
-                + len(self.actions) + len(self.spills))
+                + len(self.actions) + len(self.spills) + len(self.positions))
 
 
 # ---- migrations: history, never edited once released ------------------------
@@ -142,7 +143,14 @@ def _v4_lost(db: Database) -> None:
     db.table("sessions").add_column("lost", str)
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost]
+def _v5_positions(db: Database) -> None:
+    """How far a kept agent's output is stored (keeper.py): the next daemon asks its keeper for the rest from there."""
+    db.create_table("positions", {"session_id": str, "out_offset": int, "out_seq": int, "judged_seq": int,
+                                  "err_offset": int}, pk="session_id", not_null={"session_id"})
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost,
+                                                _v5_positions]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -187,7 +195,7 @@ class Store:
         self.text_cap = text_cap
         self.json_cap = max(json_cap if json_cap is not None else 4 * text_cap, text_cap)
         self._lock = threading.RLock()
-        self._kinds = {t: column_kinds(db, t) for t in TABLES}
+        self._kinds = {t: column_kinds(db, t) for t in (*TABLES, "positions")}
         self.values = RowValues(self._kinds, text_cap=text_cap, json_cap=self.json_cap)
         self.pages = HistoryPages(db, self._lock, path)  # what `logs` reads
         self.pruning = Pruning(db, self._lock, path)
@@ -263,6 +271,8 @@ class Store:
                         self._upsert("gates", row)
                     self._append("actions", [prepare("actions", r) for r in batch.actions])
                     self._append("spills", [prepare("spills", r) for r in batch.spills])
+                    for row in batch.positions:
+                        self._upsert("positions", row)
             except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
                 raise StoreError(f"batch of {len(batch)} rows not written: {exc}") from exc
 
@@ -415,6 +425,17 @@ class Store:
     def session(self, session_id: str) -> dict[str, Any] | None:
         rows = self._select("sessions", "SELECT * FROM sessions WHERE id = ?", [session_id])
         return rows[0] if rows else None
+
+    def position(self, session_id: str) -> tuple[int, int, int, int]:
+        """Where a kept agent's stored output ends: (stdout offset, the stdout line seq there, the last stdout
+        line seq whose events are stored, stderr offset); zeros before anything was stored."""
+        with self._lock, store_errors(self.path):
+            row = self.db.execute("SELECT out_offset, out_seq, err_offset FROM positions WHERE session_id = ?",
+                                  [session_id]).fetchone()
+            judged = self.db.execute(f"SELECT max(seq) FROM events WHERE id IN ({EVENT_IDS})",
+                                     [session_id]).fetchone()[0]
+        out, seq, err = (int(v or 0) for v in row) if row else (0, 0, 0)
+        return out, seq, max(seq, int(judged or 0)), err
 
     def events(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` events of a session with id > `after_id`, oldest first."""

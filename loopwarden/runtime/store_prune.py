@@ -34,6 +34,7 @@ class Pruning:
                     deleted["events"] += self.db.execute(f"DELETE FROM events WHERE id IN ({EVENT_IDS})",
                                                          [sid]).rowcount
                     self.db.execute("DELETE FROM event_runs WHERE session_id = ?", [sid])
+                    self.db.execute("DELETE FROM positions WHERE session_id = ?", [sid])
                     for table in ("verdicts", "gates", "spills"):
                         deleted[table] += self.db.execute(f"DELETE FROM {table} WHERE session_id = ?",
                                                           [sid]).rowcount

@@ -70,6 +70,9 @@ class Adapter:
     streams_outputs: ClassVar[bool] = False  # a long tool output is read in chunks as it comes (supervisor/longline.py)
     replay_format: ClassVar[str | None] = None  # the recorded format it reads, by name (`loopwarden replay --format`)
     reads_arrays: ClassVar[bool] = False  # a recording may also be one JSON array of records (`array_events`)
+    # its agent may be held by the keeper and taken up by a later daemon: all it remembers of the agent comes back
+    # from the session's stored events (`taken_up`)
+    keepable: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.handshake = False
@@ -190,6 +193,10 @@ class Adapter:
     def replies(self, gated: bool) -> list[bytes]:
         """Lines owed to the agent after a line was read or a gate decided (b"" closes its stdin)."""
         return []
+
+    def taken_up(self, first: list[Event]) -> None:
+        """A later daemon supervises the agent again (`keepable`): what this adapter learned from the session's
+        first stored events, learned again."""
 
 
 def line(obj: dict[str, Any]) -> bytes:

@@ -27,6 +27,7 @@ class NativeAdapter(Adapter):
     line_bytes = DEFAULT_MAX_LINE_BYTES
     typed_lines = TypedLines(read=typed_record, stored=stored_json)  # msgspec's typed decoding (supervisor/typed.py)
     streams_outputs = True
+    keepable = True  # (see Adapter.keepable)
     replay_format = "native"
 
     def __init__(self) -> None:
@@ -54,6 +55,13 @@ class NativeAdapter(Adapter):
         elif type(event) is InvalidLine and self.handshake:
             self._refuse_call(raw, event.seq, event.reason)
         return [event]
+
+    def taken_up(self, first: list[Event]) -> None:
+        """The handshake is on when the session's hello asked for it."""
+        for event in first:
+            if type(event) is Hello:
+                self.handshake = bool(event.handshake)
+                return
 
     def _refuse_call(self, raw: bytes, seq: int, reason: str) -> None:
         """A rejected tool_call line still gets a block verdict, so a handshake agent waiting on it never hangs."""

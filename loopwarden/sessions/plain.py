@@ -12,6 +12,7 @@ class PlainAdapter(Adapter):
     agent = "command"
     summary = "any command: its output lines are shown and stored; signals only"
     declared = Capability.NONE
+    keepable = True  # (see Adapter.keepable)
 
     def parse_stdout(self, raw: bytes, seq: int) -> list[Event]:
         return [Output(seq=seq, text=raw.decode("utf-8", "replace"), stream="stdout", size=len(raw) + 1)]

@@ -252,6 +252,14 @@ class Hooks:
                                            "turn ends sooner: LOOPWARDEN_HOOK_IDLE); 0 = never", 3600.0)
 
 
+@dataclass(frozen=True)
+class Daemon:
+    keep_agents: bool = _key("bool", "launched agents are held by the keeper, a small process that outlives the "
+                                     "daemon: a daemon that crashed, was killed or is restarted for an upgrade "
+                                     "takes them up again (native and plain agents); read when the daemon starts",
+                             False)
+
+
 ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
@@ -295,6 +303,7 @@ class Config:
     opinion: Opinion = field(default_factory=Opinion)
     notify: Notify = field(default_factory=Notify)
     hooks: Hooks = field(default_factory=Hooks)
+    daemon: Daemon = field(default_factory=Daemon)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -310,7 +319,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify, "hooks": Hooks,
+    "notify": Notify, "hooks": Hooks, "daemon": Daemon,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -581,6 +590,11 @@ def _apply(config: Config, overrides: Mapping[str, Any], where: str) -> Config:
     for section, values in sections.items():
         config = replace(config, **{section: replace(getattr(config, section), **values)})
     return config
+
+
+def from_settings(settings: Mapping[str, Any], preset: str | None = None) -> Config:
+    """A configuration again from its `changed_settings` (a stored session's), keys it does not know refused."""
+    return _apply(Config(preset=preset if preset in PRESETS else "recommended"), settings, "the stored settings")
 
 
 def _flatten_toml(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import anyio
 from anyio.abc import Process
@@ -17,6 +18,7 @@ from ...supervisor.config import Config
 from ...supervisor.health import TERMINATED, SessionHealth
 from ...supervisor.verdicts import SessionState, Termination, Verdict
 from ..containment import Containment
+from ..keeper_link import KeeperLink
 from ..opinion import SecondOpinion
 from ..principal import Claim
 from ..procfs import ProcTable
@@ -26,7 +28,7 @@ from .controls import OperatorControls
 from .interventions import Interventions
 from .journal import Journal
 from .judge import Judge
-from .process import AgentProcess
+from .process import AgentProcess, KeptProcess, Pipes
 from .reader import OutputReader
 from .recovery import Recovery
 from .sampling import Sampler
@@ -36,6 +38,22 @@ from .tasks import Tasks, Wake
 from .ticker import Ticker
 from .view import SnapshotView
 from .writer import InputWriter
+
+
+KEEPER_MARGIN: Final = 30.0  # seconds past max_runtime and its grace the keeper ends the agent itself (no daemon)
+
+
+@dataclass(frozen=True)
+class TakenUp:
+    """A kept agent an earlier daemon launched: its pid and start, and where its stored output ends (the stdout
+    offset, that line's seq, the last line judged and stored, the stderr offset)."""
+
+    pid: int
+    started_at: float | None
+    out: int
+    seq: int
+    judged: int
+    err: int
 
 
 class LiveSession:
@@ -54,12 +72,17 @@ class LiveSession:
     def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
                  clock: Callable[[], float] = time.time, records: Records | None = None,
-                 containment: Containment | None = None, sink_rows: RowsSink | None = None) -> None:
+                 containment: Containment | None = None, sink_rows: RowsSink | None = None,
+                 keeper: KeeperLink | None = None, taken: TakenUp | None = None,
+                 health: SessionHealth | None = None) -> None:
         sid = spec.id
         self.spec = spec
         self.clock = clock
         self.spiller = spiller
-        self.health = health = SessionHealth(config, started_at=clock())
+        self.keeper = keeper  # the keeper holds the agent: it outlives this daemon
+        self.taken = taken  # ... and an earlier daemon launched it: supervised again from where the store ends
+        self.letting_go = False  # this daemon hands the kept agent over to the next: its end touches nothing
+        self.health = health = health or SessionHealth(config, started_at=clock())
         self.journal = journal = Journal(sid, health, sink, sink_rows, clock)
         self.agent = agent = Agent(adapter, spec, rows=sink_rows is not None)
         self.agent_process = process = AgentProcess(sid, containment or Containment(sid), journal, clock,
@@ -74,7 +97,10 @@ class LiveSession:
                                                            tasks, wake, self.opinion, clock)
         self.recovery = recovery = Recovery(agent, health, journal, writer, interventions, wake, clock)
         self.judge = judge = Judge(health, journal, agent, spills, recovery, self.opinion, clock)
-        self.reader = OutputReader(sid, agent, health, journal, judge, interventions, writer, spills, records)
+        self.reader = reader = OutputReader(sid, agent, health, journal, judge, interventions, writer, spills, records)
+        if keeper is not None:
+            reader.kept = True
+            writer.seq = lambda: reader.seq
         self.sampler = sampler = Sampler(process, health, journal, wake, clock)
         self.ticker = ticker = Ticker(health, journal, process, writer, sampler, interventions, tasks, wake, clock)
         self.controls = OperatorControls(spec, agent, health, journal, writer, process, interventions, ticker, tasks,
@@ -93,7 +119,7 @@ class LiveSession:
         argv = agent.adapter.command(spec.command)
         env = spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
-            pipes = await process.launch(argv, env, spec.cwd)
+            pipes = await self._start(argv, env)
         except (OSError, ValueError) as exc:
             process.not_started()
             self.health.never_started()
@@ -103,7 +129,8 @@ class LiveSession:
         self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin
         assert process.pid is not None and process.started_at is not None
         self.sampler.started(process.pid)
-        self.health.started(process.started_at)
+        if self.taken is None:
+            self.health.started(process.started_at)
         for said in (by_command.line() if by_command else None, f"stdin closed: {no_stdin}" if no_stdin else None,
                      self._opinion_off):
             if said:
@@ -121,8 +148,23 @@ class LiveSession:
         process.settle(terminated=self.health.state == TERMINATED, failed=agent.adapter.failure is not None)
         self.journal.publish()
 
+    async def _start(self, argv: list[str], env: dict[str, str]) -> Pipes:
+        """The agent started here, by the keeper, or taken up from the keeper where an earlier daemon left it."""
+        process, keeper, taken = self.agent_process, self.keeper, self.taken
+        if keeper is None:
+            return await process.launch(argv, env, self.spec.cwd)
+        if taken is not None:
+            self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err)
+            return await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
+        limits = self.config.limits
+        grace = limits.kill_grace
+        deadline = limits.max_runtime + grace + KEEPER_MARGIN if limits.max_runtime else None
+        return await process.launch_kept(keeper, argv, env, self.spec.cwd, max_runtime=deadline, grace=grace)
+
     async def _supervise(self, close_stdin: bool) -> None:
         self.writer.ready = anyio.Event()
+        if self.keeper is not None:
+            await self.writer.open_kept()
         try:
             await self._supervise_in_group(close_stdin)
         finally:
@@ -132,7 +174,7 @@ class LiveSession:
         sid, tasks, writer, process = self.spec.id, self.tasks, self.writer, self.agent_process
         async with anyio.create_task_group() as tg:
             tasks.group = tg
-            for data in self.agent.adapter.start_lines():
+            for data in self.agent.adapter.start_lines() if self.taken is None else ():
                 writer.send(data)
             if close_stdin:
                 writer.send(b"")
@@ -170,11 +212,18 @@ class LiveSession:
             assert process is not None
             await process.wait()
 
+    def let_go(self) -> None:
+        """restart-daemon: supervision ends here (its task is cancelled next), the kept agent runs on untouched."""
+        self.letting_go = True
+
     async def _wind_up(self) -> None:
-        """The pipes no part took are closed, and whatever of the session still runs is ended."""
+        """The pipes no part took are closed, and whatever of the session still runs is ended (but for a kept
+        agent handed over to the next daemon)."""
         process = self.agent_process
         self.reader.close_fds()
         self.writer.close_fd()
+        if self.letting_go:
+            return
         self.journal.stop_progress()  # the final publish tells everything
         if process.containment.emptied and self.opinion is None:  # the usual end: nothing left to wait for
             process.containment.release()
@@ -284,7 +333,7 @@ class LiveSession:
         self.agent_process.pid = pid
 
     @property
-    def process(self) -> Process | None:
+    def process(self) -> Process | KeptProcess | None:
         return self.agent_process.process
 
     @property

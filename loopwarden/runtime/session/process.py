@@ -13,6 +13,7 @@ from anyio.abc import Process
 from ...supervisor.verdicts import FINAL_STATES, SessionState
 from ..containment import Containment
 from ..principal import Claim
+from ..keeper_link import KeeperLink
 from ..procfs import ProcTable
 from .journal import Journal
 
@@ -24,6 +25,23 @@ class Pipes:
         self.stdout: int | None = stdout
         self.stderr: int | None = stderr
         self.stdin: int | None = stdin
+
+
+class KeptProcess:
+    """An agent the keeper started (keeper.py), as the session waits for it: its pid, and its exit as the keeper
+    tells it (the keeper is its parent)."""
+
+    def __init__(self, keeper: KeeperLink, sid: str, pid: int) -> None:
+        self.keeper = keeper
+        self.sid = sid
+        self.pid = pid
+        self.returncode: int | None = None
+        self.ended_by_keeper: str | None = None  # why the keeper ended it itself (its max_runtime), if it did
+
+    async def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode, self.ended_by_keeper = await self.keeper.exit_code(self.sid)
+        return self.returncode
 
 
 class AgentProcess:
@@ -43,7 +61,8 @@ class AgentProcess:
         self.ended_at: float | None = None
         self.exit_code: int | None = None
         self.pid: int | None = None
-        self.process: Process | None = None
+        self.process: Process | KeptProcess | None = None
+        self.keeper: KeeperLink | None = None  # the agent is kept by the keeper: it outlives the daemon
         self.paused = False  # the group is stopped (by an operator or by a gate)
         self.operator_paused = False
         self.stopping = False
@@ -76,11 +95,47 @@ class AgentProcess:
             for fd in writers:
                 os.close(fd)
         pipes = Pipes(stdout_r, stderr_r, stdin_w)
-        self.pid = self.process.pid
-        self.containment.started(self.pid, os.fstat(stdout_r).st_ino)
-        self.on_group(self.pid, True)
-        self.state, self.started_at = SessionState.RUNNING, self.clock()
+        self._running(self.process.pid, os.fstat(stdout_r).st_ino)
         return pipes
+
+    async def launch_kept(self, keeper: KeeperLink, argv: list[str], env: dict[str, str], cwd: str | None, *,
+                          max_runtime: float | None, grace: float) -> Pipes:
+        """Have the keeper start the agent (it outlives the daemon); our ends are connections to the keeper."""
+        self.keeper = keeper
+        pid = await keeper.spawn(self.sid, self.containment.command(argv), self.containment.environment(env), cwd,
+                                 max_runtime=max_runtime, grace=grace)
+        self.process = KeptProcess(keeper, self.sid, pid)
+        self._running(pid)
+        return await self.attach_kept(keeper)
+
+    async def take_up(self, keeper: KeeperLink, pid: int, started_at: float | None, out: int, judged: int,
+                      err: int) -> Pipes:
+        """An agent an earlier daemon launched and the keeper held meanwhile: supervised again from where the store
+        ends (its stdout from `out`, its stderr from `err`; what it is to be told about lines after `judged` is
+        told again)."""
+        self.keeper = keeper
+        await keeper.take(self.sid, judged)
+        self.process = KeptProcess(keeper, self.sid, pid)
+        self._running(pid)
+        self.started_at = started_at or self.started_at
+        return await self.attach_kept(keeper, out, err)
+
+    async def attach_kept(self, keeper: KeeperLink, out: int = 0, err: int = 0) -> Pipes:
+        fds: list[int] = []
+        try:
+            for stream, start in (("out", out), ("err", err), ("in", 0)):
+                fds.append(await keeper.attach(self.sid, stream, start))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return Pipes(*fds)
+
+    def _running(self, pid: int, stdout_inode: int | None = None) -> None:
+        self.pid = pid
+        self.containment.started(pid, stdout_inode)
+        self.on_group(pid, True)
+        self.state, self.started_at = SessionState.RUNNING, self.clock()
 
     def not_started(self) -> None:
         """The launch failed: the session ends as a command that was not found would (127)."""

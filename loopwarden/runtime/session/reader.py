@@ -66,6 +66,10 @@ class OutputReader:
         self._wake = anyio.Event()  # the pump task's
         self.waiting_for_store = False
         self.drain_abandoned = False
+        self.kept = False  # the keeper holds the agent: how far its output is stored goes to the store too
+        self.skip_until = 0  # stdout lines up to this one were judged and stored by an earlier daemon
+        self._bases = (0, 0, 0)  # (stdout offset, stdout line seq, stderr offset) where this daemon's reading began
+        self._position = (0, 0, 0)  # the last position stored: (stdout offset, its line seq, stderr offset)
 
     # ---- the pump task ----------------------------------------------------------
     async def pump(self, done: asyncio.Future[None]) -> None:
@@ -113,8 +117,10 @@ class OutputReader:
 
     def read_stdout(self) -> OutputPipe:
         """stdout's reader, not yet connected: its lines judged (`take`), the session published per chunk."""
+        progress = self._kept_progress if self.kept else self.journal.progress
         self._stdout = OutputPipe(LineSplitter(self.max_line(), self._open_long, STREAM_FROM), self.take,
-                                  self._wake_pump, self.records, self.journal.progress)
+                                  self._wake_pump, self.records, progress)
+        self._stdout.splitter.lines = self._bases[1]
         return self._stdout
 
     def read_stderr(self) -> OutputPipe:
@@ -130,6 +136,32 @@ class OutputReader:
                 self.journal.publish()
             if later is not None:
                 await later()
+
+    def resume_at(self, out: int, seq: int, judged: int, err: int) -> None:
+        """An earlier daemon stored this agent's output up to here: reading starts at stdout offset `out` (line
+        `seq`), lines up to `judged` are passed over (stored already), stderr starts at `err`."""
+        self.seq, self.skip_until = seq, judged
+        self._bases = self._position = (out, seq, err)
+
+    def _kept_progress(self) -> None:
+        """Lines were judged: as for any session, and where the stored output ends goes to the store with them (a
+        stdout offset after a whole line taken, with that line's seq), so the keeper can forget what precedes it
+        and a next daemon knows where to begin."""
+        self.journal.progress()
+        out, seq, err = self._position
+        base_out, _, base_err = self._bases
+        pipe = self._stdout
+        if pipe is not None:
+            splitter = pipe.splitter
+            if splitter.lines == self.seq and splitter.long is None and not splitter.skipping:
+                out, seq = base_out + pipe.bytes_read - len(splitter.buffer), self.seq
+        pipe = self._stderr
+        if pipe is not None and not pipe.held and not pipe.splitter.skipping:
+            err = base_err + pipe.bytes_read - len(pipe.splitter.buffer)
+        if (out, seq, err) != self._position:
+            self._position = (out, seq, err)
+            self.journal.sink("position", {"out_offset": out, "out_seq": seq, "judged_seq": self.seq,
+                                           "err_offset": err})
 
     def _wake_pump(self) -> None:
         self._wake.set()
@@ -201,6 +233,8 @@ class OutputReader:
         awaited first (a stop), what to await, and the reading waits for it. A line the adapter's typed lines
         read (the common case) is judged here, its row stored from its record."""
         seq = self.seq = self.seq + 1
+        if seq <= self.skip_until:  # stored by an earlier daemon, and sent again by the keeper
+            return None
         if type(line) is bytes:
             typed_read = self.agent.typed_read
             if typed_read is not None and line:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 import anyio
@@ -13,6 +14,7 @@ import anyio.lowlevel
 from ...sessions.base import Adapter
 from ...supervisor import messages
 from ...supervisor.health import GATED, SessionHealth
+from ..keeper_wire import frame
 from ..pipes import InputPipe
 from .agent import Agent
 from .journal import Journal
@@ -48,6 +50,8 @@ class InputWriter:
         self.deaf: str | None = None  # why the agent is being stopped for not reading its input
         self.started = False  # the writer task runs from the first line queued
         self.idle = True  # it waits for nothing but its wake-up, returned, or never started
+        self.kept: InputPipe | None = None  # the keeper's frame connection, when the keeper holds the agent
+        self.seq: Callable[[], int] = lambda: 0  # the stdout line a line queued now answers (the reader's)
 
     def inject(self, text: str, kind: str, rule: str, model: str | None = None) -> None:
         """Text for the model, in the adapter's form (nothing for an adapter that cannot inject)."""
@@ -70,6 +74,9 @@ class InputWriter:
         if self.ready is None or self.closed:
             return
         self.journal.flush_rows()  # the mark below must cover the events this line answers
+        if self.kept is not None:
+            self._send_kept(self.kept, data, essential)
+            return
         if data and not essential and self.out_bytes >= STDIN_OPTIONAL:
             self.dropped += 1
             return
@@ -82,6 +89,29 @@ class InputWriter:
         if limit and self.out_bytes > limit and self.deaf is None and not self.process.stopping:
             self.deaf = messages.deaf_agent(self.out_bytes, limit)
             self.wake.set()
+
+    def _send_kept(self, pipe: InputPipe, data: bytes, essential: bool) -> None:
+        """To the keeper at once, tagged with the line it answers: the keeper lets it through once that line is
+        stored (write ahead, as below), and holds it across a daemon's death meanwhile."""
+        waiting = pipe.buffered
+        if data and not essential and waiting >= STDIN_OPTIONAL:
+            self.dropped += 1
+            return
+        if not pipe.write_now(frame(self.seq(), data)):
+            self.dropped += 1
+            return
+        if not data:
+            self.closed = True
+        limit = self.health.config.limits.stdin_backlog
+        if limit and waiting > limit and self.deaf is None and not self.process.stopping:
+            self.deaf = messages.deaf_agent(waiting, limit)
+            self.wake.set()
+
+    async def open_kept(self) -> None:
+        """The keeper holds the agent: its stdin is written through the keeper, from now on."""
+        assert self.fd is not None
+        fd, self.fd = self.fd, None
+        self.kept = await InputPipe.open(fd)
 
     def start(self) -> None:
         """The writer task, started with the first line queued. A line queued by a read callback (no task runs it,
@@ -101,6 +131,8 @@ class InputWriter:
 
     def close_fd(self) -> None:
         """Our end of stdin, when no writer task took it."""
+        if self.kept is not None:
+            self.kept.close()
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

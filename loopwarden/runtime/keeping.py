@@ -1,0 +1,176 @@
+"""The daemon's kept agents (keeper.py holds them): the keeper reached when the daemon starts, new agents started
+there, what is stored told to it, ended sessions let go, and the agents an earlier daemon left taken up again."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from ..paths import Paths
+from ..sessions import detect
+from ..sessions.base import Adapter
+from ..supervisor import protocol
+from ..supervisor.config import ConfigError, from_settings
+from ..supervisor.events import Event
+from .containment import Containment, daemon_instance
+from .hook_intake import operator_config
+from .keeper_link import KeeperError, KeeperLink, daemon_command
+from .processes import ProcessWatch
+from .records import Recorder
+from .registry import SessionRegistry
+from .session import LiveSession, SessionSpec
+from .session.live import TakenUp
+from .store import Store, StoreError
+
+FIRST_EVENTS = 8  # a session's first stored events, what an adapter taken up learns again from
+
+
+class Keeping:
+    """The keeper as the daemon uses it; every method is a no-op while agents are not kept."""
+
+    def __init__(self, paths: Paths, registry: SessionRegistry, recorder: Recorder, watch: ProcessWatch, *,
+                 log: Callable[[str], None]) -> None:
+        self.paths = paths
+        self.registry = registry
+        self.recorder = recorder
+        self.watch = watch
+        self.log = log
+        self.link: KeeperLink | None = None
+        self.instance = ""  # the keeper's "PID.START": the end of its agents' marks
+        self.enabled = False  # new agents are kept (daemon.keep_agents)
+        self.held: dict[str, LiveSession | None] = {}  # sessions of this daemon whose agent the keeper holds
+
+    async def open(self) -> None:
+        """Reach the keeper when agents are to be kept, or when one runs (it holds an earlier daemon's agents)."""
+        try:
+            self.enabled = operator_config(self.paths).daemon.keep_agents
+        except ConfigError as exc:
+            self.log(f"keeper: the operator's configuration cannot be read ({exc}); agents are not kept")
+        link = KeeperLink(self.paths.runtime, self.log)
+        if not self.enabled and not link.path.exists():
+            return
+        try:
+            await link.open(daemon_command(self.paths))
+        except (OSError, KeeperError, TimeoutError) as exc:
+            self.log(f"keeper: cannot be reached ({exc}); agents are not kept, and those it holds run on unseen")
+            return
+        self.link = link
+        self.instance = daemon_instance(link.pid)
+        self.recorder.on_positions = self._stored
+        self.registry.on_release(self._released)
+        self.log(f"keeper {link.pid}: holds {len(link.kept)} agents; new agents "
+                 + ("are kept by it" if self.enabled else "are not (daemon.keep_agents is off)"))
+
+    @property
+    def kept_ids(self) -> set[str]:
+        return {str(s["sid"]) for s in self.link.kept} if self.link is not None else set()
+
+    def keeps(self, adapter: Adapter, spec: SessionSpec) -> bool:
+        """Whether a new session's agent is kept: keeping is on, and what its adapter knows of it comes back from
+        the store (`Adapter.keepable`; `auto` when its command chooses no other adapter)."""
+        if not self.enabled or self.link is None or self.link.lost:
+            return False
+        if adapter.name == detect.AUTO:
+            choice = detect.by_command(spec.command, spec.env)
+            return choice is None
+        return type(adapter).keepable
+
+    def containment(self, sid: str) -> Containment:
+        """A kept session's containment; from now on the keeper is told when it may forget the session."""
+        self.held[sid] = None
+        return self.watch.containment(sid, keeper=self.instance)
+
+    # ---- what the store has, told to the keeper ------------------------------------------
+    def _stored(self, rows: list[dict[str, Any]]) -> None:
+        link = self.link
+        if link is None:
+            return
+        for row in rows:
+            link.stored(str(row["session_id"]), int(row["out_offset"]), int(row["judged_seq"]),
+                        int(row["err_offset"]))
+
+    def _released(self, sid: str, _session: object) -> None:
+        """An ended session left the daemon's memory (its last records stored): its keeper forgets it."""
+        if self.link is not None and sid in self.held:
+            del self.held[sid]
+            self.link.release(sid)
+
+    def hold(self, session: LiveSession) -> None:
+        self.held[session.spec.id] = session
+
+    def let_go(self) -> int:
+        """restart-daemon: every kept session stops supervising without touching its agent; how many."""
+        for session in self.held.values():
+            if session is not None:
+                session.let_go()
+        return len(self.held)
+
+    # ---- taking up what an earlier daemon left --------------------------------------------
+    def taken_up(self, store: Store) -> list[tuple[SessionSpec, Any, str, TakenUp, list[Event]]]:
+        """What each agent the keeper holds needs to be supervised again, read from the store: (spec, config,
+        adapter name, where its stored output ends, its first events). An agent the store does not know is
+        stopped (nothing can say how to judge it)."""
+        found = []
+        for kept in self.link.kept if self.link is not None else []:
+            sid = str(kept["sid"])
+            try:
+                row = store.session(sid)
+                position = store.position(sid) if row is not None else None
+                first = store.events(sid, limit=FIRST_EVENTS) if row is not None else []
+            except StoreError as exc:
+                self.log(f"keeper: session {sid} cannot be read ({exc}); its agent runs on unseen")
+                continue
+            if row is None or position is None:
+                self.log(f"keeper: session {sid} is not in the store; its agent is stopped")
+                with contextlib.suppress(KeeperError):
+                    self.link.tell("signal", sid=sid, sig=15)  # type: ignore[union-attr]
+                continue
+            stored = row.get("snapshot")
+            snap: dict[str, Any] = stored if isinstance(stored, dict) else {}
+            try:
+                config = from_settings(snap.get("settings") or {}, row.get("preset"))
+            except ConfigError as exc:
+                self.log(f"keeper: session {sid}'s settings cannot be read again ({exc}); the defaults judge it")
+                config = from_settings({}, row.get("preset"))
+            words = row.get("command")
+            command: list[Any] = words if isinstance(words, list) else []
+            spec = SessionSpec(id=sid, name=str(row.get("name") or sid), command=[str(w) for w in command],
+                               adapter=str(row.get("adapter") or "plain"), cwd=row.get("cwd"),
+                               preset=row.get("preset"), task=snap.get("task"))
+            out, seq, judged, err = position
+            taken = TakenUp(int(kept["pid"]), row.get("started_at"), out, seq, judged, err)
+            found.append((spec, config, spec.adapter, taken, _events(first)))
+        return found
+
+    async def shutdown(self) -> None:
+        """The daemon stops for good (its sessions were stopped): the keeper starts no daemon again."""
+        if self.link is not None:
+            with contextlib.suppress(KeeperError):
+                await self.link.request("shutdown")
+            await self.link.aclose()
+
+    def describe(self) -> dict[str, Any] | None:
+        """The keeper, for `ping` and `status`."""
+        if self.link is None:
+            return None
+        return {"pid": self.link.pid, "holds": len(self.held), "connected": not self.link.lost,
+                "keep_agents": self.enabled}
+
+    async def handover(self) -> None:
+        """This daemon leaves on purpose (`restart-daemon`): the keeper waits for the next one."""
+        if self.link is not None:
+            await self.link.bye()
+            await self.link.aclose()
+
+
+def _events(rows: list[dict[str, Any]]) -> list[Event]:
+    """Stored event records as events again (those that cannot be read are left out)."""
+    events = []
+    for row in rows:
+        data = row.get("data")
+        if isinstance(data, dict):
+            with contextlib.suppress(Exception):
+                events.append(protocol.event_from_object(data, int(row.get("seq") or 0)))
+    return events
+

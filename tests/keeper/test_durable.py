@@ -1,0 +1,113 @@
+"""Agents outlive the daemon: a daemon SIGKILLed mid-flood is started again by the keeper and takes every session up
+(nothing lost, nothing judged twice, the same verdicts as an uninterrupted run); restart-daemon hands every session
+over with its open gate."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import Harness
+from tests.support.paths import PY
+from tests.support.waiting import wait_for
+
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+VERDICT_LOG = str(AGENTS / "verdict_log.py")
+ECHO = str(AGENTS / "echo_handshake.py")
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Iterator[Harness]:
+    """A daemon whose agents the keeper holds (daemon.keep_agents)."""
+    harness = Harness(tmp_path)
+    harness.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    harness.paths.config_file.write_text("[daemon]\nkeep_agents = true\n")
+    with harness:
+        yield harness
+    harness.cli("stop-daemon", "--yes")  # a daemon the keeper started is not the harness's own
+
+
+def other_daemon(lw: Harness, old: int) -> dict[str, Any]:
+    """The daemon answering once `old` is gone (the keeper starts it)."""
+    def answers() -> dict[str, Any] | None:
+        try:
+            ping = lw.request("ping")
+        except Exception:  # noqa: BLE001 - none answers yet
+            return None
+        return ping if ping["pid"] != old else None
+    return wait_for(answers, 60, "a new daemon")
+
+
+def ended(lw: Harness, sids: list[str], timeout: float = 180) -> dict[str, dict[str, Any]]:
+    def check() -> dict[str, dict[str, Any]] | None:
+        snaps = {s["id"]: s for s in lw.request("list", all=True) if s["id"] in sids}
+        done = all(snaps.get(sid, {}).get("state") in ("exited", "terminated", "lost") for sid in sids)
+        return snaps if done else None
+    return wait_for(check, timeout, "every session to end", every=0.2)
+
+
+def tool_calls(lw: Harness, sid: str) -> list[str]:
+    return [e["data"]["call_id"] for e in lw.events(sid) if e["kind"] == "tool_call"]
+
+
+def test_a_daemon_killed_mid_flood_is_replaced_and_takes_every_agent_up(kept: Harness, tmp_path: Path) -> None:
+    """50 handshake agents flooding; SIGKILL the daemon: the keeper starts another, every agent goes on to its end,
+    every call is stored once and judged once, whatever the daemon had read and not stored read again."""
+    calls = 150
+    sids = [kept.launch(PY, ECHO, str(calls)) for _ in range(50)]
+    wait_for(lambda: sum(s["tool_calls"] for s in kept.request("list")) >= 50 * calls // 4, 120,
+             "a quarter of the calls", every=0.1)
+    assert kept.daemon is not None
+    old = kept.daemon.pid
+    os.kill(old, signal.SIGKILL)
+    kept.daemon.wait()
+    other_daemon(kept, old)
+    snaps = ended(kept, sids)
+    for sid in sids:
+        assert snaps[sid]["state"] == "exited" and snaps[sid]["exit_code"] == 0, snaps[sid]
+        assert tool_calls(kept, sid) == [f"e{i}" for i in range(1, calls + 1)]  # each once, in order
+        judged = [v for v in kept.verdicts(sid) if v["action"] in ("allow", "nudge", "block")]
+        assert len(judged) <= calls  # never judged twice (allowed calls may have no verdict row)
+
+
+def test_verdicts_across_a_killed_daemon_are_an_uninterrupted_runs(kept: Harness, tmp_path: Path) -> None:
+    """A deterministic agent's verdicts, one daemon killed while it runs, equal those of a run with none killed:
+    a repeated call counts across the restart."""
+    calls = 120
+    whole, broken = tmp_path / "whole.txt", tmp_path / "broken.txt"
+    sets = ("repetition.max_blocks=1000",)  # blocks come at the same calls of every run, none ends it
+    first = kept.launch(PY, VERDICT_LOG, str(calls), str(whole), sets=sets)
+    ended(kept, [first])
+    second = kept.launch(PY, VERDICT_LOG, str(calls), str(broken), "--pace", "0.02", sets=sets)
+    wait_for(lambda: broken.exists() and len(broken.read_text().splitlines()) >= calls // 3, 60, "a third of it")
+    assert kept.daemon is not None
+    old = kept.daemon.pid
+    os.kill(old, signal.SIGKILL)
+    kept.daemon.wait()
+    other_daemon(kept, old)
+    ended(kept, [second])
+    assert broken.read_text() == whole.read_text()
+    assert len(whole.read_text().splitlines()) == calls
+    assert " block " in whole.read_text()  # the repetition guard spoke (its count must carry across)
+
+
+def test_restart_daemon_hands_over_an_open_gate(kept: Harness) -> None:
+    from tests.support.scenarios import opened_gate
+
+    gate = opened_gate(kept)
+    sid = gate.split(":")[0]
+    old = kept.request("ping")["pid"]
+    done = kept.cli("restart-daemon", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "1 kept sessions taken up" in done.stdout
+    assert kept.request("ping")["pid"] != old
+    snap = kept.wait_state(sid, "gated")
+    assert gate.split(":")[1] in snap["pending_gates"]
+    approved = kept.cli("approve", gate)
+    assert approved.returncode == 0, approved.stderr
+    kept.wait_state(sid, "running", "exited", "terminated")
