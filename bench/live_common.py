@@ -94,7 +94,7 @@ class BenchDaemon:
     """`loopwarden serve` in its own temporary LOOPWARDEN_HOME; use as a context manager."""
 
     def __init__(self, label: str = "bench", keep: bool = False, serve: list[str] | None = None,
-                 checkout: Path | None = None) -> None:
+                 checkout: Path | None = None, kept: bool = False) -> None:
         """`checkout`: serve that directory's loopwarden (another version, for a before figure) instead of
         this one's; `python -m` imports the package of its working directory first, so it runs from there."""
         self.home = Path(tempfile.mkdtemp(prefix=f"lw-{label}-"))
@@ -106,6 +106,9 @@ class BenchDaemon:
             self.cwd = checkout
             self.env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1")
         self.paths: Paths = default_paths(self.env)
+        if kept:  # its agents held by the keeper (daemon.keep_agents)
+            self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+            self.paths.config_file.write_text("[daemon]\nkeep_agents = true\n")
         self.serve = serve or [PY, "-m", "loopwarden", "serve"]
         self.proc: subprocess.Popen[bytes] | None = None
         self.ps: psutil.Process | None = None

@@ -213,8 +213,8 @@ def stored_events(d: BenchDaemon) -> int:
 
 
 def run_daemon(sc: Scenario, window: float, seconds: float, checkout: Path | None = None,
-               py_spy: str | None = None, label: str = "daemon") -> Figure:
-    with BenchDaemon(f"ingest-{sc.name}", checkout=checkout) as d:
+               py_spy: str | None = None, label: str = "daemon", kept: bool = False) -> Figure:
+    with BenchDaemon(f"ingest-{sc.name}", checkout=checkout, kept=kept) as d:
         assert d.ps is not None
         barrier = d.home / "start.fifo"
         os.mkfifo(barrier, 0o600)
@@ -238,11 +238,13 @@ def run_daemon(sc: Scenario, window: float, seconds: float, checkout: Path | Non
             spy = subprocess.Popen([py_spy, "record", "--nonblocking", "--threads", "--format", "raw", "--rate", "250",
                                     "--duration", f"{window:g}", "--pid", str(d.pid), "-o", str(out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        keeper = psutil.Process(d.request("ping")["keeper"]["pid"]) if kept else None
         n0, c0, t0, w0 = stored_events(d), cpu_of(d.ps), time.monotonic(), d.ps.num_ctx_switches().voluntary
-        h0 = thread_cpu(d.ps)
+        h0, k0 = thread_cpu(d.ps), cpu_of(keeper) if keeper else 0.0
         time.sleep(window)
         n1, c1, t1, w1 = stored_events(d), cpu_of(d.ps), time.monotonic(), d.ps.num_ctx_switches().voluntary
-        h1 = thread_cpu(d.ps)
+        h1, k1 = thread_cpu(d.ps), cpu_of(keeper) if keeper else 0.0
+        c1 += k1 - k0  # a kept agent's path: the daemon and the keeper
         if spy is not None:
             spy.wait(30)
         load = os.getloadavg()[0]
@@ -269,12 +271,26 @@ def run_daemon(sc: Scenario, window: float, seconds: float, checkout: Path | Non
         rest = (c1 - c0) / max(n1 - n0, 1) * 1e6 - main  # the store's and other worker threads
         note = (f"{(w1 - w0) / max(n1 - n0, 1):.2f} sleeps (voluntary context switches) per event; "
                 f"threads: main {main:.1f} us/event, the others {rest:.1f}; "
-                f"{stored:,} of {written:,} written events stored, {dones} of {sc.sessions} sessions done {ends}"
+                + (f"the keeper {(k1 - k0) / max(n1 - n0, 1) * 1e6:.1f} us/event; " if keeper else "")
+                + f"{stored:,} of {written:,} written events stored, {dones} of {sc.sessions} sessions done {ends}"
                 + (f", verdicts {verdicts}" if verdicts else ""))
     left = leftovers(d)
     if left:
         note += f"; LEFT RUNNING: {left}"
     return Figure((c1 - c0) / max(n1 - n0, 1) * 1e6, (n1 - n0) / (t1 - t0), load, ok, note)
+
+
+def kept_ratio(kept: list[Figure], direct: list[Figure]) -> dict[str, Any]:
+    """The daemon and keeper's CPU per event over the direct daemon's, per repeat (target: at most 1.25)."""
+    pairs = [k.cpu_us / d.cpu_us for k, d in zip(kept, direct, strict=True)]
+    ratio = median(pairs)
+    print(f"  kept: median {median([k.cpu_us for k in kept]):6.1f} us/event CPU, daemon and keeper (runs "
+          f"{', '.join(f'{k.cpu_us:.1f}' for k in kept)}); over the direct daemon per repeat: "
+          f"{', '.join(f'{r:.2f}' for r in pairs)}")
+    print("    " + verdict_line(ratio <= 1.25, f"ratio {ratio:.2f}, kept / direct, the median per repeat "
+                                              "(target <= 1.25)"))
+    print("    " + verdict_line(all(k.stored_ok for k in kept), "every event written was stored, in every run"))
+    return {"us": [k.cpu_us for k in kept], "pairs": pairs, "ratio": ratio}
 
 
 def median(values: list[float]) -> float:
@@ -288,6 +304,8 @@ def main() -> int:
                     help="seconds measured in each run (default: 8 for the flood, 15 for the wake-ups)")
     ap.add_argument("--only", default="flood,wakeup", help="flood, wakeup or both (default)")
     ap.add_argument("--before", type=Path, help="another checkout whose daemon runs in the same repeats")
+    ap.add_argument("--kept", action="store_true",
+                    help="also a daemon whose agents the keeper holds, its CPU with the keeper's (target <= 1.25x)")
     ap.add_argument("--py-spy", help="py-spy's path: record the daemon during each window (bench/out/)")
     ap.add_argument("--reader", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -305,12 +323,14 @@ def main() -> int:
         sc = SCENARIOS[name]
         window = args.window or sc.window
         seconds = window + WARMUP + 2  # from the release at the barrier
-        runs: dict[str, list[Figure]] = {"daemon": [], "reader": [], "before": []}
+        runs: dict[str, list[Figure]] = {"daemon": [], "reader": [], "before": [], "kept": []}
         runners: list[tuple[str, Callable[[], Figure]]] = [
             ("daemon", partial(run_daemon, sc, window, seconds, py_spy=args.py_spy)),
             ("reader", partial(run_baseline, sc, window, seconds))]
         if before is not None:
             runners.append(("before", partial(run_daemon, sc, window, seconds, before, args.py_spy, "before")))
+        if args.kept:
+            runners.append(("kept", partial(run_daemon, sc, window, seconds, label="kept", kept=True)))
         for i in range(args.repeats):
             for label, runner in runners:
                 fig = runner()
@@ -356,6 +376,8 @@ def main() -> int:
             print("    " + verdict_line(stored_ok, "every event written was stored, in every run"))
             result[label] = {"us": [d.cpu_us for d in daemon], "pairs": pairs, "ratio": ratio, "rate": rate,
                              "stored_ok": stored_ok, "load": [f.load for f in daemon]}
+        if args.kept:
+            result["kept"] = kept_ratio(runs["kept"], runs["daemon"])
         results[name] = result
     if args.json:
         print(json.dumps(results))

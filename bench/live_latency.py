@@ -90,9 +90,9 @@ def baseline(n: int) -> dict[str, object]:
 
 
 def engine(n: int, background: int, keep: bool, serve: list[str] | None = None,
-           background_timeout: float = 30.0, adapter: str = "native",
+           background_timeout: float = 30.0, adapter: str = "native", kept: bool = False,
            ) -> tuple[dict[str, object], dict[str, object], list[str]]:
-    with BenchDaemon("latency", keep=keep, serve=serve) as d:
+    with BenchDaemon("latency", keep=keep, serve=serve, kept=kept) as d:
         try:
             flood_ids = [d.run([PY, FLOOD, "100000000"], name=f"flood{i}") for i in range(background)]
             if flood_ids:
@@ -152,6 +152,7 @@ def main() -> int:
                     help="with --background: give up on (b) after this many seconds and count its verdicts")
     ap.add_argument("--keep", action="store_true", help="keep the temporary LOOPWARDEN_HOME")
     ap.add_argument("--adapter", default="native", help="the adapter of (b): native (default) or auto")
+    ap.add_argument("--kept", action="store_true", help="(b)'s agent held by the keeper (daemon.keep_agents)")
     args = ap.parse_args()
 
     print(f"live latency: {args.n:,} handshake calls per run, {args.runs} rounds; "
@@ -163,8 +164,9 @@ def main() -> int:
         base = baseline(args.n)
         rows.append((i, "(a) baseline", base, os.getloadavg()[0]))
         eng, info, left_i = engine(args.n, args.background, args.keep, background_timeout=args.background_timeout,
-                                   adapter=args.adapter)
-        rows.append((i, "(b) engine" + (f" +{args.background} floods" if args.background else ""), eng,
+                                   adapter=args.adapter, kept=args.kept)
+        rows.append((i, "(b) engine" + (" kept" if args.kept else "")
+                     + (f" +{args.background} floods" if args.background else ""), eng,
                      os.getloadavg()[0]))
         engines.append((eng, info))
         left += left_i

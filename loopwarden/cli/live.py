@@ -51,6 +51,18 @@ def _state(snap: dict[str, Any]) -> str:
     return visible(state)
 
 
+def keeper_line(keeper: dict[str, Any]) -> str:
+    """The keeper in `status`: what it holds, and what a daemon that died cost (read again, or lost)."""
+    line = (f"keeper pid {keeper.get('pid')}, holding {keeper.get('holds', 0)} agents "
+            + ("(new agents are kept)" if keeper.get("keep_agents") else "(new agents are not kept)"))
+    taken = keeper.get("taken_up") or 0
+    if taken:
+        line += (f"; took up {taken} sessions at start: {_bytes(keeper.get('resent_bytes') or 0)} read again, "
+                 f"{_bytes(keeper.get('lost_bytes') or 0)} lost, {keeper.get('answers_dropped') or 0} answers "
+                 "to unstored lines dropped (their lines judged again)")
+    return line
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -296,6 +308,9 @@ def status(session: str | None, as_json: bool) -> None:
                 limit = spill.get("max_total_bytes") or 0
                 click.echo(f"spill files {_bytes(spill.get('bytes') or 0)} of "
                            + (f"{_bytes(limit)} (spill.max_total_bytes)" if limit else "no limit"))
+            keeper = info.get("keeper")
+            if keeper:
+                click.echo(keeper_line(keeper))
             for line in _daemon_troubles(info):
                 click.echo(click.style(line, fg="yellow"))
             for line, trouble in alerts_lines(info):

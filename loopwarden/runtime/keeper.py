@@ -24,52 +24,41 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from . import keeper_wire as wire
-from .kept import KeptAgent
+from .keeper_revival import DAEMON_WAIT, HANDOVER_WAIT, RESTARTS, Revival
+from .kept import KeptAgent, OutStream, Registrations
 from .principal import classify, descends_from, marked_ancestor
 from .reaper import become_subreaper
 
-RESTARTS: Final = 3  # daemons started again after the daemon died, before the agents are stopped
-DAEMON_WAIT: Final = 20.0  # seconds a started daemon has to say hello
-HANDOVER_WAIT: Final = 60.0  # seconds the next daemon has after a planned `bye`
 IDLE_EXIT: Final = 2.0  # seconds with no agent and no daemon before the keeper exits
 TICK: Final = 0.2  # the longest wait of the loop (deadlines are checked this often)
 FIRST_LINE_WAIT: Final = 2.0  # seconds a new connection has to say what it is
-
-Handler = Callable[[int], None]
 
 
 class Keeper:
     """The keeper's loop: the socket, its connections, the agents' pipes, their deadlines and exits."""
 
-    def __init__(self, runtime: Path, *, restarts: int = RESTARTS, daemon_wait: float = DAEMON_WAIT,
-                 handover_wait: float = HANDOVER_WAIT) -> None:
+    def __init__(self, runtime: Path, revival: Revival) -> None:
         self.runtime = runtime
-        self.restarts, self.daemon_wait, self.handover_wait = restarts, daemon_wait, handover_wait
-        self.sel = selectors.DefaultSelector()
-        self._masks: dict[int, int] = {}
-        self._handlers: dict[int, Handler] = {}
+        self.revival = revival
+        self.fds = Registrations()
         self.agents: dict[str, KeptAgent] = {}
         self.by_pid: dict[int, KeptAgent] = {}
         self.control: socket.socket | None = None
         self._control_in = bytearray()
         self._control_out = bytearray()
-        self.daemon: dict[str, Any] | None = None  # how to start a daemon again (its hello)
-        self.waiting_since: float | None = time.monotonic()  # no daemon attached since
-        self.wait_for: float = self.daemon_wait  # ... for this long before starting one (or giving up)
-        self.started_daemons: list[int] = []
-        self.attempts = 0
-        self.giving_up = False
         self._idle_since: float | None = None
         self._pending: dict[socket.socket, tuple[bytearray, float]] = {}  # connections before their first line
         self._frames: dict[socket.socket, wire.FrameReader] = {}
         self._ticked = 0.0
         self.generation = 0  # bumped for each daemon attached: its streams carry it
+        self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
         self.listener = self._listen()
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
@@ -79,8 +68,8 @@ class Keeper:
         self._wake_w = wake_w
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, lambda *_: self._stop_all("the keeper was told to stop"))
-        self._want(self.listener.fileno(), selectors.EVENT_READ, self._accept)
-        self._want(wake_r.fileno(), selectors.EVENT_READ, self._reap)
+        self.fds.want(self.listener.fileno(), selectors.EVENT_READ, self._accept)
+        self.fds.want(wake_r.fileno(), selectors.EVENT_READ, self._reap)
 
     def _listen(self) -> socket.socket:
         path = self.runtime / wire.SOCKET_NAME
@@ -95,38 +84,15 @@ class Keeper:
         listener.setblocking(False)
         return listener
 
-    # ---- the selector, registrations changed only when they change ----------------------------
-    def _want(self, fd: int, mask: int, handler: Handler | None = None) -> None:
-        """Wait for `mask` on `fd` (0: for nothing), calling its handler (given once, kept until forgotten)."""
-        if handler is not None:
-            self._handlers[fd] = handler
-        current = self._masks.get(fd, 0)
-        if mask == current:
-            return
-        if not mask:
-            self.sel.unregister(fd)
-            del self._masks[fd]
-        elif current:
-            self.sel.modify(fd, mask, self._handlers[fd])
-            self._masks[fd] = mask
-        else:
-            self.sel.register(fd, mask, self._handlers[fd])
-            self._masks[fd] = mask
-
-    def _forget_fd(self, fd: int | None) -> None:
-        if fd is None:
-            return
-        if fd in self._masks:
-            self.sel.unregister(fd)
-            del self._masks[fd]
-        self._handlers.pop(fd, None)
-
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
         while not self._should_exit():
-            for key, mask in self.sel.select(self._timeout()):
-                key.data(mask)
-            self._tick()
+            try:
+                self.fds.wait(self._timeout())
+                self._tick()
+            except Exception:  # noqa: BLE001 - a bug of ours must not end the agents' pipes: said, and survived
+                traceback.print_exc()
+                time.sleep(0.01)
         self.listener.close()
         (self.runtime / wire.SOCKET_NAME).unlink(missing_ok=True)
 
@@ -149,66 +115,37 @@ class Keeper:
         for conn, (_, deadline) in list(self._pending.items()):
             if now > deadline:  # a connection that never said what it is
                 del self._pending[conn]
-                self._forget_fd(conn.fileno())
+                self.fds.forget(conn.fileno())
                 conn.close()
         for agent in self.agents.values():
             agent.due(now)
-        if self.control is None and self.agents and not self.giving_up:
-            self._daemon_missing(now)
+        if self.control is None and self.agents and self.revival.due(now):
+            self._stop_all("no daemon came back")
         for agent in list(self.agents.values()):
-            if self.giving_up and agent.code is not None:
+            if self.revival.given_up and agent.code is not None:
                 self._drop(agent)  # no daemon will store the rest
 
-    def _daemon_missing(self, now: float) -> None:
-        """No daemon is attached: once the wait is over start one, until RESTARTS were tried; then stop the agents."""
-        assert self.waiting_since is not None
-        if now - self.waiting_since < self.wait_for:
-            return
-        if self.daemon is not None and self.attempts < self.restarts:
-            self.attempts += 1
-            self._start_daemon()
-            self.waiting_since, self.wait_for = now, self.daemon_wait
-            return
-        self._stop_all("no daemon came back")
-
-    def _start_daemon(self) -> None:
-        """Start the daemon again, as its hello said, logging where it logs."""
-        assert self.daemon is not None
-        log = subprocess.DEVNULL
-        path = self.daemon.get("log")
-        try:
-            if isinstance(path, str):
-                log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            proc = subprocess.Popen(self.daemon["argv"], env=self.daemon.get("env"), cwd=self.daemon.get("cwd") or "/",
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                    close_fds=True)
-        except (OSError, ValueError, TypeError):
-            return
-        finally:
-            if log != subprocess.DEVNULL:
-                os.close(log)
-        self.started_daemons.append(proc.pid)
-
     def _stop_all(self, reason: str) -> None:
-        self.giving_up = True
         for agent in self.agents.values():
             agent.end(reason)
 
     # ---- connections ----------------------------------------------------------------------
     def _accept(self, _mask: int) -> None:
-        try:
-            conn, _ = self.listener.accept()
-        except BlockingIOError:
-            return
-        refusal = self._refusal(conn)
-        if refusal:
-            with contextlib.suppress(OSError):
-                conn.sendall(wire.encode({"error": refusal}))
-            conn.close()
-            return
-        conn.setblocking(False)
-        self._pending[conn] = (bytearray(), time.monotonic() + FIRST_LINE_WAIT)
-        self._want(conn.fileno(), selectors.EVENT_READ, partial(self._first_line, conn))
+        """Every connection waiting in the backlog (a daemon taking sessions up opens many at once)."""
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            refusal = self._refusal(conn)
+            if refusal:
+                with contextlib.suppress(OSError):
+                    conn.sendall(wire.encode({"error": refusal}))
+                conn.close()
+                continue
+            conn.setblocking(False)
+            self._pending[conn] = (bytearray(), time.monotonic() + FIRST_LINE_WAIT)
+            self.fds.want(conn.fileno(), selectors.EVENT_READ, partial(self._first_line, conn))
 
     def _refusal(self, conn: socket.socket) -> str | None:
         """Why a peer may not talk to the keeper: another user, or a process of a kept agent (an agent never
@@ -216,7 +153,7 @@ class Keeper:
         pid, uid = _peer(conn)
         if uid != os.getuid():
             return "this keeper is another user's"
-        principal = classify(pid, uid, [descends_from(os.getpid(), set(self.started_daemons)), marked_ancestor()])
+        principal = classify(pid, uid, [descends_from(os.getpid(), set(self.revival.started)), marked_ancestor()])
         if principal.inside is not None:
             return "an agent's processes may not talk to its keeper"
         return None
@@ -235,7 +172,7 @@ class Keeper:
         if end < 0 and data and len(buffer) < wire.MAX_LINE:
             return
         del self._pending[conn]
-        self._forget_fd(conn.fileno())
+        self.fds.forget(conn.fileno())
         message = wire.decode(bytes(buffer[:end])) if end >= 0 else None
         rest = bytes(buffer[end + 1:])
         if message is None:
@@ -255,32 +192,36 @@ class Keeper:
             return
         self.control, self._control_in, self._control_out = conn, bytearray(), bytearray()
         self.generation += 1
-        self.waiting_since = None
-        self._want(conn.fileno(), selectors.EVENT_READ, self._on_control)
+        self.revival.attached()
+        self.fds.want(conn.fileno(), selectors.EVENT_READ, self._on_control)
         if rest:
             self._control_lines(rest)
 
     def _attach_stream(self, conn: socket.socket, message: dict[str, Any], rest: bytes) -> None:
         agent = self.agents.get(str(message.get("sid")))
         stream = message.get("stream")
-        if agent is None or self.control is None or message.get("generation") != self.generation:
+        generation = message.get("generation")
+        live = self.control is not None or self._draining == generation
+        if agent is None or not live or generation != self.generation:
             # (a stream an earlier daemon opened, read only after it died, must not feed the next one)
             conn.close()
             return
         if stream == "in":
             old = agent.stdin.conn
             if old is not None:
-                self._forget_fd(old.fileno())
+                self.fds.forget(old.fileno())
             agent.stdin.attach(conn)
+            agent.stdin.generation = self.generation
             self._frames[conn] = wire.FrameReader()
-            self._want(conn.fileno(), selectors.EVENT_READ, partial(self._on_stdin, agent))
+            self.fds.want(conn.fileno(), selectors.EVENT_READ, partial(self._on_stdin, agent))
             if rest:
                 self._take_frames(agent, rest)
         elif stream in wire.STREAMS:
             out = agent.streams[stream]
             if out.conn is not None:
-                self._forget_fd(out.conn.fileno())
+                self.fds.forget(out.conn.fileno())
             out.attach(conn, _int(message.get("from")))
+            out.generation = self.generation
         else:
             conn.close()
             return
@@ -288,7 +229,8 @@ class Keeper:
 
     def _on_control(self, _mask: int) -> None:
         conn = self.control
-        assert conn is not None
+        if conn is None:
+            return
         if _mask & selectors.EVENT_WRITE:
             self._flush_control()
         if not _mask & selectors.EVENT_READ:
@@ -316,22 +258,52 @@ class Keeper:
             self._control_closed()
 
     def _control_closed(self) -> None:
-        """The daemon went (or left): its streams close with it; the agents go on, their output kept."""
+        """The daemon went (or left): its streams close with it; the agents go on, their output kept. Streams it
+        opened just before it went are taken first, as its own (one may carry an answer to a stored line)."""
         conn = self.control
         if conn is None:
             return
-        self._forget_fd(conn.fileno())
+        self.fds.forget(conn.fileno())
         conn.close()
         self.control = None
+        self.revival.left(planned=False)
+        self._draining = self.generation
+        self._accept(0)
+        for pending in list(self._pending):
+            self._first_line(pending, 0)
+        self._draining = None
         for agent in self.agents.values():
             for stream in agent.streams.values():
-                if stream.conn is not None:
-                    self._forget_fd(stream.conn.fileno())
-                stream.detach()
-            self._close_stdin_conn(agent)
-        if self.waiting_since is None:  # it died: start the next one at once, or give the agents the bound
-            restart = self.daemon is not None and self.attempts < self.restarts
-            self.waiting_since, self.wait_for = time.monotonic(), 0.0 if restart else self.daemon_wait
+                if stream.conn is not None and not self._current(stream.generation):
+                    self.fds.forget(stream.conn.fileno())
+                    stream.detach()
+            if agent.stdin.conn is not None and not self._current(agent.stdin.generation):
+                self._drain_stdin_conn(agent)
+                self._close_stdin_conn(agent)
+
+    def _current(self, generation: int) -> bool:
+        """Whether a stream opened by daemon `generation` belongs to the daemon attached now (a new one may have come
+        while the last one's streams were taken)."""
+        return self.control is not None and generation == self.generation
+
+    def _drain_stdin_conn(self, agent: KeptAgent) -> None:
+        """Frames the daemon sent before it went are taken, whichever connection the keeper happened to read first:
+        one may answer a line the store has (then it must reach the agent), or one it has not (dropped at `take`)."""
+        conn = agent.stdin.conn
+        if conn is None:
+            return
+        while True:
+            try:
+                data = conn.recv(1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            if not data:
+                return
+            self._take_frames(agent, data)
+            if agent.stdin.conn is None:
+                return
 
     def send(self, message: dict[str, Any]) -> None:
         if self.control is None:
@@ -351,7 +323,7 @@ class Keeper:
             self._control_closed()
             return
         mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._control_out else 0)
-        self._want(conn.fileno(), mask)
+        self.fds.want(conn.fileno(), mask)
 
     # ---- requests -------------------------------------------------------------------------
     def _request(self, message: dict[str, Any]) -> None:
@@ -365,20 +337,17 @@ class Keeper:
             self.send({"id": message["id"], **reply})
 
     def op_hello(self, message: dict[str, Any]) -> dict[str, Any]:
-        daemon = message.get("daemon")
-        if isinstance(daemon, dict) and isinstance(daemon.get("argv"), list):
-            self.daemon = daemon
-        self.attempts, self.giving_up = 0, False
+        self.revival.hello(message.get("daemon"))
         sessions = [agent.describe() for agent in self.agents.values()]
         return {"pid": os.getpid(), "generation": self.generation, "sessions": sessions}
 
     def op_bye(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.waiting_since, self.wait_for = time.monotonic(), self.handover_wait
+        self.revival.left(planned=True)
         return {}
 
     def op_shutdown(self, message: dict[str, Any]) -> dict[str, Any]:
         """The daemon stops for good (stop-daemon): it is not started again, and what it left running is stopped."""
-        self.daemon = None
+        self.revival.never_again()
         self._stop_all("the daemon stopped")
         for agent in list(self.agents.values()):
             if agent.code is not None:
@@ -396,7 +365,7 @@ class Keeper:
         self.by_pid[agent.pid] = agent
         for stream in agent.streams.values():
             assert stream.fd is not None
-            self._want(stream.fd, selectors.EVENT_READ, partial(self._readable, agent))
+            self.fds.want(stream.fd, selectors.EVENT_READ, partial(self._on_output, agent, stream))
         return {"pid": agent.pid}
 
     def op_signal(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -433,37 +402,48 @@ class Keeper:
         return {}
 
     # ---- the agents' pipes ----------------------------------------------------------------
-    def _pump(self, agent: KeptAgent, read: bool = False) -> None:
-        """Move what can move: the agent's output to its daemon connection, frames to its stdin; registrations
-        follow what each side waits for."""
+    def _on_output(self, agent: KeptAgent, stream: OutStream, _mask: int) -> None:
+        """The agent wrote (the per-event path): read it, pass it on at once, wait for the daemon if it is behind."""
+        fd = stream.fd
+        if fd is None:
+            return
+        stream.read()
+        if stream.fd is None:
+            self.fds.forget(fd)
+        elif not stream.readable:
+            self.fds.want(fd, 0)  # the daemon has not stored enough: the agent waits in its write
+        if stream.conn is not None:
+            self._send(agent, stream)
+
+    def _send(self, agent: KeptAgent, stream: OutStream) -> None:
+        conn = stream.conn
+        assert conn is not None
+        fd = conn.fileno()
+        if stream.wants_send:
+            stream.send()
+        if stream.conn is None:
+            self.fds.forget(fd)  # the daemon went
+        elif stream.wants_send:
+            self.fds.want(fd, selectors.EVENT_WRITE, partial(self._writable, agent))
+        else:
+            self.fds.want(fd, 0)
+
+    def _pump(self, agent: KeptAgent) -> None:
+        """Move what can move after the daemon attached, stored or sent something: the agent's output to its
+        connection, frames to its stdin; registrations follow what each side waits for."""
         for stream in agent.streams.values():
-            if read and stream.fd is not None and stream.readable:
-                fd = stream.fd
-                stream.read()
-                if stream.fd is None:
-                    self._forget_fd(fd)  # (closed already: the selector lets go of it quietly)
-            conn = stream.conn
-            if conn is not None:
-                fd = conn.fileno()
-                if stream.wants_send:
-                    stream.send()
-                if stream.conn is None:
-                    self._forget_fd(fd)  # the daemon went
-                else:
-                    self._want(fd, selectors.EVENT_WRITE if stream.wants_send else 0, partial(self._writable, agent))
+            if stream.conn is not None:
+                self._send(agent, stream)
             if stream.fd is not None:
-                self._want(stream.fd, selectors.EVENT_READ if stream.readable else 0)
+                self.fds.want(stream.fd, selectors.EVENT_READ if stream.readable else 0)
         stdin = agent.stdin
         if stdin.wants_write:
             held = stdin.fd
             stdin.write()
             if stdin.fd is None:
-                self._forget_fd(held)
+                self.fds.forget(held)
         if stdin.fd is not None:
-            self._want(stdin.fd, selectors.EVENT_WRITE if stdin.wants_write else 0, partial(self._writable, agent))
-
-    def _readable(self, agent: KeptAgent, _mask: int) -> None:
-        self._pump(agent, read=True)
+            self.fds.want(stdin.fd, selectors.EVENT_WRITE if stdin.wants_write else 0, partial(self._writable, agent))
 
     def _writable(self, agent: KeptAgent, _mask: int) -> None:
         self._pump(agent)
@@ -496,7 +476,7 @@ class Keeper:
     def _close_stdin_conn(self, agent: KeptAgent) -> None:
         conn = agent.stdin.conn
         if conn is not None:
-            self._forget_fd(conn.fileno())
+            self.fds.forget(conn.fileno())
             self._frames.pop(conn, None)
             conn.close()
             agent.stdin.conn = None
@@ -527,12 +507,12 @@ class Keeper:
 
     def _drop(self, agent: KeptAgent) -> None:
         for stream in agent.streams.values():
-            self._forget_fd(stream.fd)
+            self.fds.forget(stream.fd)
             if stream.conn is not None:
-                self._forget_fd(stream.conn.fileno())
-        self._forget_fd(agent.stdin.fd)
+                self.fds.forget(stream.conn.fileno())
+        self.fds.forget(agent.stdin.fd)
         if agent.stdin.conn is not None:
-            self._forget_fd(agent.stdin.conn.fileno())
+            self.fds.forget(agent.stdin.conn.fileno())
         agent.close()
         self.agents.pop(agent.sid, None)
         self.by_pid.pop(agent.pid, None)
@@ -601,8 +581,8 @@ def main(argv: list[str]) -> int:
     become_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    Keeper(args.runtime, restarts=args.restarts, daemon_wait=args.daemon_wait,
-           handover_wait=args.handover_wait).run()
+    Keeper(args.runtime, Revival(restarts=args.restarts, daemon_wait=args.daemon_wait,
+                                 handover_wait=args.handover_wait)).run()
     return 0
 
 

@@ -45,6 +45,7 @@ class KeeperLink:
         self._exits: dict[str, asyncio.Future[tuple[int, str | None]]] = {}
         self._listen: asyncio.Task[None] | None = None
         self.lost = False  # the connection closed under us
+        self.answers_dropped = 0  # stdin lines an earlier daemon queued for lines the store never got
 
     # ---- connecting -----------------------------------------------------------------------
     async def open(self, daemon: dict[str, Any]) -> None:
@@ -52,7 +53,8 @@ class KeeperLink:
         try:
             await self._connect()
         except OSError:
-            self._start_keeper()
+            log = daemon.get("log")
+            self._start_keeper(Path(log) if isinstance(log, str) else None)
             with anyio.fail_after(START_WAIT):
                 while True:
                     try:
@@ -69,10 +71,16 @@ class KeeperLink:
         writer.write(wire.encode({"op": "control"}))
         self.reader, self.writer = reader, writer
 
-    def _start_keeper(self) -> None:
-        subprocess.Popen([sys.executable, "-m", "loopwarden.runtime.keeper", str(self.runtime)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+    def _start_keeper(self, log: Path | None) -> None:
+        """A keeper of its own session (it outlives us), what it says on stderr in the daemon's log."""
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if log else subprocess.DEVNULL
+        try:
+            subprocess.Popen([sys.executable, "-m", "loopwarden.runtime.keeper", str(self.runtime)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out, start_new_session=True,
+                             close_fds=True)
+        finally:
+            if out != subprocess.DEVNULL:
+                os.close(out)
 
     async def _read_replies(self) -> None:
         assert self.reader is not None
@@ -167,8 +175,12 @@ class KeeperLink:
         return await self._exit_future(sid)
 
     async def take(self, sid: str, seq: int) -> dict[str, Any]:
-        """Take a session up, its stdout stored up to line `seq` (frames queued for later lines are dropped)."""
-        return await self.request("take", sid=sid, seq=seq)
+        """Take a session up, its stdout stored up to line `seq` (frames queued for later lines are dropped, and
+        counted in `answers_dropped`)."""
+        before = next((int(s.get("stdin_dropped") or 0) for s in self.kept if s.get("sid") == sid), 0)
+        reply = await self.request("take", sid=sid, seq=seq)
+        self.answers_dropped += max(0, int(reply.get("stdin_dropped") or 0) - before)
+        return reply
 
     def stored(self, sid: str, out: int, seq: int, err: int) -> None:
         self.tell("stored", sid=sid, out=[out, seq], err=err)

@@ -40,6 +40,9 @@ class Keeping:
         self.instance = ""  # the keeper's "PID.START": the end of its agents' marks
         self.enabled = False  # new agents are kept (daemon.keep_agents)
         self.held: dict[str, LiveSession | None] = {}  # sessions of this daemon whose agent the keeper holds
+        # what taking up an earlier daemon's agents cost: output read again, output lost (the keeper had let go
+        # of what the store never got), answers to lines the store never got (those lines are judged again)
+        self.took = {"taken_up": 0, "resent_bytes": 0, "lost_bytes": 0}
 
     async def open(self) -> None:
         """Reach the keeper when agents are to be kept, or when one runs (it holds an earlier daemon's agents)."""
@@ -139,6 +142,7 @@ class Keeping:
                                adapter=str(row.get("adapter") or "plain"), cwd=row.get("cwd"),
                                preset=row.get("preset"), task=snap.get("task"))
             out, seq, judged, err = position
+            self._count(kept, out)
             taken = TakenUp(int(kept["pid"]), row.get("started_at"), out, seq, judged, err)
             found.append((spec, config, spec.adapter, taken, _events(first)))
         return found
@@ -155,7 +159,16 @@ class Keeping:
         if self.link is None:
             return None
         return {"pid": self.link.pid, "holds": len(self.held), "connected": not self.link.lost,
-                "keep_agents": self.enabled}
+                "keep_agents": self.enabled, **self.took, "answers_dropped": self.link.answers_dropped}
+
+    def _count(self, kept: dict[str, Any], stored: int) -> None:
+        """What taking this agent up costs: its output the keeper holds past what is stored is read again; any it
+        let go of that the store never got is lost (counted, never silent)."""
+        held = kept.get("out")
+        base, end = (int(held[0]), int(held[1])) if isinstance(held, list) and len(held) == 2 else (stored, stored)
+        self.took["taken_up"] += 1
+        self.took["resent_bytes"] += max(0, end - max(stored, base))
+        self.took["lost_bytes"] += max(0, base - stored)
 
     async def handover(self) -> None:
         """This daemon leaves on purpose (`restart-daemon`): the keeper waits for the next one."""

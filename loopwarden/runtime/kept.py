@@ -4,10 +4,12 @@ what it answers is stored (keeper_wire.py says the protocol)."""
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final
 
 KEEP_BYTES: Final = 8 << 20  # a stream's bytes not yet stored, at most: past this the agent waits in its write
@@ -26,6 +28,7 @@ class OutStream:
         self.base = 0  # the stream's offset of held[0]
         self.sent = 0  # the offset up to which the attached connection has been sent
         self.conn: socket.socket | None = None
+        self.generation = 0  # of the daemon the connection is
         self.eof = False
         self.shut = False  # the attached connection was told EOF
 
@@ -108,6 +111,7 @@ class InStream:
         self.ready = bytearray()  # released, not yet written
         self.closing = False  # a close frame was released: close once `ready` is written
         self.conn: socket.socket | None = None
+        self.generation = 0  # of the daemon the connection is
         self.stored_seq = 0
         self.dropped = 0  # frames an earlier daemon queued for lines the store never took
 
@@ -227,3 +231,51 @@ class KeptAgent:
             self.stdin.fd = None
         if self.stdin.conn is not None:
             self.stdin.conn.close()
+
+
+Handler = Callable[[int], None]
+
+
+class Registrations:
+    """The keeper's selector, each descriptor's interest changed only when it changes (epoll_ctl is a system call;
+    most passes change nothing), each with the handler it was first given."""
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self._masks: dict[int, int] = {}
+        self._handlers: dict[int, Handler] = {}
+
+    def want(self, fd: int, mask: int, handler: Handler | None = None) -> None:
+        """Wait for `mask` on `fd` (0: for nothing), calling its handler (given once, kept until forgotten)."""
+        if handler is not None and fd not in self._handlers:
+            self._handlers[fd] = handler
+        current = self._masks.get(fd, 0)
+        if mask == current:
+            return
+        if not mask:
+            self.selector.unregister(fd)
+            del self._masks[fd]
+        elif current:
+            self.selector.modify(fd, mask, self._handlers[fd])
+            self._masks[fd] = mask
+        else:
+            self.selector.register(fd, mask, self._handlers[fd])
+            self._masks[fd] = mask
+
+    def forget(self, fd: int | None) -> None:
+        """`fd` is closed, or about to be (the selector lets go of a closed one quietly)."""
+        if fd is None:
+            return
+        if fd in self._masks:
+            self.selector.unregister(fd)
+            del self._masks[fd]
+        self._handlers.pop(fd, None)
+
+    def wait(self, timeout: float) -> None:
+        """Call the handler of every descriptor ready within `timeout`, but for one an earlier handler of the same
+        round forgot (its descriptor closed, perhaps reused already)."""
+        handlers = self._handlers
+        for key, mask in self.selector.select(timeout):
+            handler: Handler | None = handlers.get(key.fd)
+            if handler is not None and handler is key.data:
+                handler(mask)

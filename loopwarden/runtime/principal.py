@@ -40,6 +40,7 @@ OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "
 # on every request, so the daemon refuses it every operator op even if the console let one through.
 WATCH_ONLY_KINDS = frozenset({"web-readonly"})
 
+KEEPER_MODULE = "loopwarden.runtime.keeper"  # its agents are a daemon's (`runs_daemon`)
 TRACE_ATTEMPTS = 3  # an ancestor that exits mid-walk re-parents its children: walk again
 
 
@@ -336,11 +337,14 @@ def daemon_ancestor(chain: Sequence[ProcInfo]) -> int | None:
 
 
 def runs_daemon(argv: Sequence[str]) -> bool:
-    """Whether a command line is a daemon's: `loopwarden serve`, or `python -m loopwarden serve` (a tmux
-    server that was started with `tmux new loopwarden serve` keeps those words further in: not one)."""
+    """Whether a command line is a daemon's or a keeper's (whose agents are a daemon's): `loopwarden serve`,
+    `python -m loopwarden serve`, `python -m loopwarden.runtime.keeper` (a tmux server that was started with
+    `tmux new loopwarden serve` keeps those words further in: not one)."""
     words = list(argv[:4])
     if words[:1] and Path(words[0]).name.startswith("python"):
         words = words[1:]
+        if words[:2] == ["-m", KEEPER_MODULE]:
+            return True
         if words[:2] != ["-m", "loopwarden"]:
             return False
         words = ["loopwarden", *words[2:]]

@@ -530,4 +530,6 @@ def _batch(entries: list[Entry]) -> Batch:
             batch.events.extend(chain.from_iterable(map(_ROW, run)))
         else:
             getattr(batch, _TABLES[kind]).extend(map(_ROW, run))
+    if len(batch.positions) > 1:  # a session's last position in the transaction covers its earlier ones
+        batch.positions = list({row["session_id"]: row for row in batch.positions}.values())
     return batch
