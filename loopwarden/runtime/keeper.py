@@ -374,6 +374,8 @@ class Keeper:
         return {}
 
     def op_stored(self, message: dict[str, Any]) -> dict[str, Any]:
+        """What the daemon has stored: its output up to `out` [offset, line] and `err` (forgotten here), its stdout
+        lines up to `seq` (the stdin frames answering them go to the agent)."""
         agent = self.agents.get(str(message.get("sid")))
         if agent is None:
             return {}
@@ -381,7 +383,10 @@ class Keeper:
         if isinstance(out, list) and len(out) == 2:
             agent.streams["out"].stored(_int(out[0]))
             agent.stdin.stored(_int(out[1]))
-        agent.streams["err"].stored(_int(message.get("err")))
+        if "err" in message:
+            agent.streams["err"].stored(_int(message.get("err")))
+        if "seq" in message:
+            agent.stdin.stored(_int(message.get("seq")))
         self._pump(agent)
         return {}
 

@@ -183,7 +183,12 @@ class KeeperLink:
         return reply
 
     def stored(self, sid: str, out: int, seq: int, err: int) -> None:
+        """The agent's output is stored up to stdout offset `out` (line `seq`) and stderr offset `err`."""
         self.tell("stored", sid=sid, out=[out, seq], err=err)
+
+    def stored_lines(self, sid: str, seq: int) -> None:
+        """The agent's stdout lines up to `seq` are stored: the lines for its stdin that answer them may go."""
+        self.tell("stored", sid=sid, seq=seq)
 
     def release(self, sid: str) -> None:
         self.tell("release", sid=sid)

@@ -18,6 +18,7 @@ Control requests (daemon -> keeper), each answered by one line with the same "id
     signal {sid, sig, group}                    a signal to the agent's group (or its leader alone)
     stored {sid, out: [OFFSET, SEQ], err: OFFSET}    everything up to there is stored: the keeper forgets it, and
                                                 stdin frames answering lines up to SEQ go to the agent
+    stored {sid, seq: SEQ}                      stdout lines up to SEQ are stored: their stdin frames go
     release {sid}                               the session is over for the daemon: the keeper forgets it
     bye {}                                      the daemon leaves on purpose (an upgrade): wait for the next one
     shutdown {}                                 the daemon stops for good: stop what it left, start no daemon

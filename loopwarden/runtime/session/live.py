@@ -164,7 +164,7 @@ class LiveSession:
     async def _supervise(self, close_stdin: bool) -> None:
         self.writer.ready = anyio.Event()
         if self.keeper is not None:
-            await self.writer.open_kept()
+            await self.writer.open_kept(self.keeper)
         try:
             await self._supervise_in_group(close_stdin)
         finally:

@@ -37,6 +37,7 @@ from .writer import InputWriter
 DRAIN_STALLED: Final = 5.0  # after exit and leftovers killed, stop reading when no byte came for this long
 YIELD_EVERY: Final = 32  # lines: a flooding agent must not starve the other sessions or the socket
 STDERR_LINE: Final = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
+POSITION_SECONDS: Final = 0.5  # a kept agent's position is stored at most this often (the keeper holds the rest)
 OVERSIZED_COST: Final = 256  # bytes an over-long line costs once read: only its head is kept
 _ANSWERED: Final = (Hello, ToolCall)  # events carried out even without a verdict (a welcome, a verdict line)
 
@@ -70,6 +71,7 @@ class OutputReader:
         self.skip_until = 0  # stdout lines up to this one were judged and stored by an earlier daemon
         self._bases = (0, 0, 0)  # (stdout offset, stdout line seq, stderr offset) where this daemon's reading began
         self._position = (0, 0, 0)  # the last position stored: (stdout offset, its line seq, stderr offset)
+        self._positioned = 0.0  # loop time it was queued
 
     # ---- the pump task ----------------------------------------------------------
     async def pump(self, done: asyncio.Future[None]) -> None:
@@ -144,10 +146,14 @@ class OutputReader:
         self._bases = self._position = (out, seq, err)
 
     def _kept_progress(self) -> None:
-        """Lines were judged: as for any session, and where the stored output ends goes to the store with them (a
-        stdout offset after a whole line taken, with that line's seq), so the keeper can forget what precedes it
-        and a next daemon knows where to begin."""
+        """Lines were judged: as for any session, and, at most every POSITION_SECONDS, where the stored output ends
+        goes to the store with them (a stdout offset after a whole line taken, with that line's seq), so the keeper
+        can forget what precedes it and a next daemon knows where to begin."""
         self.journal.progress()
+        now = asyncio.get_running_loop().time()
+        if now - self._positioned < POSITION_SECONDS:
+            return  # (answers reach the agent without it: the writer tells the keeper which lines are stored)
+        self._positioned = now
         out, seq, err = self._position
         base_out, _, base_err = self._bases
         pipe = self._stdout

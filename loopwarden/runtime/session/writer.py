@@ -14,6 +14,7 @@ import anyio.lowlevel
 from ...sessions.base import Adapter
 from ...supervisor import messages
 from ...supervisor.health import GATED, SessionHealth
+from ..keeper_link import KeeperLink
 from ..keeper_wire import frame
 from ..pipes import InputPipe
 from .agent import Agent
@@ -52,6 +53,8 @@ class InputWriter:
         self.idle = True  # it waits for nothing but its wake-up, returned, or never started
         self.kept: InputPipe | None = None  # the keeper's frame connection, when the keeper holds the agent
         self.seq: Callable[[], int] = lambda: 0  # the stdout line a line queued now answers (the reader's)
+        self.keeper: KeeperLink | None = None
+        self.due: tuple[int, int] | None = None  # (store mark, stdout line seq) to tell the keeper once stored
 
     def inject(self, text: str, kind: str, rule: str, model: str | None = None) -> None:
         """Text for the model, in the adapter's form (nothing for an adapter that cannot inject)."""
@@ -97,21 +100,49 @@ class InputWriter:
         if data and not essential and waiting >= STDIN_OPTIONAL:
             self.dropped += 1
             return
-        if not pipe.write_now(frame(self.seq(), data)):
+        seq = self.seq()
+        if not pipe.write_now(frame(seq, data)):
             self.dropped += 1
             return
         if not data:
             self.closed = True
+        # the keeper is told as soon as the line it answers is stored (a small write of its own, as a handshake
+        # verdict gets below), not at the next flush
+        self.due = (self.records.mark(self.sid) if self.records is not None else 0, seq)
+        assert self.ready is not None
+        self.ready.set()
+        if not self.started:
+            self.start()
         limit = self.health.config.limits.stdin_backlog
         if limit and waiting > limit and self.deaf is None and not self.process.stopping:
             self.deaf = messages.deaf_agent(waiting, limit)
             self.wake.set()
 
-    async def open_kept(self) -> None:
+    async def open_kept(self, keeper: KeeperLink) -> None:
         """The keeper holds the agent: its stdin is written through the keeper, from now on."""
         assert self.fd is not None
         fd, self.fd = self.fd, None
+        self.keeper = keeper
         self.kept = await InputPipe.open(fd)
+
+    async def _tell_keeper(self) -> None:
+        """The writer task of a kept agent: each time lines went to the keeper, wait until what the last one answers
+        is stored, and say so (the keeper then lets them through)."""
+        assert self.ready is not None and self.keeper is not None
+        while True:
+            self.idle = True
+            await self.ready.wait()
+            self.idle = False
+            if self.tasks.finishing:
+                return
+            self.ready = anyio.Event()
+            due, self.due = self.due, None
+            if due is None:
+                continue
+            mark, seq = due
+            if self.records is not None:
+                await self.records.durable(self.sid, mark)
+            self.keeper.stored_lines(self.sid, seq)
 
     def start(self) -> None:
         """The writer task, started with the first line queued. A line queued by a read callback (no task runs it,
@@ -122,12 +153,12 @@ class InputWriter:
             self.wake.set()  # (the ticker looks at `waiting`)
             return
         self.started, self.idle = True, False
-        self.tasks.start(self._write_stdin, name=f"{self.sid} _write_stdin")
+        self.tasks.start(self._write_stdin if self.kept is None else self._tell_keeper, name=f"{self.sid} _write_stdin")
 
     @property
     def waiting(self) -> bool:
         """Lines wait for a writer task not started yet."""
-        return bool(self.out) and not self.started
+        return (bool(self.out) or self.due is not None) and not self.started
 
     def close_fd(self) -> None:
         """Our end of stdin, when no writer task took it."""
