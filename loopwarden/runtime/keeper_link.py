@@ -48,11 +48,14 @@ class KeeperLink:
         self.answers_dropped = 0  # stdin lines an earlier daemon queued for lines the store never got
 
     # ---- connecting -----------------------------------------------------------------------
-    async def open(self, daemon: dict[str, Any]) -> None:
-        """Connect (starting a keeper when none answers) and say hello; `daemon` is how to start a daemon again."""
+    async def open(self, daemon: dict[str, Any], *, start: bool = True) -> None:
+        """Connect (starting a keeper when none answers, with `start`) and say hello; `daemon` is how to start a
+        daemon again."""
         try:
             await self._connect()
         except OSError:
+            if not start:
+                raise
             log = daemon.get("log")
             self._start_keeper(Path(log) if isinstance(log, str) else None)
             with anyio.fail_after(START_WAIT):

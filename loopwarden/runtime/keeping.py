@@ -54,9 +54,10 @@ class Keeping:
         if not self.enabled and not link.path.exists():
             return
         try:
-            await link.open(daemon_command(self.paths))
+            await link.open(daemon_command(self.paths), start=self.enabled)
         except (OSError, KeeperError, TimeoutError) as exc:
-            self.log(f"keeper: cannot be reached ({exc}); agents are not kept, and those it holds run on unseen")
+            if self.enabled:
+                self.log(f"keeper: cannot be reached ({exc}); agents are not kept")
             return
         self.link = link
         self.instance = daemon_instance(link.pid)

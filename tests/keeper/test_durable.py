@@ -111,3 +111,26 @@ def test_restart_daemon_hands_over_an_open_gate(kept: Harness) -> None:
     approved = kept.cli("approve", gate)
     assert approved.returncode == 0, approved.stderr
     kept.wait_state(sid, "running", "exited", "terminated")
+
+
+def test_without_keep_agents_no_keeper_runs(lw: Harness) -> None:
+    """Keeping is off by default: no keeper is started, and `status` says nothing of one."""
+    assert lw.request("ping")["keeper"] is None
+    assert not (lw.paths.runtime / "keeper.sock").exists()
+    assert "keeper" not in lw.cli("status").stdout
+
+
+def test_status_shows_the_keeper_and_what_taking_sessions_up_cost(kept: Harness, tmp_path: Path) -> None:
+    out = tmp_path / "v.txt"
+    sid = kept.launch(PY, VERDICT_LOG, "400", str(out), "--pace", "0.01", sets=("repetition.max_blocks=1000",))
+    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 20, 60, "20 verdicts")
+    assert kept.daemon is not None
+    old = kept.daemon.pid
+    os.kill(old, signal.SIGKILL)
+    kept.daemon.wait()
+    keeper = other_daemon(kept, old)["keeper"]
+    assert keeper["taken_up"] == 1 and keeper["lost_bytes"] == 0
+    said = kept.cli("status").stdout
+    assert f"keeper pid {keeper['pid']}, holding 1 agents (new agents are kept); took up 1 sessions at start" in said
+    kept.request("kill", session=sid)
+    ended(kept, [sid])
