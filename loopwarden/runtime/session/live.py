@@ -15,7 +15,8 @@ from anyio.abc import Process
 from ...sessions import detect
 from ...sessions.base import Adapter, Capability
 from ...supervisor.config import Config
-from ...supervisor.health import TERMINATED, SessionHealth
+from ...supervisor.events import ToolCall
+from ...supervisor.health import GATED, TERMINATED, SessionHealth
 from ...supervisor.verdicts import SessionState, Termination, Verdict
 from ..containment import Containment
 from ..keeper_link import KeeperLink
@@ -54,6 +55,7 @@ class TakenUp:
     seq: int
     judged: int
     err: int
+    held: tuple[tuple[ToolCall, Verdict | None], ...] = ()  # calls a pending gate holds, with their block
 
 
 class LiveSession:
@@ -155,7 +157,10 @@ class LiveSession:
             return await process.launch(argv, env, self.spec.cwd)
         if taken is not None:
             self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err)
-            return await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
+            pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
+            process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
+            self.interventions.held.extend(taken.held)
+            return pipes
         limits = self.config.limits
         grace = limits.kill_grace
         deadline = limits.max_runtime + grace + KEEPER_MARGIN if limits.max_runtime else None

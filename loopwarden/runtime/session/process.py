@@ -14,7 +14,7 @@ from ...supervisor.verdicts import FINAL_STATES, SessionState
 from ..containment import Containment
 from ..principal import Claim
 from ..keeper_link import KeeperLink
-from ..procfs import ProcTable
+from ..procfs import ProcTable, read_stat
 from .journal import Journal
 
 
@@ -118,6 +118,8 @@ class AgentProcess:
         self.process = KeptProcess(keeper, self.sid, pid)
         self._running(pid)
         self.started_at = started_at or self.started_at
+        info = read_stat(pid)
+        self.paused = info is not None and info.state in ("T", "t")  # held by a gate or an operator: still
         return await self.attach_kept(keeper, out, err)
 
     async def attach_kept(self, keeper: KeeperLink, out: int = 0, err: int = 0) -> Pipes:
