@@ -45,8 +45,10 @@ def restart_daemon(yes: bool) -> None:
                     result = client.request("handover")
             except DaemonError as exc:
                 raise failure(exc) from None
+        start_daemon(paths, succeed=int(result["pid"]))  # it starts up while the old one stops
         wait_gone(result.get("pid"), paths)
-    start_daemon(paths)
+    else:
+        start_daemon(paths)
     deadline = time.monotonic() + START_WAIT
     while (pid := daemon_pid(paths)) is None:
         if time.monotonic() > deadline:

@@ -258,12 +258,16 @@ def _not_accepting(paths: Paths, host: str | None, bound: float) -> DaemonTimeou
                          host, None if host else paths.daemon_log)
 
 
-def start_daemon(paths: Paths) -> None:
-    """Start `loopwarden serve` detached, logging to the data directory."""
+SUCCEED_ENV = "LOOPWARDEN_SUCCEED"  # a daemon started to replace the one with this pid: it waits for its lock
+
+
+def start_daemon(paths: Paths, succeed: int | None = None) -> None:
+    """Start `loopwarden serve` detached, logging to the data directory; with `succeed`, one that replaces the
+    daemon of that pid as soon as it has exited (started while that one stops: its start-up overlaps the stop)."""
     private_dir(paths.data)
     log = os.open(paths.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        env = {**os.environ}
+        env = {**os.environ, **({SUCCEED_ENV: str(succeed)} if succeed else {})}
         subprocess.Popen([sys.executable, "-m", "loopwarden", "serve"], stdin=subprocess.DEVNULL, stdout=log,
                          stderr=log, start_new_session=True, close_fds=True, env=env)
     finally:

@@ -26,6 +26,7 @@ from ..paths import Paths, private_dir
 from .alerting import Alerting
 from .audit import AuditLog
 from .broadcast import Broadcaster, heartbeat_seconds
+from .client import SUCCEED_ENV
 from .containment import more_descriptors
 from .daemon_health import DaemonHealth
 from .daemon_log import DaemonLog
@@ -54,6 +55,7 @@ from .upkeep import Upkeep
 
 __all__ = ["SHUTDOWN_CAP", "Daemon", "run_daemon"]
 
+SUCCEED_WAIT = 30.0  # seconds a daemon started by restart-daemon waits for the one it replaces to exit
 GC_YOUNG = 100_000  # allocations between two collections of the youngest generation (Python's default: 700)
 
 
@@ -99,7 +101,7 @@ class Daemon:
         sock_path = self.paths.socket  # a path too long for a socket is refused before anything is made
         private_dir(self.paths.runtime)
         private_dir(self.paths.data)
-        lock = self._lock()
+        lock = await self._lock_when_free() if os.environ.get(SUCCEED_ENV) else self._lock()
         private_dir(sock_path.parent)
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()
@@ -197,6 +199,17 @@ class Daemon:
             self.log(f"cgroup {cgroups.path} still holds processes; the guardian ends them")
         self.watch.guardian.close()
         os.close(lock)
+
+    async def _lock_when_free(self) -> int:
+        """restart-daemon: this daemon replaces one that is stopping; its lock is taken as soon as it is free."""
+        deadline = time.monotonic() + SUCCEED_WAIT
+        while True:
+            try:
+                return self._lock()
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                await anyio.sleep(0.005)
 
     def _lock(self) -> int:
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)

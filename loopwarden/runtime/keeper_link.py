@@ -215,5 +215,6 @@ def daemon_command(paths: Paths) -> dict[str, Any]:
     """How the keeper starts this daemon again: the same program, environment and directory, its log where a
     daemon started by the command line logs (its environment is the daemon's own: the keeper keeps it in memory
     only, and never writes it anywhere)."""
-    return {"argv": [sys.executable, "-m", "loopwarden", "serve"], "env": dict(os.environ), "cwd": os.getcwd(),
+    env = {k: v for k, v in os.environ.items() if k != "LOOPWARDEN_SUCCEED"}  # (it replaces no running daemon)
+    return {"argv": [sys.executable, "-m", "loopwarden", "serve"], "env": env, "cwd": os.getcwd(),
             "log": str(paths.daemon_log)}
