@@ -67,7 +67,7 @@ class Keeper:
         signal.set_wakeup_fd(wake_w.fileno())
         self._wake_w = wake_w
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: self._stop_all("the keeper was told to stop"))
+        signal.signal(signal.SIGTERM, lambda *_: self._told_to_stop())
         self.fds.want(self.listener.fileno(), selectors.EVENT_READ, self._accept)
         self.fds.want(wake_r.fileno(), selectors.EVENT_READ, self._reap)
 
@@ -124,6 +124,11 @@ class Keeper:
         for agent in list(self.agents.values()):
             if self.revival.given_up and agent.code is not None:
                 self._drop(agent)  # no daemon will store the rest
+
+    def _told_to_stop(self) -> None:
+        """SIGTERM: the agents are stopped, no daemon is started again, and the keeper exits once they are gone."""
+        self.revival.never_again()
+        self._stop_all("the keeper was told to stop")
 
     def _stop_all(self, reason: str) -> None:
         for agent in self.agents.values():
@@ -220,6 +225,8 @@ class Keeper:
             out = agent.streams[stream]
             if out.conn is not None:
                 self.fds.forget(out.conn.fileno())
+            with contextlib.suppress(OSError):
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, wire.STREAM_BUFFER)
             out.attach(conn, _int(message.get("from")))
             out.generation = self.generation
         else:

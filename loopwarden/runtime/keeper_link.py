@@ -155,6 +155,8 @@ class KeeperLink:
         """A connected socket for one of the agent's streams (a file descriptor the caller owns)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
+        if stream in wire.STREAMS:  # a busy agent's output waits here in large runs, read in few large chunks
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, wire.STREAM_BUFFER)
         loop = asyncio.get_running_loop()
         try:
             with anyio.fail_after(REQUEST_WAIT):

@@ -39,6 +39,7 @@ MAX_FRAME: Final = 16 << 20  # bytes of one stdin frame at most
 MAX_LINE: Final = 4 << 20  # bytes of one control line at most (a spawn's environment dominates)
 SOCKET_NAME: Final = "keeper.sock"
 STREAMS: Final = ("out", "err")
+STREAM_BUFFER: Final = 1 << 20  # socket buffer bytes of an output stream (the kernel may cap it)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from tests.support.waiting import wait_for
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
 VERDICT_LOG = str(AGENTS / "verdict_log.py")
 ECHO = str(AGENTS / "echo_handshake.py")
+FLOOD = str(AGENTS / "paced_flood.py")
 
 
 @pytest.fixture
@@ -96,18 +97,29 @@ def test_verdicts_across_a_killed_daemon_are_an_uninterrupted_runs(kept: Harness
     assert " block " in whole.read_text()  # the repetition guard spoke (its count must carry across)
 
 
-def test_restart_daemon_hands_over_an_open_gate(kept: Harness) -> None:
+def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness) -> None:
+    """restart-daemon with 100 sessions writing and one waiting on a gate: every event each agent wrote is stored
+    once, and the gate is still open after it, and can be approved."""
     from tests.support.scenarios import opened_gate
 
     gate = opened_gate(kept)
-    sid = gate.split(":")[0]
+    sid, gate_id = gate.split(":")
+    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "6") for _ in range(100)]
+    wait_for(lambda: all(s["state"] == "running" for s in kept.request("list") if s["id"] in writers), 120,
+             "every writer running", every=0.2)
     old = kept.request("ping")["pid"]
     done = kept.cli("restart-daemon", "--yes")
     assert done.returncode == 0, done.stderr
-    assert "1 kept sessions taken up" in done.stdout
+    assert "101 kept sessions taken up" in done.stdout
     assert kept.request("ping")["pid"] != old
+    ended(kept, writers)
+    for writer in writers:
+        events = kept.events(writer)
+        written = int(next(e for e in events if e["kind"] == "done")["data"]["summary"].split()[0]) + 2
+        seqs = [e["seq"] for e in events if e["kind"] != "log"]
+        assert seqs == list(range(1, written + 1))  # every line once, in order: none lost, none twice
     snap = kept.wait_state(sid, "gated")
-    assert gate.split(":")[1] in snap["pending_gates"]
+    assert gate_id in snap["pending_gates"]
     approved = kept.cli("approve", gate)
     assert approved.returncode == 0, approved.stderr
     kept.wait_state(sid, "running", "exited", "terminated")
