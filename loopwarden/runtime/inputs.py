@@ -26,6 +26,11 @@ def granted(task: str | None, note: str | None) -> dict[str, Any]:
     return {"call": "grant", "task": task, "note": note}
 
 
+def rewound(by: str, *, withdraw: bool) -> dict[str, Any]:
+    """A rewind: pending gates approved by `by`, counters reset, and (`withdraw`) the loop's end withdrawn."""
+    return {"call": "rewind", "by": by, "withdraw": withdraw}
+
+
 def reconfigured(before: Config, after: Config) -> dict[str, Any]:
     """The live keys whose values moved, as the new config holds them."""
     return {"call": "set", "values": {key: value_of(after, key) for key in sorted(LIVE_KEYS)
@@ -42,6 +47,8 @@ def described(given: Mapping[str, Any]) -> str:
         return f"counters reset: {given['counter'] or 'all'}"
     if call == "grant":
         return "unblock authority granted"
+    if call == "rewind":
+        return f"rewound by {given['by']}: gates approved, counters reset"
     values = given["values"]
     return "limits changed: " + (", ".join(f"{k}={show_value(k, v)}" for k, v in values.items()) or "no change")
 
@@ -62,6 +69,17 @@ def apply(health: SessionHealth, given: Mapping[str, Any], now: float) -> None:
         health.grant_authority(now, task=given.get("task"), note=given.get("note"))
     elif call == "set":
         health.reconfigure(with_values(health.config, given.get("values") or {}))
+    elif call == "rewind":
+        _rewind(health, str(given.get("by")), now, withdraw=bool(given.get("withdraw")))
+
+
+def _rewind(health: SessionHealth, by: str, now: float, *, withdraw: bool) -> None:
+    """What a rewind asks of the engine (session/recovery.py), in its order."""
+    for gate in health.pending_gates():
+        health.decide(gate.id, True, now, by=by, note=None)
+    health.reset_counters()
+    if withdraw:
+        health.withdraw_termination()
 
 
 def with_values(config: Config, values: Mapping[str, Any]) -> Config:

@@ -78,6 +78,7 @@ class Judge:
             self.opinion.recent.add(record)
         if verdicts:
             self.journal.record(verdicts, now)
+            self.recovery.log_withdrawn()
         return verdicts
 
     def count_rate(self, now: float, add: int = 1) -> None:
