@@ -55,10 +55,15 @@ def rebuild(store: Store, sid: str, config: Config, *, page: int = PAGE) -> Rebu
         health.started(float(row["started_at"]))
     out = Rebuilt(health, dropped=int(row.get("dropped_events") or 0))
     timed = _Timed(_timed_inputs(store, sid, page))
+    observe = health.observe
     for record in _pages(store.events, sid, page):
-        ts = float(record["ts"] or 0.0)
-        out.ticks += timed.until(health, ts)
-        data = record["data"] if isinstance(record["data"], dict) else {}
+        ts = record["ts"] or 0.0
+        if timed.head is not None and timed.head[0] < ts:
+            out.ticks += timed.until(health, ts)
+        data = record["data"]
+        if type(data) is not dict:
+            out.unreadable += 1
+            continue
         if record["kind"] == "log":
             given = data.get(inputs.INPUT)
             if isinstance(given, dict):
@@ -69,7 +74,7 @@ def rebuild(store: Store, sid: str, config: Config, *, page: int = PAGE) -> Rebu
         if event is None:
             out.unreadable += 1
             continue
-        health.observe(event, ts)
+        observe(event, ts)
         out.events += 1
     out.ticks += timed.until(health, float("inf"))
     return out

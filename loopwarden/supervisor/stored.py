@@ -21,6 +21,13 @@ def stored_event(data: Mapping[str, Any], seq: int | None) -> Event | None:
     cls = STORED_TYPES.get(data.get("type"))  # type: ignore[arg-type]
     if cls is None:
         return None
+    values = dict(data)  # the common case: the event's fields, its type and its seq (one copy, no lookups)
+    del values["type"]
+    values["seq"] = seq or 0
+    try:
+        return cls(**values)
+    except TypeError:  # a key that is no field of the event's: only the fields are taken
+        pass
     values = {name: data[name] for name in _FIELDS[cls] if name in data}
     try:
         return cls(seq=seq or 0, **values)

@@ -15,6 +15,7 @@ from loopwarden.runtime.store import Batch, Store
 from loopwarden.sessions.registry import adapters
 from loopwarden.supervisor.config import Config, load_config
 from loopwarden.supervisor.state import health_state
+from tests.agents.paced_flood import event_line
 from tests.support.clock import Clock
 
 
@@ -69,3 +70,17 @@ def differences(a: Any, b: Any, at: str = "") -> list[str]:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{at}[{i}]")]
     return [] if a == b else [f"{at}: {a!r:.200} != {b!r:.200}"]
+
+
+def store_flood(store: Store, sid: str, events: int, *, start: float = 1_800_000_000.0, batch: int = 5000) -> None:
+    """A session of `events` stored rows of the flood agents' cycle (calls, results, messages, usage...), a
+    tenth of a second apart, written as the daemon writes typed lines' rows."""
+    store.write(Batch(sessions_upsert=[{"id": sid, "name": sid, "state": "running", "created_at": start,
+                                        "started_at": start, "dropped_events": 0}]))
+    for first in range(0, events, batch):
+        rows: list[Any] = []
+        for i in range(first, min(first + batch, events)):
+            ts = start + 0.1 * (i + 1)
+            line = event_line(i, ts)
+            rows.append((sid, i + 1, ts, line[10:line.index('"', 10)], line[:-2] + f',"seq":{i + 1}}}'))
+        store.write(Batch(events=rows))
