@@ -61,7 +61,5 @@ def _plain(value: Any, depth: int) -> Any:
     for name in _attributes(value):
         if name in _DERIVED or name in skipped or not hasattr(value, name):
             continue
-        item = getattr(value, name)
-        if not callable(item) or isinstance(item, (type(value),)):
-            out[name] = _plain(item, depth + 1)
+        out[name] = _plain(getattr(value, name), depth + 1)  # (a function it holds: None, as config is)
     return out
