@@ -50,9 +50,10 @@ class Router:
         self._last_health: dict[str, Any] = {}
         recorder.on_requeue_sessions = self._requeue
 
-    def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+    def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
         """Every record a session produces: queued for the store, broadcast to subscribers.
-        `size` is the bytes the record came from (an event's line), for the store's byte budget."""
+        `size` is the bytes the record came from (an event's line), for the store's byte budget; `at` when the
+        engine took an event (the time a session rebuilt from the store gives it), else when it was seen."""
         if kind == "session":
             self.mark(session_id)
             return
@@ -60,7 +61,7 @@ class Router:
             if kind == "log":
                 row = {"session_id": session_id, "seq": None, "ts": data.get("ts"), "kind": "log", "data": data}
             else:
-                row = {"session_id": session_id, "seq": data.get("seq"), "ts": self.clock(),  # when it was seen
+                row = {"session_id": session_id, "seq": data.get("seq"), "ts": self.clock() if at is None else at,
                        "kind": data.get("type"), "data": data}
             if not self.recorder.add("events", session_id, row, size or text_size(data)):
                 self.mark(session_id)  # its dropped_events count moved

@@ -402,6 +402,11 @@ class SessionHealth:
         """End the session for what the supervisor itself saw (an agent that stopped reading its input)."""
         return self._settle([terminate("supervisor", reason, text)], 0, now)
 
+    def end_as_stored(self, verdict: Verdict, now: float) -> list[Verdict]:
+        """A termination decided outside the rules (an operator's kill, the daemon's stop, a sampled resource),
+        settled as it was stored: what a session rebuilt from the store takes in place of the call that made it."""
+        return self._settle([verdict], verdict.seq, now)
+
     # ---- views ----------------------------------------------------------
     def pending_gates(self) -> list[Gate]:
         return self.gates.pending()

@@ -16,7 +16,7 @@ from tests.support.waiting import until
 
 
 def reading_session(published: list[str], sets: tuple[str, ...] = ()) -> LiveSession:
-    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
         published.append(kind)
 
     session = LiveSession(SessionSpec(id="s1", name="counts", command=["agent"]), load_config(env={}, sets=sets),

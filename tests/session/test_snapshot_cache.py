@@ -16,7 +16,7 @@ from tests.support.clock import Clock
 def running(clock: Clock) -> tuple[LiveSession, list[str]]:
     published: list[str] = []
 
-    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
         published.append(kind)
 
     session = LiveSession(SessionSpec(id="s1", name="quiet", command=["agent"]), load_config(),

@@ -22,7 +22,7 @@ from tests.support.waiting import until
 
 
 def plain_session(command: list[str], records: list[tuple[str, dict[str, Any]]]) -> LiveSession:
-    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+    def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
         records.append((kind, data))
 
     spec = SessionSpec(id="s1", name="stdin", command=command, adapter="plain")
@@ -126,7 +126,7 @@ def test_a_bug_in_judging_before_any_stdin_line_ends_the_session_as_crashed() ->
     async def go() -> None:
         records: list[tuple[str, dict[str, Any]]] = []
 
-        def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
             if kind == "event":  # the judged line's record: a bug of ours while judging it
                 raise ValueError("a bug of ours")
             records.append((kind, data))

@@ -38,7 +38,7 @@ def test_the_ticker_returns_once_a_kill_has_ended_everything(tmp_path: Path) -> 
     async def go() -> None:
         records: list[tuple[str, dict[str, Any]]] = []
 
-        def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None:
+        def sink(kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
             records.append((kind, data))
 
         path = str(tmp_path / "fd.sock")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...supervisor.config import Config
+from .. import inputs
 from ...supervisor.health import GATED, SessionHealth
 from ...supervisor.verdicts import SessionState, Verdict
 from .agent import Agent
@@ -37,29 +38,36 @@ class OperatorControls:
 
     def reconfigure(self, config: Config) -> None:
         """New limits from `loopwarden set`: the engine takes them, the ticker wakes (a deadline moved)."""
+        given = inputs.reconfigured(self.health.config, config)
         self.health.reconfigure(config)
+        self.journal.took(given, self.clock())
         self.wake.set()
         self.journal.publish()
 
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         """Approve or deny a gate; raises GateError for an unknown or decided gate."""
-        verdicts = self.health.decide(gate_id, approve, self.clock(), by=by, note=note)
+        now = self.clock()
+        verdicts = self.health.decide(gate_id, approve, now, by=by, note=note)
+        self.journal.took(inputs.decided(gate_id, approve, by, note), now)
         self.wake.set()
-        self.journal.record(verdicts)
+        self.journal.record(verdicts, now)
         await self.interventions.carry_out(verdicts, None)
         self.interventions.after_gates()
         self.journal.publish()
         return verdicts
 
     def grant(self, note: str | None) -> Verdict:
-        verdict = self.health.grant_authority(self.clock(), task=self.spec.task, note=note)
-        self.journal.record([verdict])
+        now = self.clock()
+        verdict = self.health.grant_authority(now, task=self.spec.task, note=note)
+        self.journal.took(inputs.granted(self.spec.task, note), now)
+        self.journal.record([verdict], now)
         self.writer.inject(verdict.message or "", "authority", "operator")
         self.journal.publish()
         return verdict
 
     def reset(self, counter: str | None) -> None:
         self.health.reset_counters(counter)
+        self.journal.took(inputs.reset(counter), self.clock())
         self.journal.publish()
 
     def inject(self, text: str) -> bool:

@@ -15,6 +15,7 @@ from ...supervisor.gates import GateError
 from ...supervisor.health import GATED, TERMINATED, SessionHealth
 from ...supervisor.opinion import askable
 from ...supervisor.verdicts import Action, Termination, Verdict
+from .. import inputs
 from ..opinion import Outcome, SecondOpinion
 from .agent import Agent
 from .journal import Journal
@@ -165,8 +166,9 @@ class Interventions:
         for."""
         if self.process.stopping or self.process.final:
             return
-        verdicts = self.health.kill_terminate(self.clock(), note, daemon_stopping=daemon_stopping)
-        self.journal.record(verdicts)
+        now = self.clock()
+        verdicts = self.health.kill_terminate(now, note, daemon_stopping=daemon_stopping)
+        self.journal.record(verdicts, now)
         reason = verdicts[0].reason if verdicts else "operator"
         if self.process.process is None:
             self.kill_requested = reason  # still starting: the session stops it as soon as it exists
@@ -176,8 +178,9 @@ class Interventions:
 
     async def stop_deaf(self, text: str) -> None:
         """Stop an agent that stopped reading its input: what waits for it would only grow."""
-        verdicts = self.health.supervisor_terminate(Termination.VALIDATION_FAILURE, text, self.clock())
-        self.journal.record(verdicts)
+        now = self.clock()
+        verdicts = self.health.supervisor_terminate(Termination.VALIDATION_FAILURE, text, now)
+        self.journal.record(verdicts, now)
         await self.stop(Termination.VALIDATION_FAILURE, text)
         self.journal.publish()
 
@@ -232,11 +235,13 @@ class Interventions:
                                      f"progress at {out.answer.confidence:.2f}: {out.answer.reason}",
                                      seq=verdict.seq, evidence={"withheld": verdict.to_dict()})])
         if verdict.gate_id:
+            now = self.clock()
             try:
-                decided = self.health.decide(verdict.gate_id, True, self.clock(), by="second-opinion")
+                decided = self.health.decide(verdict.gate_id, True, now, by="second-opinion")
             except GateError:
                 return  # a human (or an expiry) decided it first
+            self.journal.took(inputs.decided(verdict.gate_id, True, "second-opinion", None), now)
             self.wake.set()
-            self.journal.record(decided)
+            self.journal.record(decided, now)
             self.after_gates()
             self.journal.publish()

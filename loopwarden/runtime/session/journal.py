@@ -9,6 +9,7 @@ from typing import Any, Final
 from ...supervisor.events import Event
 from ...supervisor.health import SessionHealth
 from ...supervisor.verdicts import Action, Verdict
+from .. import inputs
 from ..store import EventRow
 from .spec import RowsSink, Sink
 
@@ -45,14 +46,24 @@ class Journal:
         self._row_events.append(event)
         self._rows_size += size or len(data)
 
-    def sink(self, kind: str, data: dict[str, Any], size: int = 0) -> None:
-        """Any other record of the session, after the rows of the lines judged before it."""
+    def sink(self, kind: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
+        """Any other record of the session, after the rows of the lines judged before it (`at`: when the engine
+        took the event it is)."""
         self.flush_rows()
-        self._sink(kind, self.sid, data, size)
+        if at is None:
+            self._sink(kind, self.sid, data, size)
+        else:
+            self._sink(kind, self.sid, data, size, at)
 
-    def record(self, verdicts: list[Verdict]) -> None:
-        """Store and broadcast verdicts, and the gates they opened."""
-        now = self.clock()
+    def took(self, given: dict[str, Any], now: float) -> None:
+        """An operator's input the engine took at `now` (runtime/inputs.py), in the session's log."""
+        self.sink("log", inputs.record(given, now))
+
+    def record(self, verdicts: list[Verdict], now: float | None = None) -> None:
+        """Store and broadcast verdicts, and the gates they opened; `now`: when the engine gave them (the time a
+        session rebuilt from the store gives it what gave them)."""
+        if now is None:
+            now = self.clock()
         for verdict in verdicts:
             self.sink("verdict", {**verdict.to_dict(), "ts": now})
             if verdict.action in EVIDENCE and verdict.rule != "rewind":

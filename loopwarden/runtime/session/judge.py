@@ -73,11 +73,12 @@ class Judge:
                 return verdicts
         record = event.to_dict()
         record["seq"] = event.seq
-        self.journal.sink("event", record, size)
+        self.journal.sink("event", record, size, now)
         if self.opinion is not None:
             self.opinion.recent.add(record)
         if verdicts:
-            self.journal.record(verdicts)
+            self.journal.record(verdicts, now)
+            self.recovery.log_withdrawn()
         return verdicts
 
     def count_rate(self, now: float, add: int = 1) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...sessions.base import Capability
 from ...supervisor import messages
 from ...supervisor.health import SessionHealth
 from ...supervisor.verdicts import Action, Termination, Verdict
+from .. import inputs
 from .agent import Agent
 from .interventions import Interventions
 from .journal import Journal
@@ -29,6 +31,8 @@ class Recovery:
         self.wake = wake
         self.clock = clock
         self.rewinds = 0  # conversations rewound (recovery.on_loop and operators)
+        # a rewind instead of an end, as the engine took it: logged after the event that ended the loop (Judge)
+        self.withdrawn: tuple[dict[str, Any], float] | None = None
 
     def recover(self, verdicts: list[Verdict]) -> list[Verdict]:
         """recovery.on_loop=rewind: a loop that would end a session that can rewind rewinds it instead, at
@@ -52,6 +56,13 @@ class Recovery:
         self.health.withdraw_termination()
         return [*verdicts[:-1], rewound]
 
+    def log_withdrawn(self) -> None:
+        """Log the rewind that took the place of an end, once the event that ended the loop is recorded."""
+        if self.withdrawn is not None:
+            given, now = self.withdrawn
+            self.withdrawn = None
+            self.journal.took(given, now)
+
     def rewind(self, turns: int, note: str | None, *, by: str = "operator",
                instead_of: Verdict | None = None) -> Verdict:
         """Drop the last `turns` turns from the agent's conversation and retry with guidance built from the
@@ -70,6 +81,11 @@ class Recovery:
             self.journal.record(self.health.decide(gate.id, True, now, by=by, note=None))
         self.interventions.after_gates()
         self.health.reset_counters()
+        given = inputs.rewound(by, withdraw=instead_of is not None)
+        if instead_of is None:
+            self.journal.took(given, now)
+        else:  # the end it takes the place of is withdrawn next (recover)
+            self.withdrawn = given, now
         why = f"instead of terminating ({instead_of.reason})" if instead_of else f"by {by}"
         verdict = Verdict(Action.NUDGE, "rewind", f"rewound {turns} turn{'s' if turns != 1 else ''} {why}",
                           seq=instead_of.seq if instead_of else 0,

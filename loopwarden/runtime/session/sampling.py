@@ -71,8 +71,9 @@ class Sampler:
         limits = self.health.config.limits
         if limits.max_rss or limits.max_processes:
             sample = ResourceSample(cpu_percent=cpu, rss=rss, processes=len(tree), open_files=files)
-            verdicts = self.health.observe(sample, self.clock())
-            self.journal.record(verdicts)
+            now = self.clock()
+            verdicts = self.health.observe(sample, now)
+            self.journal.record(verdicts, now)
             if verdicts:  # carried out by the ticker: a stop's grace must not hold up the daemon's sampler
                 self.verdicts.extend(verdicts)
                 self.wake.set()

@@ -26,9 +26,11 @@ class SessionSpec:
 
 
 class Sink(Protocol):
-    """Where a session reports: the daemon stores and broadcasts each record (`size`: the bytes it came from)."""
+    """Where a session reports: the daemon stores and broadcasts each record (`size`: the bytes it came from;
+    `at`: when the engine took an event, its stored time)."""
 
-    def __call__(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0) -> None: ...
+    def __call__(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0,
+                 at: float | None = None) -> None: ...
 
 
 class RowsSink(Protocol):

@@ -73,9 +73,10 @@ class Ticker:
         if sampled:
             await self.interventions.carry_out(sampled, None)
         had_gates = self.health.state == GATED
-        verdicts = self.health.tick(self.clock())
+        now = self.clock()
+        verdicts = self.health.tick(now)
         if verdicts:
-            self.journal.record(verdicts)
+            self.journal.record(verdicts, now)
             await self.interventions.carry_out(verdicts, None)
         if verdicts or had_gates:
             self.interventions.after_gates()  # an expiry policy may have decided a gate
