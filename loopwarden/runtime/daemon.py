@@ -44,6 +44,7 @@ from .ops_read import ReadOperations
 from .ops_session import SessionOperations
 from .processes import ProcessListing, ProcessWatch, wait_children_by_pidfd
 from .reaper import become_subreaper
+from .rebuild import RebuildError
 from .records import Recorder
 from .registry import SessionRegistry
 from .routing import Router
@@ -184,7 +185,11 @@ class Daemon:
         for spec, config, name, taken, first in self.keeping.taken_up(store):
             adapter = known.get(name, known["plain"])()
             adapter.taken_up(first)
-            health = SessionHealth(config, started_at=taken.started_at)
+            try:
+                health, taken = self.keeping.judged_again(store, spec, config, taken, adapter.can_veto)
+            except (StoreError, RebuildError) as exc:
+                self.log(f"session {spec.id}: its judgement cannot be rebuilt ({exc}); judged afresh from now on")
+                health = SessionHealth(config, started_at=taken.started_at)
             self.launcher.take_up(spec, config, adapter, taken, health)
         if self.keeping.link.kept:
             self.log(f"took up {len(self.keeping.link.kept)} sessions the keeper held")

@@ -4,7 +4,8 @@ there, what is stored told to it, ended sessions let go, and the agents an earli
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from ..paths import Paths
@@ -12,11 +13,15 @@ from ..sessions import detect
 from ..sessions.base import Adapter
 from ..supervisor import protocol
 from ..supervisor.config import ConfigError, from_settings
-from ..supervisor.events import Event
+from ..supervisor.events import Event, ToolCall
+from ..supervisor.health import SessionHealth
+from ..supervisor.stored import stored_event, stored_verdict
+from ..supervisor.verdicts import Action
 from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
 from .processes import ProcessWatch
+from .rebuild import rebuilt_health
 from .records import Recorder
 from .registry import SessionRegistry
 from .session import LiveSession, SessionSpec
@@ -162,6 +167,27 @@ class Keeping:
         return {"pid": self.link.pid, "holds": len(self.held), "connected": not self.link.lost,
                 "keep_agents": self.enabled, **self.took, "answers_dropped": self.link.answers_dropped}
 
+    def judged_again(self, store: Store, spec: SessionSpec, config: Any, taken: TakenUp,
+                     can_veto: bool) -> tuple[SessionHealth, TakenUp]:
+        """A taken-up session's engine, rebuilt from the store as the last daemon left it, and the calls its pending
+        gates hold (the agent waits for their verdicts): each tool call since the first pending gate opened, with
+        the block it was given."""
+        health = rebuilt_health(store, spec.id, config)
+        gates = health.pending_gates()
+        if not gates or not can_veto:
+            return health, taken
+        since = min(gate.seq for gate in gates)
+        blocks = {int(v["seq"]): stored_verdict(v) for v in _rows(store.verdicts, spec.id)
+                  if v.get("action") == Action.BLOCK and (v.get("seq") or 0) >= since}
+        held = []
+        for row in _rows(store.events, spec.id):
+            data = row.get("data")
+            if row.get("kind") == "tool_call" and (row.get("seq") or 0) >= since and isinstance(data, dict):
+                event = stored_event(data, row.get("seq"))
+                if type(event) is ToolCall:
+                    held.append((event, blocks.get(event.seq)))
+        return health, replace(taken, held=tuple(held))
+
     def _count(self, kept: dict[str, Any], stored: int) -> None:
         """What taking this agent up costs: its output the keeper holds past what is stored is read again; any it
         let go of that the store never got is lost (counted, never silent)."""
@@ -176,6 +202,17 @@ class Keeping:
         if self.link is not None:
             await self.link.bye()
             await self.link.aclose()
+
+
+def _rows(read: Any, sid: str, page: int = 1000) -> Iterator[dict[str, Any]]:
+    """Every row of a session in one of the store's paged tables, oldest first."""
+    after = 0
+    while True:
+        rows = read(sid, after, page)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = rows[-1]["id"]
 
 
 def _events(rows: list[dict[str, Any]]) -> list[Event]:
