@@ -32,7 +32,6 @@ from .daemon_health import DaemonHealth
 from .daemon_log import DaemonLog
 from .earlier import EarlierSessions
 from .eventloop import moderated_loop
-from ..supervisor.health import SessionHealth
 from .hook_ops import HookOperations
 from .keeping import Keeping
 from .launcher import Launcher
@@ -44,7 +43,6 @@ from .ops_read import ReadOperations
 from .ops_session import SessionOperations
 from .processes import ProcessListing, ProcessWatch, wait_children_by_pidfd
 from .reaper import become_subreaper
-from .rebuild import RebuildError
 from .records import Recorder
 from .registry import SessionRegistry
 from .routing import Router
@@ -127,7 +125,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 self.tasks.group = tg
                 self._start_work(tg, listener)
-                self._take_up_kept()
+                tg.start_soon(self.keeping.take_up_all, self.recorder.store, self.launcher.take_up)
                 self.alerting.configure()
                 tg.start_soon(self.alerting.notifier.run)
                 self.alerting.lost(lost)
@@ -173,26 +171,6 @@ class Daemon:
         held = self.keeping.let_go()
         await self.keeping.handover()
         self.log(f"handing over: {held} kept sessions wait for the next daemon")
-
-    def _take_up_kept(self) -> None:
-        """Supervise again the agents the keeper held for an earlier daemon, each judged as it was."""
-        store = self.recorder.store
-        if store is None or self.keeping.link is None:
-            return
-        from ..sessions.registry import adapters
-
-        known = adapters()
-        for spec, config, name, taken, first in self.keeping.taken_up(store):
-            adapter = known.get(name, known["plain"])()
-            adapter.taken_up(first)
-            try:
-                health, taken = self.keeping.judged_again(store, spec, config, taken, adapter.can_veto)
-            except (StoreError, RebuildError) as exc:
-                self.log(f"session {spec.id}: its judgement cannot be rebuilt ({exc}); judged afresh from now on")
-                health = SessionHealth(config, started_at=taken.started_at)
-            self.launcher.take_up(spec, config, adapter, taken, health)
-        if self.keeping.link.kept:
-            self.log(f"took up {len(self.keeping.link.kept)} sessions the keeper held")
 
     def _close(self, lock: int) -> None:
         """What is left once the tasks are done: the last records written, the store, cgroups, guardian, lock."""

@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+import anyio
+
 from ..paths import Paths
 from ..sessions import detect
 from ..sessions.base import Adapter
 from ..supervisor import protocol
-from ..supervisor.config import ConfigError, from_settings
+from ..supervisor.config import Config, ConfigError, from_settings
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
 from ..supervisor.stored import stored_event, stored_verdict
@@ -21,13 +23,15 @@ from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
 from .processes import ProcessWatch
-from .rebuild import rebuilt_health
+from .rebuild import RebuildError, rebuilt_health
 from .records import Recorder
 from .registry import SessionRegistry
 from .session import LiveSession, SessionSpec
 from .session.live import TakenUp
 from .store import Store, StoreError
 
+# the launcher's take_up: (spec, config, adapter, where its output resumes, its rebuilt engine)
+TakeUp = Callable[[SessionSpec, Config, Adapter, TakenUp, SessionHealth], None]
 FIRST_EVENTS = 8  # a session's first stored events, what an adapter taken up learns again from
 
 
@@ -166,6 +170,27 @@ class Keeping:
             return None
         return {"pid": self.link.pid, "holds": len(self.held), "connected": not self.link.lost,
                 "keep_agents": self.enabled, **self.took, "answers_dropped": self.link.answers_dropped}
+
+    async def take_up_all(self, store: Store | None, take_up: TakeUp) -> None:
+        """Supervise again the agents the keeper held for an earlier daemon, each judged as it was (rebuilt off the
+        event loop: the daemon serves meanwhile, and the keeper holds what the agents write)."""
+        if store is None or self.link is None:
+            return
+        from ..sessions.registry import adapters
+
+        known = adapters()
+        for spec, config, name, taken, first in await anyio.to_thread.run_sync(self.taken_up, store):
+            adapter = known.get(name, known["plain"])()
+            adapter.taken_up(first)
+            try:
+                health, taken = await anyio.to_thread.run_sync(
+                    self.judged_again, store, spec, config, taken, adapter.can_veto)
+            except (StoreError, RebuildError) as exc:
+                self.log(f"session {spec.id}: its judgement cannot be rebuilt ({exc}); judged afresh from now on")
+                health = SessionHealth(config, started_at=taken.started_at)
+            take_up(spec, config, adapter, taken, health)
+        if self.link.kept:
+            self.log(f"took up {len(self.link.kept)} sessions the keeper held")
 
     def judged_again(self, store: Store, spec: SessionSpec, config: Any, taken: TakenUp,
                      can_veto: bool) -> tuple[SessionHealth, TakenUp]:
