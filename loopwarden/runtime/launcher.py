@@ -55,6 +55,8 @@ class Launcher:
         if kept:
             self.keeping.hold(session)
         self.starter.start(session)
+        if kept:
+            self.router.publish_now(sid)  # stored before its agent starts (LiveSession._start waits for it)
         self.upkeep.wake_cleaner()  # its spill retention may be the shortest yet
         return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}
 

@@ -123,6 +123,13 @@ class Router:
             self._last_health = health
             self.broadcaster.to_all("daemon", health)
 
+    def publish_now(self, session_id: str) -> None:
+        """Queue one session's row at once (a kept agent is started only once its session is stored: a daemon
+        that dies meanwhile must find it)."""
+        session = self.registry.sessions.get(session_id)
+        if session is not None:
+            self.recorder.add("sessions", session_id, session_row(self.registry.live_snapshot(session)))
+
     def publish_dirty(self) -> None:
         sessions = self.registry.sessions
         for session_id in list(self.dirty):

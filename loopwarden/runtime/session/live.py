@@ -161,6 +161,9 @@ class LiveSession:
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
             self.interventions.held.extend(taken.held)
             return pipes
+        records = self.writer.records
+        if records is not None:  # the session is stored before the keeper starts its agent: a next daemon finds it
+            await records.durable(self.spec.id, records.mark(self.spec.id))
         limits = self.config.limits
         grace = limits.kill_grace
         deadline = limits.max_runtime + grace + KEEPER_MARGIN if limits.max_runtime else None
