@@ -140,7 +140,8 @@ def test_status_shows_the_keeper_and_what_taking_sessions_up_cost(kept: Harness,
     old = kept.daemon.pid
     os.kill(old, signal.SIGKILL)
     kept.daemon.wait()
-    keeper = other_daemon(kept, old)["keeper"]
+    other_daemon(kept, old)
+    keeper = wait_for(lambda: (k := kept.request("ping")["keeper"])["taken_up"] and k, 30, "the session taken up")
     assert keeper["taken_up"] == 1 and keeper["lost_bytes"] == 0
     said = kept.cli("status").stdout
     assert f"keeper pid {keeper['pid']}, holding 1 agents (new agents are kept); took up 1 sessions at start" in said
