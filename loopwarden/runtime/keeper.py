@@ -424,7 +424,7 @@ class Keeper:
             self.fds.forget(fd)
         elif not stream.readable:
             self.fds.want(fd, 0)  # the daemon has not stored enough: the agent waits in its write
-        if stream.conn is not None:
+        if stream.conn is not None and not stream.blocked:  # (blocked: it goes when the daemon has read)
             self._send(agent, stream)
 
     def _send(self, agent: KeptAgent, stream: OutStream) -> None:
@@ -436,8 +436,10 @@ class Keeper:
         if stream.conn is None:
             self.fds.forget(fd)  # the daemon went
         elif stream.wants_send:
+            stream.blocked = True
             self.fds.want(fd, selectors.EVENT_WRITE, partial(self._writable, agent))
         else:
+            stream.blocked = False
             self.fds.want(fd, 0)
 
     def _pump(self, agent: KeptAgent) -> None:

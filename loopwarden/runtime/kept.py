@@ -31,6 +31,7 @@ class OutStream:
         self.generation = 0  # of the daemon the connection is
         self.eof = False
         self.shut = False  # the attached connection was told EOF
+        self.blocked = False  # the connection's buffer was full: the rest goes when it is writable again
 
     @property
     def end(self) -> int:
@@ -67,7 +68,7 @@ class OutStream:
         store lost what it said it had stored)."""
         self.detach()
         self.stored(start)
-        self.conn, self.sent, self.shut = conn, max(start, self.base), False
+        self.conn, self.sent, self.shut, self.blocked = conn, max(start, self.base), False, False
         return max(0, self.base - start)
 
     def detach(self) -> None:
