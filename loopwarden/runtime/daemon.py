@@ -36,6 +36,7 @@ from .launcher import Launcher
 from .lifecycle import (ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT, Shutdown,
                         Tasks)
 from .ops_daemon import DaemonOperations
+from .continuing import ContinueOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
@@ -84,6 +85,7 @@ class Daemon:
         self.server = SocketServer(
             [ReadOperations(registry, recorder, listing),
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
+             ContinueOperations(paths, registry, launcher, audit, self.shutdown),
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               clock=clock),

@@ -9,6 +9,7 @@ from typing import Any
 from ..paths import Paths
 from ..sessions.base import Adapter
 from ..supervisor.config import Config
+from ..supervisor.health import SessionHealth
 from .adopted import AdoptedSession
 from .processes import ProcessWatch
 from .records import Recorder
@@ -37,8 +38,10 @@ class Launcher:
         self.upkeep = upkeep
         self.clock = clock
 
-    def launch(self, spec: SessionSpec, config: Config, adapter: Adapter) -> dict[str, Any]:
-        """Name `spec` (unique among live sessions), start it, and reply its id and name."""
+    def launch(self, spec: SessionSpec, config: Config, adapter: Adapter, *,
+               health: SessionHealth | None = None) -> dict[str, Any]:
+        """Name `spec` (unique among live sessions), start it, and reply its id and name; `health`: the counters
+        and state it starts with (None: fresh)."""
         asked = spec.name
         name, renamed = self.registry.unique_name(asked)  # a live session has it: name-2
         spec.name, sid = name, spec.id
@@ -48,7 +51,7 @@ class Launcher:
         session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=spiller,
                               on_group=self.watch.guard_group, clock=self.clock, records=self.recorder,
                               containment=self.watch.containment(sid),  # its cgroup, once it is sure to start
-                              sink_rows=self.router.sink_rows)
+                              sink_rows=self.router.sink_rows, health=health)
         self.starter.start(session)
         self.upkeep.wake_cleaner()  # its spill retention may be the shortest yet
         return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}

@@ -142,7 +142,14 @@ def _v4_lost(db: Database) -> None:
     db.table("sessions").add_column("lost", str)
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost]
+def _v5_conversations(db: Database) -> None:
+    """The agent's own conversation id, so that a session continues in it (`loopwarden continue`); older rows
+    read None."""
+    db.table("sessions").add_column("conversation", str)
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost,
+                                                _v5_conversations]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

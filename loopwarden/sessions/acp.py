@@ -313,13 +313,42 @@ class AgentHooks:
         """Requests to send once a session is made or resumed (its `result`), answered before any prompt."""
         return []
 
+    def resume_not_before(self, ended_at: float) -> float:
+        """The earliest time a continue may load a conversation whose run ended at `ended_at`."""
+        return 0.0
+
+
+class GeminiHooks(AgentHooks):
+    """Gemini CLI 0.61 names a session's file by the minute it was made, and a `session/load` in that same
+    minute writes a file of the same name over its history: a continue waits for the minute after the run."""
+
+    def resume_not_before(self, ended_at: float) -> float:
+        return (ended_at // 60 + 1) * 60 + 1
+
+
+_REOPEN = ("session/resume", "session/load")  # how a continue opens an earlier session
+
+
+def resume_method(initialized: dict[str, Any]) -> str | None:
+    """How an agent whose `initialize` answered `initialized` continues an earlier session: `session/resume`
+    (no replay of its history) where it advertises it, else `session/load`; None when it advertises neither."""
+    caps = initialized.get("agentCapabilities")
+    caps = caps if isinstance(caps, dict) else {}
+    session = caps.get("sessionCapabilities")
+    if isinstance(session, dict) and isinstance(session.get("resume"), dict):
+        return "session/resume"
+    return "session/load" if caps.get("loadSession") is True else None
+
 
 def hooks_for(agent: list[str]) -> AgentHooks:
     """The hooks of the known agent that `agent` (its command) starts; the defaults for any other."""
     from . import acp_claude
 
     known = acp_agents.agent_of(agent, {})
-    return acp_claude.ClaudeAcpHooks() if known is not None and known.name == "claude-acp" else AgentHooks()
+    name = known.name if known is not None else None
+    if name == "gemini":
+        return GeminiHooks()
+    return acp_claude.ClaudeAcpHooks() if name == "claude-acp" else AgentHooks()
 
 
 class AcpAdapter(Adapter):
@@ -332,6 +361,7 @@ class AcpAdapter(Adapter):
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
     replay_format = "acp"  # what an ACP agent writes on its stdout
+    resumes = True  # `session/resume` or `session/load`, where the agent advertises one in `initialize`
 
     def __init__(self) -> None:
         super().__init__()
@@ -354,6 +384,8 @@ class AcpAdapter(Adapter):
         self.reopen = False  # the last turn was cancelled: close and resume the session before the next prompt
         self.reopening = False
         self.closing = False  # session/close sent before stdin's end
+        self.resuming: str | None = None  # the session a continue loads or resumes, instead of a session/new
+        self.loading = False  # a session/load is unanswered: the history it replays is not this run's events
 
     @property
     def can_inject(self) -> bool:
@@ -434,7 +466,7 @@ class AcpAdapter(Adapter):
         if "id" in obj and isinstance(method, str):
             return self._agent_request(obj, method, seq)
         if isinstance(method, str):
-            return self.parser.feed(obj, seq)
+            return [] if self.loading else self.parser.feed(obj, seq)
         if "id" in obj:
             return self._response(obj, seq)
         return [invalid(obj, seq, "neither a request, a response nor a notification")]
@@ -465,12 +497,12 @@ class AcpAdapter(Adapter):
         result = obj.get("result")
         result = result if isinstance(result, dict) else {}
         if method == "initialize":
-            if not self.closed:
-                self._replies.append(self._request("session/new", self.hooks.session_params(
-                    {"cwd": self.cwd or os.getcwd(), "mcpServers": []})))
-            return []
-        if method == "session/new":
-            return self._session_new(result, seq)
+            return self._open(result, seq)
+        if method == "session/new" or (method in _REOPEN and not self.reopening):
+            self.loading = False
+            if method in _REOPEN:
+                self.resume_state = "accepted"
+            return self._session_new({"sessionId": self.resuming, **result} if method in _REOPEN else result, seq)
         if method == "session/prompt":
             return self._prompt_answered(request_id, result, seq)
         return self._reopened_or_setup(method, result, seq)
@@ -489,7 +521,10 @@ class AcpAdapter(Adapter):
             self.failure = f"acp: session/prompt failed: {message}"[:500]
             self._pending.clear()
             return [*self.parser.flush(seq), ev.Error(seq=seq, message=self.failure, error_type="acp")]
-        if method in ("initialize", "session/new"):
+        if method in ("initialize", "session/new") or (method in _REOPEN and not self.reopening):
+            self.loading = False
+            if method in _REOPEN:
+                self.resume_state = "refused"
             self.handshake = method != "initialize"
             self.turn_over = True  # nothing runs: the session ends
             self.failure = f"acp: {method} failed: {message}"[:500]
@@ -500,9 +535,38 @@ class AcpAdapter(Adapter):
             return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
         return self._reopened_or_setup(method, {}, seq)
 
+    def _open(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        """`initialize` answered: a new session, or the one a continue resumes (as the agent advertises)."""
+        if self.closed:
+            return []
+        params = {"cwd": self.cwd or os.getcwd(), "mcpServers": []}
+        if self.resuming is None:
+            self._replies.append(self._request("session/new", self.hooks.session_params(params)))
+            return []
+        method = resume_method(result)
+        if method is None:
+            self.turn_over, self.resume_state = True, "refused"
+            self.failure = ("acp: the agent advertises neither session/resume nor session/load in initialize, so its "
+                            "conversation cannot be continued")
+            return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        self.loading = method == "session/load"
+        params = {**params, "sessionId": self.resuming}
+        self._replies.append(self._request(method, self.hooks.session_params(params) if method != "session/load"
+                                           else params))
+        return []
+
+    def resume(self, conversation: str, note: str) -> None:
+        self.resuming = self.conversation = conversation
+        self.resume_state = "waiting"
+        self.prompt = None
+        self.queued.append(note)
+
+    def resume_not_before(self, ended_at: float) -> float:
+        return self.hooks.resume_not_before(ended_at)
+
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""
-        self.session_id = _str(result.get("sessionId"))
+        self.session_id = self.conversation = _str(result.get("sessionId"))
         if self.session_id is None:
             self.turn_over = True
             self.failure = "acp: session/new answered without a sessionId"

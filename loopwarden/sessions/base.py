@@ -70,11 +70,14 @@ class Adapter:
     streams_outputs: ClassVar[bool] = False  # a long tool output is read in chunks as it comes (supervisor/longline.py)
     replay_format: ClassVar[str | None] = None  # the recorded format it reads, by name (`loopwarden replay --format`)
     reads_arrays: ClassVar[bool] = False  # a recording may also be one JSON array of records (`array_events`)
+    resumes: ClassVar[bool] = False  # continues its agent's own conversation by id (`resume`, `loopwarden continue`)
 
     def __init__(self) -> None:
         self.handshake = False
         self.failure: str | None = None  # why the agent's work failed though its process exits 0 (its model died)
         self.cwd: str | None = None  # the session's working directory, set by the runtime before start_lines
+        self.conversation: str | None = None  # the agent's own conversation id, as its protocol reported it
+        self.resume_state: str | None = None  # a continue's resume: "waiting" for the agent, "accepted", "refused"
 
     @property
     def can_veto(self) -> bool:
@@ -186,6 +189,16 @@ class Adapter:
     def preface(self, text: str) -> bool:
         """Give a new run `text` as its first message (a restart's summary); False when this agent cannot take one."""
         return False
+
+    def resume(self, conversation: str, note: str) -> None:
+        """Make this run continue the agent's conversation `conversation`, `note` its next user message (called
+        before `command`). Raises ValueError (one line) when this adapter cannot."""
+        raise ValueError(f"the {self.name} adapter cannot continue an agent's own conversation")
+
+    def resume_not_before(self, ended_at: float) -> float:
+        """The earliest time (epoch seconds) a resume of a conversation whose run ended at `ended_at` may start
+        (an agent that would lose a conversation resumed too soon); after `command`."""
+        return 0.0
 
     def replies(self, gated: bool) -> list[bytes]:
         """Lines owed to the agent after a line was read or a gate decided (b"" closes its stdin)."""

@@ -659,6 +659,23 @@ def changed_settings(config: Config) -> dict[str, str]:
             if value_of(config, key) != value_of(_DEFAULTS, key)}
 
 
+def stored_settings(config: Config) -> dict[str, Any]:
+    """Every key whose value differs from its preset's, as its value, secrets (alert URLs) left out: what a
+    session's launch stores, so that a continue runs under the same settings (`from_stored`)."""
+    base = _apply(Config(preset=config.preset), PRESETS.get(config.preset, {}), "preset")
+    return {key: value_of(config, key) for key in KEYS
+            if KEYS[key] != "urls" and value_of(config, key) != value_of(base, key)}
+
+
+def from_stored(preset: str | None, values: Mapping[str, Any]) -> Config:
+    """The config `stored_settings` stored, on the defaults of `preset`; ConfigError when it cannot be read."""
+    chosen = preset or "recommended"
+    if chosen not in PRESETS:
+        raise ConfigError(f"preset {chosen!r} is unknown; it accepts one of {', '.join(PRESETS)}")
+    config = _apply(Config(preset=chosen), PRESETS[chosen], f"preset {chosen}")
+    return _apply(config, {k: v for k, v in values.items() if KEYS.get(k) != "urls"}, "the stored settings")
+
+
 def change(config: Config, values: Mapping[str, Any]) -> Config:
     """A running session's config with `values` (raw strings or TOML scalars) applied, or ConfigError naming
     an unknown key, a bad value, or a key a running session cannot take (see LIVE_KEYS)."""

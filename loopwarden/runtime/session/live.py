@@ -54,12 +54,14 @@ class LiveSession:
     def __init__(self, spec: SessionSpec, config: Config, adapter: Adapter, *, sink: Sink,
                  spiller: Spiller | None = None, on_group: Callable[[int, bool], None] | None = None,
                  clock: Callable[[], float] = time.time, records: Records | None = None,
-                 containment: Containment | None = None, sink_rows: RowsSink | None = None) -> None:
+                 containment: Containment | None = None, sink_rows: RowsSink | None = None,
+                 health: SessionHealth | None = None) -> None:
         sid = spec.id
         self.spec = spec
         self.clock = clock
         self.spiller = spiller
-        self.health = health = SessionHealth(config, started_at=clock())
+        # a run that continues an earlier one may start with its counters (None: fresh)
+        self.health = health = health or SessionHealth(config, started_at=clock())
         self.journal = journal = Journal(sid, health, sink, sink_rows, clock)
         self.agent = agent = Agent(adapter, spec, rows=sink_rows is not None)
         self.agent_process = process = AgentProcess(sid, containment or Containment(sid), journal, clock,

@@ -1,0 +1,173 @@
+"""`continue`: a new run of an ended or lost session in the same conversation, through the agent's own resume.
+
+It works from what the store holds (after a reboot nothing else is left): the launch (adapter, command,
+working directory, preset and settings, the environment's variable names) and the agent's own conversation
+id. The environment's values are never stored: the new run takes the requesting client's, as `run` does, and
+the reply names the stored variables it lacks. The new run records the same conversation id from its start,
+so an attempt that fails keeps it, as does the old row.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..paths import Paths
+from ..sessions.base import Adapter
+from ..supervisor.config import Config, ConfigError, from_stored
+from ..supervisor.health import SessionHealth
+from ..supervisor.verdicts import FINAL_STATES
+from .audit import AuditLog
+from .commands import missing_program
+from .launcher import Launcher
+from .lifecycle import Shutdown
+from .principal import Principal, agent_environment
+from .registry import SessionRegistry, row_snapshot
+from .requests import AlreadyAudited, BadRequest, RequestError, environment, request_note
+from .session import SessionSpec
+
+DEFAULT_NOTE = "Continue the task from where you left off."
+LONGEST_WAIT = 65.0  # seconds a continue waits for an agent that may not resume sooner (Gemini: the next minute)
+
+
+@dataclass(frozen=True)
+class StoredLaunch:
+    """What a session's stored snapshot says of its launch, enough to run it again in its conversation."""
+
+    sid: str
+    name: str
+    adapter: str
+    command: list[str]
+    cwd: str | None
+    env_keys: list[str]
+    preset: str | None
+    settings: dict[str, Any]
+    conversation: str
+    task: str | None
+    ended_at: float
+
+    @classmethod
+    def of(cls, snap: dict[str, Any]) -> StoredLaunch:
+        """The launch in `snap`, or RequestError (one line) saying why this session cannot be continued."""
+        sid = str(snap.get("id"))
+        state = snap.get("state")
+        if state not in FINAL_STATES:
+            raise RequestError(f"session {sid} is {state or 'not known'}; only an ended or lost session continues "
+                               f"(stop it first: 'loopwarden kill {sid}')")
+        command, adapter = snap.get("command"), snap.get("adapter")
+        if not isinstance(command, list) or not command or not isinstance(adapter, str):
+            raise RequestError(f"session {sid} was not launched by loopwarden, so it has no launch to continue")
+        conversation = snap.get("conversation")
+        if not isinstance(conversation, str) or not conversation:
+            raise RequestError(f"session {sid} has no stored conversation id (its agent never reported one, or "
+                               "an older loopwarden ran it); start its task again with 'loopwarden restart'")
+        settings = snap.get("config")
+        return cls(sid=sid, name=str(snap.get("name") or sid), adapter=adapter, command=[str(w) for w in command],
+                   cwd=snap.get("cwd") if isinstance(snap.get("cwd"), str) else None,
+                   env_keys=[str(k) for k in snap.get("env_keys") or []], preset=snap.get("preset"),
+                   settings=settings if isinstance(settings, dict) else {}, conversation=conversation,
+                   task=snap.get("task") if isinstance(snap.get("task"), str) else None,
+                   ended_at=float(snap.get("ended_at") or 0.0))
+
+    def config(self) -> Config:
+        try:
+            return from_stored(self.preset, self.settings)
+        except ConfigError as exc:
+            raise RequestError(f"session {self.sid}: its stored settings cannot be read ({exc})") from None
+
+
+class ContinueOperations:
+    """`op_continue`: checked, audited, then started in the stored conversation (never once the daemon stops)."""
+
+    def __init__(self, paths: Paths, registry: SessionRegistry, launcher: Launcher, audit: AuditLog,
+                 shutdown: Shutdown) -> None:
+        self.paths = paths
+        self.registry = registry
+        self.launcher = launcher
+        self.audit = audit
+        self.shutdown = shutdown
+
+    async def op_continue(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
+        self.shutdown.refuse_starts("continue")
+        sid = await self.registry.resolve(req.get("session"))
+        launch = StoredLaunch.of(await self.stored_snapshot(sid))
+        self._refuse_a_second_writer(launch)
+        note = request_note(req) or DEFAULT_NOTE
+        adapter = self._resuming(launch, note)
+        config = launch.config()
+        try:
+            env = environment(req)
+        except BadRequest as exc:
+            raise RequestError(str(exc)) from None
+        env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/")}
+        missing = missing_program(launch.command[0], env.get("PATH"), launch.cwd)
+        if missing:
+            raise RequestError(missing)
+        new = self.registry.new_id()
+        await self.audit.before(who, sid, "continue", new, note[:500], f"continuing {launch.conversation}")
+        await self._wait_for(adapter.resume_not_before(launch.ended_at))
+        self._refuse_after_audit(who, new)
+        spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
+                           env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
+                           task=launch.task)
+        health = None if req.get("fresh_counters") is True else self.carried_health(sid, config)
+        started = self.launcher.launch(spec, config, adapter, health=health)
+        lacking = sorted(set(launch.env_keys) - set(spec.env))
+        return {**started, "continued": sid, "conversation": launch.conversation, "missing_env": lacking,
+                "fresh_counters": health is None}
+
+    def carried_health(self, sid: str, config: Config) -> SessionHealth | None:
+        """The counters session `sid` ended with, rebuilt from its stored events, for the run that continues it
+        (None: it starts them fresh)."""
+        return None
+
+    async def stored_snapshot(self, sid: str) -> dict[str, Any]:
+        """The session's last snapshot: in memory when it is there, else its stored row."""
+        snap = self.registry.snapshot(sid)
+        if isinstance(snap.get("command"), list):
+            return snap
+        store = self.registry.store
+        row = await anyio.to_thread.run_sync(store.session, sid) if store is not None else None
+        if row is None:
+            raise RequestError(f"session {sid} is not in the store (it cannot be read now, or was pruned)")
+        return row_snapshot(row)
+
+    def _refuse_a_second_writer(self, launch: StoredLaunch) -> None:
+        """Two runs writing one conversation would interleave its transcript: one runs at a time."""
+        for session in list(self.registry.sessions.values()):
+            if not session.final and session.snapshot().get("conversation") == launch.conversation:
+                raise RequestError(f"session {session.spec.id} runs in that conversation already; stop it first "
+                                   f"('loopwarden kill {session.spec.id}')")
+
+    @staticmethod
+    def _resuming(launch: StoredLaunch, note: str) -> Adapter:
+        from ..sessions.registry import adapters
+
+        cls = adapters().get(launch.adapter)
+        if cls is None:
+            raise RequestError(f"session {launch.sid} ran under the adapter {launch.adapter!r}, which this "
+                               "loopwarden does not have (see 'loopwarden adapters')")
+        adapter = cls()
+        try:
+            adapter.resume(launch.conversation, note)
+        except ValueError as exc:
+            raise RequestError(f"session {launch.sid} cannot continue: {exc}") from None
+        adapter.command(list(launch.command))  # what the agent is decides how it resumes (resume_not_before)
+        return adapter
+
+    async def _wait_for(self, not_before: float) -> None:
+        wait = not_before - time.time()
+        if wait > 0:
+            await anyio.sleep(min(wait, LONGEST_WAIT))
+
+    def _refuse_after_audit(self, who: Principal, sid: str) -> None:
+        """A shutdown that began while the audit row was written: the session never starts, and says so."""
+        if self.shutdown.begun:
+            self.audit.record(who, sid, "continue", None, None, "failed: the daemon began shutting down")
+            try:
+                self.shutdown.refuse_starts("continue")
+            except RequestError as exc:
+                raise AlreadyAudited(str(exc), kind="daemon") from None

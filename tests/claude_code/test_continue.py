@@ -1,0 +1,88 @@
+"""`loopwarden continue` with the real Claude Code CLI on the fake API: its conversation id recorded, and a
+session lost in a simulated reboot continued in the same conversation (`--resume`)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from tests.claude_code.test_launched import said, start
+from tests.fakes.anthropic_server import FakeAnthropic, call, say
+from tests.support.daemon import Harness
+from tests.support.events import of_kind
+from tests.support.reboot import reboot
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(180)
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+SLOW = {"command": "python3 -c 'import time; time.sleep(120)'", "description": "wait"}
+
+
+def transcript(cc: Harness, conversation: str) -> str:
+    """Claude Code's own transcript of the conversation ("" until it wrote one)."""
+    return "".join(p.read_text() for p in Path(cc.env["HOME"], ".claude", "projects").rglob(f"{conversation}.jsonl"))
+
+
+def stored(cc: Harness, sid: str) -> dict:
+    """The session's row as the store holds it, read from the file."""
+    with closing(sqlite3.connect(f"file:{cc.paths.database}?mode=ro", uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        row = db.execute("SELECT * FROM sessions WHERE id = ?", [sid]).fetchone()
+        return dict(row) if row else {}
+
+
+def script(body: dict) -> object:
+    """ALPHAZULU's turn runs a slow command (the reboot comes during it); any later turn answers."""
+    texts = str(body.get("messages"))
+    return say("CONTINUED FINE") if "BRAVOYANKEE" in texts else call("Bash", SLOW)
+
+
+def test_a_lost_session_continues_in_its_conversation_with_the_note(cc: Harness, fake_api: FakeAnthropic) -> None:
+    fake_api.play(script, max_turns=10)
+    sid = start(cc, "--max-turns", "5", "--allowedTools=Bash", "ALPHAZULU: run the slow command")
+    wait_for(lambda: of_kind(cc, sid, "tool_call"), 60, "the slow call")
+    conversation = cc.status(sid)["conversation"]
+    assert UUID.fullmatch(conversation) and cc.status(sid)["resumable"] is True
+    wait_for(lambda: "tool_use" in transcript(cc, conversation), 30, "Claude Code to write the call in its transcript")
+    wait_for(lambda: stored(cc, sid)["conversation"] == conversation, 10, "the conversation id stored")
+
+    reboot(cc)
+    lost = cc.status(sid)
+    assert (lost["state"], lost["conversation"], lost["resumable"]) == ("lost", conversation, True)
+    asked = len(fake_api.messages)
+
+    done = cc.cli("continue", sid, "--note", "BRAVOYANKEE: carry on", cwd=cc.work)  # type: ignore[attr-defined]
+    assert done.returncode == 0, done.stderr
+    new = re.search(r"continued as (s\d+)", done.stdout).group(1)  # type: ignore[union-attr]
+    assert f"in conversation {conversation}" in done.stdout
+    snap = cc.wait_state(new, "exited", "terminated", timeout=90)
+    assert (snap["conversation"], snap["resume"]) == (conversation, "accepted")
+    later = said(fake_api, "BRAVOYANKEE")
+    assert later and min(later) >= asked
+    assert min(later) in said(fake_api, "ALPHAZULU")  # the earlier messages came along with the note
+    assert cc.status(sid)["conversation"] == conversation  # the old row keeps it
+    audit = cc.request("actions", session=sid)
+    assert any(a["action"] == "continue" and a["target"] == new for a in audit)
+
+
+def test_an_unknown_conversation_is_refused_in_one_line_and_the_id_is_kept(cc: Harness,
+                                                                             fake_api: FakeAnthropic) -> None:
+    fake_api.play([say("done")], max_turns=5)
+    sid = start(cc, "--max-turns", "2", "hello")
+    cc.wait_state(sid, "exited", timeout=60)
+    conversation = cc.status(sid)["conversation"]
+    for path in Path(cc.env["HOME"], ".claude", "projects").rglob(f"{conversation}.jsonl"):
+        path.unlink()  # the agent no longer knows the conversation
+
+    done = cc.cli("continue", sid, cwd=cc.work)  # type: ignore[attr-defined]
+    assert done.returncode != 0
+    error = done.stderr.strip().splitlines()
+    assert len(error) == 1 and "did not continue conversation " + conversation in error[0], done.stderr
+    assert "No conversation found" in error[0]
+    new = re.search(r"continued as (s\d+)", done.stdout).group(1)  # type: ignore[union-attr]
+    assert cc.status(new)["conversation"] == conversation  # the failed attempt keeps the id
+    assert cc.status(sid)["conversation"] == conversation
