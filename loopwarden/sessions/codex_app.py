@@ -528,7 +528,7 @@ class CodexAppServerAdapter(Adapter):
             return []
         if method in ("initialize", *_OPENING, "turn/start"):
             if method == "thread/resume":
-                self.resume_state = "refused"
+                self.resume_state, self.failure = "refused", f"codex: thread/resume failed: {message}"[:500]
             self.starting = False
             self.turn_over = True  # nothing runs: the session ends
             if method != "turn/start":
