@@ -102,7 +102,7 @@ class ContinueOperations:
             env = environment(req)
         except BadRequest as exc:
             raise RequestError(str(exc)) from None
-        env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/")}
+        env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/"), **adapter.resume_env(env)}
         missing = missing_program(launch.command[0], env.get("PATH"), launch.cwd)
         if missing:
             raise RequestError(missing)

@@ -317,13 +317,28 @@ class AgentHooks:
         """The earliest time a continue may load a conversation whose run ended at `ended_at`."""
         return 0.0
 
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Environment a resumed run adds (see Adapter.resume_env)."""
+        return {}
+
+    # the history session/load replays comes after its answer, ended by an available_commands_update
+    replays_after_load = False
+
 
 class GeminiHooks(AgentHooks):
     """Gemini CLI 0.61 names a session's file by the minute it was made, and a `session/load` in that same
-    minute writes a file of the same name over its history: a continue waits for the minute after the run."""
+    minute writes a file of the same name over its history: a continue waits for the minute after the run. Its
+    load answers before it replays the history (then its commands)."""
+
+    replays_after_load = True
 
     def resume_not_before(self, ended_at: float) -> float:
         return (ended_at // 60 + 1) * 60 + 1
+
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        from .acp_gemini import layer_env
+
+        return layer_env(env)
 
 
 _REOPEN = ("session/resume", "session/load")  # how a continue opens an earlier session
@@ -437,7 +452,7 @@ class AcpAdapter(Adapter):
         return agent
 
     def start_lines(self) -> list[bytes]:
-        if self.prompt:
+        if self.prompt and self.resuming is None:  # a resumed run's first message is the continue's note
             self.queued.append(self.prompt)
         init = {"protocolVersion": 1, "clientInfo": CLIENT_INFO,
                 "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
@@ -466,7 +481,9 @@ class AcpAdapter(Adapter):
         if "id" in obj and isinstance(method, str):
             return self._agent_request(obj, method, seq)
         if isinstance(method, str):
-            return [] if self.loading else self.parser.feed(obj, seq)
+            if self.loading:
+                return self._replayed(obj, seq)
+            return self.parser.feed(obj, seq)
         if "id" in obj:
             return self._response(obj, seq)
         return [invalid(obj, seq, "neither a request, a response nor a notification")]
@@ -499,9 +516,11 @@ class AcpAdapter(Adapter):
         if method == "initialize":
             return self._open(result, seq)
         if method == "session/new" or (method in _REOPEN and not self.reopening):
-            self.loading = False
             if method in _REOPEN:
                 self.resume_state = "accepted"
+                if self.loading and self.hooks.replays_after_load:
+                    return []  # the first prompt waits for the end of the replay (`_replayed`)
+            self.loading = False
             return self._session_new({"sessionId": self.resuming, **result} if method in _REOPEN else result, seq)
         if method == "session/prompt":
             return self._prompt_answered(request_id, result, seq)
@@ -555,14 +574,27 @@ class AcpAdapter(Adapter):
                                            else params))
         return []
 
+    def _replayed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        """A notification while a loaded session's history is replayed: not this run's. An agent that replays
+        after its answer ends the replay with its commands, and the first prompt goes then."""
+        params = obj.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if self.resume_state == "accepted" and kind == "available_commands_update":
+            self.loading = False
+            return self._session_new({"sessionId": self.resuming}, seq)
+        return []
+
     def resume(self, conversation: str, note: str) -> None:
         self.resuming = self.conversation = conversation
         self.resume_state = "waiting"
-        self.prompt = None
         self.queued.append(note)
 
     def resume_not_before(self, ended_at: float) -> float:
         return self.hooks.resume_not_before(ended_at)
+
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return self.hooks.resume_env(env)
 
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""

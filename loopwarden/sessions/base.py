@@ -195,6 +195,11 @@ class Adapter:
         before `command`). Raises ValueError (one line) when this adapter cannot."""
         raise ValueError(f"the {self.name} adapter cannot continue an agent's own conversation")
 
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Environment variables a resumed run adds on top of `launch_env`'s (what keeps the agent from losing
+        the conversation it resumed); after `command`."""
+        return {}
+
     def resume_not_before(self, ended_at: float) -> float:
         """The earliest time (epoch seconds) a resume of a conversation whose run ended at `ended_at` may start
         (an agent that would lose a conversation resumed too soon); after `command`."""

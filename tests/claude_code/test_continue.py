@@ -4,8 +4,6 @@ session lost in a simulated reboot continued in the same conversation (`--resume
 from __future__ import annotations
 
 import re
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from tests.claude_code.test_launched import said, start
 from tests.fakes.anthropic_server import FakeAnthropic, call, say
 from tests.support.daemon import Harness
 from tests.support.events import of_kind
-from tests.support.reboot import reboot
+from tests.support.reboot import reboot, stored
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,14 +23,6 @@ SLOW = {"command": "python3 -c 'import time; time.sleep(120)'", "description": "
 def transcript(cc: Harness, conversation: str) -> str:
     """Claude Code's own transcript of the conversation ("" until it wrote one)."""
     return "".join(p.read_text() for p in Path(cc.env["HOME"], ".claude", "projects").rglob(f"{conversation}.jsonl"))
-
-
-def stored(cc: Harness, sid: str) -> dict:
-    """The session's row as the store holds it, read from the file."""
-    with closing(sqlite3.connect(f"file:{cc.paths.database}?mode=ro", uri=True)) as db:
-        db.row_factory = sqlite3.Row
-        row = db.execute("SELECT * FROM sessions WHERE id = ?", [sid]).fetchone()
-        return dict(row) if row else {}
 
 
 def script(body: dict) -> object:

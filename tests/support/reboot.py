@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
+from contextlib import closing
+from typing import Any
 
 import psutil
 
@@ -39,3 +42,11 @@ def reboot(lw: Harness) -> None:
         lw.daemon.wait(10)
     wait_for(lambda: all(gone(p.pid) for p in victims), 20, "every process of the profile to be gone")
     lw.start()
+
+
+def stored(lw: Harness, sid: str) -> dict[str, Any]:
+    """The session's row as the store file holds it (read-only, beside the daemon)."""
+    with closing(sqlite3.connect(f"file:{lw.paths.database}?mode=ro", uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        row = db.execute("SELECT * FROM sessions WHERE id = ?", [sid]).fetchone()
+        return dict(row) if row else {}
