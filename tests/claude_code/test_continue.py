@@ -43,6 +43,9 @@ def test_a_lost_session_continues_in_its_conversation_with_the_note(cc: Harness,
     reboot(cc)
     lost = cc.status(sid)
     assert (lost["state"], lost["conversation"], lost["resumable"]) == ("lost", conversation, True)
+    listed = next(line for line in cc.cli("ls").stdout.splitlines() if line.startswith(sid + " "))
+    assert "continuable" in listed
+    assert f"conversation: {conversation}; 'loopwarden continue' continues it" in cc.cli("status", sid).stdout
     asked = len(fake_api.messages)
 
     done = cc.cli("continue", sid, "--note", "BRAVOYANKEE: carry on", cwd=cc.work)  # type: ignore[attr-defined]
