@@ -39,6 +39,8 @@ def continue_session(session: str, note: str | None, fresh_counters: bool) -> No
     new = result["id"]
     click.echo(f"{result['continued']}: continued as {new} ({visible(str(result['name']))}) in conversation "
                f"{visible(str(result['conversation']))}")
+    if result.get("fresh_counters") and not fresh_counters:
+        click.echo("its counters start fresh (they could not be carried over)")
     if result.get("missing_env"):
         click.echo(click.style("loopwarden: warning: this environment lacks variables the earlier run had: "
                                + ", ".join(visible(str(n)) for n in result["missing_env"]), fg="yellow"), err=True)
