@@ -46,7 +46,7 @@ PRUNE_SECONDS = 2.0
 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
-            "launch", "limits", "rewind", "restart"}
+            "launch", "limits", "rewind", "restart", "continue_session"}
 RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
@@ -68,6 +68,7 @@ ACTION_KEYS = [
     Binding("r", "resume", "Resume", id="resume", show=False),
     Binding("b", "rewind", "Rewind", id="rewind", show=False),
     Binding("R", "restart", "Restart", id="restart", show=False),
+    Binding("c", "continue_session", "Continue", id="continue", show=False),
     Binding("ctrl+k,K", "kill", "Kill", id="kill"),  # k moves the cursor, as in k9s, lazygit and htop
     Binding("L", "limits", "Limits", id="limits", show=False),
     Binding("n", "launch", "New", id="launch"),
@@ -537,6 +538,28 @@ class ConsoleApp(App[None]):
                                   f"told first what failed?{'' if ended else ' This one is stopped first.'}",
                                   "a note for the new run, also for the audit log (optional)",
                                   lambda note: self.act("restart", session=snap["id"], note=note or None))
+
+    def action_continue_session(self) -> None:
+        """Continue an ended or lost session in its agent's own conversation (`loopwarden continue`), confirmed."""
+        if not self._allowed("continue"):
+            return
+        snap = self.target()
+        if snap is None:
+            self.notify("no session selected", severity="warning")
+            return
+        if snap.get("state") not in FINAL_STATES:
+            self.notify(f"{snap['id']} is still running; only an ended or lost session continues", severity="warning",
+                        markup=False)
+            return
+        if not snap.get("resumable"):
+            self.notify(f"{snap['id']} cannot be continued: its agent reported no conversation loopwarden can resume",
+                        severity="warning", markup=False)
+            return
+        self._confirm_with_reason(f"Continue session {snap['id']} ({snap.get('name')}) in its agent's conversation "
+                                  f"{snap.get('conversation')}, as a new session?",
+                                  "the agent's next message, also for the audit log (optional)",
+                                  lambda note: self.act("continue", session=snap["id"], note=note or None,
+                                                        env=dict(os.environ)))
 
     def action_limits(self) -> None:
         snap = self._session("change limits of", "limits")

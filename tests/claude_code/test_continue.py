@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from loopwarden.widgets.dialogs import ConfirmWithReason
 from tests.claude_code.test_launched import said, start
+from tests.console.helpers import RecordingConsole, cell, key_of, until
+from tests.console.test_actions import SIZE, console_actions, page_text, select
 from tests.fakes.anthropic_server import FakeAnthropic, call, say
 from tests.support.daemon import Harness
 from tests.support.events import of_kind
@@ -31,7 +34,9 @@ def script(body: dict) -> object:
     return say("CONTINUED FINE") if "BRAVOYANKEE" in texts else call("Bash", SLOW)
 
 
-def test_a_lost_session_continues_in_its_conversation_with_the_note(cc: Harness, fake_api: FakeAnthropic) -> None:
+def lost_in_a_reboot(cc: Harness, fake_api: FakeAnthropic) -> tuple[str, str]:
+    """A Claude Code session in the middle of a slow call when every process of the profile is killed, then the
+    daemon started again: its id and its conversation's."""
     fake_api.play(script, max_turns=10)
     sid = start(cc, "--max-turns", "5", "--allowedTools=Bash", "ALPHAZULU: run the slow command")
     wait_for(lambda: of_kind(cc, sid, "tool_call"), 60, "the slow call")
@@ -39,8 +44,12 @@ def test_a_lost_session_continues_in_its_conversation_with_the_note(cc: Harness,
     assert UUID.fullmatch(conversation) and cc.status(sid)["resumable"] is True
     wait_for(lambda: "tool_use" in transcript(cc, conversation), 30, "Claude Code to write the call in its transcript")
     wait_for(lambda: stored(cc, sid)["conversation"] == conversation, 10, "the conversation id stored")
-
     reboot(cc)
+    return sid, conversation
+
+
+def test_a_lost_session_continues_in_its_conversation_with_the_note(cc: Harness, fake_api: FakeAnthropic) -> None:
+    sid, conversation = lost_in_a_reboot(cc, fake_api)
     lost = cc.status(sid)
     assert (lost["state"], lost["conversation"], lost["resumable"]) == ("lost", conversation, True)
     listed = next(line for line in cc.cli("ls").stdout.splitlines() if line.startswith(sid + " "))
@@ -79,3 +88,26 @@ def test_an_unknown_conversation_is_refused_in_one_line_and_the_id_is_kept(cc: H
     new = re.search(r"continued as (s\d+)", done.stdout).group(1)  # type: ignore[union-attr]
     assert cc.status(new)["conversation"] == conversation  # the failed attempt keeps the id
     assert cc.status(sid)["conversation"] == conversation
+
+
+@pytest.mark.anyio
+async def test_the_console_continues_a_lost_session_with_its_key(cc: Harness, fake_api: FakeAnthropic,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    sid, conversation = lost_in_a_reboot(cc, fake_api)
+    for name, value in cc.env.items():  # the console's terminal: the new run takes its environment
+        monkeypatch.setenv(name, value)
+    app = RecordingConsole(cc.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await until(pilot, lambda: "continuable (c)" in cell(app, sid, "reason"), what="the row to say continuable")
+        await pilot.press(key_of(app, "continue_session"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
+                             what="the continue confirmation")
+        assert f"in its agent's conversation {conversation}" in page_text(dialog)
+        await pilot.press(*"BRAVOYANKEE", "enter")
+        await until(pilot, lambda: console_actions(cc, sid), timeout=30, what="the continue")
+    [row] = console_actions(cc, sid)
+    assert (row["action"], row["note"]) == ("continue", "BRAVOYANKEE")
+    snap = cc.wait_state(row["target"], "exited", "terminated", timeout=90)
+    assert (snap["conversation"], snap["resume"]) == (conversation, "accepted")
+    assert said(fake_api, "BRAVOYANKEE")
