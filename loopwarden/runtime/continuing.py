@@ -25,6 +25,7 @@ from .commands import missing_program
 from .launcher import Launcher
 from .lifecycle import Shutdown
 from .principal import Principal, agent_environment
+from .records import AUDIT
 from .registry import SessionRegistry, row_snapshot
 from .requests import AlreadyAudited, BadRequest, RequestError, environment, request_note
 from .session import SessionSpec
@@ -91,29 +92,35 @@ class ContinueOperations:
         self.shutdown = shutdown
 
     async def op_continue(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
-        self.shutdown.refuse_starts("continue")
-        sid = await self.registry.resolve(req.get("session"))
-        launch = StoredLaunch.of(await self.stored_snapshot(sid))
-        self._refuse_a_second_writer(launch)
-        note = request_note(req) or DEFAULT_NOTE
-        adapter = self._resuming(launch, note)
-        config = launch.config()
         try:
             env = environment(req)
         except BadRequest as exc:
             raise RequestError(str(exc)) from None
+        sid = await self.registry.resolve(req.get("session"))
+        return await self.start(sid, request_note(req), env, fresh=req.get("fresh_counters") is True, who=who)
+
+    async def start(self, sid: str, note: str | None, env: dict[str, str], *, fresh: bool,
+                    who: Principal | None) -> dict[str, Any]:
+        """Continue session `sid` with `env` (the client's; `who` None: the daemon's own continue after a
+        reboot), audited before it starts; RequestError (one line) when it cannot."""
+        self.shutdown.refuse_starts("continue")
+        launch = StoredLaunch.of(await self.stored_snapshot(sid))
+        self._refuse_a_second_writer(launch)
+        note = note or DEFAULT_NOTE
+        adapter = self._resuming(launch, note)
+        config = launch.config()
         env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/"), **adapter.resume_env(env)}
         missing = missing_program(launch.command[0], env.get("PATH"), launch.cwd)
         if missing:
             raise RequestError(missing)
         new = self.registry.new_id()
-        await self.audit.before(who, sid, "continue", new, note[:500], f"continuing {launch.conversation}")
+        await self._audited(who, sid, new, note[:500], f"continuing {launch.conversation}")
         await self._wait_for(adapter.resume_not_before(launch.ended_at))
         self._refuse_after_audit(who, new)
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
                            task=launch.task)
-        health = None if req.get("fresh_counters") is True else self.carried_health(sid, config)
+        health = None if fresh else self.carried_health(sid, config)
         started = self.launcher.launch(spec, config, adapter, health=health)
         lacking = sorted(set(launch.env_keys) - set(spec.env))
         return {**started, "continued": sid, "conversation": launch.conversation, "missing_env": lacking,
@@ -163,10 +170,26 @@ class ContinueOperations:
         if wait > 0:
             await anyio.sleep(min(wait, LONGEST_WAIT))
 
-    def _refuse_after_audit(self, who: Principal, sid: str) -> None:
+    async def _audited(self, who: Principal | None, sid: str, new: str, note: str, outcome: str) -> None:
+        """The audit row, durable before the new run starts: the operator's, or the daemon's own."""
+        if who is not None:
+            await self.audit.before(who, sid, "continue", new, note, outcome)
+            return
+        self._daemon_row(sid, new, note, outcome)
+        if not await self.audit.durably(self.audit.recorder.mark(AUDIT)):
+            raise RequestError("the audit log could not be written; nothing was started")
+
+    def _daemon_row(self, sid: str, target: str | None, note: str | None, outcome: str) -> None:
+        self.audit.row(sid, {"ts": time.time(), "actor": "loopwarden", "client": "daemon", "action": "continue",
+                             "target": target, "note": note, "outcome": outcome[:300]})
+
+    def _refuse_after_audit(self, who: Principal | None, sid: str) -> None:
         """A shutdown that began while the audit row was written: the session never starts, and says so."""
         if self.shutdown.begun:
-            self.audit.record(who, sid, "continue", None, None, "failed: the daemon began shutting down")
+            if who is None:
+                self._daemon_row(sid, None, None, "failed: the daemon began shutting down")
+            else:
+                self.audit.record(who, sid, "continue", None, None, "failed: the daemon began shutting down")
             try:
                 self.shutdown.refuse_starts("continue")
             except RequestError as exc:

@@ -252,6 +252,16 @@ class Hooks:
                                            "turn ends sooner: LOOPWARDEN_HOOK_IDLE); 0 = never", 3600.0)
 
 
+@dataclass(frozen=True)
+class Sessions:
+    continue_after_reboot: bool = _key("bool", "the daemon continues, in their agents' own conversations, the sessions "
+                                               "that were running when an earlier daemon died (a reboot, a crash) and "
+                                               "can be continued ('loopwarden continue'), with its own environment; "
+                                               "read by the daemon from its config file and environment", False)
+    continue_at_once: int = _key("int", "sessions continue_after_reboot starts at once (each waits for its agent to "
+                                        "take the conversation up before the next starts)", 2)
+
+
 ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
@@ -295,6 +305,7 @@ class Config:
     opinion: Opinion = field(default_factory=Opinion)
     notify: Notify = field(default_factory=Notify)
     hooks: Hooks = field(default_factory=Hooks)
+    sessions: Sessions = field(default_factory=Sessions)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -310,7 +321,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify, "hooks": Hooks,
+    "notify": Notify, "hooks": Hooks, "sessions": Sessions,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

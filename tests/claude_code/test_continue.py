@@ -43,7 +43,7 @@ def lost_in_a_reboot(cc: Harness, fake_api: FakeAnthropic) -> tuple[str, str]:
     conversation = cc.status(sid)["conversation"]
     assert UUID.fullmatch(conversation) and cc.status(sid)["resumable"] is True
     wait_for(lambda: "tool_use" in transcript(cc, conversation), 30, "Claude Code to write the call in its transcript")
-    wait_for(lambda: stored(cc, sid)["conversation"] == conversation, 10, "the conversation id stored")
+    wait_for(lambda: stored(cc, sid).get("conversation") == conversation, 10, "the conversation id stored")
     reboot(cc)
     return sid, conversation
 

@@ -25,7 +25,7 @@ def test_an_ended_session_continues_in_its_conversation_after_a_reboot(gm: Harne
     conversation = snap["conversation"]
     assert conversation and snap["resumable"] is True
 
-    wait_for(lambda: stored(gm, sid)["state"] == snap["state"], 10, "the ended session stored")
+    wait_for(lambda: stored(gm, sid).get("state") == snap["state"], 10, "the ended session stored")
     reboot(gm)
     assert gm.status(sid)["conversation"] == conversation
     asked = len(fake_gemini.requests())
