@@ -38,6 +38,7 @@ from .lifecycle import (ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORC
 from .ops_daemon import DaemonOperations
 from .after_reboot import ContinueAfterReboot
 from .continuing import ContinueOperations
+from .takeover import TakeoverOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
@@ -88,7 +89,7 @@ class Daemon:
         self.server = SocketServer(
             [ReadOperations(registry, recorder, listing),
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
-             continues,
+             continues, TakeoverOperations(registry, audit, tasks),
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               clock=clock),

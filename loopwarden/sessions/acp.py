@@ -38,7 +38,7 @@ from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .recorded import RecordParser, invalid
 
 CLOSE = b""  # a reply that closes the agent's stdin
@@ -324,6 +324,10 @@ class AgentHooks:
     # the history session/load replays comes after its answer, ended by an available_commands_update
     replays_after_load = False
 
+    def handover(self, agent: list[str], conversation: str, env: Mapping[str, str]) -> Handover | None:
+        """The agent's interactive program on `conversation` (None: it has none)."""
+        return None
+
 
 class GeminiHooks(AgentHooks):
     """Gemini CLI 0.61 names a session's file by the minute it was made, and a `session/load` in that same
@@ -339,6 +343,10 @@ class GeminiHooks(AgentHooks):
         from .acp_gemini import layer_env
 
         return layer_env(env)
+
+    def handover(self, agent: list[str], conversation: str, env: Mapping[str, str]) -> Handover | None:
+        """`gemini --resume ID`, its session cleanup off as in a continue (the resumed session would go)."""
+        return Handover([agent[0], "--resume", conversation], self.resume_env(env))
 
 
 _REOPEN = ("session/resume", "session/load")  # how a continue opens an earlier session
@@ -584,6 +592,15 @@ class AcpAdapter(Adapter):
             self.loading = False
             return self._session_new({"sessionId": self.resuming}, seq)
         return []
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        agent = split_words(command)[0]
+        handover = hooks_for(agent).handover(agent, conversation, env)
+        if handover is None:
+            raise ValueError(f"loopwarden knows no interactive program of {agent[0]!r} to take its conversation "
+                             "over in; continue it instead ('loopwarden continue')")
+        return handover
 
     def resume(self, conversation: str, note: str) -> None:
         self.resuming = self.conversation = conversation

@@ -51,6 +51,15 @@ class TypedLines:
     stored: Callable[[Any, Event], bytes | None]
 
 
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """The agent's own interactive program on a conversation, for an operator's terminal (`loopwarden takeover`):
+    its words, and the environment variables it needs on top of the operator's."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
 def capability_names(caps: Capability) -> list[str]:
     """Lower-case names in declaration order, for snapshots, `loopwarden adapters` and the console."""
     return [c.name.lower() for c in Capability if c and c.name and c in caps]
@@ -194,6 +203,13 @@ class Adapter:
         """Make this run continue the agent's conversation `conversation`, `note` its next user message (called
         before `command`). Raises ValueError (one line) when this adapter cannot."""
         raise ValueError(f"the {self.name} adapter cannot continue an agent's own conversation")
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """The agent's interactive program on `conversation` for a session launched as `command` in `cwd`, its
+        first-run questions answered in the operator's own files (merged into them, never replacing them), so it
+        opens straight on the conversation. Raises ValueError (one line) when this agent has none."""
+        raise ValueError(f"the {cls.name} adapter has no interactive program to take a conversation over in")
 
     def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Environment variables a resumed run adds on top of `launch_env`'s (what keeps the agent from losing

@@ -20,12 +20,13 @@ hook was not registered) still gets its ToolCall, just before it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .claude_code import MAP_LIMIT, ClaudeCodeParser, _remember
 from .claude_launch import FIXED_ARGS, launch_command, split_args, without_conversation
 
@@ -131,6 +132,14 @@ class ClaudeCodeAdapter(Adapter):
             return [argv[0], *FIXED_ARGS, "--resume", self.resuming, *without_conversation(args.options)]
         self.prompt = args.prompt
         return [argv[0], *FIXED_ARGS, *args.options]
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """`claude --resume ID`, its first-run questions answered (sessions/claude_handover.py)."""
+        from .claude_handover import answer_first_run
+
+        answer_first_run(env, cwd)
+        return Handover([command[0], "--resume", conversation], {})
 
     def resume(self, conversation: str, note: str) -> None:
         self.resuming, self.prompt, self.resume_state = conversation, note, "waiting"

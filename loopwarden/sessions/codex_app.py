@@ -34,7 +34,7 @@ from typing import Any
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .codex import MAP_LIMIT, CodexParser, _int, _str
 from .recorded import RecordParser, invalid
 
@@ -418,6 +418,12 @@ class CodexAppServerAdapter(Adapter):
         else:
             opened = self._request("thread/start", thread)
         return [self._request("initialize", init), line({"method": "initialized"}), opened]
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """`codex resume ID`. Without `daemon_auto_start` off, Codex's TUI leaves a background app-server holding
+        the thread after it quits, and the next `thread/resume` is refused ("already has an active writer")."""
+        return Handover([command[0], "resume", conversation, "-c", "features.daemon_auto_start=false"], {})
 
     def resume(self, conversation: str, note: str) -> None:
         self.resuming = self.conversation = conversation

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from loopwarden.sessions.acp import AcpAdapter, resume_method
 from loopwarden.supervisor import events as ev
@@ -85,3 +87,14 @@ def test_an_unknown_session_is_refused_with_the_agents_words() -> None:
     [error] = adapter.parse_stdout(reply(load["id"], error={"code": -32002, "message": "Resource not found: S1"}), 2)
     assert type(error) is ev.Error and error.message == "acp: session/load failed: Resource not found: S1"
     assert (adapter.resume_state, adapter.conversation, adapter.failure) == ("refused", "S1", error.message)
+
+
+def test_gemini_is_taken_over_in_its_own_program_with_its_session_cleanup_off(tmp_path) -> None:
+    env = {"HOME": str(tmp_path), "LOOPWARDEN_HOME": str(tmp_path / "lw"),
+           "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    handover = AcpAdapter.handover(["/bin/gemini", "--acp", "--", "go"], "S1", "/w", env)
+    assert handover.argv == ["/bin/gemini", "--resume", "S1"]
+    settings = orjson.loads(Path(handover.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]).read_bytes())
+    assert settings == {"general": {"sessionRetention": {"enabled": False}}}
+    with pytest.raises(ValueError, match="knows no interactive program of 'opencode'"):
+        AcpAdapter.handover(["opencode", "acp", "--", "go"], "S1", "/w", env)

@@ -92,3 +92,10 @@ def test_continue_after_reboot_continues_the_lost_sessions_by_itself(cx: Harness
     assert cx.status(plain)["state"] == "lost" and continued(plain) is None
     answers = sorted(m["text"] for sid in sids for m in of_kind(cx, continued(sid)["target"], "assistant_message"))
     assert answers == ["CONTINUED ONE", "CONTINUED TWO"]
+
+
+def test_codex_is_taken_over_in_its_own_program_without_a_daemon_left_behind() -> None:
+    from loopwarden.sessions.codex_app import CodexAppServerAdapter
+
+    handover = CodexAppServerAdapter.handover(["/bin/codex", "app-server"], "T1", "/w", {})
+    assert handover.argv == ["/bin/codex", "resume", "T1", "-c", "features.daemon_auto_start=false"]
