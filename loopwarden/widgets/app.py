@@ -32,6 +32,7 @@ from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
 from .hosts_feed import HostsFeed
+from .continuing import CONTINUE_NOTE, continue_question, continue_refusal
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
@@ -544,20 +545,11 @@ class ConsoleApp(App[None]):
         if not self._allowed("continue"):
             return
         snap = self.target()
-        if snap is None:
-            self.notify("no session selected", severity="warning")
+        refusal = continue_refusal(snap)
+        if snap is None or refusal:
+            self.notify(refusal or "no session selected", severity="warning", markup=False)
             return
-        if snap.get("state") not in FINAL_STATES:
-            self.notify(f"{snap['id']} is still running; only an ended or lost session continues", severity="warning",
-                        markup=False)
-            return
-        if not snap.get("resumable"):
-            self.notify(f"{snap['id']} cannot be continued: its agent reported no conversation loopwarden can resume",
-                        severity="warning", markup=False)
-            return
-        self._confirm_with_reason(f"Continue session {snap['id']} ({snap.get('name')}) in its agent's conversation "
-                                  f"{snap.get('conversation')}, as a new session?",
-                                  "the agent's next message, also for the audit log (optional)",
+        self._confirm_with_reason(continue_question(snap), CONTINUE_NOTE,
                                   lambda note: self.act("continue", session=snap["id"], note=note or None,
                                                         env=dict(os.environ)))
 
