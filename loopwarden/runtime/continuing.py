@@ -90,6 +90,7 @@ class ContinueOperations:
         self.launcher = launcher
         self.audit = audit
         self.shutdown = shutdown
+        self.starting: set[str] = set()  # conversations a continue is starting in (audited, not launched yet)
 
     async def op_continue(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         try:
@@ -106,7 +107,15 @@ class ContinueOperations:
         self.shutdown.refuse_starts("continue")
         launch = StoredLaunch.of(await self.stored_snapshot(sid))
         self._refuse_a_second_writer(launch)
-        note = note or DEFAULT_NOTE
+        self.starting.add(launch.conversation)
+        try:
+            return await self._start(launch, note or DEFAULT_NOTE, env, fresh=fresh, who=who)
+        finally:
+            self.starting.discard(launch.conversation)
+
+    async def _start(self, launch: StoredLaunch, note: str, env: dict[str, str], *, fresh: bool,
+                     who: Principal | None) -> dict[str, Any]:
+        sid = launch.sid
         adapter = self._resuming(launch, note)
         config = launch.config()
         env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/"), **adapter.resume_env(env)}
@@ -120,13 +129,13 @@ class ContinueOperations:
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
                            task=launch.task)
-        health = None if fresh else self.carried_health(sid, config)
+        health = None if fresh else await self.carried_health(sid, config)
         started = self.launcher.launch(spec, config, adapter, health=health)
         lacking = sorted(set(launch.env_keys) - set(spec.env))
         return {**started, "continued": sid, "conversation": launch.conversation, "missing_env": lacking,
                 "fresh_counters": health is None}
 
-    def carried_health(self, sid: str, config: Config) -> SessionHealth | None:
+    async def carried_health(self, sid: str, config: Config) -> SessionHealth | None:
         """The counters session `sid` ended with, rebuilt from its stored events, for the run that continues it
         (None: it starts them fresh)."""
         return None
@@ -144,6 +153,9 @@ class ContinueOperations:
 
     def _refuse_a_second_writer(self, launch: StoredLaunch) -> None:
         """Two runs writing one conversation would interleave its transcript: one runs at a time."""
+        if launch.conversation in self.starting:
+            raise RequestError(f"another continue of conversation {launch.conversation} is starting; see "
+                               "'loopwarden ls'")
         for session in list(self.registry.sessions.values()):
             if not session.final and session.snapshot().get("conversation") == launch.conversation:
                 raise RequestError(f"session {session.spec.id} runs in that conversation already; stop it first "

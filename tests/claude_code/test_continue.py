@@ -4,10 +4,12 @@ session lost in a simulated reboot continued in the same conversation (`--resume
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from loopwarden.runtime.client import DaemonError
 from loopwarden.widgets.dialogs import ConfirmWithReason
 from tests.claude_code.test_launched import said, start
 from tests.console.helpers import RecordingConsole, cell, key_of, until
@@ -111,3 +113,24 @@ async def test_the_console_continues_a_lost_session_with_its_key(cc: Harness, fa
     snap = cc.wait_state(row["target"], "exited", "terminated", timeout=90)
     assert (snap["conversation"], snap["resume"]) == (conversation, "accepted")
     assert said(fake_api, "BRAVOYANKEE")
+
+
+def test_two_continues_at_once_start_one_run_of_the_conversation(cc: Harness, fake_api: FakeAnthropic) -> None:
+    fake_api.play([say("done"), say("again")], max_turns=5)
+    sid = start(cc, "--max-turns", "2", "hello")
+    cc.wait_state(sid, "exited", timeout=60)
+    env = {**cc.env}
+
+    def one() -> object:
+        try:
+            return cc.request("continue", session=sid, env=env)
+        except DaemonError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: one(), range(2)))
+    started = [a for a in answers if isinstance(a, dict)]
+    refused = [a for a in answers if isinstance(a, str)]
+    assert len(started) == 1 and len(refused) == 1, answers
+    assert "is starting" in refused[0] or "runs in that conversation already" in refused[0]
+    cc.wait_state(started[0]["id"], "exited", "terminated", timeout=60)
