@@ -313,41 +313,6 @@ class AgentHooks:
         """Requests to send once a session is made or resumed (its `result`), answered before any prompt."""
         return []
 
-    def resume_not_before(self, ended_at: float) -> float:
-        """The earliest time a continue may load a conversation whose run ended at `ended_at`."""
-        return 0.0
-
-    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """Environment a resumed run adds (see Adapter.resume_env)."""
-        return {}
-
-    # the history session/load replays comes after its answer, ended by an available_commands_update
-    replays_after_load = False
-
-    def handover(self, agent: list[str], conversation: str, env: Mapping[str, str]) -> Handover | None:
-        """The agent's interactive program on `conversation` (None: it has none)."""
-        return None
-
-
-class GeminiHooks(AgentHooks):
-    """Gemini CLI 0.61 names a session's file by the minute it was made, and a `session/load` in that same
-    minute writes a file of the same name over its history: a continue waits for the minute after the run. Its
-    load answers before it replays the history (then its commands)."""
-
-    replays_after_load = True
-
-    def resume_not_before(self, ended_at: float) -> float:
-        return (ended_at // 60 + 1) * 60 + 1
-
-    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        from .acp_gemini import layer_env
-
-        return layer_env(env)
-
-    def handover(self, agent: list[str], conversation: str, env: Mapping[str, str]) -> Handover | None:
-        """`gemini --resume ID`, its session cleanup off as in a continue (the resumed session would go)."""
-        return Handover([agent[0], "--resume", conversation], self.resume_env(env))
-
 
 _REOPEN = ("session/resume", "session/load")  # how a continue opens an earlier session
 
@@ -368,10 +333,7 @@ def hooks_for(agent: list[str]) -> AgentHooks:
     from . import acp_claude
 
     known = acp_agents.agent_of(agent, {})
-    name = known.name if known is not None else None
-    if name == "gemini":
-        return GeminiHooks()
-    return acp_claude.ClaudeAcpHooks() if name == "claude-acp" else AgentHooks()
+    return acp_claude.ClaudeAcpHooks() if known is not None and known.name == "claude-acp" else AgentHooks()
 
 
 class AcpAdapter(Adapter):
@@ -409,6 +371,7 @@ class AcpAdapter(Adapter):
         self.closing = False  # session/close sent before stdin's end
         self.resuming: str | None = None  # the session a continue loads or resumes, instead of a session/new
         self.loading = False  # a session/load is unanswered: the history it replays is not this run's events
+        self.resuming_as = acp_agents.Resuming()  # what the agent needs beyond the protocol to continue
 
     @property
     def can_inject(self) -> bool:
@@ -457,6 +420,7 @@ class AcpAdapter(Adapter):
         self.hooks = hooks_for(agent)
         known = acp_agents.agent_of(agent, {})
         self.agent = known.name if known is not None else "acp"  # shown as the session's agent kind
+        self.resuming_as = known.resuming if known is not None else acp_agents.Resuming()
         return agent
 
     def start_lines(self) -> list[bytes]:
@@ -526,7 +490,7 @@ class AcpAdapter(Adapter):
         if method == "session/new" or (method in _REOPEN and not self.reopening):
             if method in _REOPEN:
                 self.resume_state = "accepted"
-                if self.loading and self.hooks.replays_after_load:
+                if self.loading and self.resuming_as.replays_after_load:
                     return []  # the first prompt waits for the end of the replay (`_replayed`)
             self.loading = False
             return self._session_new({"sessionId": self.resuming, **result} if method in _REOPEN else result, seq)
@@ -596,11 +560,12 @@ class AcpAdapter(Adapter):
     @classmethod
     def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
         agent = split_words(command)[0]
-        handover = hooks_for(agent).handover(agent, conversation, env)
-        if handover is None:
+        known = acp_agents.agent_of(agent, {})
+        how = known.resuming if known is not None else acp_agents.Resuming()
+        if how.program_resume is None:
             raise ValueError(f"loopwarden knows no interactive program of {agent[0]!r} to take its conversation "
                              "over in; continue it instead ('loopwarden continue')")
-        return handover
+        return Handover([agent[0], how.program_resume, conversation], how.env(env) if how.env else {})
 
     def resume(self, conversation: str, note: str) -> None:
         self.resuming = self.conversation = conversation
@@ -608,10 +573,12 @@ class AcpAdapter(Adapter):
         self.queued.append(note)
 
     def resume_not_before(self, ended_at: float) -> float:
-        return self.hooks.resume_not_before(ended_at)
+        """An agent that names a session's file by its minute: the minute after the run's."""
+        return (ended_at // 60 + 1) * 60 + 1 if self.resuming_as.minute_named else 0.0
 
     def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        return self.hooks.resume_env(env)
+        how = self.resuming_as
+        return how.env(env) if how.env else {}
 
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""
