@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grant": ("live", "grant"), "reset": ("live", "reset"), "set": ("live", "set_limits"),
     "inject": ("live", "inject"), "pause": ("live", "pause"), "resume": ("live", "resume"),
     "kill": ("live", "kill"), "rewind": ("live", "rewind"), "restart": ("live", "restart"),
+    "continue": ("continuing", "continue_session"), "takeover": ("continuing", "takeover"),
     "adopt": ("live", "adopt"), "audit": ("live", "audit"), "explain": ("explain", "explain"),
     "prune": ("live", "prune"), "console": ("live", "console"), "web": ("web", "web"), "serve": ("live", "serve"),
     "stop-daemon": ("live", "stop_daemon"), "restart-daemon": ("restart_daemon", "restart_daemon"),

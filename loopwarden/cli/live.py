@@ -40,8 +40,8 @@ def _age(seconds: float | None) -> str:
 def _state(snap: dict[str, Any]) -> str:
     """The STATE column: terminated(max_runtime), exited 0, killed by SIGKILL, running, ..."""
     state = str(snap.get("state") or "?")
-    if state == SessionState.LOST:
-        return ending(snap, short=True)  # lost: killed by guardian, found gone, still running?
+    if state == SessionState.LOST:  # lost: killed by guardian, found gone, still running?
+        return ending(snap, short=True) + (", continuable" if snap.get("resumable") else "")
     if snap.get("termination") and snap["termination"] != state:
         return visible(f"{state}({snap['termination']})")
     if state == SessionState.EXITED and snap.get("exit_code") is not None:
@@ -327,6 +327,9 @@ def status(session: str | None, as_json: bool) -> None:
     if isinstance(snap.get("capabilities"), list):
         click.echo(f"can: {', '.join(snap['capabilities']) or 'watch and signal only'}")
     click.echo(f"command: {' '.join(snap.get('command') or [])}")
+    if snap.get("conversation"):
+        can = "; 'loopwarden continue' continues it" if snap.get("resumable") and snap.get("state") in FINAL else ""
+        click.echo(f"conversation: {snap['conversation']}{can}")
     limit_text = _age(snap.get("max_runtime")) if snap.get("max_runtime") else "no limit"
     click.echo(f"runtime {_age(snap.get('runtime'))} of {limit_text}, {_plural(snap.get('events') or 0, 'event')}, "
                f"{_plural(snap.get('tool_calls') or 0, 'tool call')}, cpu {snap.get('cpu_percent') or 0}%, "

@@ -28,7 +28,7 @@ CONNECT_TIMEOUT = 10.0  # seconds to be accepted (a unix socket's backlog accept
 START_TIMEOUT = 10.0
 TIMEOUT_ENV = "LOOPWARDEN_TIMEOUT"  # seconds to wait for each reply, and for a subscription's silence
 REPLY_TIMEOUT = 30.0  # ... when it is not set
-SLOW_OPS = {"prune": 120.0, "notify_test": 120.0}  # seconds more for ops that work before they answer
+SLOW_OPS = {"prune": 120.0, "notify_test": 120.0, "continue": 65.0}  # seconds more for ops that work before they answer
 SILENT_BEATS = 3  # heartbeats a subscription may miss before the daemon counts as not answering
 HEARTBEAT = "heartbeat"  # the kind of the daemon's keep-alive record; never handed to a subscription's reader
 

@@ -38,6 +38,9 @@ from .launcher import Launcher
 from .lifecycle import (ALERT_DRAIN, SHUTDOWN_CAP, SHUTDOWN_CLOSE, SHUTDOWN_FORCE_AT, SHUTDOWN_KILL_AT, Shutdown,
                         Tasks)
 from .ops_daemon import DaemonOperations
+from .after_reboot import ContinueAfterReboot
+from .continuing import ContinueOperations
+from .takeover import TakeoverOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
@@ -84,11 +87,14 @@ class Daemon:
                                             keeping, clock=clock)
         self.hooks = hooks = HookOperations(paths, registry, starter, recorder, audit, health, tasks,
                                             sink=router.sink, helpers=watch.helpers, clock=clock)
+        continues = ContinueOperations(paths, registry, launcher, audit, self.shutdown)
+        self.after_reboot = ContinueAfterReboot(paths, registry, continues, log=log)
         listing = ProcessListing(registry.sessions)
         registry.on_release(listing.forget)
         self.server = SocketServer(
             [ReadOperations(registry, recorder, listing),
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
+             continues, TakeoverOperations(registry, audit, tasks),
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               keeping, clock=clock),
@@ -129,6 +135,7 @@ class Daemon:
                 self.alerting.configure()
                 tg.start_soon(self.alerting.notifier.run)
                 self.alerting.lost(lost)
+                tg.start_soon(self.after_reboot.run, lost)  # sessions.continue_after_reboot
                 if ready:
                     ready()
                 await self.shutdown.requested.wait()

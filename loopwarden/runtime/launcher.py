@@ -41,8 +41,10 @@ class Launcher:
         self.keeping = keeping
         self.clock = clock
 
-    def launch(self, spec: SessionSpec, config: Config, adapter: Adapter) -> dict[str, Any]:
-        """Name `spec` (unique among live sessions), start it, and reply its id and name."""
+    def launch(self, spec: SessionSpec, config: Config, adapter: Adapter, *,
+               health: SessionHealth | None = None) -> dict[str, Any]:
+        """Name `spec` (unique among live sessions), start it, and reply its id and name; `health`: the counters
+        and state it starts with (None: fresh)."""
         asked = spec.name
         name, renamed = self.registry.unique_name(asked)  # a live session has it: name-2
         spec.name, sid = name, spec.id
@@ -51,7 +53,8 @@ class Launcher:
                               on_group=self.watch.guard_group, clock=self.clock, records=self.recorder,
                               # its cgroup, once it is sure to start
                               containment=self.keeping.containment(sid) if kept else self.watch.containment(sid),
-                              sink_rows=self.router.sink_rows, keeper=self.keeping.link if kept else None)
+                              sink_rows=self.router.sink_rows, keeper=self.keeping.link if kept else None,
+                              health=health)
         if kept:
             self.keeping.hold(session)
         self.starter.start(session)

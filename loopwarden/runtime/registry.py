@@ -29,7 +29,7 @@ def _id_number(sid: str) -> int:
 
 _SESSION_COLUMNS = ("id", "name", "adapter", "command", "cwd", "env_keys", "preset", "state", "created_at",
                     "started_at", "ended_at", "pid", "exit_code", "termination", "termination_text",
-                    "dropped_events", "handshake")
+                    "dropped_events", "handshake", "config", "conversation", "task")
 
 
 def session_row(snap: dict[str, Any]) -> dict[str, Any]:

@@ -163,6 +163,11 @@ def _str_map(fields: dict[str, Any], key: str, *, variables: bool) -> dict[str, 
     return dict(value)
 
 
+def environment(req: dict[str, Any]) -> dict[str, str]:
+    """The checked `env` of a request (the client's environment, as `run` sends it), or BadRequest."""
+    return _str_map(req, "env", variables=True)
+
+
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..sessions.base import Capability, capability_names
-from ..supervisor.config import Config, changed_settings
+from ..supervisor.config import Config, changed_settings, stored_settings
 from ..supervisor.health import GATED, SessionHealth
 from ..supervisor.verdicts import SessionState
 
@@ -49,6 +50,10 @@ class Snapshot:
     validation_failures: int = 0
     interventions: dict[str, int] = field(default_factory=dict)  # verdicts by action, short of terminate
     settings: dict[str, str] = field(default_factory=dict)  # keys that differ from their defaults, as shown
+    config: dict[str, Any] = field(default_factory=dict)  # keys that differ from the preset's, as values (stored)
+    conversation: str | None = None  # the agent's own conversation id (Claude's session, Codex's thread ...)
+    resumable: bool = False  # `loopwarden continue` can continue that conversation once this run ended
+    task: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,7 +78,8 @@ def shown_state(state: SessionState, health: SessionHealth, paused: bool) -> Ses
 def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys: list[str], config: Config,
           health: SessionHealth, state: SessionState, paused: bool, adapter: str, agent: str, caps: Capability,
           pid: int | None, created_at: float, started_at: float | None, ended_at: float | None, now: float,
-          exit_code: int | None, handshake: bool, tool_calls: int, gates_open: bool, **kinds: Any) -> Snapshot:
+          exit_code: int | None, handshake: bool, tool_calls: int, gates_open: bool, conversation: str | None = None,
+          resumes: bool = False, **kinds: Any) -> Snapshot:
     """The snapshot of one session; `kinds` are the optional fields (resources, rate, extra)."""
     h = health
     reason = h.termination_reason
@@ -88,7 +94,8 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         counters={c.name: [c.value, c.limit] for c in h.counters(None if ended_at else now)},
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
         last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
-        settings=_settings(config), **kinds)
+        settings=_settings(config), config=_stored(config), conversation=conversation,
+        resumable=resumes and conversation is not None, **kinds)
 
 
 _CAPABILITIES: dict[Capability, list[str]] = {}  # a flag's names, listed once (a walk of the enum per build)
@@ -102,14 +109,27 @@ def _capabilities(caps: Capability) -> list[str]:
 
 
 _SETTINGS_KEPT = 256
-_settings_by_config: dict[int, tuple[Config, dict[str, str]]] = {}
+_settings_by_config: dict[int, tuple[Config, dict[str, Any]]] = {}
+
+
+_stored_by_config: dict[int, tuple[Config, dict[str, Any]]] = {}
 
 
 def _settings(config: Config) -> dict[str, str]:
     """changed_settings, computed once per config object (a snapshot is built on every publish)."""
-    cached = _settings_by_config.get(id(config))
+    return _once(_settings_by_config, config, changed_settings)
+
+
+def _stored(config: Config) -> dict[str, Any]:
+    """stored_settings, computed once per config object."""
+    return _once(_stored_by_config, config, stored_settings)
+
+
+def _once(kept: dict[int, tuple[Config, dict[str, Any]]], config: Config,
+          compute: Callable[[Config], dict[str, Any]]) -> dict[str, Any]:
+    cached = kept.get(id(config))
     if cached is None or cached[0] is not config:  # the config is kept in the entry, so its id is not reused
-        if len(_settings_by_config) >= _SETTINGS_KEPT:
-            _settings_by_config.clear()
-        cached = _settings_by_config[id(config)] = (config, changed_settings(config))
+        if len(kept) >= _SETTINGS_KEPT:
+            kept.clear()
+        cached = kept[id(config)] = (config, compute(config))
     return dict(cached[1])

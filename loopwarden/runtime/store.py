@@ -143,14 +143,20 @@ def _v4_lost(db: Database) -> None:
     db.table("sessions").add_column("lost", str)
 
 
-def _v5_positions(db: Database) -> None:
+def _v5_conversations(db: Database) -> None:
+    """The agent's own conversation id, so that a session continues in it (`loopwarden continue`); older rows
+    read None."""
+    db.table("sessions").add_column("conversation", str)
+
+
+def _v6_positions(db: Database) -> None:
     """How far a kept agent's output is stored (keeper.py): the next daemon asks its keeper for the rest from there."""
     db.create_table("positions", {"session_id": str, "out_offset": int, "out_seq": int, "judged_seq": int,
                                   "err_offset": int}, pk="session_id", not_null={"session_id"})
 
 
 MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost,
-                                                _v5_positions]
+                                                _v5_conversations, _v6_positions]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -38,7 +38,7 @@ from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .recorded import RecordParser, invalid
 
 CLOSE = b""  # a reply that closes the agent's stdin
@@ -314,6 +314,20 @@ class AgentHooks:
         return []
 
 
+_REOPEN = ("session/resume", "session/load")  # how a continue opens an earlier session
+
+
+def resume_method(initialized: dict[str, Any]) -> str | None:
+    """How an agent whose `initialize` answered `initialized` continues an earlier session: `session/resume`
+    (no replay of its history) where it advertises it, else `session/load`; None when it advertises neither."""
+    caps = initialized.get("agentCapabilities")
+    caps = caps if isinstance(caps, dict) else {}
+    session = caps.get("sessionCapabilities")
+    if isinstance(session, dict) and isinstance(session.get("resume"), dict):
+        return "session/resume"
+    return "session/load" if caps.get("loadSession") is True else None
+
+
 def hooks_for(agent: list[str]) -> AgentHooks:
     """The hooks of the known agent that `agent` (its command) starts; the defaults for any other."""
     from . import acp_claude
@@ -332,6 +346,7 @@ class AcpAdapter(Adapter):
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
     replay_format = "acp"  # what an ACP agent writes on its stdout
+    resumes = True  # `session/resume` or `session/load`, where the agent advertises one in `initialize`
 
     def __init__(self) -> None:
         super().__init__()
@@ -354,6 +369,9 @@ class AcpAdapter(Adapter):
         self.reopen = False  # the last turn was cancelled: close and resume the session before the next prompt
         self.reopening = False
         self.closing = False  # session/close sent before stdin's end
+        self.resuming: str | None = None  # the session a continue loads or resumes, instead of a session/new
+        self.loading = False  # a session/load is unanswered: the history it replays is not this run's events
+        self.resuming_as = acp_agents.Resuming()  # what the agent needs beyond the protocol to continue
 
     @property
     def can_inject(self) -> bool:
@@ -402,10 +420,11 @@ class AcpAdapter(Adapter):
         self.hooks = hooks_for(agent)
         known = acp_agents.agent_of(agent, {})
         self.agent = known.name if known is not None else "acp"  # shown as the session's agent kind
+        self.resuming_as = known.resuming if known is not None else acp_agents.Resuming()
         return agent
 
     def start_lines(self) -> list[bytes]:
-        if self.prompt:
+        if self.prompt and self.resuming is None:  # a resumed run's first message is the continue's note
             self.queued.append(self.prompt)
         init = {"protocolVersion": 1, "clientInfo": CLIENT_INFO,
                 "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
@@ -434,6 +453,8 @@ class AcpAdapter(Adapter):
         if "id" in obj and isinstance(method, str):
             return self._agent_request(obj, method, seq)
         if isinstance(method, str):
+            if self.loading:
+                return self._replayed(obj, seq)
             return self.parser.feed(obj, seq)
         if "id" in obj:
             return self._response(obj, seq)
@@ -465,12 +486,14 @@ class AcpAdapter(Adapter):
         result = obj.get("result")
         result = result if isinstance(result, dict) else {}
         if method == "initialize":
-            if not self.closed:
-                self._replies.append(self._request("session/new", self.hooks.session_params(
-                    {"cwd": self.cwd or os.getcwd(), "mcpServers": []})))
-            return []
-        if method == "session/new":
-            return self._session_new(result, seq)
+            return self._open(result, seq)
+        if method == "session/new" or (method in _REOPEN and not self.reopening):
+            if method in _REOPEN:
+                self.resume_state = "accepted"
+                if self.loading and self.resuming_as.replays_after_load:
+                    return []  # the first prompt waits for the end of the replay (`_replayed`)
+            self.loading = False
+            return self._session_new({"sessionId": self.resuming, **result} if method in _REOPEN else result, seq)
         if method == "session/prompt":
             return self._prompt_answered(request_id, result, seq)
         return self._reopened_or_setup(method, result, seq)
@@ -489,7 +512,10 @@ class AcpAdapter(Adapter):
             self.failure = f"acp: session/prompt failed: {message}"[:500]
             self._pending.clear()
             return [*self.parser.flush(seq), ev.Error(seq=seq, message=self.failure, error_type="acp")]
-        if method in ("initialize", "session/new"):
+        if method in ("initialize", "session/new") or (method in _REOPEN and not self.reopening):
+            self.loading = False
+            if method in _REOPEN:
+                self.resume_state = "refused"
             self.handshake = method != "initialize"
             self.turn_over = True  # nothing runs: the session ends
             self.failure = f"acp: {method} failed: {message}"[:500]
@@ -500,9 +526,63 @@ class AcpAdapter(Adapter):
             return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
         return self._reopened_or_setup(method, {}, seq)
 
+    def _open(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
+        """`initialize` answered: a new session, or the one a continue resumes (as the agent advertises)."""
+        if self.closed:
+            return []
+        params = {"cwd": self.cwd or os.getcwd(), "mcpServers": []}
+        if self.resuming is None:
+            self._replies.append(self._request("session/new", self.hooks.session_params(params)))
+            return []
+        method = resume_method(result)
+        if method is None:
+            self.turn_over, self.resume_state = True, "refused"
+            self.failure = ("acp: the agent advertises neither session/resume nor session/load in initialize, so its "
+                            "conversation cannot be continued")
+            return [ev.Error(seq=seq, message=self.failure, error_type="acp")]
+        self.loading = method == "session/load"
+        params = {**params, "sessionId": self.resuming}
+        self._replies.append(self._request(method, self.hooks.session_params(params) if method != "session/load"
+                                           else params))
+        return []
+
+    def _replayed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
+        """A notification while a loaded session's history is replayed: not this run's. An agent that replays
+        after its answer ends the replay with its commands, and the first prompt goes then."""
+        params = obj.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if self.resume_state == "accepted" and kind == "available_commands_update":
+            self.loading = False
+            return self._session_new({"sessionId": self.resuming}, seq)
+        return []
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        agent = split_words(command)[0]
+        known = acp_agents.agent_of(agent, {})
+        how = known.resuming if known is not None else acp_agents.Resuming()
+        if how.program_resume is None:
+            raise ValueError(f"loopwarden knows no interactive program of {agent[0]!r} to take its conversation "
+                             "over in; continue it instead ('loopwarden continue')")
+        return Handover([agent[0], how.program_resume, conversation], how.env(env) if how.env else {})
+
+    def resume(self, conversation: str, note: str) -> None:
+        self.resuming = self.conversation = conversation
+        self.resume_state = "waiting"
+        self.queued.append(note)
+
+    def resume_not_before(self, ended_at: float) -> float:
+        """An agent that names a session's file by its minute: the minute after the run's."""
+        return (ended_at // 60 + 1) * 60 + 1 if self.resuming_as.minute_named else 0.0
+
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        how = self.resuming_as
+        return how.env(env) if how.env else {}
+
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""
-        self.session_id = _str(result.get("sessionId"))
+        self.session_id = self.conversation = _str(result.get("sessionId"))
         if self.session_id is None:
             self.turn_over = True
             self.failure = "acp: session/new answered without a sessionId"

@@ -57,6 +57,23 @@ def opencode_layer(env: Mapping[str, str], cwd: str) -> Layer:
 
 
 @dataclass(frozen=True)
+class Resuming:
+    """What a known agent needs beyond the protocol to continue a conversation, and to be taken over in."""
+
+    minute_named: bool = False  # a session's file is named by its minute: a load waits for the next one
+    replays_after_load: bool = False  # session/load answers first, then replays, then sends its commands
+    env: Callable[[Mapping[str, str]], dict[str, str]] | None = None  # what a resumed run adds to its environment
+    program_resume: str | None = None  # its interactive program's option that opens a conversation by id
+
+
+# Gemini CLI 0.61: a session's file is named by the minute it was made, and a load in that same minute writes a
+# file of that name over the history; its load answers before it replays; and its default session cleanup
+# deletes a loaded session at the next start (acp_gemini.layer_env switches it off for the run).
+GEMINI_RESUMING = Resuming(minute_named=True, replays_after_load=True, env=acp_gemini.layer_env,
+                           program_resume="--resume")
+
+
+@dataclass(frozen=True)
 class AcpAgent:
     """One known ACP agent: how to find and start it."""
 
@@ -67,6 +84,7 @@ class AcpAgent:
     env: dict[str, str]  # always set for it
     layer: Callable[[Mapping[str, str], str], Layer]
     package: str | None = None  # npm package, for the error that says how to install it
+    resuming: Resuming = Resuming()
 
     def find(self, env: Mapping[str, str]) -> str | None:
         """$override, else the binary on PATH, else in the project's (or $LOOPWARDEN_AGENTS_DIR's) npm folder."""
@@ -86,7 +104,7 @@ class AcpAgent:
 
 AGENTS: dict[str, AcpAgent] = {a.name: a for a in (
     AcpAgent("gemini", "gemini", ("--acp",), "LOOPWARDEN_GEMINI", {"GEMINI_CLI_NO_RELAUNCH": "true"},
-             gemini_layer, "@google/gemini-cli"),
+             gemini_layer, "@google/gemini-cli", GEMINI_RESUMING),
     AcpAgent("opencode", "opencode", ("acp",), "LOOPWARDEN_OPENCODE", {}, opencode_layer, "opencode-ai"),
     AcpAgent("claude-acp", "claude-agent-acp", (), "LOOPWARDEN_CLAUDE_ACP", {}, claude_acp_layer,
              "@zed-industries/claude-agent-acp"),

@@ -127,8 +127,12 @@ def policy_text(denies: list[tuple[dict[str, object], str]]) -> str:
 
 def write_policy(data_dir: Path, text: str) -> Path:
     """Write `text` under `data_dir/gemini/` (a 0700 directory), named after its content, and return the path."""
+    return _write_private(data_dir, POLICY_PREFIX, ".toml", text)
+
+
+def _write_private(data_dir: Path, prefix: str, suffix: str, text: str) -> Path:
     folder = private_dir(data_dir / "gemini")
-    path = folder / f"{POLICY_PREFIX}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
+    path = folder / f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:16]}{suffix}"
     if not path.exists() or path.read_text() != text:
         tmp = folder / f".{path.name}.{os.getpid()}"
         tmp.write_text(text)
@@ -179,6 +183,34 @@ def gemini_args(policy: Path, env: Mapping[str, str], *, system_policies: bool |
     for path in [*configured_admin_paths(env), str(policy)]:
         args += ["--admin-policy", path]
     return args
+
+
+SETTINGS_ENV, DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+SETTINGS_PREFIX = "loopwarden-system-settings"
+
+
+def layer_env(env: Mapping[str, str]) -> dict[str, str]:
+    """For a run that loads an earlier session: Gemini's system settings (which outrank the user's) given as a
+    copy with its session cleanup switched off, since by default Gemini deletes a session that `session/load`
+    loaded the next time it starts. The copy keeps every other system setting, and the system defaults file
+    stays where it was. Nothing when the system settings cannot be read as JSON."""
+    system = Path(env.get(SETTINGS_ENV) or "/etc/gemini-cli/settings.json")
+    try:
+        settings = json.loads(system.read_text())
+    except FileNotFoundError:
+        settings = {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(settings, dict):
+        return {}
+    general = settings["general"] = dict(settings.get("general") or {})
+    general["sessionRetention"] = {**(general.get("sessionRetention") or {}), "enabled": False}
+    data = default_paths(dict(env)).data
+    try:
+        path = _write_private(data, SETTINGS_PREFIX, ".json", json.dumps(settings, indent=2, sort_keys=True))
+    except OSError:
+        return {}
+    return {SETTINGS_ENV: str(path), DEFAULTS_ENV: env.get(DEFAULTS_ENV) or str(system.parent / "system-defaults.json")}
 
 
 def layer_args(env: Mapping[str, str], cwd: str | None = None) -> list[str]:

@@ -51,6 +51,15 @@ class TypedLines:
     stored: Callable[[Any, Event], bytes | None]
 
 
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """The agent's own interactive program on a conversation, for an operator's terminal (`loopwarden takeover`):
+    its words, and the environment variables it needs on top of the operator's."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
 def capability_names(caps: Capability) -> list[str]:
     """Lower-case names in declaration order, for snapshots, `loopwarden adapters` and the console."""
     return [c.name.lower() for c in Capability if c and c.name and c in caps]
@@ -73,11 +82,14 @@ class Adapter:
     # its agent may be held by the keeper and taken up by a later daemon: all it remembers of the agent comes back
     # from the session's stored events (`taken_up`)
     keepable: ClassVar[bool] = False
+    resumes: ClassVar[bool] = False  # continues its agent's own conversation by id (`resume`, `loopwarden continue`)
 
     def __init__(self) -> None:
         self.handshake = False
         self.failure: str | None = None  # why the agent's work failed though its process exits 0 (its model died)
         self.cwd: str | None = None  # the session's working directory, set by the runtime before start_lines
+        self.conversation: str | None = None  # the agent's own conversation id, as its protocol reported it
+        self.resume_state: str | None = None  # a continue's resume: "waiting" for the agent, "accepted", "refused"
 
     @property
     def can_veto(self) -> bool:
@@ -189,6 +201,28 @@ class Adapter:
     def preface(self, text: str) -> bool:
         """Give a new run `text` as its first message (a restart's summary); False when this agent cannot take one."""
         return False
+
+    def resume(self, conversation: str, note: str) -> None:
+        """Make this run continue the agent's conversation `conversation`, `note` its next user message (called
+        before `command`). Raises ValueError (one line) when this adapter cannot."""
+        raise ValueError(f"the {self.name} adapter cannot continue an agent's own conversation")
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """The agent's interactive program on `conversation` for a session launched as `command` in `cwd`, its
+        first-run questions answered in the operator's own files (merged into them, never replacing them), so it
+        opens straight on the conversation. Raises ValueError (one line) when this agent has none."""
+        raise ValueError(f"the {cls.name} adapter has no interactive program to take a conversation over in")
+
+    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Environment variables a resumed run adds on top of `launch_env`'s (what keeps the agent from losing
+        the conversation it resumed); after `command`."""
+        return {}
+
+    def resume_not_before(self, ended_at: float) -> float:
+        """The earliest time (epoch seconds) a resume of a conversation whose run ended at `ended_at` may start
+        (an agent that would lose a conversation resumed too soon); after `command`."""
+        return 0.0
 
     def replies(self, gated: bool) -> list[bytes]:
         """Lines owed to the agent after a line was read or a gate decided (b"" closes its stdin)."""

@@ -81,6 +81,27 @@ def split_args(args: list[str]) -> ClaudeArgs:
     return ClaudeArgs(options, " ".join(prompts) if prompts else None)
 
 
+_CONVERSATION = frozenset({"--session-id", "--resume", "-r", "--continue", "-c", "--fork-session"})
+
+
+def without_conversation(options: list[str]) -> list[str]:
+    """`options` (split_args's) without those choosing a conversation (a new run says which it continues)."""
+    out: list[str] = []
+    skip = False
+    for i, word in enumerate(options):
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in _CONVERSATION:
+            nxt = options[i + 1] if i + 1 < len(options) else None
+            skip = "=" not in word and name in ("--session-id", "--resume", "-r") and nxt is not None \
+                and not nxt.startswith("-")
+            continue
+        out.append(word)
+    return out
+
+
 def is_claude(arg: str) -> bool:
     """Whether a command's first word names the claude binary rather than being an argument."""
     if os.path.basename(arg) == "claude":

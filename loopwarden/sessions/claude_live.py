@@ -20,14 +20,15 @@ hook was not registered) still gets its ToolCall, just before it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .claude_code import MAP_LIMIT, ClaudeCodeParser, _remember
-from .claude_launch import FIXED_ARGS, launch_command, split_args
+from .claude_launch import FIXED_ARGS, launch_command, split_args, without_conversation
 
 HOOK_ID = "loopwarden_pre_tool_use"
 HOOK_TIMEOUT = 86_400  # seconds claude waits for a verdict (a gate may hold it); past it, it skips the call
@@ -82,6 +83,7 @@ class ClaudeCodeAdapter(Adapter):
     summary = "Claude Code launched: stream-json, vetoes through a PreToolUse hook callback"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
     stop_grace = 3.0  # after the interrupt, seconds for the CLI to end its turn and exit by itself
+    resumes = True  # `--resume ID`
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,6 +103,7 @@ class ClaudeCodeAdapter(Adapter):
         self.interrupt_id: str | None = None
         self._running: dict[str, None] = {}  # background tasks (async sub-agents) still working
         self._background: dict[str, None] = {}  # every background task id seen
+        self.resuming: str | None = None  # the conversation `--resume` continues
 
     @property
     def can_inject(self) -> bool:
@@ -121,9 +124,25 @@ class ClaudeCodeAdapter(Adapter):
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
+        """The CLI in stream-json; a continue's run resumes its conversation (its id is known from the start;
+        a new one's comes in `system/init`, after the first user line)."""
         args = split_args(argv[1:])
+        if self.resuming is not None:
+            self.conversation = self.resuming
+            return [argv[0], *FIXED_ARGS, "--resume", self.resuming, *without_conversation(args.options)]
         self.prompt = args.prompt
         return [argv[0], *FIXED_ARGS, *args.options]
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """`claude --resume ID`, its first-run questions answered (sessions/claude_handover.py)."""
+        from .claude_handover import answer_first_run
+
+        answer_first_run(env, cwd)
+        return Handover([command[0], "--resume", conversation], {})
+
+    def resume(self, conversation: str, note: str) -> None:
+        self.resuming, self.prompt, self.resume_state = conversation, note, "waiting"
 
     def start_lines(self) -> list[bytes]:
         hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID], "timeout": HOOK_TIMEOUT}]}
@@ -160,7 +179,16 @@ class ClaudeCodeAdapter(Adapter):
             return self.parser.feed(obj, seq) if self.echoed == 1 else []
         if kind == "result":
             self.turn_over = True
+            if self.resume_state == "waiting":  # the CLI ended before `init`: it did not know the conversation
+                self.resume_state = "refused"
+                errors = obj.get("errors")
+                if isinstance(errors, list) and errors:
+                    self.failure = ("claude: " + "; ".join(str(e) for e in errors))[:500]
         elif kind == "system":
+            if obj.get("subtype") == "init" and isinstance(obj.get("session_id"), str):
+                self.conversation = obj["session_id"]
+                if self.resume_state == "waiting":  # an unknown id ends the CLI before `init`
+                    self.resume_state = "accepted"
             self._task(obj)
         return self._filter(self.parser.feed(obj, seq))
 

@@ -34,7 +34,7 @@ from typing import Any
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from .base import Adapter, Capability, line
+from .base import Adapter, Capability, Handover, line
 from .codex import MAP_LIMIT, CodexParser, _int, _str
 from .recorded import RecordParser, invalid
 
@@ -347,6 +347,7 @@ class CodexAppServerAdapter(Adapter):
                 | Capability.REWIND)
     stop_grace = 3.0  # after the interrupt and the end of stdin, seconds for the app-server to exit by itself
     replay_format = "codex-app-server"  # what `codex app-server` writes on its stdout
+    resumes = True  # `thread/resume {threadId}`
 
     def __init__(self) -> None:
         super().__init__()
@@ -355,6 +356,7 @@ class CodexAppServerAdapter(Adapter):
         self.args = CodexArgs()
         self.model: str | None = None  # set by an escalation; sent with the next turn/start
         self.thread_id: str | None = None
+        self.resuming: str | None = None  # the thread `thread/resume` continues, instead of a `thread/start`
         self.turn_id: str | None = None
         self.starting = False  # a turn/start is on its way
         self.turn_over = False
@@ -409,10 +411,24 @@ class CodexAppServerAdapter(Adapter):
             if key in self.args.thread:
                 thread[key] = self.args.thread[key]
         init = {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True}}
-        if self.args.prompt:
+        if self.args.prompt and self.resuming is None:
             self.queued.append(self.args.prompt)
-        return [self._request("initialize", init), line({"method": "initialized"}),
-                self._request("thread/start", thread)]
+        if self.resuming is not None:
+            opened = self._request("thread/resume", {**thread, "threadId": self.resuming})
+        else:
+            opened = self._request("thread/start", thread)
+        return [self._request("initialize", init), line({"method": "initialized"}), opened]
+
+    @classmethod
+    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
+        """`codex resume ID`. Without `daemon_auto_start` off, Codex's TUI leaves a background app-server holding
+        the thread after it quits, and the next `thread/resume` is refused ("already has an active writer")."""
+        return Handover([command[0], "resume", conversation, "-c", "features.daemon_auto_start=false"], {})
+
+    def resume(self, conversation: str, note: str) -> None:
+        self.resuming = self.conversation = conversation
+        self.resume_state = "waiting"
+        self.queued.append(note)
 
     def _turn_start(self, inputs: list[str] | None = None) -> bytes:
         """Start the next turn with the queued texts (`inputs`: the ones a later rewind retries, when not all)."""
@@ -493,9 +509,12 @@ class CodexAppServerAdapter(Adapter):
         error = obj.get("error")
         result = obj.get("result")
         result = result if isinstance(result, dict) else {}
-        if method == "thread/start" and error is None:
+        if method in _OPENING and error is None:
             thread = result.get("thread")
             self.thread_id = _str(thread.get("id")) if isinstance(thread, dict) else None
+            self.conversation = self.thread_id or self.conversation
+            if method == "thread/resume":
+                self.resume_state = "accepted"
             if self.thread_id and self.queued and not self.closed:
                 self._replies.append(self._turn_start())
             return []
@@ -513,7 +532,9 @@ class CodexAppServerAdapter(Adapter):
             if text:
                 self.queued.append(text)
             return []
-        if method in ("initialize", "thread/start", "turn/start"):
+        if method in ("initialize", *_OPENING, "turn/start"):
+            if method == "thread/resume":
+                self.resume_state, self.failure = "refused", f"codex: thread/resume failed: {message}"[:500]
             self.starting = False
             self.turn_over = True  # nothing runs: the session ends
             if method != "turn/start":
@@ -624,6 +645,9 @@ class CodexAppServerAdapter(Adapter):
         if self.thread_id and self.turn_id:
             out += self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id})
         return out or None
+
+
+_OPENING = ("thread/start", "thread/resume")  # the requests whose answer names the session's thread
 
 
 def _text(text: str) -> dict[str, Any]:

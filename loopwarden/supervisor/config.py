@@ -260,6 +260,16 @@ class Daemon:
                              False)
 
 
+@dataclass(frozen=True)
+class Sessions:
+    continue_after_reboot: bool = _key("bool", "the daemon continues, in their agents' own conversations, the sessions "
+                                               "that were running when an earlier daemon died (a reboot, a crash) and "
+                                               "can be continued ('loopwarden continue'), with its own environment; "
+                                               "read by the daemon from its config file and environment", False)
+    continue_at_once: int = _key("int", "sessions continue_after_reboot starts at once (each waits for its agent to "
+                                        "take the conversation up before the next starts)", 2)
+
+
 ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
@@ -304,6 +314,7 @@ class Config:
     notify: Notify = field(default_factory=Notify)
     hooks: Hooks = field(default_factory=Hooks)
     daemon: Daemon = field(default_factory=Daemon)
+    sessions: Sessions = field(default_factory=Sessions)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -319,7 +330,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify, "hooks": Hooks, "daemon": Daemon,
+    "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -671,6 +682,23 @@ def changed_settings(config: Config) -> dict[str, str]:
     `loopwarden set`), as a person writes it: what `loopwarden explain` calls retuned or switched off."""
     return {key: show_value(key, value_of(config, key)) for key in KEYS
             if value_of(config, key) != value_of(_DEFAULTS, key)}
+
+
+def stored_settings(config: Config) -> dict[str, Any]:
+    """Every key whose value differs from its preset's, as its value, secrets (alert URLs) left out: what a
+    session's launch stores, so that a continue runs under the same settings (`from_stored`)."""
+    base = _apply(Config(preset=config.preset), PRESETS.get(config.preset, {}), "preset")
+    return {key: value_of(config, key) for key in KEYS
+            if KEYS[key] != "urls" and value_of(config, key) != value_of(base, key)}
+
+
+def from_stored(preset: str | None, values: Mapping[str, Any]) -> Config:
+    """The config `stored_settings` stored, on the defaults of `preset`; ConfigError when it cannot be read."""
+    chosen = preset or "recommended"
+    if chosen not in PRESETS:
+        raise ConfigError(f"preset {chosen!r} is unknown; it accepts one of {', '.join(PRESETS)}")
+    config = _apply(Config(preset=chosen), PRESETS[chosen], f"preset {chosen}")
+    return _apply(config, {k: v for k, v in values.items() if KEYS.get(k) != "urls"}, "the stored settings")
 
 
 def change(config: Config, values: Mapping[str, Any]) -> Config:

@@ -32,6 +32,7 @@ from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
 from .hosts_feed import HostsFeed
+from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, continue_refusal
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
@@ -46,7 +47,7 @@ PRUNE_SECONDS = 2.0
 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
-            "launch", "limits", "rewind", "restart"}
+            "launch", "limits", "rewind", "restart", "continue_session", "takeover"}
 RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
@@ -68,6 +69,8 @@ ACTION_KEYS = [
     Binding("r", "resume", "Resume", id="resume", show=False),
     Binding("b", "rewind", "Rewind", id="rewind", show=False),
     Binding("R", "restart", "Restart", id="restart", show=False),
+    Binding("c", "continue_session", "Continue", id="continue", show=False),
+    Binding("T", "takeover", "Take over", id="takeover", show=False),
     Binding("ctrl+k,K", "kill", "Kill", id="kill"),  # k moves the cursor, as in k9s, lazygit and htop
     Binding("L", "limits", "Limits", id="limits", show=False),
     Binding("n", "launch", "New", id="launch"),
@@ -537,6 +540,29 @@ class ConsoleApp(App[None]):
                                   f"told first what failed?{'' if ended else ' This one is stopped first.'}",
                                   "a note for the new run, also for the audit log (optional)",
                                   lambda note: self.act("restart", session=snap["id"], note=note or None))
+
+    def action_continue_session(self) -> None:
+        """Continue an ended or lost session in its agent's own conversation (`loopwarden continue`), confirmed."""
+        if not self._allowed("continue"):
+            return
+        snap = self.target()
+        refusal = continue_refusal(snap)
+        if snap is None or refusal:
+            self.notify(refusal or "no session selected", severity="warning", markup=False)
+            return
+        self._confirm_with_reason(continue_question(snap), CONTINUE_NOTE,
+                                  lambda note: self.act("continue", session=snap["id"], note=note or None,
+                                                        env=dict(os.environ)))
+
+    def action_takeover(self) -> None:
+        """Take the selected session's conversation over in its agent's own program (`loopwarden takeover`)."""
+        if not self._allowed("take over"):
+            return
+        snap = self.target()
+        if snap is None:
+            self.notify("no session selected", severity="warning")
+        else:
+            ConsoleTakeover(self).offer(snap)
 
     def action_limits(self) -> None:
         snap = self._session("change limits of", "limits")

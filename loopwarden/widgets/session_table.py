@@ -117,6 +117,8 @@ def ended_text(snap: dict[str, Any]) -> Text:
     """Why it ended, in a few words; the state column already says terminated or lost."""
     words = ending(snap, short=True)
     state = str(snap.get("state") or "")
+    if state == SessionState.LOST and snap.get("resumable"):
+        words += ", continuable (c)"
     style = "dim" if words == "exited 0" else "yellow" if state == SessionState.EXITED else "red"
     return Text(words.removeprefix(f"{state}: "), style=style if words else "")
 

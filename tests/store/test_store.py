@@ -652,7 +652,7 @@ def test_a_version_3_file_gets_the_lost_column_and_a_lost_session_says_how_it_en
     assert raw_version(path) == "3"
     monkeypatch.undo()
     with Store.open(path) as s:
-        assert s.schema_version == SCHEMA_VERSION
+        assert s.schema_version == SCHEMA_VERSION >= 4
         assert s.session("s1")["lost"] is None and s.count("events", "s1") == 2
         assert s.mark_lost(NOW + 10) == ["s1"]
         assert s.session("s1")["termination_text"] == store_mod.LOST_TEXT
@@ -665,4 +665,21 @@ def test_a_version_3_file_gets_the_lost_column_and_a_lost_session_says_how_it_en
         assert s.session("s2")["lost"] is None and s.session("s2")["termination_text"] is None
     with Store.open(path) as s:  # and it stays so
         assert s.session("s1")["lost"] == how
+    assert raw_version(path) == str(SCHEMA_VERSION)
+
+
+def test_a_version_4_file_gets_the_conversation_column_and_keeps_its_sessions(tmp_path: Path, monkeypatch) -> None:
+    """A version 4 file opens at the current version: its sessions read conversation None, and a session
+    written after stores its agent's conversation id and launch settings."""
+    path = tmp_path / "v4.db"
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:4])
+    with Store.open(path) as s:
+        s.write(full_batch("s1"))
+    monkeypatch.undo()
+    with Store.open(path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        assert s.session("s1")["conversation"] is None and s.count("events", "s1") == 2
+        s.write(Batch(sessions_upsert=[session("s2", conversation="c-123", config={"limits.max_runtime": 300.0})]))
+        row = s.session("s2")
+        assert (row["conversation"], row["config"]) == ("c-123", {"limits.max_runtime": 300.0})
     assert raw_version(path) == str(SCHEMA_VERSION)

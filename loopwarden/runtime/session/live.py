@@ -84,6 +84,7 @@ class LiveSession:
         self.keeper = keeper  # the keeper holds the agent: it outlives this daemon
         self.taken = taken  # ... and an earlier daemon launched it: supervised again from where the store ends
         self.letting_go = False  # this daemon hands the kept agent over to the next: its end touches nothing
+        # a run that continues an earlier one may start with its counters (None: fresh)
         self.health = health = health or SessionHealth(config, started_at=clock())
         self.journal = journal = Journal(sid, health, sink, sink_rows, clock)
         self.agent = agent = Agent(adapter, spec, rows=sink_rows is not None)

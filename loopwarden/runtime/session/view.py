@@ -26,7 +26,8 @@ class SnapshotView:
         h = s.health
         key = (s.journal.changes, h.events, s.state, s.pid, s.started_at, s.ended_at, s.exit_code, s.stopping,
                s.agent_process.operator_paused, s.tool_calls, s.stdin_dropped, s.spills.failures, s.config, s.adapter,
-               s.agent.choice)
+               s.agent.choice, s.adapter.conversation,
+               s.adapter.resume_state)
         cached = self.cache
         if cached is None or cached[0] != key:
             cached = self.cache = (key, self.build(now))
@@ -57,8 +58,9 @@ class SnapshotView:
             exit_code=s.exit_code, handshake=adapter.handshake, tool_calls=s.tool_calls,
             gates_open=not (s.final or s.stopping), cpu_percent=round(r.cpu_percent, 1), rss=r.rss,
             processes=r.processes, open_files=r.open_files, stdin_dropped=s.stdin_dropped,
-            rate=[], validation_failures=s.health.validation_total,
-            extra={"spill_failures": s.spills.failures, "failure": adapter.failure,
+            rate=[], validation_failures=s.health.validation_total, conversation=adapter.conversation,
+            resumes=adapter.resumes, task=s.spec.task,
+            extra={"spill_failures": s.spills.failures, "failure": adapter.failure, "resume": adapter.resume_state,
                    "adapter_reason": s.agent.choice.why if s.agent.choice else None,
                    "spill": {"dir": spiller.directory, "retention": spiller.retention,
                              **spiller.bounds.to_dict()} if spiller else None}).to_dict()
