@@ -25,10 +25,12 @@ from .commands import missing_program
 from .launcher import Launcher
 from .lifecycle import Shutdown
 from .principal import Principal, agent_environment
+from .rebuild import RebuildError, rebuilt_health
 from .records import AUDIT
 from .registry import SessionRegistry, row_snapshot
 from .requests import AlreadyAudited, BadRequest, RequestError, environment, request_note
 from .session import SessionSpec
+from .store import StoreError
 
 DEFAULT_NOTE = "Continue the task from where you left off."
 LONGEST_WAIT = 65.0  # seconds a continue waits for an agent that may not resume sooner (Gemini: the next minute)
@@ -137,8 +139,17 @@ class ContinueOperations:
 
     async def carried_health(self, sid: str, config: Config) -> SessionHealth | None:
         """The counters session `sid` ended with, rebuilt from its stored events, for the run that continues it
-        (None: it starts them fresh)."""
-        return None
+        (None: it starts them fresh, when they cannot be rebuilt). The end it came to is not carried: the new run
+        starts running (or gated, if a gate was left open)."""
+        store = self.registry.store
+        if store is None:
+            return None
+        try:
+            health = await anyio.to_thread.run_sync(rebuilt_health, store, sid, config)
+        except (StoreError, RebuildError):
+            return None
+        health.carried_over()
+        return health
 
     async def stored_snapshot(self, sid: str) -> dict[str, Any]:
         """The session's last snapshot: in memory when it is there, else its stored row."""

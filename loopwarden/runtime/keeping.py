@@ -14,7 +14,7 @@ from ..paths import Paths
 from ..sessions import detect
 from ..sessions.base import Adapter
 from ..supervisor import protocol
-from ..supervisor.config import Config, ConfigError, from_settings
+from ..supervisor.config import Config, ConfigError, from_stored
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
 from ..supervisor.stored import stored_event, stored_verdict
@@ -141,11 +141,12 @@ class Keeping:
                 continue
             stored = row.get("snapshot")
             snap: dict[str, Any] = stored if isinstance(stored, dict) else {}
+            stored_config = snap.get("config")
             try:
-                config = from_settings(snap.get("settings") or {}, row.get("preset"))
+                config = from_stored(row.get("preset"), stored_config if isinstance(stored_config, dict) else {})
             except ConfigError as exc:
                 self.log(f"keeper: session {sid}'s settings cannot be read again ({exc}); the defaults judge it")
-                config = from_settings({}, row.get("preset"))
+                config = from_stored(None, {})
             words = row.get("command")
             command: list[Any] = words if isinstance(words, list) else []
             spec = SessionSpec(id=sid, name=str(row.get("name") or sid), command=[str(w) for w in command],

@@ -603,11 +603,6 @@ def _apply(config: Config, overrides: Mapping[str, Any], where: str) -> Config:
     return config
 
 
-def from_settings(settings: Mapping[str, Any], preset: str | None = None) -> Config:
-    """A configuration again from its `changed_settings` (a stored session's), keys it does not know refused."""
-    return _apply(Config(preset=preset if preset in PRESETS else "recommended"), settings, "the stored settings")
-
-
 def _flatten_toml(data: dict[str, Any], where: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in data.items():

@@ -373,6 +373,11 @@ class SessionHealth:
         not a rule's verdict: nothing is counted)."""
         self.state, self.termination = TERMINATED, terminate("supervisor", Termination.CRASHED, text)
 
+    def carried_over(self) -> None:
+        """A new run (`continue`) starts from this session's counters, gates and rung: not from its end."""
+        self.state = GATED if self.gates.pending() else RUNNING
+        self.termination = None
+
     def withdraw_termination(self) -> None:
         """A loop's end gave way to recovery (a rewind): the session runs on, its counters reset."""
         self.state = GATED if self.gates.pending() else RUNNING

@@ -43,6 +43,10 @@ def test_a_lost_session_continues_in_its_thread_with_the_note(cx: Harness, fake_
     carried = [t for t in texts if any("BRAVOYANKEE" in x for x in t)]
     assert carried and any("ALPHAZULU" in x for x in carried[0])  # the thread's history came along
     assert [m["text"] for m in of_kind(cx, new, "assistant_message")] == ["CONTINUED FINE"]
+    # the counters came along, rebuilt from the store: the new run's engine counts the lost run's events too
+    assert "start fresh" not in done.stdout
+    own = [e for e in cx.events(new) if e["kind"] != "log"]
+    assert snap["events"] >= len(own) + len(of_kind(cx, sid, "tool_call")) > len(own)
 
 
 def test_an_unknown_thread_is_refused_in_one_line_and_the_id_is_kept(cx: Harness, fake_model: FakeResponses) -> None:
