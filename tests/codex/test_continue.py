@@ -30,6 +30,7 @@ def test_a_lost_session_continues_in_its_thread_with_the_note(cx: Harness, fake_
     thread = cx.status(sid)["conversation"]
     assert thread and cx.status(sid)["resumable"] is True
     wait_for(lambda: "function_call" in rollout(cx, thread), 30, "Codex to write the call in its rollout")
+    wait_for(lambda: stored(cx, sid).get("conversation") == thread, 10, "the thread id stored")
 
     reboot(cx)
     assert (cx.status(sid)["state"], cx.status(sid)["conversation"]) == ("lost", thread)
