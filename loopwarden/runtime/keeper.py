@@ -21,17 +21,16 @@ import os
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from . import keeper_wire as wire
 from .keeper_revival import DAEMON_WAIT, HANDOVER_WAIT, RESTARTS, Revival
+from .keeper_requests import Requests
 from .kept import KeptAgent, OutStream, Registrations
 from .principal import classify, descends_from, marked_ancestor
 from .reaper import become_subreaper
@@ -48,6 +47,7 @@ class Keeper:
         self.runtime = runtime
         self.revival = revival
         self.fds = Registrations()
+        self.requests = Requests(self)
         self.agents: dict[str, KeptAgent] = {}
         self.by_pid: dict[int, KeptAgent] = {}
         self.control: socket.socket | None = None
@@ -59,7 +59,7 @@ class Keeper:
         self._ticked = 0.0
         self.generation = 0  # bumped for each daemon attached: its streams carry it
         self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
-        self.listener = self._listen()
+        self.listener = listen(runtime / wire.SOCKET_NAME)
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
         wake_w.setblocking(False)
@@ -70,19 +70,6 @@ class Keeper:
         signal.signal(signal.SIGTERM, lambda *_: self._told_to_stop())
         self.fds.want(self.listener.fileno(), selectors.EVENT_READ, self._accept)
         self.fds.want(wake_r.fileno(), selectors.EVENT_READ, self._reap)
-
-    def _listen(self) -> socket.socket:
-        path = self.runtime / wire.SOCKET_NAME
-        path.unlink(missing_ok=True)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # the socket is the owner's only from the start
-        try:
-            listener.bind(str(path))
-        finally:
-            os.umask(old)
-        listener.listen(socket.SOMAXCONN)  # a daemon taking 200 sessions up opens 600 streams at once
-        listener.setblocking(False)
-        return listener
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -120,17 +107,17 @@ class Keeper:
         for agent in self.agents.values():
             agent.due(now)
         if self.control is None and self.agents and self.revival.due(now):
-            self._stop_all("no daemon came back")
+            self.stop_all("no daemon came back")
         for agent in list(self.agents.values()):
             if self.revival.given_up and agent.code is not None:
-                self._drop(agent)  # no daemon will store the rest
+                self.drop(agent)  # no daemon will store the rest
 
     def _told_to_stop(self) -> None:
         """SIGTERM: the agents are stopped, no daemon is started again, and the keeper exits once they are gone."""
         self.revival.never_again()
-        self._stop_all("the keeper was told to stop")
+        self.stop_all("the keeper was told to stop")
 
-    def _stop_all(self, reason: str) -> None:
+    def stop_all(self, reason: str) -> None:
         for agent in self.agents.values():
             agent.end(reason)
 
@@ -232,7 +219,7 @@ class Keeper:
         else:
             conn.close()
             return
-        self._pump(agent)
+        self.pump(agent)
 
     def _on_control(self, _mask: int) -> None:
         conn = self.control
@@ -334,87 +321,12 @@ class Keeper:
 
     # ---- requests -------------------------------------------------------------------------
     def _request(self, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        handler = _OPS.get(str(op))
-        try:
-            reply = handler(self, message) if handler else {"error": f"unknown request {op!r}"}
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            reply = {"error": f"{op}: {exc}"}
+        reply = self.requests.answer(message)
         if "id" in message:
             self.send({"id": message["id"], **reply})
 
-    def op_hello(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.revival.hello(message.get("daemon"))
-        sessions = [agent.describe() for agent in self.agents.values()]
-        return {"pid": os.getpid(), "generation": self.generation, "sessions": sessions}
-
-    def op_bye(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.revival.left(planned=True)
-        return {}
-
-    def op_shutdown(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The daemon stops for good (stop-daemon): it is not started again, and what it left running is stopped."""
-        self.revival.never_again()
-        self._stop_all("the daemon stopped")
-        for agent in list(self.agents.values()):
-            if agent.code is not None:
-                self._drop(agent)
-        return {}
-
-    def op_spawn(self, message: dict[str, Any]) -> dict[str, Any]:
-        sid = str(message["sid"])
-        if sid in self.agents:
-            raise ValueError(f"session {sid} is kept already")
-        agent = spawn(sid, [str(a) for a in message["argv"]], {str(k): str(v) for k, v in message["env"].items()},
-                      message.get("cwd") or None, max_runtime=message.get("max_runtime"),
-                      grace=float(message.get("grace") or 5.0))
-        self.agents[sid] = agent
-        self.by_pid[agent.pid] = agent
-        for stream in agent.streams.values():
-            assert stream.fd is not None
-            self.fds.want(stream.fd, selectors.EVENT_READ, partial(self._on_output, agent, stream))
-        return {"pid": agent.pid}
-
-    def op_signal(self, message: dict[str, Any]) -> dict[str, Any]:
-        agent = self.agents[str(message["sid"])]
-        agent.signal(int(message["sig"]), bool(message.get("group", True)))
-        return {}
-
-    def op_stored(self, message: dict[str, Any]) -> dict[str, Any]:
-        """What the daemon has stored: its output up to `out` [offset, line] and `err` (forgotten here), its stdout
-        lines up to `seq` (the stdin frames answering them go to the agent)."""
-        agent = self.agents.get(str(message.get("sid")))
-        if agent is None:
-            return {}
-        out = message.get("out")
-        if isinstance(out, list) and len(out) == 2:
-            agent.streams["out"].stored(_int(out[0]))
-            agent.stdin.stored(_int(out[1]))
-        if "err" in message:
-            agent.streams["err"].stored(_int(message.get("err")))
-        if "seq" in message:
-            agent.stdin.stored(_int(message.get("seq")))
-        self._pump(agent)
-        return {}
-
-    def op_take(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A new daemon takes a session up, having stored its stdout up to line `seq`: stdin frames an earlier
-        daemon queued for later lines are dropped (it reads and judges those lines again, and answers them)."""
-        agent = self.agents[str(message["sid"])]
-        agent.stdin.taken(_int(message.get("seq")))
-        agent.reported = False
-        self._pump(agent)
-        self._report_exits()
-        return agent.describe()
-
-    def op_release(self, message: dict[str, Any]) -> dict[str, Any]:
-        agent = self.agents.get(str(message.get("sid")))
-        if agent is not None:
-            self._drop(agent)
-        return {}
-
     # ---- the agents' pipes ----------------------------------------------------------------
-    def _on_output(self, agent: KeptAgent, stream: OutStream, _mask: int) -> None:
+    def on_output(self, agent: KeptAgent, stream: OutStream, _mask: int) -> None:
         """The agent wrote (the per-event path): read it, pass it on at once, wait for the daemon if it is behind."""
         fd = stream.fd
         if fd is None:
@@ -442,7 +354,7 @@ class Keeper:
             stream.blocked = False
             self.fds.want(fd, 0)
 
-    def _pump(self, agent: KeptAgent) -> None:
+    def pump(self, agent: KeptAgent) -> None:
         """Move what can move after the daemon attached, stored or sent something: the agent's output to its
         connection, frames to its stdin; registrations follow what each side waits for."""
         for stream in agent.streams.values():
@@ -460,7 +372,7 @@ class Keeper:
             self.fds.want(stdin.fd, selectors.EVENT_WRITE if stdin.wants_write else 0, partial(self._writable, agent))
 
     def _writable(self, agent: KeptAgent, _mask: int) -> None:
-        self._pump(agent)
+        self.pump(agent)
 
     def _on_stdin(self, agent: KeptAgent, _mask: int) -> None:
         conn = agent.stdin.conn
@@ -485,7 +397,7 @@ class Keeper:
             agent.stdin.queue(seq, payload)
         if reader.bad:
             self._close_stdin_conn(agent)
-        self._pump(agent)
+        self.pump(agent)
 
     def _close_stdin_conn(self, agent: KeptAgent) -> None:
         conn = agent.stdin.conn
@@ -511,15 +423,15 @@ class Keeper:
             agent = self.by_pid.pop(pid, None)
             if agent is not None:
                 agent.exited(status)
-        self._report_exits()
+        self.report_exits()
 
-    def _report_exits(self) -> None:
+    def report_exits(self) -> None:
         for agent in self.agents.values():
             if agent.code is not None and not agent.reported and self.control is not None:
                 agent.reported = True
                 self.send({"op": "exited", "sid": agent.sid, "code": agent.code, "reason": agent.reason})
 
-    def _drop(self, agent: KeptAgent) -> None:
+    def drop(self, agent: KeptAgent) -> None:
         for stream in agent.streams.values():
             self.fds.forget(stream.fd)
             if stream.conn is not None:
@@ -532,33 +444,18 @@ class Keeper:
         self.by_pid.pop(agent.pid, None)
 
 
-_OPS: dict[str, Callable[[Keeper, dict[str, Any]], dict[str, Any]]] = {
-    "hello": Keeper.op_hello, "bye": Keeper.op_bye, "shutdown": Keeper.op_shutdown, "spawn": Keeper.op_spawn,
-    "signal": Keeper.op_signal, "stored": Keeper.op_stored, "take": Keeper.op_take, "release": Keeper.op_release,
-}
-
-
-def spawn(sid: str, argv: list[str], env: dict[str, str], cwd: str | None, *, max_runtime: float | None,
-          grace: float) -> KeptAgent:
-    """Start an agent in a session and group of its own, its three pipes ours; raises OSError when it cannot."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    in_r, in_w = os.pipe()
+def listen(path: Path) -> socket.socket:
+    """The keeper's socket, the owner's alone from its creation (a stale one is replaced)."""
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
     try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=in_r, stdout=out_w, stderr=err_w,
-                                start_new_session=True, close_fds=True)
-    except BaseException:
-        for fd in (out_r, err_r, in_w):
-            os.close(fd)
-        raise
+        listener.bind(str(path))
     finally:
-        for fd in (out_w, err_w, in_r):
-            os.close(fd)
-    proc.returncode = 0  # the keeper reaps its children itself (waitpid(-1)): Popen must never wait for it
-    for fd in (out_r, err_r, in_w):
-        os.set_blocking(fd, False)
-    return KeptAgent(sid, proc.pid, out_r, err_r, in_w, max_runtime=float(max_runtime) if max_runtime else None,
-                     grace=grace)
+        os.umask(old)
+    listener.listen(socket.SOMAXCONN)  # a daemon taking 200 sessions up opens 600 streams at once
+    listener.setblocking(False)
+    return listener
 
 
 def _peer(conn: socket.socket) -> tuple[int, int]:
