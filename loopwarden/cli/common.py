@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -215,3 +216,16 @@ def wait_gone(pid: Any, paths: Paths) -> None:
         time.sleep(0.05)
     raise DaemonFail(f"the daemon (pid {pid}) is still running {STOP_WAIT:g}s after it was asked to stop; "
                      f"see {paths.daemon_log}, or end it with: kill -9 {pid}")
+
+
+def listed(sessions: list[dict[str, Any]], most: int = 5) -> str:
+    """Sessions named for a question: `s3 (fixer), s4 (docs)`, the first `most` of them, then how many more."""
+    names = ", ".join(f"{s.get('id')} ({visible(str(s.get('name')))})" for s in sessions[:most])
+    return names + (f" and {len(sessions) - most} more" if len(sessions) > most else "")
+
+
+def ask_first(question: str, refusal: str) -> None:
+    """Ask `question` on the terminal (a no aborts, exit 130); with no terminal to ask on, refuse with `refusal`."""
+    if not sys.stdin.isatty():
+        raise Fail(refusal)
+    click.confirm(question, abort=True, err=True)

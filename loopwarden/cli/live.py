@@ -18,8 +18,8 @@ from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines
-from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure,
-                     profile_paths, shutdown_daemon)
+from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure, ask_first,
+                     listed, profile_paths, shutdown_daemon)
 from .remote import host_names, route
 
 FINAL = FINAL_STATES
@@ -840,13 +840,9 @@ def stop_daemon(yes: bool) -> None:
 
 def _confirm_stop(live: list[dict[str, Any]]) -> None:
     """Ask before live sessions stop with the daemon; refuse (exit 2) when there is no terminal to ask on."""
-    names = ", ".join(f"{s.get('id')} ({visible(str(s.get('name')))})" for s in live[:5])
-    names += f" and {len(live) - 5} more" if len(live) > 5 else ""
-    if not sys.stdin.isatty():
-        raise Fail(f"{_plural(len(live), 'live session')} would stop with the daemon: {names}; "
-                   "run 'loopwarden stop-daemon --yes' to stop them")
-    click.confirm(f"Stop the daemon and {_plural(len(live), 'live session')} with it: {names}?", abort=True,
-                  err=True)
+    names, count = listed(live), _plural(len(live), "live session")
+    ask_first(f"Stop the daemon and {count} with it: {names}?",
+              f"{count} would stop with the daemon: {names}; run 'loopwarden stop-daemon --yes' to stop them")
 
 
 @click.command()

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
 import click
 
 from ..runtime.client import DaemonError, daemon_pid, start_daemon
-from ..supervisor.visible import visible
-from .common import DaemonFail, Fail, connect, failure, profile_paths, wait_gone
+from .common import DaemonFail, Fail, ask_first, connect, failure, listed, profile_paths, wait_gone
 
 START_WAIT = 20.0  # seconds the new daemon has to answer
 
@@ -64,10 +62,5 @@ def restart_daemon(yes: bool) -> None:
 
 def _confirm(live: list[dict[str, Any]]) -> None:
     """Ask before sessions that are not kept stop with the old daemon; refuse without a terminal to ask on."""
-    names = ", ".join(f"{s.get('id')} ({visible(str(s.get('name')))})" for s in live[:5])
-    names += f" and {len(live) - 5} more" if len(live) > 5 else ""
-    if not sys.stdin.isatty():
-        raise Fail(f"{len(live)} live sessions are not kept and would stop: {names}; "
-                   "run 'loopwarden restart-daemon --yes' to restart anyway")
-    click.confirm(f"{len(live)} live sessions are not kept and would stop: {names}. Restart the daemon?",
-                  abort=True, err=True)
+    said = f"{len(live)} live sessions are not kept and would stop: {listed(live)}"
+    ask_first(f"{said}. Restart the daemon?", f"{said}; run 'loopwarden restart-daemon --yes' to restart anyway")

@@ -153,12 +153,9 @@ class Keeper:
     def _first_line(self, conn: socket.socket, _mask: int) -> None:
         """A new connection's first line says what it is; anything after it belongs to the stream it opens."""
         buffer, _ = self._pending[conn]
-        try:
-            data = conn.recv(1 << 16)
-        except BlockingIOError:
+        data = receive(conn)
+        if data is None:
             return
-        except OSError:
-            data = b""
         buffer += data
         end = buffer.find(b"\n")
         if end < 0 and data and len(buffer) < wire.MAX_LINE:
@@ -214,7 +211,7 @@ class Keeper:
                 self.fds.forget(out.conn.fileno())
             with contextlib.suppress(OSError):
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, wire.STREAM_BUFFER)
-            out.attach(conn, _int(message.get("from")))
+            out.attach(conn, wire.count(message.get("from")))
             out.generation = self.generation
         else:
             conn.close()
@@ -229,12 +226,9 @@ class Keeper:
             self._flush_control()
         if not _mask & selectors.EVENT_READ:
             return
-        try:
-            data = conn.recv(1 << 16)
-        except BlockingIOError:
+        data = receive(conn)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._control_closed()
             return
@@ -286,15 +280,7 @@ class Keeper:
         conn = agent.stdin.conn
         if conn is None:
             return
-        while True:
-            try:
-                data = conn.recv(1 << 16)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                return
-            if not data:
-                return
+        while data := receive(conn):
             self._take_frames(agent, data)
             if agent.stdin.conn is None:
                 return
@@ -378,12 +364,9 @@ class Keeper:
         conn = agent.stdin.conn
         if conn is None:
             return
-        try:
-            data = conn.recv(1 << 16)
-        except BlockingIOError:
+        data = receive(conn)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._close_stdin_conn(agent)
             return
@@ -458,6 +441,16 @@ def listen(path: Path) -> socket.socket:
     return listener
 
 
+def receive(conn: socket.socket) -> bytes | None:
+    """What a non-blocking connection has: None when nothing yet, b"" when it closed (or failed)."""
+    try:
+        return conn.recv(1 << 16)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
+
+
 def _peer(conn: socket.socket) -> tuple[int, int]:
     """The peer's pid and uid (-1, -1 when the kernel does not say)."""
     try:
@@ -466,9 +459,6 @@ def _peer(conn: socket.socket) -> tuple[int, int]:
         return -1, -1
     return int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
 
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def main(argv: list[str]) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from . import keeper_wire as wire
 from .kept import KeptAgent
 
 if TYPE_CHECKING:
@@ -75,12 +76,12 @@ class Requests:
             return {}
         out = message.get("out")
         if isinstance(out, list) and len(out) == 2:
-            agent.streams["out"].stored(_int(out[0]))
-            agent.stdin.stored(_int(out[1]))
+            agent.streams["out"].stored(wire.count(out[0]))
+            agent.stdin.stored(wire.count(out[1]))
         if "err" in message:
-            agent.streams["err"].stored(_int(message.get("err")))
+            agent.streams["err"].stored(wire.count(message.get("err")))
         if "seq" in message:
-            agent.stdin.stored(_int(message.get("seq")))
+            agent.stdin.stored(wire.count(message.get("seq")))
         self.keeper.pump(agent)
         return {}
 
@@ -88,7 +89,7 @@ class Requests:
         """A new daemon takes a session up, having stored its stdout up to line `seq`: stdin frames an earlier
         daemon queued for later lines are dropped (it reads and judges those lines again, and answers them)."""
         agent = self.keeper.agents[str(message["sid"])]
-        agent.stdin.taken(_int(message.get("seq")))
+        agent.stdin.taken(wire.count(message.get("seq")))
         agent.reported = False
         self.keeper.pump(agent)
         self.keeper.report_exits()
@@ -130,6 +131,3 @@ def spawn(sid: str, argv: list[str], env: dict[str, str], cwd: str | None, *, ma
                      grace=grace)
 
 
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0

@@ -82,3 +82,8 @@ class FrameReader:
             frames.append((seq, bytes(self._buffer[FRAME.size:end])))
             del self._buffer[:end]
         return frames
+
+
+def count(value: object) -> int:
+    """An offset or line seq from a message: a non-negative int, else 0."""
+    return value if isinstance(value, int) and value >= 0 else 0

@@ -4,7 +4,7 @@ there, what is stored told to it, ended sessions let go, and the agents an earli
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +13,6 @@ import anyio
 from ..paths import Paths
 from ..sessions import detect
 from ..sessions.base import Adapter
-from ..supervisor import protocol
 from ..supervisor.config import Config, ConfigError, from_stored
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
@@ -23,7 +22,7 @@ from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
 from .processes import ProcessWatch
-from .rebuild import RebuildError, rebuilt_health
+from .rebuild import RebuildError, pages, rebuilt_health
 from .records import Recorder
 from .registry import SessionRegistry
 from .session import LiveSession, SessionSpec
@@ -203,10 +202,10 @@ class Keeping:
         if not gates or not can_veto:
             return health, taken
         since = min(gate.seq for gate in gates)
-        blocks = {int(v["seq"]): stored_verdict(v) for v in _rows(store.verdicts, spec.id)
+        blocks = {int(v["seq"]): stored_verdict(v) for v in pages(store.verdicts, spec.id)
                   if v.get("action") == Action.BLOCK and (v.get("seq") or 0) >= since}
         held = []
-        for row in _rows(store.events, spec.id):
+        for row in pages(store.events, spec.id):
             data = row.get("data")
             if row.get("kind") == "tool_call" and (row.get("seq") or 0) >= since and isinstance(data, dict):
                 event = stored_event(data, row.get("seq"))
@@ -230,24 +229,7 @@ class Keeping:
             await self.link.aclose()
 
 
-def _rows(read: Any, sid: str, page: int = 1000) -> Iterator[dict[str, Any]]:
-    """Every row of a session in one of the store's paged tables, oldest first."""
-    after = 0
-    while True:
-        rows = read(sid, after, page)
-        yield from rows
-        if len(rows) < page:
-            return
-        after = rows[-1]["id"]
-
-
 def _events(rows: list[dict[str, Any]]) -> list[Event]:
     """Stored event records as events again (those that cannot be read are left out)."""
-    events = []
-    for row in rows:
-        data = row.get("data")
-        if isinstance(data, dict):
-            with contextlib.suppress(Exception):
-                events.append(protocol.event_from_object(data, int(row.get("seq") or 0)))
-    return events
-
+    events = (stored_event(row["data"], row.get("seq")) for row in rows if isinstance(row.get("data"), dict))
+    return [event for event in events if event is not None]

@@ -56,7 +56,7 @@ def rebuild(store: Store, sid: str, config: Config, *, page: int = PAGE) -> Rebu
     out = Rebuilt(health, dropped=int(row.get("dropped_events") or 0))
     timed = _Timed(_timed_inputs(store, sid, page))
     observe = health.observe
-    for record in _pages(store.events, sid, page):
+    for record in pages(store.events, sid, page):
         ts = record["ts"] or 0.0
         if timed.head is not None and timed.head[0] < ts:
             out.ticks += timed.until(health, ts)
@@ -80,7 +80,7 @@ def rebuild(store: Store, sid: str, config: Config, *, page: int = PAGE) -> Rebu
     return out
 
 
-def _pages(read: Any, sid: str, page: int) -> Iterator[dict[str, Any]]:
+def pages(read: Any, sid: str, page: int = PAGE) -> Iterator[dict[str, Any]]:
     """Every row of a session in one of the store's paged tables, oldest first, `page` rows at a time."""
     after = 0
     while True:
@@ -100,7 +100,7 @@ def _timed_inputs(store: Store, sid: str, page: int) -> Iterator[tuple[float, di
 
 
 def _stored_times(store: Store, sid: str, page: int) -> Iterator[tuple[float, dict[str, Any] | None]]:
-    for verdict in _pages(store.verdicts, sid, page):
+    for verdict in pages(store.verdicts, sid, page):
         if verdict.get("ts") is None:
             continue
         if verdict["rule"] in TICKED and not verdict.get("seq"):
