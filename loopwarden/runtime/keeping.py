@@ -119,10 +119,10 @@ class Keeping:
         return len(self.held)
 
     # ---- taking up what an earlier daemon left --------------------------------------------
-    def taken_up(self, store: Store) -> list[tuple[SessionSpec, Any, str, TakenUp, list[Event]]]:
+    def taken_up(self, store: Store) -> list[tuple[SessionSpec, Any, str, TakenUp, list[Event], dict[str, Any]]]:
         """What each agent the keeper holds needs to be supervised again, read from the store: (spec, config,
-        adapter name, where its stored output ends, its first events). An agent the store does not know is
-        stopped (nothing can say how to judge it)."""
+        adapter name, where its stored output ends, its first events, its adapter's memory). An agent the store
+        does not know is stopped (nothing can say how to judge it)."""
         found = []
         for kept in self.link.kept if self.link is not None else []:
             sid = str(kept["sid"])
@@ -130,6 +130,7 @@ class Keeping:
                 row = store.session(sid)
                 position = store.position(sid) if row is not None else None
                 first = store.events(sid, limit=FIRST_EVENTS) if row is not None else []
+                memory = store.adapter_memory(sid) if row is not None else None
             except StoreError as exc:
                 self.log(f"keeper: session {sid} cannot be read ({exc}); its agent runs on unseen")
                 continue
@@ -153,8 +154,10 @@ class Keeping:
                                preset=row.get("preset"), task=snap.get("task"))
             out, seq, judged, err = position
             self._count(kept, out)
-            taken = TakenUp(int(kept["pid"]), row.get("started_at"), out, seq, judged, err)
-            found.append((spec, config, spec.adapter, taken, _events(first)))
+            remembered, recalled = memory if memory is not None else (judged, {})
+            taken = TakenUp(int(kept["pid"]), row.get("started_at"), out, seq, judged, err,
+                            remembered=max(seq, min(remembered, judged)))
+            found.append((spec, config, spec.adapter, taken, _events(first), recalled))
         return found
 
     async def shutdown(self) -> None:
@@ -179,27 +182,29 @@ class Keeping:
         from ..sessions.registry import adapters
 
         known = adapters()
-        for spec, config, name, taken, first in await anyio.to_thread.run_sync(self.taken_up, store):
+        for spec, config, name, taken, first, memory in await anyio.to_thread.run_sync(self.taken_up, store):
             adapter = known.get(name, known["plain"])()
             adapter.taken_up(first)
             try:
-                health, taken = await anyio.to_thread.run_sync(
-                    self.judged_again, store, spec, config, taken, adapter.can_veto)
+                health, taken = await anyio.to_thread.run_sync(self.judged_again, store, spec, config, taken)
             except (StoreError, RebuildError) as exc:
                 self.log(f"session {spec.id}: its judgement cannot be rebuilt ({exc}); judged afresh from now on")
                 health = SessionHealth(config, started_at=taken.started_at)
+            adapter.recall(memory, {call.seq for call, _ in taken.held})
+            if not adapter.can_veto:
+                taken = replace(taken, held=())
             take_up(spec, config, adapter, taken, health)
         if self.link.kept:
             self.log(f"took up {len(self.link.kept)} sessions the keeper held")
 
-    def judged_again(self, store: Store, spec: SessionSpec, config: Any, taken: TakenUp,
-                     can_veto: bool) -> tuple[SessionHealth, TakenUp]:
+    def judged_again(self, store: Store, spec: SessionSpec, config: Any,
+                     taken: TakenUp) -> tuple[SessionHealth, TakenUp]:
         """A taken-up session's engine, rebuilt from the store as the last daemon left it, and the calls its pending
         gates hold (the agent waits for their verdicts): each tool call since the first pending gate opened, with
         the block it was given."""
         health = rebuilt_health(store, spec.id, config)
         gates = health.pending_gates()
-        if not gates or not can_veto:
+        if not gates:
             return health, taken
         since = min(gate.seq for gate in gates)
         blocks = {int(v["seq"]): stored_verdict(v) for v in pages(store.verdicts, spec.id)

@@ -155,8 +155,13 @@ def _v6_positions(db: Database) -> None:
                                   "err_offset": int}, pk="session_id", not_null={"session_id"})
 
 
+def _v7_adapter_memory(db: Database) -> None:
+    """What a kept agent's adapter knew when its output was stored (`Adapter.memory`); older rows read None."""
+    db.table("positions").add_column("memory", str)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_principals, _v3_event_runs, _v4_lost,
-                                                _v5_conversations, _v6_positions]
+                                                _v5_conversations, _v6_positions, _v7_adapter_memory]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -442,6 +447,14 @@ class Store:
                                      [session_id]).fetchone()[0]
         out, seq, err = (int(v or 0) for v in row) if row else (0, 0, 0)
         return out, seq, max(seq, int(judged or 0)), err
+
+    def adapter_memory(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
+        """What a kept agent's adapter knew at its last stored position (`Adapter.memory`), with the last stdout
+        line seq it had read then; None when it had nothing to say or it cannot be read."""
+        rows = self._select("positions", "SELECT judged_seq, memory FROM positions WHERE session_id = ?",
+                            [session_id])
+        memory = rows[0].get("memory") if rows else None
+        return (int(rows[0].get("judged_seq") or 0), memory) if isinstance(memory, dict) else None
 
     def events(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` events of a session with id > `after_id`, oldest first."""

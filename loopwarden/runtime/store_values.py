@@ -23,7 +23,7 @@ from .store_sql import StoreError
 
 APPEND = ("events", "verdicts", "actions", "spills")  # the tables rows are appended to (the others: upserted)
 JSON_COLUMNS = {"sessions": ("command", "env_keys", "config", "snapshot", "lost"), "events": ("data",),
-                "verdicts": ("evidence",), "gates": ("evidence",)}
+                "verdicts": ("evidence",), "gates": ("evidence",), "positions": ("memory",)}
 BOOL_COLUMNS = {"sessions": ("handshake",)}
 _MARKER = "\n[... truncated by loopwarden: {kept:,} of {total:,} characters kept]"
 

@@ -232,6 +232,24 @@ class Adapter:
         """A later daemon supervises the agent again (`keepable`): what this adapter learned from the session's
         first stored events, learned again."""
 
+    def memory(self) -> dict[str, Any] | None:
+        """What this adapter knows of a kept agent that its stored events do not say (the conversation, the ids of
+        requests still waiting for an answer, the ids it gave out, where the protocol stands), as JSON values of a
+        few KiB at most; stored with each position of its output, after the lines it parsed so far."""
+        return None
+
+    def recall(self, memory: dict[str, Any], held: set[int]) -> None:
+        """A later daemon takes a kept agent up: `memory` is what `memory()` returned at the last stored position,
+        read back from the store (values of the wrong type must be tolerated), and `held` the seqs of the calls a
+        pending gate still holds; every other request read before that position, or in the lines `reread` is
+        given next, was answered already."""
+
+    def reread(self, raw: bytes, seq: int) -> None:
+        """A stdout line the earlier daemon judged and stored after `memory` was taken, read again (in order, after
+        `recall`) for what it tells the adapter: its events are not judged again, and what it owed was sent then."""
+        self.parse_stdout(raw, seq)
+        self.replies(True)
+
 
 def line(obj: dict[str, Any]) -> bytes:
     """One JSON line for the agent's stdin."""

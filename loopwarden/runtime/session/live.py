@@ -56,6 +56,7 @@ class TakenUp:
     judged: int
     err: int
     held: tuple[tuple[ToolCall, Verdict | None], ...] = ()  # calls a pending gate holds, with their block
+    remembered: int = 0  # the last line seq its adapter's stored memory covers (`Adapter.recall`)
 
 
 class LiveSession:
@@ -157,7 +158,7 @@ class LiveSession:
         if keeper is None:
             return await process.launch(argv, env, self.spec.cwd)
         if taken is not None:
-            self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err)
+            self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err, taken.remembered)
             pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
             self.interventions.held.extend(taken.held)

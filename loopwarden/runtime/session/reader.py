@@ -13,7 +13,7 @@ import asyncio
 import os
 from collections import deque
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -69,9 +69,11 @@ class OutputReader:
         self.drain_abandoned = False
         self.kept = False  # the keeper holds the agent: how far its output is stored goes to the store too
         self.skip_until = 0  # stdout lines up to this one were judged and stored by an earlier daemon
+        self.remembered = 0  # ... and the adapter's memory it stored covers those up to this one
         self._bases = (0, 0, 0)  # (stdout offset, stdout line seq, stderr offset) where this daemon's reading began
         self._position = (0, 0, 0)  # the last position stored: (stdout offset, its line seq, stderr offset)
         self._positioned = 0.0  # loop time it was queued
+        self._memory: dict[str, Any] | None = None  # the adapter's memory stored with it
 
     # ---- the pump task ----------------------------------------------------------
     async def pump(self, done: asyncio.Future[None]) -> None:
@@ -139,10 +141,11 @@ class OutputReader:
             if later is not None:
                 await later()
 
-    def resume_at(self, out: int, seq: int, judged: int, err: int) -> None:
+    def resume_at(self, out: int, seq: int, judged: int, err: int, remembered: int) -> None:
         """An earlier daemon stored this agent's output up to here: reading starts at stdout offset `out` (line
-        `seq`), lines up to `judged` are passed over (stored already), stderr starts at `err`."""
-        self.seq, self.skip_until = seq, judged
+        `seq`), lines up to `judged` are passed over (stored already; those after line `remembered`, where the
+        adapter's stored memory was taken, are read again by the adapter alone), stderr starts at `err`."""
+        self.seq, self.skip_until, self.remembered = seq, judged, remembered
         self._bases = self._position = (out, seq, err)
 
     def _kept_progress(self) -> None:
@@ -164,10 +167,11 @@ class OutputReader:
         pipe = self._stderr
         if pipe is not None and not pipe.held and not pipe.splitter.skipping:
             err = base_err + pipe.bytes_read - len(pipe.splitter.buffer)
-        if (out, seq, err) != self._position:
-            self._position = (out, seq, err)
+        memory = self.agent.adapter.memory()
+        if (out, seq, err) != self._position or memory != self._memory:
+            self._position, self._memory = (out, seq, err), memory
             self.journal.sink("position", {"out_offset": out, "out_seq": seq, "judged_seq": self.seq,
-                                           "err_offset": err})
+                                           "err_offset": err, "memory": memory})
 
     def _wake_pump(self) -> None:
         self._wake.set()
@@ -240,6 +244,8 @@ class OutputReader:
         read (the common case) is judged here, its row stored from its record."""
         seq = self.seq = self.seq + 1
         if seq <= self.skip_until:  # stored by an earlier daemon, and sent again by the keeper
+            if seq > self.remembered and type(line) is bytes:  # ... after its adapter's memory: read, not judged
+                self.agent.adapter.reread(line, seq)
             return None
         if type(line) is bytes:
             typed_read = self.agent.typed_read
