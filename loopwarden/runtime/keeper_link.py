@@ -191,6 +191,11 @@ class KeeperLink:
         """The agent's output is stored up to stdout offset `out` (line `seq`) and stderr offset `err`."""
         self.tell("stored", sid=sid, out=[out, seq], err=err)
 
+    def consumed(self, sid: str, line: int, upto: int) -> None:
+        """The daemon has read the agent's unfinished stdout line from offset `line` up to `upto`: once the line's
+        start is stored, the keeper forgets what was read of it."""
+        self.tell("consumed", sid=sid, line=line, upto=upto)
+
     def stored_lines(self, sid: str, seq: int) -> None:
         """The agent's stdout lines up to `seq` are stored: the lines for its stdin that answer them may go."""
         self.tell("stored", sid=sid, seq=seq)

@@ -85,6 +85,16 @@ class Requests:
         self.keeper.pump(agent)
         return {}
 
+    def consumed(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The daemon read an unfinished stdout line from `line` up to `upto`: when everything before the line is
+        stored (and forgotten here), what it read of the line is forgotten too, so a line longer than the keeper
+        keeps goes on; a daemon that dies in it loses that part (counted at take-up)."""
+        agent = self.keeper.agents.get(str(message.get("sid")))
+        if agent is not None:
+            agent.streams["out"].read_of_line(wire.count(message.get("line")), wire.count(message.get("upto")))
+            self.keeper.pump(agent)
+        return {}
+
     def take(self, message: dict[str, Any]) -> dict[str, Any]:
         """A new daemon takes a session up, having stored its stdout up to line `seq`: stdin frames an earlier
         daemon queued for later lines are dropped (it reads and judges those lines again, and answers them)."""
@@ -105,6 +115,7 @@ class Requests:
 _HANDLERS: dict[str, Callable[[Requests, dict[str, Any]], dict[str, Any]]] = {
     "hello": Requests.hello, "bye": Requests.bye, "shutdown": Requests.shutdown, "spawn": Requests.spawn,
     "signal": Requests.signal, "stored": Requests.stored, "take": Requests.take, "release": Requests.release,
+    "consumed": Requests.consumed,
 }
 
 

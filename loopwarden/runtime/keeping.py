@@ -13,6 +13,7 @@ import anyio
 from ..paths import Paths
 from ..sessions import detect
 from ..sessions.base import Adapter
+from ..sessions.registry import adapters
 from ..supervisor.config import Config, ConfigError, from_stored
 from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
@@ -80,12 +81,12 @@ class Keeping:
 
     def keeps(self, adapter: Adapter, spec: SessionSpec) -> bool:
         """Whether a new session's agent is kept: keeping is on, and what its adapter knows of it comes back from
-        the store (`Adapter.keepable`; `auto` when its command chooses no other adapter)."""
+        the store (`Adapter.keepable`; for `auto`, that of the adapter its command chooses, if any)."""
         if not self.enabled or self.link is None or self.link.lost:
             return False
         if adapter.name == detect.AUTO:
             choice = detect.by_command(spec.command, spec.env)
-            return choice is None
+            return choice is None or adapters()[choice.adapter].keepable
         return type(adapter).keepable
 
     def containment(self, sid: str) -> Containment:
@@ -155,8 +156,9 @@ class Keeping:
             out, seq, judged, err = position
             self._count(kept, out)
             remembered, recalled = memory if memory is not None else (judged, {})
-            taken = TakenUp(int(kept["pid"]), row.get("started_at"), out, seq, judged, err,
-                            remembered=max(seq, min(remembered, judged)))
+            forgot = _base(kept, "out")  # past a stored line's start: the daemon that read it died inside it
+            taken = TakenUp(int(kept["pid"]), row.get("started_at"), max(out, forgot), seq, judged, err,
+                            remembered=max(seq, min(remembered, judged)), mid_line=forgot > out)
             found.append((spec, config, spec.adapter, taken, _events(first), recalled))
         return found
 
@@ -179,8 +181,6 @@ class Keeping:
         event loop: the daemon serves meanwhile, and the keeper holds what the agents write)."""
         if store is None or self.link is None:
             return
-        from ..sessions.registry import adapters
-
         known = adapters()
         for spec, config, name, taken, first, memory in await anyio.to_thread.run_sync(self.taken_up, store):
             adapter = known.get(name, known["plain"])()
@@ -238,3 +238,9 @@ def _events(rows: list[dict[str, Any]]) -> list[Event]:
     """Stored event records as events again (those that cannot be read are left out)."""
     events = (stored_event(row["data"], row.get("seq")) for row in rows if isinstance(row.get("data"), dict))
     return [event for event in events if event is not None]
+
+
+def _base(kept: dict[str, Any], stream: str) -> int:
+    """The first offset of a stream the keeper still holds (0 when it does not say)."""
+    held = kept.get(stream)
+    return int(held[0]) if isinstance(held, list) and len(held) == 2 and isinstance(held[0], int) else 0

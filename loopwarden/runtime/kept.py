@@ -32,6 +32,7 @@ class OutStream:
         self.eof = False
         self.shut = False  # the attached connection was told EOF
         self.blocked = False  # the connection's buffer was full: the rest goes when it is writable again
+        self.line_read: tuple[int, int] | None = None  # (start, end) of an unfinished line the daemon has read
 
     @property
     def end(self) -> int:
@@ -62,6 +63,16 @@ class OutStream:
         if drop > 0:
             del self.held[:drop]
             self.base += drop
+        line = self.line_read
+        if line is not None and self.base >= line[0]:  # the unfinished line's start is stored now
+            self.line_read = None
+            self.stored(line[1])
+
+    def read_of_line(self, line: int, upto: int) -> None:
+        """The daemon read an unfinished line starting at `line` up to `upto`: forgotten once `line` is stored."""
+        if self.line_read is None or line >= self.line_read[0]:
+            self.line_read = (line, upto)
+            self.stored(self.base)
 
     def attach(self, conn: socket.socket, start: int) -> int:
         """A daemon reads from `start` on; returns the bytes it asked for that were forgotten already (0 unless the

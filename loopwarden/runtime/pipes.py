@@ -37,10 +37,12 @@ class OutputPipe(asyncio.Protocol):
     """One of the agent's output pipes (stdout or stderr), its lines handed to `take` as they come."""
 
     def __init__(self, splitter: LineSplitter[bytes | Oversized] | LineSplitter[Item], take: Take,
-                 wake: Callable[[], None], records: Backlog | None, progress: Callable[[], None] | None = None) -> None:
+                 wake: Callable[[], None], records: Backlog | None, progress: Callable[[], None] | None = None,
+                 partial: Callable[[], None] | None = None) -> None:
         self.splitter = splitter
         self.take = take
         self.progress = progress  # called once per chunk whose lines were taken (stdout: publishing the session)
+        self.partial = partial  # ... or for a chunk that only carried a line on
         self._wake = wake  # the pump task's
         self._records = records
         self.transport: asyncio.ReadTransport | None = None
@@ -91,6 +93,8 @@ class OutputPipe(asyncio.Protocol):
         finally:
             if items and self.progress is not None:
                 self.progress()  # once per chunk at most
+            elif not items and self.partial is not None:
+                self.partial()
         records = self._records
         if records is not None and records.over_backlog:
             self.hold()  # the store is behind: the agent's pipe fills meanwhile

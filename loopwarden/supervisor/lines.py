@@ -264,6 +264,13 @@ class LineSplitter(Generic[Line]):
             out.append(piece)
 
     @property
+    def unfinished(self) -> int:
+        """Bytes of the line not finished yet, read so far (streamed, skipped or held)."""
+        if self.long is not None:
+            return self.long.length
+        return self.skipping or len(self.buffer)
+
+    @property
     def max_bytes(self) -> int:
         return self._max_bytes
 

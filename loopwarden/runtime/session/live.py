@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -57,6 +58,7 @@ class TakenUp:
     err: int
     held: tuple[tuple[ToolCall, Verdict | None], ...] = ()  # calls a pending gate holds, with their block
     remembered: int = 0  # the last line seq its adapter's stored memory covers (`Adapter.recall`)
+    mid_line: bool = False  # `out` is inside the line after `seq` (the keeper forgot that line's start)
 
 
 class LiveSession:
@@ -104,6 +106,7 @@ class LiveSession:
         self.reader = reader = OutputReader(sid, agent, health, journal, judge, interventions, writer, spills, records)
         if keeper is not None:
             reader.kept = True
+            reader.consumed = partial(keeper.consumed, sid)
             writer.seq = lambda: reader.seq
         self.sampler = sampler = Sampler(process, health, journal, wake, clock)
         self.ticker = ticker = Ticker(health, journal, process, writer, sampler, interventions, tasks, wake, clock)
@@ -158,7 +161,8 @@ class LiveSession:
         if keeper is None:
             return await process.launch(argv, env, self.spec.cwd)
         if taken is not None:
-            self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err, taken.remembered)
+            self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err, taken.remembered,
+                                  taken.mid_line)
             pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
             self.interventions.held.extend(taken.held)

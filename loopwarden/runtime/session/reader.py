@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
@@ -38,6 +39,7 @@ DRAIN_STALLED: Final = 5.0  # after exit and leftovers killed, stop reading when
 YIELD_EVERY: Final = 32  # lines: a flooding agent must not starve the other sessions or the socket
 STDERR_LINE: Final = 64 << 10  # bytes of an stderr line kept; a longer one is logged by its length
 POSITION_SECONDS: Final = 0.5  # a kept agent's position is stored at most this often (the keeper holds the rest)
+FORGET_UNFINISHED: Final = 1 << 20  # bytes of an unfinished line read before the keeper is told to forget them
 OVERSIZED_COST: Final = 256  # bytes an over-long line costs once read: only its head is kept
 _ANSWERED: Final = (Hello, ToolCall)  # events carried out even without a verdict (a welcome, a verdict line)
 
@@ -74,11 +76,17 @@ class OutputReader:
         self._position = (0, 0, 0)  # the last position stored: (stdout offset, its line seq, stderr offset)
         self._positioned = 0.0  # loop time it was queued
         self._memory: dict[str, Any] | None = None  # the adapter's memory stored with it
+        self._later: asyncio.TimerHandle | None = None  # the position due at the end of the interval
+        # the keeper may forget a kept agent's unfinished stdout line from (its start, up to here)
+        self.consumed: Callable[[int, int], None] | None = None
+        self.mid_line = False  # a taken-up agent's stdout starts inside a line (its start was forgotten)
 
     # ---- the pump task ----------------------------------------------------------
     async def pump(self, done: asyncio.Future[None]) -> None:
         """Read both pipes to their end; `done` is set then."""
         await self._pump_output()
+        if self._later is not None:
+            self._later.cancel()
         done.set_result(None)
 
     async def _pump_output(self) -> None:
@@ -123,8 +131,10 @@ class OutputReader:
         """stdout's reader, not yet connected: its lines judged (`take`), the session published per chunk."""
         progress = self._kept_progress if self.kept else self.journal.progress
         self._stdout = OutputPipe(LineSplitter(self.max_line(), self._open_long, STREAM_FROM), self.take,
-                                  self._wake_pump, self.records, progress)
+                                  self._wake_pump, self.records, progress, self._kept_partial if self.kept else None)
         self._stdout.splitter.lines = self._bases[1]
+        if self.mid_line:  # the rest of that line is passed over as one over-long line
+            self._stdout.splitter.skipping = 1
         return self._stdout
 
     def read_stderr(self) -> OutputPipe:
@@ -141,29 +151,49 @@ class OutputReader:
             if later is not None:
                 await later()
 
-    def resume_at(self, out: int, seq: int, judged: int, err: int, remembered: int) -> None:
+    def resume_at(self, out: int, seq: int, judged: int, err: int, remembered: int, mid_line: bool) -> None:
         """An earlier daemon stored this agent's output up to here: reading starts at stdout offset `out` (line
         `seq`), lines up to `judged` are passed over (stored already; those after line `remembered`, where the
-        adapter's stored memory was taken, are read again by the adapter alone), stderr starts at `err`."""
-        self.seq, self.skip_until, self.remembered = seq, judged, remembered
+        adapter's stored memory was taken, are read again by the adapter alone), stderr starts at `err`; `mid_line`:
+        `out` is inside line `seq` + 1, whose start the keeper had forgotten."""
+        self.seq, self.skip_until, self.remembered, self.mid_line = seq, judged, remembered, mid_line
         self._bases = self._position = (out, seq, err)
 
     def _kept_progress(self) -> None:
-        """Lines were judged: as for any session, and, at most every POSITION_SECONDS, where the stored output ends
-        goes to the store with them (a stdout offset after a whole line taken, with that line's seq), so the keeper
-        can forget what precedes it and a next daemon knows where to begin."""
+        """Lines were judged: as for any session, and where the stored output ends goes to the store with them
+        (`_kept_position`)."""
         self.journal.progress()
-        now = asyncio.get_running_loop().time()
-        if now - self._positioned < POSITION_SECONDS:
-            return  # (answers reach the agent without it: the writer tells the keeper which lines are stored)
-        self._positioned = now
+        self._kept_partial()
+
+    def _kept_partial(self) -> None:
+        """More of a kept agent's output was read: its position is stored at most every POSITION_SECONDS, and at
+        the end of the interval for what was read meanwhile (an agent may wait in silence for its answer)."""
+        loop = asyncio.get_running_loop()
+        wait = self._positioned + POSITION_SECONDS - loop.time()
+        if wait <= 0:
+            self._kept_position()
+        elif self._later is None:
+            self._later = loop.call_later(wait, self._kept_position)
+
+    def _kept_position(self) -> None:
+        """Where the stored output ends goes to the store (a stdout offset after a whole line taken, with that
+        line's seq, and the adapter's memory then), so the keeper can forget what precedes it and a next daemon
+        knows where to begin. Of a line still unfinished, the keeper may forget what this daemon has read once
+        the line's start is stored: a line longer than the keeper keeps would otherwise never end."""
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+        self._positioned = asyncio.get_running_loop().time()
         out, seq, err = self._position
         base_out, _, base_err = self._bases
         pipe = self._stdout
         if pipe is not None:
             splitter = pipe.splitter
-            if splitter.lines == self.seq and splitter.long is None and not splitter.skipping:
-                out, seq = base_out + pipe.bytes_read - len(splitter.buffer), self.seq
+            read = base_out + pipe.bytes_read
+            if splitter.lines == self.seq:  # every whole line read was taken: the position is the next one's start
+                out, seq = read - splitter.unfinished, self.seq
+                if splitter.unfinished >= FORGET_UNFINISHED and self.consumed is not None:
+                    self.consumed(out, read)
         pipe = self._stderr
         if pipe is not None and not pipe.held and not pipe.splitter.skipping:
             err = base_err + pipe.bytes_read - len(pipe.splitter.buffer)
