@@ -356,6 +356,8 @@ class Keeper:
                 self.fds.forget(held)
         if stdin.fd is not None:
             self.fds.want(stdin.fd, selectors.EVENT_WRITE if stdin.wants_write else 0, partial(self._writable, agent))
+        if stdin.conn is not None:
+            self.fds.want(stdin.conn.fileno(), selectors.EVENT_READ if stdin.wants_frames else 0)
 
     def _writable(self, agent: KeptAgent, _mask: int) -> None:
         self.pump(agent)

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 KEEP_BYTES: Final = 8 << 20  # a stream's bytes not yet stored, at most: past this the agent waits in its write
+# bytes for an agent's stdin held here, at most: past this the daemon's frames wait in its own buffer, where it sees
+# an agent that does not read (limits.stdin_backlog)
+STDIN_HELD: Final = 1 << 20
 READ_SIZE: Final = 64 << 10
 SEND_SIZE: Final = 256 << 10
 
@@ -126,10 +129,17 @@ class InStream:
         self.generation = 0  # of the daemon the connection is
         self.stored_seq = 0
         self.dropped = 0  # frames an earlier daemon queued for lines the store never took
+        self.waiting_bytes = 0  # of the frames in `waiting`
 
     def queue(self, seq: int, data: bytes) -> None:
         self.waiting.append((seq, data))
+        self.waiting_bytes += len(data)
         self.release()
+
+    @property
+    def wants_frames(self) -> bool:
+        """Whether to read more frames from the daemon: less than STDIN_HELD waits here for the agent."""
+        return self.waiting_bytes + len(self.ready) < STDIN_HELD
 
     def stored(self, seq: int) -> None:
         self.stored_seq = max(self.stored_seq, seq)
@@ -138,11 +148,13 @@ class InStream:
     def release(self) -> None:
         while self.waiting and self.waiting[0][0] <= self.stored_seq:
             data = self.waiting.popleft()[1]
-            if data:
+            self.waiting_bytes -= len(data)
+            if data and self.fd is not None:  # (once the agent closed its end, nothing reaches it)
                 self.ready += data
             else:
                 self.closing = True
                 self.waiting.clear()
+                self.waiting_bytes = 0
 
     def attach(self, conn: socket.socket) -> None:
         if self.conn is not None:
@@ -155,6 +167,7 @@ class InStream:
         self.stored(seq)
         self.dropped += len(self.waiting)
         self.waiting.clear()
+        self.waiting_bytes = 0
 
     @property
     def wants_write(self) -> bool:

@@ -1,7 +1,10 @@
-"""Output the keeper holds for a kept agent is bounded (KEEP_BYTES), yet an agent that writes more than that in one
-burst, or one line longer than that, goes on: what is read is positioned even when nothing more comes, and the part
-of an unfinished line the daemon has read is forgotten once the line's start is stored. A daemon killed inside
-such a line loses that part, counted, and the next daemon goes on from the line after it."""
+"""What the keeper holds for a kept agent is bounded in bytes both ways, and nothing stalls on the bound.
+
+Output (KEEP_BYTES a stream): an agent that writes more than that in one burst, or one line longer than that, goes
+on: what is read is positioned even when nothing more comes, and the part of an unfinished line the daemon has read
+is forgotten once the line's start is stored. A daemon killed inside such a line loses that part, counted, and the
+next daemon goes on from the line after it. Input (STDIN_HELD): frames for an agent that does not read wait in the
+daemon, which stops the agent past limits.stdin_backlog, as it does for an agent it holds itself."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import json
 import os
 import signal
 from pathlib import Path
+
+import psutil
 
 from loopwarden.runtime.kept import KEEP_BYTES
 from tests.keeper.test_durable import ended, kept, other_daemon  # noqa: F401 - `kept` is a fixture
@@ -85,3 +90,15 @@ def test_a_daemon_killed_inside_a_long_line_loses_only_that_line_and_says_so(kep
     assert [e["seq"] for e in invalid] == [3]
     keeper = kept.request("ping")["keeper"]
     assert keeper["taken_up"] == 1 and keeper["lost_bytes"] > 0
+
+
+def test_an_agent_that_never_reads_its_input_is_stopped_and_the_keeper_stays_small(kept: Harness) -> None:  # noqa: F811
+    """A handshake agent that never reads stdin while nudges pile up for it: the keeper holds at most STDIN_HELD of
+    them, the rest wait in the daemon, which stops the agent with its reason."""
+    keeper = psutil.Process(kept.request("ping")["keeper"]["pid"])
+    before = keeper.memory_info().rss
+    sid = kept.launch(PY, str(AGENTS / "deaf_handshake.py"), name="deaf")
+    snap = kept.wait_state(sid, "terminated", timeout=60)
+    assert snap["termination"] == "validation_failure"
+    assert "stopped reading its input" in snap["termination_text"]
+    assert keeper.memory_info().rss - before < 16 * MIB
