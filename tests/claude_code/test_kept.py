@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,9 @@ from tests.support.paths import PY
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
+# a turn that ends unfinished (claude's --max-turns) is a failed iteration; with one model it escalates to a human at
+# once: a gate, whose text starts the next turn
+GATED_AT_ONCE = ("escalation.models=sonnet", "escalation.failures_at_top=1")
 
 
 @pytest.fixture
@@ -70,10 +75,8 @@ def test_a_hook_held_by_a_gate_is_answered_by_the_next_daemon(kept_cc: Harness, 
     """A tool call whose hook a gate holds when the daemon is SIGKILLed: the next daemon has the gate open, and
     approving it there lets the call run; the turn ends and the CLI exits 0, every call stored once."""
     fake_api.play(_gated_then_guided, max_turns=40)
-    # the first run's turn ends unfinished (--max-turns): a failed iteration, which with one model escalates
-    # to a human at once (a gate); the escalation's text starts the next turn, whose call the gate holds
-    sid = start(kept_cc, "--max-turns", "3", "--allowedTools=Bash", "list the files",
-                sets=("escalation.models=sonnet", "escalation.failures_at_top=1"))
+    # the escalation's text starts the second turn, whose call the gate holds
+    sid = start(kept_cc, "--max-turns", "3", "--allowedTools=Bash", "list the files", sets=GATED_AT_ONCE)
     gate_id = kept_cc.wait_state(sid, "gated", timeout=60)["pending_gates"][0]
     held = wait_for(lambda: next((c for c in of_kind(kept_cc, sid, "tool_call") if "touch" in str(c["args"])), None),
                     60, "the held tool call")
@@ -118,6 +121,36 @@ def test_a_taken_up_session_takes_an_operators_message(kept_cc: Harness, fake_ap
     assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
     calls = each_call_once_and_paired(kept_cc, sid)
     assert len(calls) >= 3 and len(of_kind(kept_cc, sid, "tool_result")) == len(calls)
+
+
+def stored_memory(lw: Harness, sid: str) -> dict[str, Any]:
+    """The adapter's memory stored with the session's last position, read from the store's file."""
+    with closing(sqlite3.connect(f"file:{lw.paths.database}?mode=ro", uri=True)) as db:
+        row = db.execute("SELECT memory FROM positions WHERE session_id = ?", [sid]).fetchone()
+    return orjson.loads(row[0]) if row and row[0] else {}  # type: ignore[no-any-return]
+
+
+def test_a_message_written_while_the_cli_waits_is_counted_by_the_next_daemon(
+        kept_cc: Harness, fake_api: FakeAnthropic) -> None:
+    """An operator's message written while a gate holds the CLI (it writes nothing then) is in the stored memory at
+    once; the daemon SIGKILLed then, the next one counts it with the rest, and closes stdin once all are read."""
+    fake_api.play(_gated_then_guided, max_turns=40)
+    sid = start(kept_cc, "--max-turns", "3", "--allowedTools=Bash", "list the files",
+                sets=(*GATED_AT_ONCE, "repetition.nudge_after=0"))  # no nudge: user lines are known
+    gate_id = kept_cc.wait_state(sid, "gated", timeout=60)["pending_gates"][0]
+    wait_for(lambda: any("touch" in str(c["args"]) for c in of_kind(kept_cc, sid, "tool_call")), 60,
+             "the held tool call")
+    kept_cc.request("inject", session=sid, text="INJECT-77 a message while you wait")
+    # the prompt, the escalation's text and this message
+    wait_for(lambda: stored_memory(kept_cc, sid).get("sent") == 3, 10, "the message counted in the stored memory")
+
+    kill_the_daemon(kept_cc, sid)
+    kept_cc.request("approve", gate=f"{sid}:{gate_id}", note="KEPT-GUIDANCE stop listing")
+    snap = kept_cc.wait_state(sid, "exited", "terminated", timeout=90)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    assert said(fake_api, "INJECT-77") and said(fake_api, "KEPT-GUIDANCE")
+    memory = stored_memory(kept_cc, sid)
+    assert (memory["sent"], memory["echoed"], memory["closed"]) == (4, 4, True)
 
 
 # ---- the adapter's memory, through JSON ---------------------------------------------------

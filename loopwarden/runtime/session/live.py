@@ -105,6 +105,7 @@ class LiveSession:
         if keeper is not None:
             reader.kept = True
             writer.seq = lambda: reader.seq
+            writer.remember = reader.remember
         self.sampler = sampler = Sampler(process, health, journal, wake, clock)
         self.ticker = ticker = Ticker(health, journal, process, writer, sampler, interventions, tasks, wake, clock)
         self.controls = OperatorControls(spec, agent, health, journal, writer, process, interventions, ticker, tasks,
