@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from loopwarden.runtime.session import group_alive
 from loopwarden.sessions.claude_live import CLOSE, ClaudeCodeAdapter
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor.verdicts import Action, Verdict
@@ -121,6 +122,23 @@ def test_a_taken_up_session_takes_an_operators_message(kept_cc: Harness, fake_ap
     assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
     calls = each_call_once_and_paired(kept_cc, sid)
     assert len(calls) >= 3 and len(of_kind(kept_cc, sid, "tool_result")) == len(calls)
+
+
+def test_a_taken_up_session_is_killed_as_any_other(kept_cc: Harness, fake_api: FakeAnthropic) -> None:
+    """An operator's kill of a session the next daemon took up: the interrupt ends the CLI's turn, the CLI exits
+    by itself, and nothing of its group is left."""
+    fake_api.play(_steps_until_told, max_turns=100)
+    sid = start(kept_cc, "--max-turns", "80", "--allowedTools=Bash", "keep stepping")
+    wait_for(lambda: len(of_kind(kept_cc, sid, "tool_call")) >= 2, 60, "two steps")
+
+    kill_the_daemon(kept_cc, sid)
+    kept_cc.request("kill", session=sid, note="test")
+    snap = kept_cc.wait_state(sid, "terminated", timeout=30)
+    assert snap["termination"] == "operator"
+    assert snap["exit_code"] == 1, "claude was signalled instead of winding down on the interrupt"
+    assert of_kind(kept_cc, sid, "iteration")[-1]["status"] == "fail"
+    assert not group_alive(snap["pid"])
+    each_call_once_and_paired(kept_cc, sid)
 
 
 def stored_memory(lw: Harness, sid: str) -> dict[str, Any]:
