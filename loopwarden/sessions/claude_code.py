@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
@@ -16,7 +16,7 @@ from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
 ID_CHARS = 200  # the longest id (or tool name) a kept session's memory carries; a longer one is left out of it
-MEMORY_TOOLS = 32  # tool names of the latest calls a kept session's memory carries (their results may still come)
+MEMORY_CALLS = 32  # calls still waiting for their results a kept session's memory carries (the latest)
 
 
 def _remember(table: dict[str, Any], key: str, value: Any, limit: int = MAP_LIMIT) -> None:
@@ -109,11 +109,12 @@ class ClaudeCodeParser(RecordParser):
         self._results = 0
         self._cost_total = 0.0
 
-    def memory(self) -> dict[str, Any]:
-        """What later records depend on, as JSON values of a few KiB (`Adapter.memory`): the latest calls' tool
-        names, the message that spoke last, whether the model spoke, the turns counted and the cost so far."""
+    def memory(self, calls: Iterable[str]) -> dict[str, Any]:
+        """What later records depend on, as JSON values of a few KiB (`Adapter.memory`): the tool names of `calls`
+        (those whose results may still come), the message that spoke last, whether the model spoke, the turns
+        counted and the cost so far."""
         names = self._tools
-        tools = {key: names[key] for key in latest(names, MEMORY_TOOLS) if len(names[key]) <= ID_CHARS}
+        tools = {key: names[key] for key in calls if len(names.get(key) or "") in range(1, ID_CHARS + 1)}
         return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
                 "results": self._results, "cost_total": self._cost_total}
 
@@ -121,7 +122,7 @@ class ClaudeCodeParser(RecordParser):
         """`memory()` read back from the store; a value of the wrong type reads as nothing known."""
         tools = memory.get("tools")
         tools = tools if isinstance(tools, dict) else {}
-        self._tools = {key: name for key, name in list(tools.items())[-MEMORY_TOOLS:]
+        self._tools = {key: name for key, name in list(tools.items())[-MEMORY_CALLS:]
                        if isinstance(name, str) and len(key) <= ID_CHARS}
         self._spoken = recalled_ids(memory.get("spoken"), 4)
         self._seen_assistant = memory.get("seen_assistant") is True

@@ -33,20 +33,19 @@ from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, Capability, Handover, line
-from .claude_code import ID_CHARS, MAP_LIMIT, ClaudeCodeParser, _remember, latest, recalled_count, recalled_ids
+from .claude_code import (ID_CHARS, MAP_LIMIT, MEMORY_CALLS, ClaudeCodeParser, _remember, latest, recalled_count,
+                          recalled_ids)
 from .claude_launch import FIXED_ARGS, launch_command, split_args, without_conversation
 
 HOOK_ID = "loopwarden_pre_tool_use"
 HOOK_TIMEOUT = 86_400  # seconds claude waits for a verdict (a gate may hold it); past it, it skips the call
 CLOSE = b""  # a reply that closes the CLI's stdin: it ends after its current turn
-# what a kept session's memory carries (`memory`): hooks waiting for an answer (each held by a gate), background
-# tasks still running, the latest judged and vetoed call ids (their results may still come), tool_use blocks
-# whose hook has not come yet, and at most CALL_ARGS_BYTES of those calls' arguments
+# what a kept session's memory carries (`memory`) besides the latest MEMORY_CALLS calls still waiting for their
+# results: hooks waiting for an answer (each held by a gate), background tasks, tool_use blocks whose hook has not
+# come yet, and at most CALL_ARGS_BYTES of those calls' arguments
 MEMORY_PENDING = 256
 MEMORY_TASKS = 32
-MEMORY_JUDGED = 32
-MEMORY_BLOCKED = 16
-MEMORY_CALLS = 16
+MEMORY_UNHOOKED = 16
 CALL_ARGS_BYTES = 2048
 _REQUEST_ID = re.compile(rb'"request_id"\s*:\s*"([^"\\]{1,200})"')
 
@@ -98,7 +97,7 @@ def remembered_calls(calls: dict[str, ev.ToolCall], judged: dict[str, None]) -> 
     agent, ts, args]; arguments beyond CALL_ARGS_BYTES in all are kept as a marker of their size."""
     out: list[list[Any]] = []
     budget = CALL_ARGS_BYTES
-    for call_id in islice(reversed(calls), 4 * MEMORY_CALLS):  # a hook follows its tool_use closely
+    for call_id in islice(reversed(calls), 4 * MEMORY_UNHOOKED):  # a hook follows its tool_use closely
         call = calls[call_id]
         if call_id in judged or len(call_id) > ID_CHARS or len(call.tool) > ID_CHARS:
             continue
@@ -106,7 +105,7 @@ def remembered_calls(calls: dict[str, ev.ToolCall], judged: dict[str, None]) -> 
         args = call.args if size <= budget else {"input": f"[{size:,} bytes of arguments not kept]"}
         budget -= size if size <= budget else 0
         out.append([call_id, call.tool, call.agent, call.ts, args])
-        if len(out) == MEMORY_CALLS:
+        if len(out) == MEMORY_UNHOOKED:
             break
     out.reverse()
     return out
@@ -115,7 +114,7 @@ def remembered_calls(calls: dict[str, ev.ToolCall], judged: dict[str, None]) -> 
 def recalled_calls(value: Any) -> dict[str, ev.ToolCall]:
     """`remembered_calls` read back: those entries that are whole."""
     calls: dict[str, ev.ToolCall] = {}
-    for entry in value[-MEMORY_CALLS:] if isinstance(value, list) else []:
+    for entry in value[-MEMORY_UNHOOKED:] if isinstance(value, list) else []:
         if not (isinstance(entry, list) and len(entry) == 5):
             continue
         call_id, tool, agent, ts, args = entry
@@ -158,6 +157,7 @@ class ClaudeCodeAdapter(Adapter):
         self._calls: dict[str, ev.ToolCall] = {}  # tool_use id -> call seen in an assistant line
         self._judged: dict[str, None] = {}  # tool_use ids that went through the hook
         self._blocked: dict[str, None] = {}  # tool_use ids vetoed: their (error) results are not events
+        self._open: dict[str, None] = {}  # tool_use ids whose results have not come (what a kept session recalls)
         self._replies: list[bytes] = []
         self.sent = 0  # user lines written
         self.echoed = 0  # user lines the CLI read (--replay-user-messages echoes them)
@@ -186,13 +186,15 @@ class ClaudeCodeAdapter(Adapter):
     def memory(self) -> dict[str, Any]:
         """The conversation, the hooks still waiting for a verdict, where the turn and stdin stand, the ids given
         out, the calls whose results may still come and the parser's state; a few KiB at most."""
+        waiting = latest(self._open, MEMORY_CALLS)
         return {"conversation": self.conversation, "resume_state": self.resume_state, "failure": self.failure,
                 "handshake": self.handshake, "ids": self._ids, "interrupt_id": self.interrupt_id,
                 "pending": {str(seq): request_id for seq, request_id in list(self._pending.items())[-MEMORY_PENDING:]},
                 "sent": self.sent, "echoed": self.echoed, "turn_over": self.turn_over, "closed": self.closed,
                 "running": latest(self._running, MEMORY_TASKS), "background": latest(self._background, MEMORY_TASKS),
-                "judged": latest(self._judged, MEMORY_JUDGED), "blocked": latest(self._blocked, MEMORY_BLOCKED),
-                "calls": remembered_calls(self._calls, self._judged), "parser": self.parser.memory()}
+                "open": waiting, "judged": [i for i in waiting if i in self._judged],
+                "blocked": [i for i in waiting if i in self._blocked],
+                "calls": remembered_calls(self._calls, self._judged), "parser": self.parser.memory(waiting)}
 
     def recall(self, memory: dict[str, Any], held: set[int]) -> None:
         """`memory()` read back at take-up; only the hooks of the calls a gate still holds (`held`) wait for an
@@ -209,8 +211,9 @@ class ClaudeCodeAdapter(Adapter):
         self._pending = recalled_pending(memory.get("pending"), self._held)
         self._running = recalled_ids(memory.get("running"), MEMORY_TASKS)
         self._background = recalled_ids(memory.get("background"), MEMORY_TASKS) | self._running
-        self._judged = recalled_ids(memory.get("judged"), MEMORY_JUDGED)
-        self._blocked = recalled_ids(memory.get("blocked"), MEMORY_BLOCKED)
+        self._open = recalled_ids(memory.get("open"), MEMORY_CALLS)
+        self._judged = recalled_ids(memory.get("judged"), MEMORY_CALLS)
+        self._blocked = recalled_ids(memory.get("blocked"), MEMORY_CALLS)
         self._calls = recalled_calls(memory.get("calls"))
         parser = memory.get("parser")
         self.parser.recall(parser if isinstance(parser, dict) else {})
@@ -323,8 +326,10 @@ class ClaudeCodeAdapter(Adapter):
             if type(event) is ev.ToolCall:
                 if event.call_id:  # judged at its hook_callback
                     _remember(self._calls, event.call_id, event)
+                    _remember(self._open, event.call_id, None)
                     continue
             elif type(event) is ev.ToolResult and event.call_id:
+                self._open.pop(event.call_id, None)
                 if event.call_id in self._blocked:
                     continue  # a vetoed call has no result, as in the native protocol
                 call = self._calls.get(event.call_id)
@@ -366,6 +371,7 @@ class ClaudeCodeAdapter(Adapter):
         self._pending[seq] = request_id
         if call_id:
             _remember(self._judged, call_id, None)
+            _remember(self._open, call_id, None)
         return [ev.ToolCall(seq=seq, agent=agent, tool=tool, call_id=call_id,
                             args=args if isinstance(args, dict) else {"input": args})]
 

@@ -232,6 +232,25 @@ def test_memory_comes_back_through_json() -> None:
     assert after.replies(False) == [CLOSE]
 
 
+def test_a_call_open_across_many_others_is_recalled() -> None:
+    """An Agent call waits for its result while its sub-agent makes many calls of its own: recalled, its result
+    still has its tool's name, and its call (judged at its hook) is not made again."""
+    before = ClaudeCodeAdapter()
+    agent = dumps({"type": "assistant", "message": {"id": "m-task", "content": [
+        {"type": "tool_use", "id": "task", "name": "Agent", "input": {"prompt": "sub"}}]}})
+    fed(before, agent, hook("r-task", "task", tool="Agent"))
+    before.verdict_line(ev.ToolCall(seq=2, tool="Agent", args={}, call_id="task"), None)
+    for i in range(1, 41):
+        sub = f"sub{i}"
+        fed(before, assistant_tool_use(sub, parent="task"), hook(f"r{i}", sub), tool_result(sub), first=10 * i)
+        before.verdict_line(ev.ToolCall(seq=10 * i + 1, tool="Bash", args={}, call_id=sub), None)
+    after = ClaudeCodeAdapter()
+    after.recall(through_json(before.memory()), set())
+    [result] = after.parse_stdout(tool_result("task", "sub done"), 500)
+    assert isinstance(result, ev.ToolResult) and (result.tool, result.call_id) == ("Agent", "task")
+    assert before.memory()["open"] == ["task"]
+
+
 def test_lines_read_again_after_the_memory_owe_only_what_a_gate_holds() -> None:
     adapter = ClaudeCodeAdapter()
     adapter.recall(through_json(ClaudeCodeAdapter().memory()), {12})
