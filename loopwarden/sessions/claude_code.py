@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -14,6 +15,8 @@ from ..supervisor.bounds import TOO_DEEP, cut_deep, depth_exceeds
 from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
+ID_CHARS = 200  # the longest id (or tool name) a kept session's memory carries; a longer one is left out of it
+MEMORY_CALLS = 32  # calls still waiting for their results a kept session's memory carries (the latest)
 
 
 def _remember(table: dict[str, Any], key: str, value: Any, limit: int = MAP_LIMIT) -> None:
@@ -22,6 +25,24 @@ def _remember(table: dict[str, Any], key: str, value: Any, limit: int = MAP_LIMI
     table[key] = value
     while len(table) > limit:
         del table[next(iter(table))]
+
+
+def latest(table: dict[str, Any], count: int) -> list[str]:
+    """The last `count` keys of an insertion-ordered table, oldest first, those over ID_CHARS left out."""
+    keys = list(islice(reversed(table), count))
+    keys.reverse()
+    return [key for key in keys if len(key) <= ID_CHARS]
+
+
+def recalled_ids(value: Any, count: int) -> dict[str, None]:
+    """Ids read back from a stored memory (`latest`'s list): its strings, the last `count` of them."""
+    items = value[-count:] if isinstance(value, list) else []
+    return {item: None for item in items if isinstance(item, str) and len(item) <= ID_CHARS}
+
+
+def recalled_count(value: Any) -> int:
+    """A counter read back from a stored memory; anything but a whole number >= 0 counts as 0."""
+    return value if type(value) is int and value >= 0 else 0
 
 
 def _int(value: Any) -> int:
@@ -87,6 +108,27 @@ class ClaudeCodeParser(RecordParser):
         self._seen_assistant = False
         self._results = 0
         self._cost_total = 0.0
+
+    def memory(self, calls: Iterable[str]) -> dict[str, Any]:
+        """What later records depend on, as JSON values of a few KiB (`Adapter.memory`): the tool names of `calls`
+        (those whose results may still come), the message that spoke last, whether the model spoke, the turns
+        counted and the cost so far."""
+        names = self._tools
+        tools = {key: names[key] for key in calls if len(names.get(key) or "") in range(1, ID_CHARS + 1)}
+        return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
+                "results": self._results, "cost_total": self._cost_total}
+
+    def recall(self, memory: Mapping[str, Any]) -> None:
+        """`memory()` read back from the store; a value of the wrong type reads as nothing known."""
+        tools = memory.get("tools")
+        tools = tools if isinstance(tools, dict) else {}
+        self._tools = {key: name for key, name in list(tools.items())[-MEMORY_CALLS:]
+                       if isinstance(name, str) and len(key) <= ID_CHARS}
+        self._spoken = recalled_ids(memory.get("spoken"), 4)
+        self._seen_assistant = memory.get("seen_assistant") is True
+        self._results = recalled_count(memory.get("results"))
+        cost = _num(memory.get("cost_total"))
+        self._cost_total = cost if cost is not None and cost >= 0 else 0.0
 
     def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         """One typed record to zero or more Events, all carrying `seq`."""

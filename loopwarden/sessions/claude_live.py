@@ -15,24 +15,38 @@ The rest of the stream goes through the recorded-stream parser (`claude_code.py`
 in assistant lines only remember the tool's name and parent (sub-agent lines keep the Task call id)
 because the hook is where the call is judged. A tool_result whose call never reached the hook (the
 hook was not registered) still gets its ToolCall, just before it.
+
+Kept by the keeper, what the stored events do not say (the hooks still unanswered, where the turn and stdin
+stand, the ids given out, the parser's counters) is stored as `memory` and read back by the next daemon.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
+
+import orjson
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, Capability, Handover, line
-from .claude_code import MAP_LIMIT, ClaudeCodeParser, _remember
+from .claude_code import (ID_CHARS, MAP_LIMIT, MEMORY_CALLS, ClaudeCodeParser, _remember, latest, recalled_count,
+                          recalled_ids)
 from .claude_launch import FIXED_ARGS, launch_command, split_args, without_conversation
 
 HOOK_ID = "loopwarden_pre_tool_use"
 HOOK_TIMEOUT = 86_400  # seconds claude waits for a verdict (a gate may hold it); past it, it skips the call
 CLOSE = b""  # a reply that closes the CLI's stdin: it ends after its current turn
+# what a kept session's memory carries (`memory`) besides the latest MEMORY_CALLS calls still waiting for their
+# results: hooks waiting for an answer (each held by a gate), background tasks, tool_use blocks whose hook has not
+# come yet, and at most CALL_ARGS_BYTES of those calls' arguments
+MEMORY_PENDING = 256
+MEMORY_TASKS = 32
+MEMORY_UNHOOKED = 16
+CALL_ARGS_BYTES = 2048
 _REQUEST_ID = re.compile(rb'"request_id"\s*:\s*"([^"\\]{1,200})"')
 
 
@@ -74,6 +88,53 @@ def _refusal(raw: bytes, why: str) -> bytes | None:
     return _control_response(request_id, error=f"request not read: {why}")
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def remembered_calls(calls: dict[str, ev.ToolCall], judged: dict[str, None]) -> list[list[Any]]:
+    """The latest tool_use blocks whose hook has not come (those judged need nothing more), each [call id, tool,
+    agent, ts, args]; arguments beyond CALL_ARGS_BYTES in all are kept as a marker of their size."""
+    out: list[list[Any]] = []
+    budget = CALL_ARGS_BYTES
+    for call_id in islice(reversed(calls), 4 * MEMORY_UNHOOKED):  # a hook follows its tool_use closely
+        call = calls[call_id]
+        if call_id in judged or len(call_id) > ID_CHARS or len(call.tool) > ID_CHARS:
+            continue
+        size = len(orjson.dumps(call.args, default=str))
+        args = call.args if size <= budget else {"input": f"[{size:,} bytes of arguments not kept]"}
+        budget -= size if size <= budget else 0
+        out.append([call_id, call.tool, call.agent, call.ts, args])
+        if len(out) == MEMORY_UNHOOKED:
+            break
+    out.reverse()
+    return out
+
+
+def recalled_calls(value: Any) -> dict[str, ev.ToolCall]:
+    """`remembered_calls` read back: those entries that are whole."""
+    calls: dict[str, ev.ToolCall] = {}
+    for entry in value[-MEMORY_UNHOOKED:] if isinstance(value, list) else []:
+        if not (isinstance(entry, list) and len(entry) == 5):
+            continue
+        call_id, tool, agent, ts, args = entry
+        if isinstance(call_id, str) and isinstance(tool, str) and isinstance(args, dict):
+            calls[call_id] = ev.ToolCall(seq=0, ts=ts if type(ts) is float else None, tool=tool, call_id=call_id,
+                                         agent=agent if isinstance(agent, str) else None, args=args)
+    return calls
+
+
+def recalled_pending(value: Any, held: set[int]) -> dict[int, str]:
+    """The stored pending hooks (line seq as a string -> request id) that a gate still holds."""
+    pending: dict[int, str] = {}
+    for key, request_id in value.items() if isinstance(value, dict) else ():
+        if not (isinstance(key, str) and key.isdecimal() and len(key) < 20 and isinstance(request_id, str)):
+            continue
+        if int(key) in held:
+            pending[int(key)] = request_id
+    return pending
+
+
 class ClaudeCodeAdapter(Adapter):
     """A live Claude Code CLI: see the module docstring."""
 
@@ -84,6 +145,7 @@ class ClaudeCodeAdapter(Adapter):
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
     stop_grace = 3.0  # after the interrupt, seconds for the CLI to end its turn and exit by itself
     resumes = True  # `--resume ID`
+    keepable = True  # what the stored events do not say comes back through `memory` and `recall`
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,6 +157,7 @@ class ClaudeCodeAdapter(Adapter):
         self._calls: dict[str, ev.ToolCall] = {}  # tool_use id -> call seen in an assistant line
         self._judged: dict[str, None] = {}  # tool_use ids that went through the hook
         self._blocked: dict[str, None] = {}  # tool_use ids vetoed: their (error) results are not events
+        self._open: dict[str, None] = {}  # tool_use ids whose results have not come (what a kept session recalls)
         self._replies: list[bytes] = []
         self.sent = 0  # user lines written
         self.echoed = 0  # user lines the CLI read (--replay-user-messages echoes them)
@@ -104,6 +167,7 @@ class ClaudeCodeAdapter(Adapter):
         self._running: dict[str, None] = {}  # background tasks (async sub-agents) still working
         self._background: dict[str, None] = {}  # every background task id seen
         self.resuming: str | None = None  # the conversation `--resume` continues
+        self._held: set[int] = set()  # taken up: the hook line seqs whose calls a gate holds (`recall`)
 
     @property
     def can_inject(self) -> bool:
@@ -117,6 +181,49 @@ class ClaudeCodeAdapter(Adapter):
     @classmethod
     def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
         return launch_command(words, env)
+
+    # ---- kept by the keeper: what a later daemon needs (Adapter.memory, recall, reread) -------------------
+    def memory(self) -> dict[str, Any]:
+        """The conversation, the hooks still waiting for a verdict, where the turn and stdin stand, the ids given
+        out, the calls whose results may still come and the parser's state; a few KiB at most."""
+        waiting = latest(self._open, MEMORY_CALLS)
+        return {"conversation": self.conversation, "resume_state": self.resume_state, "failure": self.failure,
+                "handshake": self.handshake, "ids": self._ids, "interrupt_id": self.interrupt_id,
+                "pending": {str(seq): request_id for seq, request_id in list(self._pending.items())[-MEMORY_PENDING:]},
+                "sent": self.sent, "echoed": self.echoed, "turn_over": self.turn_over, "closed": self.closed,
+                "running": latest(self._running, MEMORY_TASKS), "background": latest(self._background, MEMORY_TASKS),
+                "open": waiting, "judged": [i for i in waiting if i in self._judged],
+                "blocked": [i for i in waiting if i in self._blocked],
+                "calls": remembered_calls(self._calls, self._judged), "parser": self.parser.memory(waiting)}
+
+    def recall(self, memory: dict[str, Any], held: set[int]) -> None:
+        """`memory()` read back at take-up; only the hooks of the calls a gate still holds (`held`) wait for an
+        answer, every other one was answered. A value of the wrong type reads as the state of a new adapter."""
+        self._held = set(held)
+        self.conversation = _text(memory.get("conversation"))
+        self.resume_state = _text(memory.get("resume_state"))
+        self.failure = _text(memory.get("failure"))
+        self.interrupt_id = _text(memory.get("interrupt_id"))
+        self.handshake = memory.get("handshake") is not False
+        self.turn_over, self.closed = memory.get("turn_over") is True, memory.get("closed") is True
+        self._ids = recalled_count(memory.get("ids"))
+        self.sent, self.echoed = recalled_count(memory.get("sent")), recalled_count(memory.get("echoed"))
+        self._pending = recalled_pending(memory.get("pending"), self._held)
+        self._running = recalled_ids(memory.get("running"), MEMORY_TASKS)
+        self._background = recalled_ids(memory.get("background"), MEMORY_TASKS) | self._running
+        self._open = recalled_ids(memory.get("open"), MEMORY_CALLS)
+        self._judged = recalled_ids(memory.get("judged"), MEMORY_CALLS)
+        self._blocked = recalled_ids(memory.get("blocked"), MEMORY_CALLS)
+        self._calls = recalled_calls(memory.get("calls"))
+        parser = memory.get("parser")
+        self.parser.recall(parser if isinstance(parser, dict) else {})
+
+    def reread(self, raw: bytes, seq: int) -> None:
+        """A line stored after the memory was taken: read again, and its hook, unless a gate holds its call, was
+        answered then."""
+        super().reread(raw, seq)
+        if seq not in self._held:
+            self._pending.pop(seq, None)
 
     def _next_id(self, kind: str) -> str:
         self._ids += 1
@@ -219,8 +326,10 @@ class ClaudeCodeAdapter(Adapter):
             if type(event) is ev.ToolCall:
                 if event.call_id:  # judged at its hook_callback
                     _remember(self._calls, event.call_id, event)
+                    _remember(self._open, event.call_id, None)
                     continue
             elif type(event) is ev.ToolResult and event.call_id:
+                self._open.pop(event.call_id, None)
                 if event.call_id in self._blocked:
                     continue  # a vetoed call has no result, as in the native protocol
                 call = self._calls.get(event.call_id)
@@ -262,6 +371,7 @@ class ClaudeCodeAdapter(Adapter):
         self._pending[seq] = request_id
         if call_id:
             _remember(self._judged, call_id, None)
+            _remember(self._open, call_id, None)
         return [ev.ToolCall(seq=seq, agent=agent, tool=tool, call_id=call_id,
                             args=args if isinstance(args, dict) else {"input": args})]
 

@@ -35,14 +35,20 @@ def claude_bin() -> str:
     return path
 
 
-@pytest.fixture
-def cc(lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> Iterator[Harness]:
-    """The harness, set up so `loopwarden run --adapter claude-code` runs the real CLI on the fake API,
-    with a temporary HOME and working directory."""
+def on_the_fake_api(harness: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> Harness:
+    """`harness` set up so `loopwarden run --adapter claude-code` runs the real CLI on the fake API, with a
+    temporary HOME and working directory (`harness.work`)."""
     home = tmp_path / "claude-home"
     work = tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    lw.env.update({**fake_api.env(), **QUIET, "HOME": str(home), "LOOPWARDEN_CLAUDE": claude_bin})
-    lw.work = work  # type: ignore[attr-defined]
-    yield lw
+    harness.env.update({**fake_api.env(), **QUIET, "HOME": str(home), "LOOPWARDEN_CLAUDE": claude_bin})
+    harness.work = work  # type: ignore[attr-defined]
+    return harness
+
+
+@pytest.fixture
+def cc(lw: Harness, fake_api: FakeAnthropic, claude_bin: str, tmp_path: Path) -> Iterator[Harness]:
+    """The harness, set up so `loopwarden run --adapter claude-code` runs the real CLI on the fake API,
+    with a temporary HOME and working directory."""
+    yield on_the_fake_api(lw, fake_api, claude_bin, tmp_path)

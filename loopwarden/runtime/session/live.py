@@ -108,6 +108,7 @@ class LiveSession:
             reader.kept = True
             reader.consumed = partial(keeper.consumed, sid)
             writer.seq = lambda: reader.seq
+            writer.remember = reader.remember
         self.sampler = sampler = Sampler(process, health, journal, wake, clock)
         self.ticker = ticker = Ticker(health, journal, process, writer, sampler, interventions, tasks, wake, clock)
         self.controls = OperatorControls(spec, agent, health, journal, writer, process, interventions, ticker, tasks,

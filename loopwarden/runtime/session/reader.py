@@ -199,9 +199,21 @@ class OutputReader:
             err = base_err + pipe.bytes_read - len(pipe.splitter.buffer)
         memory = self.agent.adapter.memory()
         if (out, seq, err) != self._position or memory != self._memory:
-            self._position, self._memory = (out, seq, err), memory
-            self.journal.sink("position", {"out_offset": out, "out_seq": seq, "judged_seq": self.seq,
-                                           "err_offset": err, "memory": memory})
+            self._store_position(out, seq, err, memory)
+
+    def remember(self) -> None:
+        """A line is about to be written to a kept agent: what writing it changed in its adapter (a request id
+        given out, an answer sent, a message counted) is stored first, with the position stored last, so that the
+        next daemon recalls it even when the agent writes nothing more before this daemon dies."""
+        memory = self.agent.adapter.memory()
+        if memory != self._memory:
+            self._store_position(*self._position, memory)
+
+    def _store_position(self, out: int, seq: int, err: int, memory: dict[str, Any] | None) -> None:
+        """A kept agent's position and its adapter's memory, which covers the lines taken so far."""
+        self._position, self._memory = (out, seq, err), memory
+        self.journal.sink("position", {"out_offset": out, "out_seq": seq, "judged_seq": self.seq,
+                                       "err_offset": err, "memory": memory})
 
     def _wake_pump(self) -> None:
         self._wake.set()

@@ -53,6 +53,7 @@ class InputWriter:
         self.idle = True  # it waits for nothing but its wake-up, returned, or never started
         self.kept: InputPipe | None = None  # the keeper's frame connection, when the keeper holds the agent
         self.seq: Callable[[], int] = lambda: 0  # the stdout line a line queued now answers (the reader's)
+        self.remember: Callable[[], None] = lambda: None  # store the adapter's memory before a kept agent's line
         self.keeper: KeeperLink | None = None
         self.due: tuple[int, int] | None = None  # (store mark, stdout line seq) to tell the keeper once stored
 
@@ -78,6 +79,7 @@ class InputWriter:
             return
         self.journal.flush_rows()  # the mark below must cover the events this line answers
         if self.kept is not None:
+            self.remember()  # what writing changed in the adapter is stored before the line may reach the agent
             self._send_kept(self.kept, data, essential)
             return
         if data and not essential and self.out_bytes >= STDIN_OPTIONAL:
