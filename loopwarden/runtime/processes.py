@@ -183,8 +183,9 @@ class ProcessWatch:
         """How session `sid`'s processes are found and ended. A kept agent (`keeper`: its keeper's "PID.START")
         outlives the daemon: the guardian is not told of it, its mark names its keeper, it has no cgroup under the
         daemon's, and its orphans go to the keeper (found by their mark, not by walking the daemon's children)."""
-        if keeper is not None:
-            containment = Containment(sid, mark=f"{sid}@{keeper}", oom_score=self.agent_oom)
+        if keeper is not None:  # its orphans come back to the keeper, a child subreaper
+            containment = Containment(sid, mark=f"{sid}@{keeper}", daemon_pid=int(keeper.split(".")[0]),
+                                      oom_score=self.agent_oom)
         else:
             cgroup = self.cgroups.session(sid) if self.cgroups is not None else None
             containment = Containment(sid, mark=f"{sid}@{self.instance}", cgroup=cgroup, guard=self.guardian,

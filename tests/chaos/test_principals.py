@@ -103,8 +103,9 @@ def test_an_agent_is_refused_every_operator_command_and_nothing_changes(lw: Harn
              "setsid": rf"session {me} \(it descends from pid \d+, in the agent's process group\)",
              "daemonised": rf"a supervised session \(it descends from the loopwarden daemon, pid {daemon_pid}, "
                            r"as an agent's orphan does\)"}[mode]
-    if mode == "daemonised":
-        assert runner["ppid"] == daemon_pid  # the orphan did come back to the daemon
+    if mode == "daemonised":  # the orphan did come back: to the daemon, or to the keeper that holds the agent
+        keeper = lw.request("ping")["keeper"]
+        assert runner["ppid"] == (keeper["pid"] if keeper else daemon_pid)
     if mode != "direct":
         assert runner["sid"] == runner["runner"]  # it left the agent's session
     refused, allowed = results[:len(commands)], results[len(commands):]
@@ -362,6 +363,7 @@ def test_a_claude_code_tool_that_left_claudes_process_tree_is_still_refused(lw: 
 def test_a_daemon_of_any_profile_is_found_among_an_agents_ancestors(lw: Harness) -> None:
     sid = lw.launch(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="sleeper")
     pid = wait_for(lambda: lw.status(sid).get("pid"), what="the agent's pid")
-    daemon = lw.request("ping")["pid"]
-    assert daemon_ancestor(ancestry(pid)) == daemon  # found by its command line, whatever the agent's env says
+    ping = lw.request("ping")
+    nearest = ping["keeper"]["pid"] if ping["keeper"] else ping["pid"]  # a kept agent's parent is its keeper
+    assert daemon_ancestor(ancestry(pid)) == nearest  # found by its command line, whatever the agent's env says
     assert daemon_ancestor(ancestry(os.getpid())) is None  # the near miss: this test runs under no daemon

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -10,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from loopwarden.runtime.client import Client
+from loopwarden.runtime.keeper_wire import SOCKET_NAME
 from loopwarden.paths import Paths, default_paths
 from tests.support.paths import PY
 from tests.support.waiting import wait_for
@@ -134,6 +137,26 @@ class Harness:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait(5)
+        self._stop_keeper()
+
+    def _stop_keeper(self) -> None:
+        """The keeper, and any daemon it started after the test ended the harness's own: stopped too, with the
+        agents they hold (a stopped daemon tells its keeper to stop; a keeper told nothing is sent SIGTERM)."""
+        if not (self.paths.runtime / SOCKET_NAME).exists():
+            return
+        if self.paths.socket.exists():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.cli("stop-daemon", "--yes", timeout=30)
+        runtime = str(self.paths.runtime)
+        keepers = [p for p in psutil.process_iter(["cmdline"])
+                   if "loopwarden.runtime.keeper" in (p.info["cmdline"] or []) and runtime in p.info["cmdline"]]
+        for keeper in keepers:
+            with contextlib.suppress(psutil.Error):
+                keeper.terminate()
+        _, alive = psutil.wait_procs(keepers, timeout=15)
+        for keeper in alive:
+            with contextlib.suppress(psutil.Error):
+                keeper.kill()
 
 
 @pytest.fixture
