@@ -441,12 +441,12 @@ class Store:
         """Where a kept agent's stored output ends: (stdout offset, the stdout line seq there, the last stdout
         line seq whose events are stored, stderr offset); zeros before anything was stored."""
         with self._lock, store_errors(self.path):
-            row = self.db.execute("SELECT out_offset, out_seq, err_offset FROM positions WHERE session_id = ?",
-                                  [session_id]).fetchone()
+            row = self.db.execute("SELECT out_offset, out_seq, err_offset, judged_seq FROM positions"
+                                  " WHERE session_id = ?", [session_id]).fetchone()
             judged = self.db.execute(f"SELECT max(seq) FROM events WHERE id IN ({EVENT_IDS})",
                                      [session_id]).fetchone()[0]
-        out, seq, err = (int(v or 0) for v in row) if row else (0, 0, 0)
-        return out, seq, max(seq, int(judged or 0)), err
+        out, seq, err, taken = (int(v or 0) for v in row) if row else (0, 0, 0, 0)
+        return out, seq, max(seq, taken, int(judged or 0)), err
 
     def adapter_memory(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
         """What a kept agent's adapter knew at its last stored position (`Adapter.memory`), with the last stdout

@@ -104,7 +104,7 @@ def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness
 
     gate = opened_gate(kept)
     sid, gate_id = gate.split(":")
-    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "6") for _ in range(100)]
+    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "20") for _ in range(100)]
     wait_for(lambda: all(s["state"] == "running" for s in kept.request("list") if s["id"] in writers), 120,
              "every writer running", every=0.2)
     old = kept.request("ping")["pid"]

@@ -166,7 +166,7 @@ class LiveSession:
                                   taken.mid_line)
             pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
-            self.interventions.held.extend(taken.held)
+            self.reader.held_until_caught_up = list(taken.held)
             return pipes
         records = self.writer.records
         if records is not None:  # the session is stored before the keeper starts its agent: a next daemon finds it
@@ -193,6 +193,8 @@ class LiveSession:
                 writer.send(data)
             if close_stdin:
                 writer.send(b"")
+            if self.reader.seq >= self.reader.skip_until:  # taken up with no stored line to read again
+                self.reader.caught_up()
             tg.start_soon(self.ticker.run, name=f"{sid} _ticker")  # named: compiled methods have no __qualname__
             if self.agent.choosing:
                 tasks.start_other(self.reader.choose_if_silent, name=f"{sid} _choose_if_silent")

@@ -80,6 +80,7 @@ class OutputReader:
         # the keeper may forget a kept agent's unfinished stdout line from (its start, up to here)
         self.consumed: Callable[[int, int], None] | None = None
         self.mid_line = False  # a taken-up agent's stdout starts inside a line (its start was forgotten)
+        self.held_until_caught_up: list[tuple[ToolCall, Verdict | None]] = []  # (see caught_up)
 
     # ---- the pump task ----------------------------------------------------------
     async def pump(self, done: asyncio.Future[None]) -> None:
@@ -158,6 +159,16 @@ class OutputReader:
         `out` is inside line `seq` + 1, whose start the keeper had forgotten."""
         self.seq, self.skip_until, self.remembered, self.mid_line = seq, judged, remembered, mid_line
         self._bases = self._position = (out, seq, err)
+
+    def caught_up(self) -> None:
+        """A taken-up agent's stored lines were all read again, so its adapter knows the requests the calls held by
+        a pending gate wait on: they join the calls waiting for a gate now, and are answered at once if it was
+        decided meanwhile."""
+        held, self.held_until_caught_up = self.held_until_caught_up, []
+        if held:
+            self.interventions.held.extend(held)
+            if self.health.state != GATED:
+                self.interventions.after_gates()
 
     def _kept_progress(self) -> None:
         """Lines were judged: as for any session, and where the stored output ends goes to the store with them
@@ -288,6 +299,8 @@ class OutputReader:
         if seq <= self.skip_until:  # stored by an earlier daemon, and sent again by the keeper
             if seq > self.remembered and type(line) is bytes:  # ... after its adapter's memory: read, not judged
                 self.agent.adapter.reread(line, seq)
+            if seq == self.skip_until:
+                self.caught_up()
             return None
         if type(line) is bytes:
             typed_read = self.agent.typed_read
