@@ -611,6 +611,9 @@ class CodexAppServerAdapter(Adapter):
             return []
         if method == "thread/revert" and self.rewinding is not None:
             return self._reverted(error, seq)
+        if not method and error is None and isinstance(result.get("turn"), dict) and self.turn_id is None:
+            # a turn/start an earlier daemon sent after its last stored memory: that turn runs, stdin stays open
+            method, self.turn_over = "turn/start", False
         if method == "turn/start" and error is None:
             turn = result.get("turn")
             if self.turn_id is None and not self.turn_over and isinstance(turn, dict):

@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from loopwarden.runtime.session import group_alive
 from loopwarden.sessions.codex_app import CodexAppServerAdapter
 from loopwarden.supervisor import events as ev
-from tests.codex.fake_responses import FakeResponses, gated_until, stepping_until
+from tests.codex.fake_responses import FakeResponses, gated_until, run, stepping_until
 from tests.keeper.test_durable import ended, other_daemon
 from tests.support.daemon import Harness
 from tests.support.events import of_kind
 from tests.support.jsonl import json_lines
+from tests.support.processes import gone, process_with
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -112,6 +113,16 @@ def test_a_memory_stays_a_few_kib_however_long_the_texts() -> None:
     assert again.queued == adapter.queued  # owed to the model: first in the budget
     assert again.turn_inputs == adapter.turn_inputs[-1:]  # the newest turns whose input fits, whole
     assert all(len(t) == 3000 for _, inputs in again.turn_inputs for t in inputs)
+
+
+def test_a_turn_started_by_an_earlier_daemon_after_its_memory_keeps_stdin_open() -> None:
+    adapter = started()
+    adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"completed"}}}', 3)
+    again = through_json(adapter, held=set())  # then the earlier daemon started a turn, and died
+    again.parse_stdout(json.dumps({"id": adapter._ids + 1, "result": {"turn": {"id": "u2"}}}).encode(), 4)
+    assert again.replies(False) == [] and again.turn_id == "u2"
+    again.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u2","status":"completed"}}}', 5)
+    assert again.replies(False) == [b""]
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 63) - 1) | st.text(max_size=20),
@@ -228,3 +239,23 @@ def test_an_operators_text_steers_a_session_taken_up_mid_run(kept_cx: Harness, f
     assert [i["status"] for i in of_kind(lw, sid, "iteration")] == ["pass"], "not steered into the running turn"
     calls = [c["call_id"] for c in of_kind(lw, sid, "tool_call")]
     assert len(calls) == len(set(calls)) and calls == [r["call_id"] for r in of_kind(lw, sid, "tool_result")]
+
+
+def test_a_session_taken_up_during_a_command_is_killed_with_nothing_left(kept_cx: Harness,
+                                                                        fake_model: FakeResponses) -> None:
+    """The new daemon knows the thread it runs (its conversation, for a later `continue`), and an operator's kill
+    ends the session with nothing of it left running."""
+    lw = kept_cx
+    fake_model.play(run("sleep 600.75"), repeat=True, max_replies=5)
+    sid = start(lw, "wait a while")
+    sleeper = wait_for(lambda: process_with("sleep 600.75"), 60, "the command's sleeping process")
+    conversation = lw.status(sid)["conversation"]
+    assert conversation
+    kill_the_daemon(lw)
+    snap = lw.wait_state(sid, "running", timeout=60)
+    assert snap["conversation"] == conversation
+    lw.request("kill", session=sid, note="test")
+    snap = ended(lw, [sid], timeout=60)[sid]
+    assert (snap["state"], snap["termination"], snap["exit_code"]) == ("terminated", "operator", 0), snap
+    assert wait_for(lambda: gone(sleeper.pid), 15, "the command's process to be gone")
+    assert not group_alive(snap["pid"]) and process_with("sleep 600.75") is None
