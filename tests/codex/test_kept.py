@@ -22,7 +22,7 @@ from loopwarden.supervisor import events as ev
 from tests.codex.fake_responses import FakeResponses, gated_until, run, stepping_until
 from tests.keeper.test_durable import ended, other_daemon
 from tests.support.daemon import Harness
-from tests.support.events import of_kind
+from tests.support.events import of_kind, rules
 from tests.support.jsonl import json_lines
 from tests.support.processes import gone, process_with
 from tests.support.waiting import wait_for
@@ -219,6 +219,8 @@ def test_a_held_approval_is_answered_after_the_gate_by_the_daemon_that_took_it_u
     assert [r["call_id"] for r in of_kind(lw, sid, "tool_result")] == calls
     assert fake_model.received("GUIDANCE-9"), "the guidance never reached the model"
     assert of_kind(lw, sid, "iteration")[-1]["status"] == "pass"
+    # judged once: the escalation that opened the gate, then the approval's note
+    assert rules(lw.verdicts(sid)) == [("escalate", "model_escalation"), ("nudge", "operator")]
     assert not group_alive(snap["pid"])
 
 
