@@ -115,6 +115,20 @@ def test_a_memory_stays_a_few_kib_however_long_the_texts() -> None:
     assert all(len(t) == 3000 for _, inputs in again.turn_inputs for t in inputs)
 
 
+def test_a_rewind_under_way_when_the_daemon_died_retries_the_turn_after_it() -> None:
+    adapter = started()
+    (revert,) = json_lines(adapter.rewind_line(1, "GUIDE"))
+    adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"interrupted"}}}', 3)
+    again = through_json(adapter, held=set())
+    assert again.replies(False) == []  # the revert is not answered yet: stdin stays open
+    again.parse_stdout(json.dumps({"id": revert["id"], "result": {"thread": {"id": "t1"}}}).encode(), 4)
+    (retry,) = json_lines(b"".join(again.replies(False)))
+    assert retry["method"] == "turn/start" and [i["text"] for i in retry["params"]["input"]] == ["go", "GUIDE"]
+    again.parse_stdout(b'{"method":"turn/started","params":{"turn":{"id":"u2"}}}', 5)
+    (revert,) = json_lines(again.rewind_line(1, "AGAIN"))  # each turn's input came back: it can rewind again
+    assert revert["params"] == {"threadId": "t1", "beforeTurnId": "u2"}
+
+
 def test_a_turn_started_by_an_earlier_daemon_after_its_memory_keeps_stdin_open() -> None:
     adapter = started()
     adapter.parse_stdout(b'{"method":"turn/completed","params":{"turn":{"id":"u1","status":"completed"}}}', 3)
