@@ -92,6 +92,18 @@ def test_memory_comes_back_through_json_with_only_the_held_approval_waiting() ->
     assert again.replies(False) == [b""]
 
 
+def test_a_continued_session_remembers_its_resumed_thread() -> None:
+    adapter = CodexAppServerAdapter()
+    adapter.resume("t0", "NOTE")
+    adapter.command(["/bin/codex", "go"])
+    opened = json.loads(adapter.start_lines()[2])
+    assert opened["method"] == "thread/resume"
+    adapter.parse_stdout(json.dumps({"id": opened["id"], "result": {"thread": {"id": "t0"}}}).encode(), 1)
+    again = through_json(adapter, held=set())
+    assert (again.resuming, again.resume_state, again.conversation, again.thread_id) == ("t0", "accepted", "t0", "t0")
+    assert again.starting and again._starting_inputs == ["NOTE"]  # its turn/start is on its way
+
+
 def test_lines_read_again_leave_waiting_only_the_approvals_a_gate_holds() -> None:
     adapter = started()
     again = through_json(adapter, held={4})
@@ -148,7 +160,7 @@ _KEYS = st.sampled_from(["thread", "turn", "conversation", "resuming", "resume_s
                          "turn_inputs", "ids", "requests", "pending", "parser", "truncated", "preview"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(_KEYS, _JSON | st.fixed_dictionaries(
     {}, optional={"calls": _JSON, "judged": _JSON, "prompted": _JSON, "turns": _JSON, "reported": _JSON})),
     st.sets(st.integers(0, 10)))
