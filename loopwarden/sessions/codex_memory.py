@@ -85,7 +85,3 @@ def seq_key(key: Any) -> int | None:
         return key
     return int(key) if isinstance(key, str) and key.isdigit() and len(key) < 19 else None
 
-
-def newest(items: list[Any]) -> list[Any]:
-    """The last KEPT_ENTRIES items, newest last."""
-    return items[-KEPT_ENTRIES:]
