@@ -1,6 +1,6 @@
 """A kept Codex session: what its adapter remembers comes back through JSON whole and bounded, and a real `codex
 app-server` whose daemon was SIGKILLed is taken up by the next one (its held approval answered after the gate, an
-operator's text steered in)."""
+operator's text steered in, a kill)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def through_json(adapter: CodexAppServerAdapter, held: set[int]) -> CodexAppServ
 def test_memory_comes_back_through_json_with_only_the_held_approval_waiting() -> None:
     adapter = started()
     [held] = adapter.parse_stdout(approval_line(0, "call_a"), 3)
-    [answered] = adapter.parse_stdout(approval_line(1, "call_b"), 4)  # a gate holds the first; the second waits
+    [answered] = adapter.parse_stdout(approval_line(1, "call_b"), 4)  # a gate holds the first; the second is answered
     steer = json_lines(adapter.inject_line("STEER-1", "operator", "operator") or b"")
     assert [s["method"] for s in steer] == ["turn/steer"]
     again = through_json(adapter, held={3})
