@@ -280,8 +280,8 @@ def test_a_session_taken_up_during_a_command_is_killed_with_nothing_left(kept_cx
     conversation = lw.status(sid)["conversation"]
     assert conversation
     kill_the_daemon(lw)
-    snap = lw.wait_state(sid, "running", timeout=60)
-    assert snap["conversation"] == conversation
+    # known from the stored memory, or from the lines stored after it once they are read again
+    wait_for(lambda: lw.status(sid)["conversation"] == conversation, 30, "the conversation known again")
     lw.request("kill", session=sid, note="test")
     snap = ended(lw, [sid], timeout=60)[sid]
     assert (snap["state"], snap["termination"], snap["exit_code"]) == ("terminated", "operator", 0), snap
