@@ -20,6 +20,10 @@ A rewind (`rewind_line`) is `thread/revert {threadId, beforeTurnId}`: Codex ends
 resolves its open approvals and drops that turn and every later one from the model's history; once it
 answers, a `turn/start` retries the dropped turn's own input with loopwarden's guidance after it. Files
 the dropped turns changed stay changed (Codex reverts history only).
+
+The agent may outlive the daemon (`keepable`): `memory` is the thread and turn, the requests waiting for an answer
+both ways and the ids given out, so a later daemon answers an approval a gate still holds, steers the running turn
+and closes stdin when the turn ends, as the earlier one would have.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from ..supervisor import events as ev
@@ -36,6 +41,8 @@ from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
 from .base import Adapter, Capability, Handover, line
 from .codex import MAP_LIMIT, CodexParser, _int, _str
+from . import codex_memory as kept
+from .codex_memory import KEPT_ENTRIES, Budget
 from .recorded import RecordParser, invalid
 
 ENV_BINARY = "LOOPWARDEN_CODEX"
@@ -304,6 +311,23 @@ class AppServerParser(RecordParser):
             out.append(event)
         return out
 
+    def memory(self, budget: Budget) -> dict[str, Any]:
+        """What later lines depend on: the calls seen and not yet judged (the newest whose arguments fit `budget`),
+        the items judged at their approval and not yet done, the turns counted."""
+        calls = [[item_id, call.seq, call.tool, call.args]
+                 for item_id, call in islice(reversed(self._calls.items()), KEPT_ENTRIES) if budget.value(call.args)]
+        return {"calls": calls[::-1], "judged": list(islice(reversed(self._judged), KEPT_ENTRIES))[::-1],
+                "prompted": self.prompted, "turns": self.turns, "reported": self._reported}
+
+    def recall(self, memory: dict[str, Any]) -> None:
+        """`memory()` read back (values of the wrong type left out)."""
+        for item_id, seq, tool, args in kept.entries(memory.get("calls"), 4):
+            if isinstance(item_id, str) and isinstance(tool, str) and isinstance(args, dict):
+                self._calls[item_id] = ev.ToolCall(seq=kept.count(seq), tool=tool, args=args, call_id=item_id)
+        self._judged = dict.fromkeys(kept.texts(memory.get("judged"))[-KEPT_ENTRIES:])
+        self.prompted, self._reported = kept.flag(memory.get("prompted")), kept.flag(memory.get("reported"))
+        self.turns = kept.count(memory.get("turns"))
+
 
 def _remember(table: dict[str, Any], key: str, value: Any = None) -> None:
     table[key] = value
@@ -348,6 +372,7 @@ class CodexAppServerAdapter(Adapter):
     stop_grace = 3.0  # after the interrupt and the end of stdin, seconds for the app-server to exit by itself
     replay_format = "codex-app-server"  # what `codex app-server` writes on its stdout
     resumes = True  # `thread/resume {threadId}`
+    keepable = True  # `memory` holds what its events do not say (the thread, the requests waiting both ways)
 
     def __init__(self) -> None:
         super().__init__()
@@ -369,6 +394,9 @@ class CodexAppServerAdapter(Adapter):
         self._requests: dict[int, tuple[str, str | None]] = {}  # our request id -> (method, steer text)
         self._pending: dict[int, Any] = {}  # approval line seq -> Codex's request id, until answered
         self._replies: list[bytes] = []
+        self._held: set[int] = set()  # after a take-up: the approvals' seqs a gate still holds (`recall`)
+        self._id_gap = 0  # ... and the request ids the first request of this daemon skips
+        self._rereading = False  # a line an earlier daemon answered is read again: what it owed was sent then
 
     @property
     def can_inject(self) -> bool:
@@ -394,6 +422,8 @@ class CodexAppServerAdapter(Adapter):
         return AppServerParser().parse_line
 
     def _request(self, method: str, params: dict[str, Any], text: str | None = None) -> bytes:
+        if self._id_gap and not self._rereading:  # none of them collides with one an earlier daemon sent
+            self._ids, self._id_gap = self._ids + self._id_gap, 0
         self._ids += 1
         self._requests[self._ids] = (method, text)
         while len(self._requests) > MAP_LIMIT:
@@ -444,6 +474,67 @@ class CodexAppServerAdapter(Adapter):
     def _steer(self, text: str) -> bytes:
         return self._request("turn/steer", {"threadId": self.thread_id, "expectedTurnId": self.turn_id,
                                             "input": [_text(text)]}, text)
+
+    # ---- kept across daemons ----------------------------------------------------
+    def memory(self) -> dict[str, Any] | None:
+        """The thread and turn, where the protocol stands, the requests waiting for an answer both ways, the ids
+        given out, the texts still to send and each turn's input (for a rewind), bounded (see codex_memory.py)."""
+        budget = Budget()
+        queued = [t for t in self.queued[:KEPT_ENTRIES] if budget.text(t) is not None]
+        rewinding = None
+        if self.rewinding is not None:
+            inputs, guidance = self.rewinding
+            budget.spend(len(guidance))  # owed to the model: kept whatever its length
+            rewinding = [budget.texts(inputs[:KEPT_ENTRIES]) or [], guidance]
+        starting = budget.texts(self._starting_inputs[:KEPT_ENTRIES]) or []
+        waiting = list(self._requests.items())[-KEPT_ENTRIES:]
+        requests = [[rid, method, budget.text(said)] for rid, (method, said) in waiting]
+        turns: list[list[Any]] = []
+        for turn_id, inputs in reversed(self.turn_inputs[-KEPT_ENTRIES:]):  # the newest turns whose input fits
+            if budget.texts([turn_id, *inputs[:KEPT_ENTRIES]]) is None:
+                break
+            turns.insert(0, [turn_id, inputs[:KEPT_ENTRIES]])
+        return {"thread": self.thread_id, "turn": self.turn_id, "conversation": self.conversation,
+                "resuming": self.resuming, "resume_state": self.resume_state, "model": self.model,
+                "failure": self.failure, "handshake": self.handshake, "starting": self.starting,
+                "turn_over": self.turn_over, "closed": self.closed, "queued": queued, "rewinding": rewinding,
+                "starting_inputs": starting, "turn_inputs": turns, "ids": self._ids, "requests": requests,
+                "pending": {str(seq): rid for seq, rid in list(self._pending.items())[-KEPT_ENTRIES:]},
+                "parser": self.parser.memory(budget)}
+
+    def recall(self, memory: dict[str, Any], held: set[int]) -> None:
+        """`memory()` read back; of the approvals it lists, those `held` still wait for their answer."""
+        get = memory.get
+        self.thread_id, self.turn_id, self.model = (kept.text(get(k)) for k in ("thread", "turn", "model"))
+        self.conversation = kept.text(get("conversation")) or self.conversation
+        self.resuming, self.resume_state = kept.text(get("resuming")), kept.text(get("resume_state"))
+        self.failure, self.handshake = kept.text(get("failure")), kept.flag(get("handshake"), default=True)
+        self.starting, self.turn_over, self.closed = (kept.flag(get(k)) for k in ("starting", "turn_over", "closed"))
+        self.queued, self._starting_inputs = kept.texts(get("queued")), kept.texts(get("starting_inputs"))
+        self.turn_inputs = [(turn_id, kept.texts(inputs)) for turn_id, inputs in kept.entries(get("turn_inputs"), 2)
+                            if kept.text(turn_id)]
+        rewinding = get("rewinding")
+        if isinstance(rewinding, list) and len(rewinding) == 2 and kept.text(rewinding[1]):
+            self.rewinding = (kept.texts(rewinding[0]), rewinding[1])
+        self._requests = {rid: (method, kept.text(said)) for rid, method, said in kept.entries(get("requests"), 3)
+                          if kept.count(rid) and kept.text(method)}
+        self._ids = max(kept.count(get("ids")), *self._requests, 0)
+        pending = get("pending")
+        for key, value in pending.items() if isinstance(pending, dict) else ():
+            seq, rid = kept.seq_key(key), kept.request_id(value)
+            if seq in held and rid is not None:
+                self._pending[seq] = rid
+        self._held, self._id_gap = held, kept.ID_GAP
+        parser = get("parser")
+        self.parser.recall(parser if isinstance(parser, dict) else {})
+
+    def reread(self, raw: bytes, seq: int) -> None:
+        """(see Adapter.reread) An approval read again waits for its answer only if a gate still holds it."""
+        self._rereading = True
+        super().reread(raw, seq)
+        self._rereading = False
+        if seq not in self._held:
+            self._pending.pop(seq, None)
 
     # ---- reading ------------------------------------------------------------
     def parse_stdout(self, raw: bytes, seq: int) -> list[ev.Event]:
@@ -520,6 +611,9 @@ class CodexAppServerAdapter(Adapter):
             return []
         if method == "thread/revert" and self.rewinding is not None:
             return self._reverted(error, seq)
+        if not method and error is None and isinstance(result.get("turn"), dict) and self.turn_id is None:
+            # a turn/start an earlier daemon sent after its last stored memory: that turn runs, stdin stays open
+            method, self.turn_over = "turn/start", False
         if method == "turn/start" and error is None:
             turn = result.get("turn")
             if self.turn_id is None and not self.turn_over and isinstance(turn, dict):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +97,29 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 def calls_made(body: dict[str, Any]) -> int:
     """How many function calls the model made so far in this request's history."""
     return sum(1 for i in items(body) if i.get("type") in ("function_call", "custom_tool_call"))
+
+
+# ---- scripts more than one test plays ------------------------------------------
+
+def gated_until(fake: FakeResponses, word: str, cmd: str) -> Callable[[dict[str, Any]], Reply]:
+    """The first request fails (with `escalation.failures_at_top=1` a gate opens and holds the next call), then
+    the model runs `cmd` until a request carries `word`, and ends."""
+    def script(body: dict[str, Any]) -> Reply:
+        if len(fake.requests()) == 1:
+            return http_error(500)
+        if any(word in t for t in user_texts(body)):
+            return say("Understood. Done.")
+        return run(cmd)
+    return script
+
+
+def stepping_until(word: str) -> Callable[[dict[str, Any]], Reply]:
+    """A model that runs a short command after another until a request carries `word` (steered in), then ends."""
+    def script(body: dict[str, Any]) -> Reply:
+        if any(word in t for t in user_texts(body)):
+            return say("Steered. Done.")
+        return run(f"sleep 0.4; echo step-{calls_made(body)}")
+    return script
 
 
 # ---- the server ------------------------------------------------------------------

@@ -18,11 +18,12 @@ from tests.codex.fake_responses import (
     Reply,
     add_file,
     calls_made,
+    gated_until,
     http_error,
     outputs,
     run,
     say,
-    user_texts,
+    stepping_until,
 )
 from tests.support.daemon import Harness
 from tests.support.events import of_kind, rules
@@ -85,14 +86,8 @@ def test_a_looping_model_is_declined_with_its_reason_then_terminated(cx: Harness
 
 def test_a_gate_holds_the_approval_and_its_guidance_reaches_the_model(cx: Harness,
                                                                       fake_model: FakeResponses) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if len(fake_model.requests()) == 1:
-            return http_error(500)  # the first turn fails: with failures_at_top=1 a human is called
-        if any("GUIDANCE-7" in t for t in user_texts(body)):
-            return say("Understood. Done.")
-        return run("touch held-marker")
-
-    fake_model.play(script, max_replies=20)
+    # the first turn fails: with failures_at_top=1 a human is called
+    fake_model.play(gated_until(fake_model, "GUIDANCE-7", "touch held-marker"), max_replies=20)
     sid = start(cx, "make a marker", sets=("escalation.models=gpt-5.5", "escalation.failures_at_top=1"))
     snap = cx.wait_state(sid, "gated", timeout=60)
     gate = f"{sid}:{snap['pending_gates'][0]}"
@@ -112,12 +107,7 @@ def test_a_gate_holds_the_approval_and_its_guidance_reaches_the_model(cx: Harnes
 
 
 def test_operator_text_steers_the_running_turn(cx: Harness, fake_model: FakeResponses) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if any("STEER-5" in t for t in user_texts(body)):
-            return say("Steered. Done.")
-        return run(f"sleep 0.4; echo step-{calls_made(body)}")
-
-    fake_model.play(script, max_replies=40)
+    fake_model.play(stepping_until("STEER-5"), max_replies=40)
     sid = start(cx, "keep stepping")
     wait_for(lambda: of_kind(cx, sid, "tool_result"), 30, "the first result")
     cx.request("inject", session=sid, text="STEER-5 stop stepping")
