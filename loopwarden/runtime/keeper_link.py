@@ -45,6 +45,7 @@ class KeeperLink:
         self._exits: dict[str, asyncio.Future[tuple[int, str | None]]] = {}
         self._listen: asyncio.Task[None] | None = None
         self.lost = False  # the connection closed under us
+        self._told = bytearray()  # `tell` lines of this pass of the event loop, written together at its end
         self.answers_dropped = 0  # stdin lines an earlier daemon queued for lines the store never got
 
     # ---- connecting -----------------------------------------------------------------------
@@ -124,6 +125,7 @@ class KeeperLink:
         rid = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = future
+        self._write_told()  # in the order they were made
         self.writer.write(wire.encode({"op": op, "id": rid, **fields}))
         try:
             with anyio.fail_after(REQUEST_WAIT):
@@ -137,9 +139,17 @@ class KeeperLink:
         return reply
 
     def tell(self, op: str, **fields: Any) -> None:
-        """A request whose answer nobody waits for (what is stored)."""
+        """A request whose answer nobody waits for (what is stored). Those made in one pass of the event loop (the
+        sessions whose lines one commit stored) go in one write, which the keeper reads in one wake-up."""
         if self.writer is not None and not self.lost:
-            self.writer.write(wire.encode({"op": op, **fields}))
+            if not self._told:
+                asyncio.get_running_loop().call_soon(self._write_told)
+            self._told += wire.encode({"op": op, **fields})
+
+    def _write_told(self) -> None:
+        if self._told and self.writer is not None and not self.lost:
+            self.writer.write(bytes(self._told))
+        self._told.clear()
 
     async def spawn(self, sid: str, argv: list[str], env: dict[str, str], cwd: str | None, *,
                     max_runtime: float | None, grace: float) -> int:
@@ -210,6 +220,7 @@ class KeeperLink:
             await self.request("bye")
 
     async def aclose(self) -> None:
+        self._write_told()
         if self._listen is not None:
             self._listen.cancel()
         if self.writer is not None:

@@ -52,6 +52,7 @@ class Keeping:
         # what taking up an earlier daemon's agents cost: output read again, output lost (the keeper had let go
         # of what the store never got), answers to lines the store never got (those lines are judged again)
         self.took = {"taken_up": 0, "resent_bytes": 0, "lost_bytes": 0}
+        self.unknown: list[str] = []  # kept agents the store does not know (stopped)
 
     async def open(self) -> None:
         """Reach the keeper when agents are to be kept, or when one runs (it holds an earlier daemon's agents)."""
@@ -137,8 +138,7 @@ class Keeping:
                 continue
             if row is None or position is None:
                 self.log(f"keeper: session {sid} is not in the store; its agent is stopped")
-                with contextlib.suppress(KeeperError):
-                    self.link.tell("signal", sid=sid, sig=15)  # type: ignore[union-attr]
+                self.unknown.append(sid)
                 continue
             stored = row.get("snapshot")
             snap: dict[str, Any] = stored if isinstance(stored, dict) else {}
@@ -182,7 +182,10 @@ class Keeping:
         if store is None or self.link is None:
             return
         known = adapters()
-        for spec, config, name, taken, first, memory in await anyio.to_thread.run_sync(self.taken_up, store):
+        found = await anyio.to_thread.run_sync(self.taken_up, store)
+        for sid in self.unknown:
+            self.link.tell("signal", sid=sid, sig=15)
+        for spec, config, name, taken, first, memory in found:
             adapter = known.get(name, known["plain"])()
             adapter.taken_up(first)
             try:
