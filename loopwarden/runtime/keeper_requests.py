@@ -95,6 +95,13 @@ class Requests:
             self.keeper.pump(agent)
         return {}
 
+    def limit(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The operator changed a session's max_runtime: the keeper's own deadline follows."""
+        agent = self.keeper.agents.get(str(message.get("sid")))
+        if agent is not None:
+            agent.limit(message.get("max_runtime"))
+        return {}
+
     def take(self, message: dict[str, Any]) -> dict[str, Any]:
         """A new daemon takes a session up, having stored its stdout up to line `seq`: stdin frames an earlier
         daemon queued for later lines are dropped (it reads and judges those lines again, and answers them)."""
@@ -115,7 +122,7 @@ class Requests:
 _HANDLERS: dict[str, Callable[[Requests, dict[str, Any]], dict[str, Any]]] = {
     "hello": Requests.hello, "bye": Requests.bye, "shutdown": Requests.shutdown, "spawn": Requests.spawn,
     "signal": Requests.signal, "stored": Requests.stored, "take": Requests.take, "release": Requests.release,
-    "consumed": Requests.consumed,
+    "consumed": Requests.consumed, "limit": Requests.limit,
 }
 
 

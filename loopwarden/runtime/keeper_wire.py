@@ -19,6 +19,7 @@ Control requests (daemon -> keeper), each answered by one line with the same "id
     stored {sid, out: [OFFSET, SEQ], err: OFFSET}    everything up to there is stored: the keeper forgets it, and
                                                 stdin frames answering lines up to SEQ go to the agent
     stored {sid, seq: SEQ}                      stdout lines up to SEQ are stored: their stdin frames go
+    limit {sid, max_runtime}                    the agent's max_runtime changed (seconds from its start, or null)
     consumed {sid, line: OFFSET, upto: OFFSET}  the daemon read an unfinished stdout line starting at LINE up to
                                                 UPTO: forgotten once everything before LINE is
     release {sid}                               the session is over for the daemon: the keeper forgets it

@@ -205,6 +205,13 @@ class KeptAgent:
         self.term_sent: float | None = None  # monotonic time of the SIGTERM the keeper sent
         self.reported = False  # the daemon was told it exited
 
+    def limit(self, max_runtime: object) -> None:
+        """Its max_runtime (seconds from its start; none when not a positive number) is now `max_runtime`."""
+        if isinstance(max_runtime, (int, float)) and not isinstance(max_runtime, bool) and max_runtime > 0:
+            self.deadline = time.monotonic() + (self.started + max_runtime - time.time())
+        else:
+            self.deadline = None
+
     def signal(self, sig: int, group: bool = True) -> None:
         try:
             if group:

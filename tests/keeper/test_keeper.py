@@ -173,6 +173,25 @@ def test_max_runtime_is_enforced_with_no_daemon(runtime: Path, keeper: subproces
     assert session["code"] == -signal.SIGTERM
 
 
+def test_a_max_runtime_changed_later_moves_the_keepers_own_deadline(runtime: Path,
+                                                                      keeper: subprocess.Popen[bytes]) -> None:
+    """`loopwarden set limits.max_runtime` on a kept session: the keeper's deadline follows, later or sooner."""
+    control = Control(runtime)
+    control.hello()
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+    later = spawn(control, "s1", sleep, max_runtime=1.0, grace=1.0)
+    sooner = spawn(control, "s2", sleep, max_runtime=600.0, grace=1.0)
+    control.ask("limit", sid="s1", max_runtime=600.0)
+    control.ask("limit", sid="s2", max_runtime=1.0)
+    control.close()
+    wait_for(lambda: gone(sooner), 20, "the agent whose max_runtime was cut to end")
+    assert not gone(later)  # its first deadline passed long ago
+    control = Control(runtime)
+    reasons = {s["sid"]: s["reason"] for s in control.hello()}
+    assert reasons == {"s1": None, "s2": "max_runtime"}
+    control.ask("signal", sid="s1", sig=signal.SIGKILL)
+
+
 def test_a_dead_daemon_is_started_again_and_only_then_are_agents_stopped(runtime: Path) -> None:
     """A daemon that never comes back: the keeper starts it RESTARTS times, then stops its agents and exits."""
     starts = runtime / "starts"

@@ -40,6 +40,7 @@ class OperatorControls:
         """New limits from `loopwarden set`: the engine takes them, the ticker wakes (a deadline moved)."""
         given = inputs.reconfigured(self.health.config, config)
         self.health.reconfigure(config)
+        self.process.kept_limits(config.limits.max_runtime, config.limits.kill_grace)
         self.journal.took(given, self.clock())
         self.wake.set()
         self.journal.publish()

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 import anyio
 from anyio.abc import Process
@@ -30,7 +30,7 @@ from .controls import OperatorControls
 from .interventions import Interventions
 from .journal import Journal
 from .judge import Judge
-from .process import AgentProcess, KeptProcess, Pipes
+from .process import AgentProcess, KeptProcess, Pipes, keeper_deadline
 from .reader import OutputReader
 from .recovery import Recovery
 from .sampling import Sampler
@@ -42,7 +42,6 @@ from .view import SnapshotView
 from .writer import InputWriter
 
 
-KEEPER_MARGIN: Final = 30.0  # seconds past max_runtime and its grace the keeper ends the agent itself (no daemon)
 
 
 @dataclass(frozen=True)
@@ -172,9 +171,9 @@ class LiveSession:
         if records is not None:  # the session is stored before the keeper starts its agent: a next daemon finds it
             await records.durable(self.spec.id, records.mark(self.spec.id))
         limits = self.config.limits
-        grace = limits.kill_grace
-        deadline = limits.max_runtime + grace + KEEPER_MARGIN if limits.max_runtime else None
-        return await process.launch_kept(keeper, argv, env, self.spec.cwd, max_runtime=deadline, grace=grace)
+        return await process.launch_kept(keeper, argv, env, self.spec.cwd,
+                                         max_runtime=keeper_deadline(limits.max_runtime, limits.kill_grace),
+                                         grace=limits.kill_grace)
 
     async def _supervise(self, close_stdin: bool) -> None:
         self.writer.ready = anyio.Event()

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import Final
 
 import anyio
 from anyio.abc import Process
@@ -17,6 +18,14 @@ from ..keeper_link import KeeperLink
 from ..procfs import ProcTable, read_stat
 from .journal import Journal
 
+
+
+KEEPER_MARGIN: Final = 30.0  # seconds past max_runtime and its grace the keeper ends the agent itself (no daemon)
+
+
+def keeper_deadline(max_runtime: float, grace: float) -> float | None:
+    """Seconds from a kept agent's start after which the keeper ends it even while no daemon watches; None: never."""
+    return max_runtime + grace + KEEPER_MARGIN if max_runtime else None
 
 class Pipes:
     """Our ends of the agent's pipes, until its reader and writer take them."""
@@ -107,6 +116,11 @@ class AgentProcess:
         self.process = KeptProcess(keeper, self.sid, pid)
         self._running(pid)
         return await self.attach_kept(keeper)
+
+    def kept_limits(self, max_runtime: float, grace: float) -> None:
+        """A kept agent's limits changed (`loopwarden set`): the keeper's own deadline for it follows."""
+        if self.keeper is not None:
+            self.keeper.tell("limit", sid=self.sid, max_runtime=keeper_deadline(max_runtime, grace))
 
     async def take_up(self, keeper: KeeperLink, pid: int, started_at: float | None, out: int, judged: int,
                       err: int) -> Pipes:
