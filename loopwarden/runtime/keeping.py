@@ -158,7 +158,8 @@ class Keeping:
             remembered, recalled = memory if memory is not None else (judged, {})
             forgot = _base(kept, "out")  # past a stored line's start: the daemon that read it died inside it
             taken = TakenUp(int(kept["pid"]), row.get("started_at"), max(out, forgot), seq, judged, err,
-                            remembered=max(seq, min(remembered, judged)), mid_line=forgot > out)
+                            remembered=max(seq, min(remembered, judged)), mid_line=forgot > out,
+                            tool_calls=store.tool_calls(sid))
             found.append((spec, config, spec.adapter, taken, _events(first), recalled))
         return found
 

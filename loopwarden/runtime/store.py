@@ -496,6 +496,13 @@ class Store:
             n: int = next(iter(self.db.query(sql, params)))["n"]
             return n
 
+    def tool_calls(self, session_id: str) -> int:
+        """How many tool calls of a session are stored."""
+        with self._lock, store_errors(self.path):
+            row = self.db.execute(f"SELECT count(*) FROM events WHERE id IN ({EVENT_IDS}) AND kind = 'tool_call'",
+                                  [session_id]).fetchone()
+        return int(row[0])
+
     def last(self, table: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` events or verdicts of a session, oldest first."""
         if table not in ("events", "verdicts"):

@@ -72,6 +72,7 @@ def test_a_daemon_killed_mid_flood_is_replaced_and_takes_every_agent_up(kept: Ha
     for sid in sids:
         assert snaps[sid]["state"] == "exited" and snaps[sid]["exit_code"] == 0, snaps[sid]
         assert tool_calls(kept, sid) == [f"e{i}" for i in range(1, calls + 1)]  # each once, in order
+        assert snaps[sid]["tool_calls"] == calls  # counted across the take-up
         judged = [v for v in kept.verdicts(sid) if v["action"] in ("allow", "nudge", "block")]
         assert len(judged) <= calls  # never judged twice (allowed calls may have no verdict row)
 

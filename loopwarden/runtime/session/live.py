@@ -58,6 +58,7 @@ class TakenUp:
     held: tuple[tuple[ToolCall, Verdict | None], ...] = ()  # calls a pending gate holds, with their block
     remembered: int = 0  # the last line seq its adapter's stored memory covers (`Adapter.recall`)
     mid_line: bool = False  # `out` is inside the line after `seq` (the keeper forgot that line's start)
+    tool_calls: int = 0  # its tool calls stored so far
 
 
 class LiveSession:
@@ -166,6 +167,7 @@ class LiveSession:
             pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
             self.reader.held_until_caught_up = list(taken.held)
+            self.judge.tool_calls = taken.tool_calls
             return pipes
         records = self.writer.records
         if records is not None:  # the session is stored before the keeper starts its agent: a next daemon finds it
