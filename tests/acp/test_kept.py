@@ -130,3 +130,18 @@ def test_a_permission_request_read_again_that_no_gate_holds_was_answered() -> No
     assert again.verdict_line(ev.ToolCall(seq=4, tool="other", args={"title": "ls"}), None) is None
     again.parse_stdout(line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}), 5)
     assert again.replies(False) == [CLOSE]
+
+
+def test_the_memory_stays_small_whatever_the_agent_sends() -> None:
+    adapter = started()
+    for n in range(100):
+        permission(adapter, 100 + n, 10 + n)
+        adapter.parse_stdout(upd(sessionUpdate="tool_call", toolCallId=f"u{n}", title="edit", kind="edit",
+                                 rawInput={"text": "x" * 10_000}), 200 + n)
+    adapter.parse_stdout(upd(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "m" * 60_000}), 400)
+    for _ in range(20):
+        adapter.inject_line("n" * 5_000, "operator", "operator")
+    memory = adapter.memory()
+    assert len(orjson.dumps(memory)) < 16 * 1024
+    again = taken_up(stored(memory), {10, 100, 109})  # permission requests at seqs 10 to 109: the newest 16 kept
+    assert set(again.memory()["pending"]) == {"100", "109"}  # type: ignore[index]

@@ -60,6 +60,23 @@ def test_a_permission_request_held_by_a_gate_is_answered_by_the_next_daemon(
     assert gone(snap["pid"]) and not group_alive(snap["pid"])
 
 
+def test_a_session_taken_up_on_a_gate_is_stopped_and_its_held_request_answered(
+        kept_gm: Harness, fake_gemini: FakeGemini) -> None:
+    """Killed after take-up, the held permission request is answered `cancelled` with the turn's cancel, and
+    Gemini ends the turn and exits by itself (it would wait forever on an unanswered request)."""
+    fake_gemini.play(escalating_script(fake_gemini), max_replies=40)
+    sid = start(kept_gm, "loop please", sets=GATING)
+    held_call(kept_gm, sid)
+    assert killed_and_taken_up(kept_gm, sid)["state"] == "gated"
+    kept_gm.request("kill", session=sid, note="test")
+    snap = ended(kept_gm, [sid], timeout=60)[sid]
+    assert (snap["state"], snap["termination"], snap["exit_code"]) == ("terminated", "operator", 0), snap
+    assert of_kind(kept_gm, sid, "iteration")[-1]["error"] == "stopReason cancelled"
+    assert not (kept_gm.work / "held-marker").exists()  # type: ignore[attr-defined]
+    stored_once(kept_gm, sid)
+    assert gone(snap["pid"]) and not group_alive(snap["pid"])
+
+
 SLEEP = "sleep 4.25"  # long enough to kill the daemon and take the session up while it runs
 
 
