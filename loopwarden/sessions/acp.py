@@ -374,6 +374,7 @@ class AcpAdapter(Adapter):
         self.loading = False  # a session/load is unanswered: the history it replays is not this run's events
         self.resuming_as = acp_agents.Resuming()  # what the agent needs beyond the protocol to continue
         self._held: set[int] = set()  # taken up: the permission requests' seqs a gate still holds
+        self._started_only = False  # taken up with no memory stored: the agent was sent its start lines alone
 
     @property
     def can_inject(self) -> bool:
@@ -423,6 +424,9 @@ class AcpAdapter(Adapter):
         known = acp_agents.agent_of(agent, {})
         self.agent = known.name if known is not None else "acp"  # shown as the session's agent kind
         self.resuming_as = known.resuming if known is not None else acp_agents.Resuming()
+        if self._started_only:  # taken up with no memory: what the earlier daemon sent it first, known again
+            self._started_only = False
+            self.start_lines()
         return agent
 
     def start_lines(self) -> list[bytes]:
@@ -657,8 +661,13 @@ class AcpAdapter(Adapter):
         return acp_kept.memory(self)
 
     def recall(self, memory: dict[str, Any], held: set[int]) -> None:
+        """A memory never taken (the earlier daemon died before it stored any position, or one the store could not
+        keep whole): the agent was sent `initialize` and nothing else that the store does not show."""
         self._held = set(held)
-        acp_kept.recall(self, memory, held)
+        if acp_kept.taken(memory):
+            acp_kept.recall(self, memory, held)
+        else:
+            self._started_only = True
 
     def reread(self, raw: bytes, seq: int) -> None:
         """Also what the earlier daemon sent meanwhile unasked; a permission request no gate holds was answered."""

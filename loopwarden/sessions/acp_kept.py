@@ -107,6 +107,11 @@ def _args(args: dict[str, Any]) -> dict[str, Any]:
 
 # ---- recalling it ------------------------------------------------------------------------
 
+def taken(memory: dict[str, Any]) -> bool:
+    """Whether `memory` is one `memory()` took (not nothing, nor a document the store replaced as too large)."""
+    return "ids" in memory
+
+
 def recall(adapter: AcpAdapter, memory: dict[str, Any], held: set[int]) -> None:
     """The adapter as `memory` says it was; of its permission requests only those `held` still wait."""
     for name in NAMES:

@@ -145,3 +145,17 @@ def test_the_memory_stays_small_whatever_the_agent_sends() -> None:
     assert len(orjson.dumps(memory)) < 16 * 1024
     again = taken_up(stored(memory), {10, 100, 109})  # permission requests at seqs 10 to 109: the newest 16 kept
     assert set(again.memory()["pending"]) == {"100", "109"}  # type: ignore[index]
+
+
+@pytest.mark.parametrize("memory", [{}, {"truncated": True, "chars": 99999, "preview": "{"}], ids=["none", "too large"])
+def test_without_a_memory_the_agent_was_sent_its_start_alone(memory: dict[str, Any]) -> None:
+    """The earlier daemon died before it stored a position: its `initialize` is answered to the next daemon, which
+    goes on from there (the session, then the prompt)."""
+    again = taken_up(memory, set())
+    again.parse_stdout(line({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}}), 1)
+    [new] = json_lines(b"".join(again.replies(False)))
+    assert (new["id"], new["method"]) == (2, "session/new")
+    events = again.parse_stdout(line({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s9"}}), 2)
+    assert events == [ev.UserMessage(seq=2, text="go")]
+    [prompt] = json_lines(b"".join(again.replies(False)))
+    assert prompt["method"] == "session/prompt" and prompt["params"]["sessionId"] == "s9"  # type: ignore[index]

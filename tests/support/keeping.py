@@ -12,15 +12,21 @@ from tests.support.events import of_kind
 from tests.support.waiting import wait_for
 
 
-def killed_and_taken_up(lw: Harness, sid: str) -> dict[str, Any]:
-    """SIGKILL the daemon; once the keeper's next daemon answers and has taken the session up, its snapshot."""
+def killed_and_taken_up(lw: Harness, sid: str, how: str = "sigkill") -> dict[str, Any]:
+    """SIGKILL the daemon (or `how` = "restart-daemon": hand it over); once the keeper's next daemon answers and has
+    taken the session up, its snapshot."""
     assert lw.daemon is not None
     old = lw.daemon.pid
-    os.kill(old, signal.SIGKILL)
-    lw.daemon.wait()
+    if how == "restart-daemon":
+        done = lw.cli("restart-daemon", "--yes")
+        assert done.returncode == 0 and "1 kept sessions taken up" in done.stdout, done
+    else:
+        os.kill(old, signal.SIGKILL)
+        lw.daemon.wait()
     other_daemon(lw, old)
     wait_for(lambda: lw.request("ping")["keeper"]["taken_up"] == 1, 30, "the session taken up")
-    return dict(lw.status(sid))
+    return dict(wait_for(lambda: (snap := lw.status(sid))["state"] != "starting" and snap, 30,
+                         "the session supervised again"))
 
 
 def stored_once(lw: Harness, sid: str) -> list[dict[str, Any]]:
