@@ -186,8 +186,9 @@ class KeeperLink:
         return sock.detach()
 
     async def exit_code(self, sid: str) -> tuple[int, str | None]:
-        """Wait until the keeper says the agent exited: its exit code, and why the keeper ended it (if it did)."""
-        return await self._exit_future(sid)
+        """Wait until the keeper says the agent exited: its exit code, and why the keeper ended it (if it did).
+        A wait given up (a stop's grace) leaves the exit to the next wait: the future is shared, never cancelled."""
+        return await asyncio.shield(self._exit_future(sid))
 
     async def take(self, sid: str, seq: int) -> dict[str, Any]:
         """Take a session up, its stdout stored up to line `seq` (frames queued for later lines are dropped, and

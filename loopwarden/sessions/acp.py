@@ -37,7 +37,7 @@ import orjson
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
-from . import acp_agents
+from . import acp_agents, acp_kept
 from .base import Adapter, Capability, Handover, line
 from .recorded import RecordParser, invalid
 
@@ -347,6 +347,7 @@ class AcpAdapter(Adapter):
     stop_grace = 1.5  # after the cancel and the end of stdin, seconds for the agent to exit by itself
     replay_format = "acp"  # what an ACP agent writes on its stdout
     resumes = True  # `session/resume` or `session/load`, where the agent advertises one in `initialize`
+    keepable = True  # what it knows of the protocol comes back from its memory (sessions/acp_kept.py)
 
     def __init__(self) -> None:
         super().__init__()
@@ -372,6 +373,8 @@ class AcpAdapter(Adapter):
         self.resuming: str | None = None  # the session a continue loads or resumes, instead of a session/new
         self.loading = False  # a session/load is unanswered: the history it replays is not this run's events
         self.resuming_as = acp_agents.Resuming()  # what the agent needs beyond the protocol to continue
+        self._held: set[int] = set()  # taken up: the permission requests' seqs a gate still holds
+        self._started_only = False  # taken up with no memory stored: the agent was sent its start lines alone
 
     @property
     def can_inject(self) -> bool:
@@ -421,6 +424,9 @@ class AcpAdapter(Adapter):
         known = acp_agents.agent_of(agent, {})
         self.agent = known.name if known is not None else "acp"  # shown as the session's agent kind
         self.resuming_as = known.resuming if known is not None else acp_agents.Resuming()
+        if self._started_only:  # taken up with no memory: what the earlier daemon sent it first, known again
+            self._started_only = False
+            self.start_lines()
         return agent
 
     def start_lines(self) -> list[bytes]:
@@ -479,11 +485,13 @@ class AcpAdapter(Adapter):
     def _response(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         request_id = obj.get("id")
         method = self._requests.pop(request_id, "") if isinstance(request_id, int) else ""
+        result = obj.get("result")
+        if not method and isinstance(result, dict) and "stopReason" in result:
+            method = "session/prompt"  # sent by an earlier daemon after the memory it left (sessions/acp_kept.py)
         error = obj.get("error")
         if error is not None:
             message = str(error.get("message") or "error") if isinstance(error, dict) else str(error)
             return self._failed(method, request_id, message, seq)
-        result = obj.get("result")
         result = result if isinstance(result, dict) else {}
         if method == "initialize":
             return self._open(result, seq)
@@ -647,6 +655,26 @@ class AcpAdapter(Adapter):
         if not self.queued or not self.session_id or self.closed or self.closing or self.setting_up or self.reopening:
             return False
         return self.hooks.steers if self.running else self.turn_over
+
+    # ---- kept by the keeper, taken up by a later daemon (sessions/acp_kept.py) ------------
+    def memory(self) -> dict[str, Any] | None:
+        return acp_kept.memory(self)
+
+    def recall(self, memory: dict[str, Any], held: set[int]) -> None:
+        """A memory never taken (the earlier daemon died before it stored any position, or one the store could not
+        keep whole): the agent was sent `initialize` and nothing else that the store does not show."""
+        self._held = set(held)
+        if acp_kept.taken(memory):
+            acp_kept.recall(self, memory, held)
+        else:
+            self._started_only = True
+
+    def reread(self, raw: bytes, seq: int) -> None:
+        """Also what the earlier daemon sent meanwhile unasked; a permission request no gate holds was answered."""
+        acp_kept.sent_meanwhile(self, raw)
+        super().reread(raw, seq)
+        if seq not in self._held:
+            self._pending.pop(seq, None)
 
     # ---- answering ------------------------------------------------------------
     def verdict_line(self, call: ev.ToolCall, verdict: Verdict | None) -> bytes | None:

@@ -133,19 +133,24 @@ def test_every_bash_call_asks_under_the_users_own_settings(ca: Harness, fake_api
     assert not (ca.work / ".claude").exists(), "a project settings file was written"  # type: ignore[attr-defined]
 
 
+TODO = {"todos": [{"content": "plan", "status": "pending", "activeForm": "planning"}]}
+MONOLOGUE_GATE = ("repetition.max_monologue=2",)  # the third plan in a row opens a gate
+
+
+def planning_script(body: dict[str, Any]) -> Turn:
+    """Plans and no tool call between them (a monologue: TodoWrite is a plan), then `touch held-marker`; with
+    GUIDANCE-7 in the conversation, done."""
+    if any("GUIDANCE-7" in s for s in strings(body.get("messages"))):
+        return say("Understood. Done.")
+    if assistant_turns(body) < 4:
+        return call("TodoWrite", TODO)
+    return call("Bash", {"command": "touch held-marker", "description": "mark"})
+
+
 def test_a_gate_holds_the_permission_answer_and_its_guidance_reaches_the_model(
         ca: Harness, fake_api: FakeAnthropic) -> None:
-    todo = {"todos": [{"content": "plan", "status": "pending", "activeForm": "planning"}]}
-
-    def script(body: dict[str, Any]) -> Turn:
-        if any("GUIDANCE-7" in s for s in strings(body.get("messages"))):
-            return say("Understood. Done.")
-        if assistant_turns(body) < 4:  # plans and no tool call between them: a monologue (TodoWrite is a plan)
-            return call("TodoWrite", todo)
-        return call("Bash", {"command": "touch held-marker", "description": "mark"})
-
-    fake_api.play(script, max_turns=20)
-    sid = start(ca, "make a marker", sets=("repetition.max_monologue=2",))
+    fake_api.play(planning_script, max_turns=20)
+    sid = start(ca, "make a marker", sets=MONOLOGUE_GATE)
     snap = ca.wait_state(sid, "gated", timeout=60)
     gate = f"{sid}:{snap['pending_gates'][0]}"
     assert rules(ca.verdicts(sid)) == [("nudge", "monologue"), ("gate", "monologue")]

@@ -26,14 +26,19 @@ def gemini_home(tmp_path: Path) -> Path:
     return write_gemini_home(tmp_path / "gemini-home")
 
 
-@pytest.fixture
-def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,  # noqa: F811
-       tmp_path: Path) -> Harness:
+def on_gemini(lw: Harness, gemini_home: Path, gemini_bin: str, fake: FakeGemini, tmp_path: Path) -> Harness:
     """The harness, set up so `loopwarden run --agent gemini` starts the real Gemini CLI on the fake API,
     with a private HOME and a working directory of its own."""
     work = tmp_path / "work"
     work.mkdir()
-    lw.env.update(gemini_env(gemini_home, fake_gemini.url))
+    lw.env.update(gemini_env(gemini_home, fake.url))
     lw.env["LOOPWARDEN_GEMINI"] = gemini_bin
     lw.work = work  # type: ignore[attr-defined]
     return lw
+
+
+@pytest.fixture
+def gm(lw: Harness, gemini_home: Path, gemini_bin: str, fake_gemini: FakeGemini,  # noqa: F811
+       tmp_path: Path) -> Harness:
+    """A daemon of its own, on the real Gemini CLI (`on_gemini`)."""
+    return on_gemini(lw, gemini_home, gemini_bin, fake_gemini, tmp_path)
