@@ -90,6 +90,8 @@ class Keeper:
         if self.agents or self.control is not None:
             self._idle_since = None
             return False
+        if self.revival.given_up:  # told to stop (or no daemon came back): nothing more to wait for
+            return True
         now = time.monotonic()
         self._idle_since = self._idle_since or now
         return now - self._idle_since >= IDLE_EXIT
