@@ -106,9 +106,9 @@ class BenchDaemon:
             self.cwd = checkout
             self.env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1")
         self.paths: Paths = default_paths(self.env)
-        if kept:  # its agents held by the keeper (daemon.keep_agents)
-            self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-            self.paths.config_file.write_text("[daemon]\nkeep_agents = true\n")
+        # its agents held by the keeper (daemon.keep_agents, the default), or read from their pipes by the daemon
+        self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.config_file.write_text(f"[daemon]\nkeep_agents = {'true' if kept else 'false'}\n")
         self.serve = serve or [PY, "-m", "loopwarden", "serve"]
         self.proc: subprocess.Popen[bytes] | None = None
         self.ps: psutil.Process | None = None

@@ -9,7 +9,7 @@ from typing import Any
 import click
 import orjson
 
-from ..runtime.client import DaemonError, DaemonTimeout
+from ..runtime.client import Client, DaemonError, DaemonTimeout
 from ..runtime.ending import ending, exit_words, intervened
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
@@ -94,41 +94,78 @@ def _say_renamed(started: dict[str, Any]) -> None:
 
 
 def _follow(client: Any, sid: str, as_json: bool) -> int:
-    """Print a session's events and verdicts until it ends; return its exit code (19, lost, when the
-    daemon dies first)."""
+    """Print a session's events and verdicts until it ends; return its exit code. When its daemon dies first, a
+    kept session is followed again once the keeper's next daemon answers; otherwise, or when none does, 19
+    (lost)."""
+    seen: dict[tuple[Any, ...], None] = {}  # keys of the records printed last, not printed again
+    kept = False
+    while True:
+        code, held = _follow_once(client, sid, as_json, seen)
+        if code is not None:
+            return code
+        kept = kept or held
+        again = _daemon_again() if kept else None
+        if again is None:
+            break
+        click.echo(f"loopwarden: the daemon was replaced; following session {sid} again", err=True)
+        client = again  # (closed when the command exits)
+    click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
+               + ("(no daemon came back)" if kept else "(a guardian stops what the daemon started)"), err=True)
+    return Termination.LOST.exit_code
+
+
+def _follow_once(client: Any, sid: str, as_json: bool, seen: dict[tuple[Any, ...], None]) -> tuple[int | None, bool]:
+    """Follow over one daemon's connection: (the exit code once the session ended, or None when the connection
+    went first; whether the keeper holds the session's agent)."""
     try:
         first, updates = client.subscribe([sid], events=True)
     except DaemonError as exc:
         raise failure(exc) from None
+    kept = any(snap.get("kept") for snap in first.get("sessions") or ())
     try:
-        seen = _print_backlog(sid, as_json)
+        _print_backlog(sid, as_json, seen)
         for snap in first["sessions"]:
             if snap.get("state") in FINAL:
                 if not as_json:
                     click.echo(_end_line(sid, snap), err=True)
-                return _final(snap)
-        code = _print_updates(updates, sid, as_json, seen)
-        if code is not None:
-            return code
+                return _final(snap), kept
+        return _print_updates(updates, sid, as_json, seen), kept
     except KeyboardInterrupt:
         click.echo(f"\nloopwarden: detached; session {sid} keeps running (loopwarden logs -f {sid})", err=True)
-        return 0
+        return 0, kept
     except DaemonTimeout as exc:  # the daemon is there but silent (stopped, stuck): not known to be lost
         raise _detached(exc, sid) from None
     except (OSError, ValueError):  # the connection reset, or a line cut short by the daemon's death
-        pass
-    click.echo(f"loopwarden: session {sid} lost: its daemon went away while following it "
-               "(a guardian stops what the daemon started)", err=True)
-    return Termination.LOST.exit_code
+        return None, kept
 
 
-def _print_backlog(sid: str, as_json: bool) -> set[tuple[Any, ...]]:
-    """What the session wrote before the subscription began (a fast command may have ended already) is in the
-    store: printed first; the keys of what was printed, to skip in the live stream, as `logs -f` does."""
-    seen: set[tuple[Any, ...]] = set()
+DAEMON_AGAIN = 70.0  # seconds to wait for the keeper's next daemon (it tries three times, 20 s each)
+
+
+def _daemon_again() -> Any:
+    """A connection to the next daemon once it answers (the keeper starts it), or None when none does in time."""
+    paths = profile_paths()
+    deadline = time.monotonic() + DAEMON_AGAIN
+    while time.monotonic() < deadline:
+        try:
+            client = Client.connect(paths, autostart=False, name="cli")
+            client.request("ping")
+            return client
+        except (DaemonError, OSError):
+            time.sleep(0.2)
+    return None
+
+
+def _print_backlog(sid: str, as_json: bool, seen: dict[tuple[Any, ...], None]) -> None:
+    """What the session wrote before the subscription began (a fast command may have ended already, or a daemon
+    was replaced meanwhile) is in the store: printed first, but for what was printed already (`seen`, which the
+    printed keys join, to skip in the live stream, as `logs -f` does)."""
     try:
         for _, kind, data, row in _history(sid, RUN_BACKLOG):
-            seen.add(_key(kind, data, row))
+            key = _key(kind, data, row)
+            if key in seen:
+                continue
+            _remember(seen, key)
             if as_json:
                 click.echo(orjson.dumps({"kind": kind, "data": data}, default=str).decode())
             else:
@@ -139,15 +176,24 @@ def _print_backlog(sid: str, as_json: bool) -> set[tuple[Any, ...]]:
         raise _detached(exc, sid) from None
     except click.ClickException:  # the daemon went away while the backlog was read: the stream says so
         pass
-    return seen
 
 
-def _print_updates(updates: Any, sid: str, as_json: bool, seen: set[tuple[Any, ...]]) -> int | None:
+def _remember(seen: dict[tuple[Any, ...], None], key: tuple[Any, ...]) -> None:
+    """`key` was printed; only the last 2 x RUN_BACKLOG are kept (a backlog read again holds no older ones)."""
+    seen[key] = None
+    if len(seen) > 2 * RUN_BACKLOG:
+        del seen[next(iter(seen))]
+
+
+def _print_updates(updates: Any, sid: str, as_json: bool, seen: dict[tuple[Any, ...], None]) -> int | None:
     """The live stream, until the session ends (its exit code) or the stream does (None)."""
     for message in updates:
         kind, data = message.get("kind"), message.get("data") or {}
-        if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
-            continue
+        if kind in ("event", "verdict", "action", "log"):
+            key = _key(kind, data, data)
+            if key in seen:
+                continue
+            _remember(seen, key)
         if kind == "cut":  # this terminal fell too far behind: the session goes on, unwatched here
             raise DaemonFail(f"{message.get('reason')}; session {sid} keeps running (loopwarden logs -f {sid})")
         if kind == "skipped" and not as_json:

@@ -256,8 +256,8 @@ class Hooks:
 class Daemon:
     keep_agents: bool = _key("bool", "launched agents are held by the keeper, a small process that outlives the "
                                      "daemon: a daemon that crashed, was killed or is restarted for an upgrade "
-                                     "takes them up again (native and plain agents); read when the daemon starts",
-                             False)
+                                     "takes them up again; false: they stop with the daemon (its guardian stops "
+                                     "them); read when the daemon starts", True)
 
 
 @dataclass(frozen=True)

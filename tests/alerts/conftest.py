@@ -33,11 +33,14 @@ def alerted(tmp_path: Path) -> Iterator[Start]:
     """start(urls, **notify settings): a daemon (LOOPWARDEN_HOME in tmp_path) with those settings."""
     started: list[Harness] = []
 
-    def start(urls: list[str], env: dict[str, str] | None = None, **settings: Any) -> Harness:
+    def start(urls: list[str], env: dict[str, str] | None = None, keeping: bool = True,
+              **settings: Any) -> Harness:
         harness = Harness(tmp_path)
         harness.env.update(env or {})
         if urls or settings:
             write_notify(tmp_path, urls, **settings)
+        if not keeping:
+            harness.not_keeping()
         harness.start()
         started.append(harness)
         return harness

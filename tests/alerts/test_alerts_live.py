@@ -96,7 +96,7 @@ def test_abnormal_endings_are_alerted_and_the_operators_own_are_not(alerted: Sta
 
 
 def test_sessions_lost_with_their_daemon_are_alerted_by_the_next_one(alerted: Start, webhook: WebhookReceiver) -> None:
-    lw = alerted([webhook.url()])
+    lw = alerted([webhook.url()], keeping=False)  # the guardian's path: a kept agent would outlive its daemon
     sid = lw.launch(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphan")
     lw.wait_state(sid, "running")
 

@@ -136,7 +136,7 @@ def test_the_daemon_starts_on_a_full_disk_and_opens_its_store_when_space_returns
 
 
 def test_after_a_sigkill_the_daemon_starts_on_a_full_disk_and_marks_the_lost_session(volume: Path) -> None:
-    lw = Harness(volume)
+    lw = Harness(volume).not_keeping()  # the guardian's path: a kept agent would outlive its daemon
     lw.start()
     sid = lw.run_detached(PY, "-c", "import time; time.sleep(60)", adapter="plain", name="orphaned")
     lw.wait_state(sid, "running")

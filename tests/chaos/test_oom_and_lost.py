@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from loopwarden.widgets.session_table import ended_text
 from tests.chaos.test_process_hygiene import contained, guardian_of  # noqa: F401 - a fixture, and a helper
@@ -59,6 +60,7 @@ def lost_of(lw: Harness, sids: list[str]) -> dict[str, dict[str, Any]] | None:
     return snaps if done else None
 
 
+@pytest.mark.unkept
 def test_a_sigkilled_daemons_sessions_say_how_they_ended_and_what_went_unjudged(lw: Harness, tmp_path: Path) -> None:
     go, written = tmp_path / "go", tmp_path / "written"
     writer = lw.launch(PY, STOP_AND_GO, str(go), "write", str(UNREAD), str(written), adapter="plain", name="writer")

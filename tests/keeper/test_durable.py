@@ -126,11 +126,14 @@ def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness
     kept.wait_state(sid, "running", "exited", "terminated")
 
 
-def test_without_keep_agents_no_keeper_runs(lw: Harness) -> None:
-    """Keeping is off by default: no keeper is started, and `status` says nothing of one."""
-    assert lw.request("ping")["keeper"] is None
-    assert not (lw.paths.runtime / "keeper.sock").exists()
-    assert "keeper" not in lw.cli("status").stdout
+def test_keeping_is_on_by_default_and_off_starts_no_keeper(lw: Harness, tmp_path: Path) -> None:
+    """A daemon keeps its agents unless told not to; told not to, no keeper is started, and `status` says
+    nothing of one."""
+    assert lw.request("ping")["keeper"]["keep_agents"] is True
+    with Harness(tmp_path / "unkept").not_keeping() as unkept:
+        assert unkept.request("ping")["keeper"] is None
+        assert not (unkept.paths.runtime / "keeper.sock").exists()
+        assert "keeper" not in unkept.cli("status").stdout
 
 
 def test_status_shows_the_keeper_and_what_taking_sessions_up_cost(kept: Harness, tmp_path: Path) -> None:
@@ -148,3 +151,23 @@ def test_status_shows_the_keeper_and_what_taking_sessions_up_cost(kept: Harness,
     assert f"keeper pid {keeper['pid']}, holding 1 agents (new agents are kept); took up 1 sessions at start" in said
     kept.request("kill", session=sid)
     ended(kept, [sid])
+
+
+def test_an_attached_run_follows_its_kept_session_across_a_killed_daemon(kept: Harness) -> None:
+    """`loopwarden run` (attached) while its daemon is SIGKILLed: it says the daemon was replaced, follows the
+    session on the next one, prints each record once, and exits with the agent's own code."""
+    run, snap = kept.attached("steady", PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "8")
+    wait_for(lambda: kept.status(snap["id"])["tool_calls"] >= 5, 60, "a few calls")
+    assert kept.daemon is not None
+    old = kept.daemon.pid
+    os.kill(old, signal.SIGKILL)
+    kept.daemon.wait()
+    other_daemon(kept, old)
+    out, err = run.communicate(timeout=120)
+    said = err.decode()
+    assert run.returncode == 0, said
+    assert f"the daemon was replaced; following session {snap['id']} again" in said
+    assert "lost" not in said
+    calls = [line for line in out.decode().splitlines() if "→" in line]
+    assert len(calls) == len(set(calls)) == len(tool_calls(kept, snap["id"]))  # each printed once
+

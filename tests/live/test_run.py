@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import psutil
+import pytest
 
 from tests.support.daemon import Harness
 from tests.support.events import rules
@@ -130,6 +131,7 @@ def test_one_line_errors_for_unknown_sessions_and_missing_commands(lw: Harness) 
     assert lw.request("list") == []  # no session was created, no id used up
 
 
+@pytest.mark.unkept
 def test_the_daemon_dying_takes_its_agents_with_it_and_a_restart_marks_them_lost(lw: Harness) -> None:
     sid = lw.run_detached(PY, "-c", "import time; time.sleep(120)", adapter="plain")
     pid = lw.wait_state(sid, "running")["pid"]

@@ -41,6 +41,14 @@ class Harness:
         self.paths: Paths = default_paths(self.env)
         self.daemon: subprocess.Popen[bytes] | None = None
 
+    def not_keeping(self) -> Harness:
+        """Agents are not kept (daemon.keep_agents = false): they stop with the daemon, by its guardian. Before
+        `start`."""
+        self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.paths.config_file, "a") as config:
+            config.write("[daemon]\nkeep_agents = false\n")
+        return self
+
     def __enter__(self) -> Harness:
         """The daemon started; it stops when the block ends."""
         self.start()
@@ -160,7 +168,11 @@ class Harness:
 
 
 @pytest.fixture
-def lw(tmp_path: Path) -> Iterator[Harness]:
-    """A started daemon of its own for one test (LOOPWARDEN_HOME in its tmp_path), stopped after it."""
-    with Harness(tmp_path) as harness:
+def lw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    """A started daemon of its own for one test (LOOPWARDEN_HOME in its tmp_path), stopped after it; its agents
+    are not kept for a test marked `unkept`."""
+    harness = Harness(tmp_path)
+    if request.node.get_closest_marker("unkept"):
+        harness.not_keeping()
+    with harness:
         yield harness

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import psutil
 
+from loopwarden.runtime.principal import KEEPER_MODULE
+
 
 def gone(pid: int) -> bool:
     """The process has exited (a zombie not yet reaped counts as gone)."""
@@ -14,11 +16,13 @@ def gone(pid: int) -> bool:
 
 
 def processes_with(marker: str) -> list[psutil.Process]:
-    """Every process whose command line holds `marker`."""
+    """Every process whose command line holds `marker`, but for a keeper (whose command line names the runtime
+    directory it serves: it is no agent's)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if marker in " ".join(proc.info["cmdline"] or []):
+            line = " ".join(proc.info["cmdline"] or [])
+            if marker in line and KEEPER_MODULE not in line:
                 found.append(proc)
         except psutil.Error:
             pass
