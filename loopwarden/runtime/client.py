@@ -258,6 +258,11 @@ def _not_accepting(paths: Paths, host: str | None, bound: float) -> DaemonTimeou
                          host, None if host else paths.daemon_log)
 
 
+def serve_argv() -> list[str]:
+    """How a daemon of this installation is started (by a client, or again by the keeper)."""
+    return [sys.executable, "-m", "loopwarden", "serve"]
+
+
 SUCCEED_ENV = "LOOPWARDEN_SUCCEED"  # a daemon started to replace the one with this pid: it waits for its lock
 
 
@@ -268,7 +273,7 @@ def start_daemon(paths: Paths, succeed: int | None = None) -> None:
     log = os.open(paths.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         env = {**os.environ, **({SUCCEED_ENV: str(succeed)} if succeed else {})}
-        subprocess.Popen([sys.executable, "-m", "loopwarden", "serve"], stdin=subprocess.DEVNULL, stdout=log,
+        subprocess.Popen(serve_argv(), stdin=subprocess.DEVNULL, stdout=log,
                          stderr=log, start_new_session=True, close_fds=True, env=env)
     finally:
         os.close(log)

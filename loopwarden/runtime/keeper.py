@@ -31,7 +31,7 @@ from typing import Any, Final
 from . import keeper_wire as wire
 from .keeper_revival import DAEMON_WAIT, HANDOVER_WAIT, RESTARTS, Revival
 from .keeper_requests import Requests
-from .kept import KeptAgent, OutStream, Registrations
+from .kept import Gathering, KeptAgent, OutStream, Registrations
 from .principal import classify, descends_from, marked_ancestor
 from .reaper import become_subreaper
 
@@ -57,6 +57,8 @@ class Keeper:
         self._pending: dict[socket.socket, tuple[bytearray, float]] = {}  # connections before their first line
         self._frames: dict[socket.socket, wire.FrameReader] = {}
         self._ticked = 0.0
+        self.gathering = Gathering()
+        self.stopping = False  # SIGTERM: it exits once its agents are gone
         self.generation = 0  # bumped for each daemon attached: its streams carry it
         self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
         self.listener = listen(runtime / wire.SOCKET_NAME)
@@ -77,6 +79,7 @@ class Keeper:
             try:
                 self.fds.wait(self._timeout())
                 self._tick()
+                self.gathering.pause()
             except Exception:  # noqa: BLE001 - a bug of ours must not end the agents' pipes: said, and survived
                 traceback.print_exc()
                 time.sleep(0.01)
@@ -87,7 +90,12 @@ class Keeper:
         return max(0.0, self._ticked + TICK - time.monotonic())
 
     def _should_exit(self) -> bool:
-        if self.agents or self.control is not None:
+        if self.agents:
+            self._idle_since = None
+            return False
+        if self.stopping:  # SIGTERM: the agents are gone, whether a daemon is attached or not
+            return True
+        if self.control is not None:
             self._idle_since = None
             return False
         if self.revival.given_up:  # told to stop (or no daemon came back): nothing more to wait for
@@ -117,6 +125,7 @@ class Keeper:
     def _told_to_stop(self) -> None:
         """SIGTERM: the agents are stopped, no daemon is started again, and the keeper exits once they are gone."""
         self.revival.never_again()
+        self.stopping = True
         self.stop_all("the keeper was told to stop")
 
     def stop_all(self, reason: str) -> None:
@@ -319,6 +328,7 @@ class Keeper:
         fd = stream.fd
         if fd is None:
             return
+        self.gathering.wrote(agent.sid)
         stream.read()
         if stream.fd is None:
             self.fds.forget(fd)

@@ -19,6 +19,7 @@ import anyio
 
 from ..paths import Paths
 from . import keeper_wire as wire
+from .client import serve_argv
 
 START_WAIT: Final = 10.0  # seconds a keeper we started has to open its socket
 REQUEST_WAIT: Final = 10.0
@@ -235,5 +236,5 @@ def daemon_command(paths: Paths) -> dict[str, Any]:
     daemon started by the command line logs (its environment is the daemon's own: the keeper keeps it in memory
     only, and never writes it anywhere)."""
     env = {k: v for k, v in os.environ.items() if k != "LOOPWARDEN_SUCCEED"}  # (it replaces no running daemon)
-    return {"argv": [sys.executable, "-m", "loopwarden", "serve"], "env": env, "cwd": os.getcwd(),
+    return {"argv": serve_argv(), "env": env, "cwd": os.getcwd(),
             "log": str(paths.daemon_log)}

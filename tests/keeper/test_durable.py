@@ -99,19 +99,19 @@ def test_verdicts_across_a_killed_daemon_are_an_uninterrupted_runs(kept: Harness
 
 
 def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness) -> None:
-    """restart-daemon with 100 sessions writing and one waiting on a gate: every event each agent wrote is stored
-    once, and the gate is still open after it, and can be approved."""
+    """restart-daemon with 200 live sessions, 199 writing and one waiting on a gate: every event each agent wrote
+    is stored once, and the gate is still open after it, and can be approved."""
     from tests.support.scenarios import opened_gate
 
     gate = opened_gate(kept)
     sid, gate_id = gate.split(":")
-    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "20") for _ in range(100)]
+    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "30") for _ in range(199)]
     wait_for(lambda: all(s["state"] == "running" for s in kept.request("list") if s["id"] in writers), 120,
              "every writer running", every=0.2)
     old = kept.request("ping")["pid"]
     done = kept.cli("restart-daemon", "--yes")
     assert done.returncode == 0, done.stderr
-    assert "101 kept sessions taken up" in done.stdout
+    assert "200 kept sessions taken up" in done.stdout
     assert kept.request("ping")["pid"] != old
     ended(kept, writers)
     for writer in writers:

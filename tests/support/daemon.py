@@ -16,6 +16,7 @@ import pytest
 
 from loopwarden.runtime.client import Client
 from loopwarden.runtime.keeper_wire import SOCKET_NAME
+from loopwarden.runtime.principal import KEEPER_MODULE, runs_daemon
 from loopwarden.paths import Paths, default_paths
 from tests.support.paths import PY
 from tests.support.waiting import wait_for
@@ -149,22 +150,42 @@ class Harness:
 
     def _stop_keeper(self) -> None:
         """The keeper, and any daemon it started after the test ended the harness's own: stopped too, with the
-        agents they hold (a stopped daemon tells its keeper to stop; a keeper told nothing is sent SIGTERM)."""
+        agents they hold. The keepers first (so that none starts a daemon again), then this home's daemons (one may
+        have started a keeper of its own meanwhile), then any keeper left."""
         if not (self.paths.runtime / SOCKET_NAME).exists():
             return
-        if self.paths.socket.exists():
+        if self.paths.socket.exists():  # a daemon the keeper started: stopped as an operator stops it
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.cli("stop-daemon", "--yes", timeout=30)
+        _stop(self._keepers())
+        _stop(self._daemons())
+        _stop(self._keepers())
+
+    def _keepers(self) -> list[psutil.Process]:
         runtime = str(self.paths.runtime)
-        keepers = [p for p in psutil.process_iter(["cmdline"])
-                   if "loopwarden.runtime.keeper" in (p.info["cmdline"] or []) and runtime in p.info["cmdline"]]
-        for keeper in keepers:
-            with contextlib.suppress(psutil.Error):
-                keeper.terminate()
-        _, alive = psutil.wait_procs(keepers, timeout=15)
-        for keeper in alive:
-            with contextlib.suppress(psutil.Error):
-                keeper.kill()
+        return [p for p in psutil.process_iter(["cmdline"])
+                if KEEPER_MODULE in (p.info["cmdline"] or []) and runtime in p.info["cmdline"]]
+
+    def _daemons(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            line = proc.info["cmdline"] or []
+            if runs_daemon(line) and KEEPER_MODULE not in line:
+                with contextlib.suppress(psutil.Error):
+                    if proc.environ().get("LOOPWARDEN_HOME") == str(self.home):
+                        found.append(proc)
+        return found
+
+
+def _stop(procs: list[psutil.Process]) -> None:
+    """SIGTERM, then SIGKILL for those still there 15 s later."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 @pytest.fixture
