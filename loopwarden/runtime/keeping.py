@@ -156,7 +156,7 @@ class Keeping:
             out, seq, judged, err = position
             self._count(kept, out)
             remembered, recalled = memory if memory is not None else (judged, {})
-            forgot = _base(kept, "out")  # past a stored line's start: the daemon that read it died inside it
+            forgot = (_held(kept, "out") or (0, 0))[0]  # past a stored line's start: its reader died inside it
             taken = TakenUp(int(kept["pid"]), row.get("started_at"), max(out, forgot), seq, judged, err,
                             remembered=max(seq, min(remembered, judged)), mid_line=forgot > out,
                             tool_calls=store.tool_calls(sid))
@@ -225,8 +225,7 @@ class Keeping:
     def _count(self, kept: dict[str, Any], stored: int) -> None:
         """What taking this agent up costs: its output the keeper holds past what is stored is read again; any it
         let go of that the store never got is lost (counted, never silent)."""
-        held = kept.get("out")
-        base, end = (int(held[0]), int(held[1])) if isinstance(held, list) and len(held) == 2 else (stored, stored)
+        base, end = _held(kept, "out") or (stored, stored)
         self.took["taken_up"] += 1
         self.took["resent_bytes"] += max(0, end - max(stored, base))
         self.took["lost_bytes"] += max(0, base - stored)
@@ -244,7 +243,9 @@ def _events(rows: list[dict[str, Any]]) -> list[Event]:
     return [event for event in events if event is not None]
 
 
-def _base(kept: dict[str, Any], stream: str) -> int:
-    """The first offset of a stream the keeper still holds (0 when it does not say)."""
+def _held(kept: dict[str, Any], stream: str) -> tuple[int, int] | None:
+    """The offsets [first, end) of what the keeper holds of a stream, as its hello said (None when it does not)."""
     held = kept.get(stream)
-    return int(held[0]) if isinstance(held, list) and len(held) == 2 and isinstance(held[0], int) else 0
+    if isinstance(held, list) and len(held) == 2 and all(isinstance(n, int) for n in held):
+        return held[0], held[1]
+    return None
