@@ -20,6 +20,7 @@ import anyio
 from ..paths import Paths
 from . import keeper_wire as wire
 from .client import serve_argv
+from .keeper_channels import Channels, KeptStream
 
 START_WAIT: Final = 10.0  # seconds a keeper we started has to open its socket
 REQUEST_WAIT: Final = 10.0
@@ -48,6 +49,7 @@ class KeeperLink:
         self.lost = False  # the connection closed under us
         self._told = bytearray()  # `tell` lines of this pass of the event loop, written together at its end
         self.answers_dropped = 0  # stdin lines an earlier daemon queued for lines the store never got
+        self.channels: Channels | None = None  # the output connection (a keeper that has none: a stream each)
 
     # ---- connecting -----------------------------------------------------------------------
     async def open(self, daemon: dict[str, Any], *, start: bool = True) -> None:
@@ -70,6 +72,25 @@ class KeeperLink:
         self._listen = asyncio.get_running_loop().create_task(self._read_replies())
         reply = await self.request("hello", daemon=daemon)
         self.pid, self.generation, self.kept = reply.get("pid"), int(reply["generation"]), list(reply["sessions"])
+        if reply.get("output") is True:
+            await self._open_output()
+
+    async def _open_output(self) -> None:
+        """The output connection every kept stream's bytes come on, taken once the keeper's newline says so."""
+        channels = Channels()
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_unix_connection(lambda: channels, str(self.path))
+        try:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, wire.STREAM_BUFFER)
+            transport.write(wire.encode({"op": "output", "generation": self.generation}))
+            with anyio.fail_after(REQUEST_WAIT):
+                await channels.ready
+        except BaseException:
+            transport.close()
+            raise
+        self.channels = channels
 
     async def _connect(self) -> None:
         reader, writer = await asyncio.open_unix_connection(str(self.path), limit=wire.MAX_LINE)
@@ -162,11 +183,24 @@ class KeeperLink:
             raise OSError(str(exc)) from None
         return int(reply["pid"])
 
-    async def attach(self, sid: str, stream: str, start: int = 0) -> int:
-        """A connected socket for one of the agent's streams (a file descriptor the caller owns)."""
+    async def attach(self, sid: str, stream: str, start: int = 0) -> int | KeptStream:
+        """One of the agent's streams: stdout or stderr as a channel of the output connection, or (a keeper without
+        one, and stdin) a connected socket, a file descriptor the caller owns."""
+        channels = self.channels
+        if channels is not None and stream in wire.STREAMS:
+            kept = channels.new()
+            try:
+                os.close(await self._attach(sid, stream, start, kept.number))
+            except BaseException:
+                kept.close()
+                raise
+            return kept
+        return await self._attach(sid, stream, start)
+
+    async def _attach(self, sid: str, stream: str, start: int, channel: int | None = None) -> int:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
-        if stream in wire.STREAMS:  # a busy agent's output waits here in large runs, read in few large chunks
+        if stream in wire.STREAMS and channel is None:  # a busy agent's output waits here, read in large chunks
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, wire.STREAM_BUFFER)
         loop = asyncio.get_running_loop()
         try:
@@ -177,8 +211,10 @@ class KeeperLink:
                         break
                     except BlockingIOError:  # its backlog is full: the keeper is accepting others
                         await anyio.sleep(0.01)
-            await loop.sock_sendall(sock, wire.encode(
-                {"op": "attach", "sid": sid, "stream": stream, "from": start, "generation": self.generation}))
+            message = {"op": "attach", "sid": sid, "stream": stream, "from": start, "generation": self.generation}
+            if channel is not None:
+                message["channel"] = channel
+            await loop.sock_sendall(sock, wire.encode(message))
             if stream in wire.STREAMS:
                 sock.shutdown(socket.SHUT_WR)  # nothing goes the other way
         except BaseException:
@@ -229,6 +265,8 @@ class KeeperLink:
             self.writer.close()
             with contextlib.suppress(OSError):
                 await self.writer.wait_closed()
+        if self.channels is not None and self.channels.transport is not None:
+            self.channels.transport.close()
 
 
 def daemon_command(paths: Paths) -> dict[str, Any]:

@@ -7,6 +7,12 @@ One unix socket, private to the user. Each connection starts with one JSON line 
                                                 the agent's stdout or stderr as raw bytes from OFFSET on; EOF after
                                                 the agent's own EOF, once everything was sent
     {"op": "attach", "sid": S, "stream": "in", "generation": G}   frames for the agent's stdin (below)
+    {"op": "output", "generation": G}           the daemon's output connection (a keeper whose hello says
+                                                "output": true): the keeper answers one newline once it is
+                                                taken, then sends output frames; the daemon sends credit frames
+    {"op": "attach", "sid": S, "stream": "out"|"err", "from": OFFSET, "generation": G, "channel": C}
+                                                the stream's bytes from OFFSET on go as channel C on the output
+                                                connection (this connection is closed)
 
 Control requests (daemon -> keeper), each answered by one line with the same "id":
     hello {daemon: {argv, env, cwd}}            who starts a daemon again if this one dies -> {generation: G,
@@ -27,6 +33,10 @@ Control requests (daemon -> keeper), each answered by one line with the same "id
     shutdown {}                                 the daemon stops for good: stop what it left, start no daemon
 Keeper -> daemon, unasked: {"op": "exited", "sid", "code", "reason"} when an agent exits (again after a `take`).
 
+An output frame is a header (OUT_FRAME: the channel, the data's length; EOF_LENGTH for the stream's EOF) and the
+data. A channel starts with FIRST_CREDIT bytes it may send; a credit frame (CREDIT_FRAME: the channel, bytes) from
+the daemon gives it more, once what it sent was read.
+
 A stdin frame is a header (FRAME: the line seq it answers, the data's length) and the data; a frame of length 0
 closes the agent's stdin. A frame reaches the agent only once the line it answers is stored.
 """
@@ -38,6 +48,11 @@ import struct
 from typing import Any, Final
 
 FRAME: Final = struct.Struct(">QI")  # (the stdout line seq a frame answers, the data's length)
+OUT_FRAME: Final = struct.Struct(">II")  # (the channel, the data's length or EOF_LENGTH)
+CREDIT_FRAME: Final = struct.Struct(">II")  # (the channel, bytes it may send more)
+EOF_LENGTH: Final = 0xFFFFFFFF
+FIRST_CREDIT: Final = 256 << 10  # bytes a channel may send before the daemon gives it more
+MAX_OUT_FRAME: Final = 1 << 20  # bytes of one output frame's data at most (more is a broken connection)
 MAX_FRAME: Final = 16 << 20  # bytes of one stdin frame at most
 MAX_LINE: Final = 4 << 20  # bytes of one control line at most (a spawn's environment dominates)
 SOCKET_NAME: Final = "keeper.sock"
@@ -90,3 +105,19 @@ class FrameReader:
 def count(value: object) -> int:
     """An offset or line seq from a message: a non-negative int, else 0."""
     return value if isinstance(value, int) and value >= 0 else 0
+
+
+class CreditReader:
+    """Credit frames out of the bytes the daemon sends on its output connection, as they come."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, int]]:
+        buffer = self._buffer
+        buffer += data
+        size = CREDIT_FRAME.size
+        whole = len(buffer) - len(buffer) % size
+        credits = [CREDIT_FRAME.unpack_from(buffer, at) for at in range(0, whole, size)]
+        del buffer[:whole]
+        return credits

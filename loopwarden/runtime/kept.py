@@ -3,7 +3,9 @@ what it answers is stored (keeper_wire.py says the protocol)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import selectors
 import signal
 import socket
@@ -12,12 +14,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from .kept_output import Channel
+
 KEEP_BYTES: Final = 8 << 20  # a stream's bytes not yet stored, at most: past this the agent waits in its write
 # bytes for an agent's stdin held here, at most: past this the daemon's frames wait in its own buffer, where it sees
 # an agent that does not read (limits.stdin_backlog)
 STDIN_HELD: Final = 1 << 20
 READ_SIZE: Final = 64 << 10
 SEND_SIZE: Final = 256 << 10
+SMALL_SEND: Final = 16 << 10
 
 
 class OutStream:
@@ -30,7 +35,7 @@ class OutStream:
         self.held = bytearray()
         self.base = 0  # the stream's offset of held[0]
         self.sent = 0  # the offset up to which the attached connection has been sent
-        self.conn: socket.socket | None = None
+        self.conn: socket.socket | Channel | None = None  # the attached daemon's
         self.generation = 0  # of the daemon the connection is
         self.eof = False
         self.shut = False  # the attached connection was told EOF
@@ -46,19 +51,29 @@ class OutStream:
         """Whether to read the agent's pipe now: open, and room left for what the daemon has not stored."""
         return self.fd is not None and len(self.held) < self.limit
 
-    def read(self) -> None:
+    def read_and_carry(self) -> bool:
+        """The per-event path: read what the agent wrote and frame it on the output connection at once; False
+        when the keeper has more to do (the pipe ended, the bound is reached, the carrier waits or is a socket)."""
         assert self.fd is not None
         try:
             chunk = os.read(self.fd, READ_SIZE)
         except BlockingIOError:
-            return
+            return True
         except OSError:
             chunk = b""
-        if chunk:
-            self.held += chunk
-            return
-        os.close(self.fd)
-        self.fd, self.eof = None, True
+        if not chunk:
+            os.close(self.fd)
+            self.fd, self.eof = None, True
+            return False
+        held = self.held
+        held += chunk
+        conn = self.conn
+        if type(conn) is not Channel or self.blocked or len(held) >= self.limit:
+            return False
+        size = len(chunk)
+        if self.sent + size != self.base + len(held):  # older bytes wait to go first
+            return False
+        return conn.output.carry_chunk(conn.number, chunk, self)
 
     def stored(self, offset: int) -> None:
         """Everything before `offset` is stored: forget it."""
@@ -77,7 +92,7 @@ class OutStream:
             self.line_read = (line, upto)
             self.stored(self.base)
 
-    def attach(self, conn: socket.socket, start: int) -> int:
+    def attach(self, conn: socket.socket | Channel, start: int) -> int:
         """A daemon reads from `start` on; returns the bytes it asked for that were forgotten already (0 unless the
         store lost what it said it had stored)."""
         self.detach()
@@ -90,26 +105,33 @@ class OutStream:
             self.conn.close()
         self.conn = None
 
-    @property
-    def wants_send(self) -> bool:
-        return self.conn is not None and (self.sent < self.end or (self.eof and not self.shut))
-
-    def send(self) -> None:
-        """Send what the connection has not had yet (never blocking); EOF once everything went."""
+    def send(self) -> bool:
+        """Send what the connection has not had yet (never blocking), EOF once everything went; whether some is
+        left to send when the connection can take it."""
         conn = self.conn
         assert conn is not None
         try:
-            if self.sent < self.end:
+            left = self.base + len(self.held) - self.sent
+            if left:
                 start = self.sent - self.base
-                with memoryview(self.held) as view:
-                    self.sent += conn.send(view[start:start + SEND_SIZE])
-            if self.eof and self.sent == self.end and not self.shut:
+                if isinstance(conn, Channel):
+                    sent = conn.output.carry(conn.number, self.held, start, min(left, SEND_SIZE))
+                elif left <= SMALL_SEND:
+                    sent = conn.send(self.held[start:])  # (a copy costs less than a view)
+                else:
+                    with memoryview(self.held) as view:
+                        sent = conn.send(view[start:start + SEND_SIZE])
+                self.sent += sent
+                if sent < left:
+                    return True
+            if self.eof and not self.shut:
                 conn.shutdown(socket.SHUT_WR)
                 self.shut = True
         except BlockingIOError:
-            pass
+            return True
         except OSError:
             self.detach()  # the daemon went: what it had not stored waits for the next one
+        return False
 
     @property
     def done(self) -> bool:
@@ -269,13 +291,16 @@ Handler = Callable[[int], None]
 
 
 class Registrations:
-    """The keeper's selector, each descriptor's interest changed only when it changes (epoll_ctl is a system call;
-    most passes change nothing), each with the handler it was first given."""
+    """The keeper's epoll, each descriptor's interest changed only when it changes (epoll_ctl is a system call;
+    most passes change nothing), each with the handler it was first given. Masks are selectors' (EVENT_READ,
+    EVENT_WRITE); epoll is used directly because the loop's cost per ready descriptor is the keeper's cost per
+    event."""
 
     def __init__(self) -> None:
-        self.selector = selectors.DefaultSelector()
+        self.epoll = select.epoll()
         self._masks: dict[int, int] = {}
         self._handlers: dict[int, Handler] = {}
+        self._forgotten: set[int] = set()  # descriptors forgotten during this round's handlers
 
     def want(self, fd: int, mask: int, handler: Handler | None = None) -> None:
         """Wait for `mask` on `fd` (0: for nothing), calling its handler (given once, kept until forgotten)."""
@@ -285,43 +310,57 @@ class Registrations:
         if mask == current:
             return
         if not mask:
-            self.selector.unregister(fd)
+            self.epoll.unregister(fd)
             del self._masks[fd]
         elif current:
-            self.selector.modify(fd, mask, self._handlers[fd])
+            self.epoll.modify(fd, _EPOLL[mask])
             self._masks[fd] = mask
         else:
-            self.selector.register(fd, mask, self._handlers[fd])
+            self.epoll.register(fd, _EPOLL[mask])
             self._masks[fd] = mask
 
     def forget(self, fd: int | None) -> None:
-        """`fd` is closed, or about to be (the selector lets go of a closed one quietly)."""
+        """`fd` is closed, or about to be (epoll lets go of a closed one by itself)."""
         if fd is None:
             return
         if fd in self._masks:
-            self.selector.unregister(fd)
+            with contextlib.suppress(OSError):
+                self.epoll.unregister(fd)
             del self._masks[fd]
         self._handlers.pop(fd, None)
+        self._forgotten.add(fd)
 
     def wait(self, timeout: float) -> None:
         """Call the handler of every descriptor ready within `timeout`, but for one an earlier handler of the same
-        round forgot (its descriptor closed, perhaps reused already)."""
+        round forgot (its descriptor closed, perhaps reused already: its readiness is the old one's)."""
         handlers = self._handlers
-        for key, mask in self.selector.select(timeout):
-            handler: Handler | None = handlers.get(key.fd)
-            if handler is not None and handler is key.data:
-                handler(mask)
+        forgotten = self._forgotten
+        forgotten.clear()
+        for fd, events in self.epoll.poll(timeout):
+            handler = handlers.get(fd)
+            if handler is not None and (not forgotten or fd not in forgotten):
+                handler(_SELECTORS[events & _KNOWN] if events & _KNOWN else _BOTH)
 
 
-GATHER: Final = 0.001  # seconds the keeper's loop pauses after a pass while many agents write
+_EPOLL: Final = {selectors.EVENT_READ: select.EPOLLIN, selectors.EVENT_WRITE: select.EPOLLOUT,
+                 selectors.EVENT_READ | selectors.EVENT_WRITE: select.EPOLLIN | select.EPOLLOUT}
+_BOTH: Final = selectors.EVENT_READ | selectors.EVENT_WRITE
+_KNOWN: Final = select.EPOLLIN | select.EPOLLOUT
+# an error or hang-up (epoll reports them unasked) wakes both sides, as selectors does
+_SELECTORS: Final = {select.EPOLLIN: selectors.EVENT_READ, select.EPOLLOUT: selectors.EVENT_WRITE,
+                     select.EPOLLIN | select.EPOLLOUT: _BOTH}
+
+
+GATHER: Final = 0.004  # seconds the keeper's loop pauses after a pass while many agents write
 GATHER_FROM: Final = 8  # agents that wrote within the last GATHER_WINDOW seconds, from which it pauses
 GATHER_WINDOW: Final = 0.1
 
 
 class Gathering:
-    """While many agents write, the keeper's loop pauses a millisecond after each pass, so that one wake-up reads
-    many agents' writes, here and in the daemon (a millisecond more per hop then; one agent alone is never
-    delayed)."""
+    """While many agents write, the keeper's loop pauses GATHER after each pass, so that one pass reads many
+    agents' writes and one send carries them, which the daemon reads in one wake-up (each pass costs a wake-up and
+    cold caches, which many agents writing share then; their lines wait up to GATHER more per hop, one agent alone
+    or a few never)."""
 
     def __init__(self) -> None:
         self.writers: set[str] = set()  # agents that wrote in this window

@@ -19,6 +19,7 @@ from typing import BinaryIO, Final, Protocol
 import anyio
 
 from ..supervisor.lines import LineSplitter, LongLine, Oversized
+from .keeper_channels import KeptStream
 
 SYNC_LINES: Final = 64  # lines of one chunk taken in the read callback; the rest by the pump task
 Item = bytes | Oversized | LongLine
@@ -53,8 +54,11 @@ class OutputPipe(asyncio.Protocol):
         self.eof = False
         self.bytes_read = 0
 
-    async def connect(self, file: BinaryIO) -> None:
-        """Start reading `file` (the loop's transport then owns it)."""
+    async def connect(self, file: BinaryIO | KeptStream) -> None:
+        """Start reading `file` (the loop's transport then owns it), or a kept agent's stream."""
+        if isinstance(file, KeptStream):
+            file.connect(self)
+            return
         await asyncio.get_running_loop().connect_read_pipe(lambda: self, file)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

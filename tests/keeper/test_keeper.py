@@ -17,7 +17,7 @@ import pytest
 
 from loopwarden.runtime import keeper_wire as wire
 from loopwarden.runtime.kept import KEEP_BYTES, READ_SIZE
-from tests.keeper.wire_client import Control, read_to_eof, read_until, start_keeper
+from tests.keeper.wire_client import Control, OutputConnection, read_to_eof, read_until, start_keeper
 from tests.support.processes import gone
 from tests.support.waiting import wait_for
 
@@ -238,3 +238,50 @@ def test_an_agent_may_not_talk_to_its_keeper(runtime: Path, keeper: subprocess.P
     out = control.attach("s1", "out", 0)
     said = read_to_eof(out)
     assert b"may not talk to its keeper" in said
+
+
+def test_one_output_connection_carries_every_stream_and_loses_nothing_when_its_daemon_dies(
+        runtime: Path, keeper: subprocess.Popen[bytes]) -> None:
+    """Two agents' stdout as channels of one output connection, each whole and in order; the daemon dies after
+    storing part of one, and the next daemon's channel from there gets exactly the rest."""
+    control = Control(runtime)
+    control.hello()
+    spawn(control, "s1", [*COUNTER, "20000"])
+    spawn(control, "s2", [*COUNTER, "3000"])
+    output = OutputConnection(control)
+    one, two = output.attach("s1", "out"), output.attach("s2", "out")
+    output.read_until(lambda: two in output.ended and b"line 00001000" in output.received[one],
+                      credit=frozenset({one, two}))
+    assert bytes(output.received[two]) == expected(3000)
+    seen = bytes(output.received[one])
+    assert expected(20000).startswith(seen)
+    stored = seen.rindex(b"\n", 0, seen.index(b"line 00000500")) + 1
+    control.ask("stored", sid="s1", out=[stored, 500], err=0)
+    output.close()
+    control.close()  # the daemon dies: nothing after `stored` was stored
+
+    control = Control(runtime)
+    assert [s["sid"] for s in control.hello()] == ["s1", "s2"]
+    control.ask("take", sid="s1", seq=500)
+    output = OutputConnection(control)
+    again = output.attach("s1", "out", stored)
+    output.read_until(lambda: again in output.ended, credit=frozenset({again}))
+    assert bytes(output.received[again]) == expected(20000)[stored:]
+    assert control.exited("s1")["code"] == 0
+
+
+def test_a_channel_out_of_credit_waits_alone(runtime: Path, keeper: subprocess.Popen[bytes]) -> None:
+    """A channel the daemon gives no more credit stops at its first credit, while another channel runs to its
+    end; credit given later lets the first one finish, nothing lost."""
+    control = Control(runtime)
+    control.hello()
+    spawn(control, "big", [*COUNTER, "40000"])  # 2 MB
+    spawn(control, "small", [*COUNTER, "2000"])
+    output = OutputConnection(control)
+    big, small = output.attach("big", "out"), output.attach("small", "out")
+    output.read_until(lambda: small in output.ended and len(output.received[big]) >= wire.FIRST_CREDIT,
+                      credit=frozenset({small}))
+    assert bytes(output.received[small]) == expected(2000)
+    assert len(output.received[big]) == wire.FIRST_CREDIT  # no byte past its credit
+    output.read_until(lambda: big in output.ended, credit=frozenset({big}))
+    assert bytes(output.received[big]) == expected(40000)

@@ -6,6 +6,7 @@ import itertools
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,65 @@ def read_to_eof(sock: socket.socket) -> bytes:
     while chunk := sock.recv(1 << 16):
         data += chunk
     return bytes(data)
+
+
+class OutputConnection:
+    """The daemon's output connection, as a test drives it: frames read into each channel's bytes, credit given
+    only when the test says."""
+
+    def __init__(self, control: Control) -> None:
+        self.control = control
+        self.sock = connect(control.runtime, {"op": "output", "generation": control.generation})
+        assert self.sock.recv(1) == b"\n", "the keeper did not take the output connection"
+        self.received: dict[int, bytearray] = {}
+        self.ended: set[int] = set()
+        self.given: dict[int, int] = {}  # credit given back per channel
+        self._buffer = bytearray()
+        self._numbers = itertools.count(1)
+
+    def attach(self, sid: str, stream: str, start: int = 0) -> int:
+        """A channel for the agent's `stream` from `start` on: its number."""
+        number = next(self._numbers)
+        self.received[number] = bytearray()
+        connect(self.control.runtime, {"op": "attach", "sid": sid, "stream": stream, "from": start,
+                                       "generation": self.control.generation, "channel": number}).close()
+        return number
+
+    def credit(self, number: int, size: int) -> None:
+        self.sock.sendall(wire.CREDIT_FRAME.pack(number, size))
+
+    def read(self) -> bool:
+        """One read of the connection, its whole frames sorted into channels; False at its end."""
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            return False
+        self._buffer += chunk
+        size = wire.OUT_FRAME.size
+        while len(self._buffer) >= size:
+            number, length = wire.OUT_FRAME.unpack_from(self._buffer)
+            if length == wire.EOF_LENGTH:
+                self.ended.add(number)
+                del self._buffer[:size]
+                continue
+            if len(self._buffer) < size + length:
+                break
+            self.received[number] += self._buffer[size:size + length]
+            del self._buffer[:size + length]
+        return True
+
+    def read_until(self, done: Callable[[], bool], *, credit: frozenset[int] = frozenset()) -> None:
+        """Read until `done()`, giving the channels in `credit` back what they sent, as they send it."""
+        for number in credit:
+            self.given.setdefault(number, 0)
+        while True:
+            for number in credit:
+                got = len(self.received[number])
+                if got > self.given[number]:
+                    self.credit(number, got - self.given[number])
+                    self.given[number] = got
+            if done():
+                return
+            assert self.read(), "the keeper closed the output connection"
+
+    def close(self) -> None:
+        self.sock.close()

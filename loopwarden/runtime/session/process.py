@@ -14,6 +14,7 @@ from anyio.abc import Process
 from ...supervisor.verdicts import FINAL_STATES, SessionState
 from ..containment import Containment
 from ..principal import Claim
+from ..keeper_channels import KeptStream
 from ..keeper_link import KeeperLink
 from ..procfs import ProcTable, read_stat
 from .journal import Journal
@@ -30,9 +31,9 @@ def keeper_deadline(max_runtime: float, grace: float) -> float | None:
 class Pipes:
     """Our ends of the agent's pipes, until its reader and writer take them."""
 
-    def __init__(self, stdout: int, stderr: int, stdin: int) -> None:
-        self.stdout: int | None = stdout
-        self.stderr: int | None = stderr
+    def __init__(self, stdout: int | KeptStream, stderr: int | KeptStream, stdin: int) -> None:
+        self.stdout: int | KeptStream | None = stdout
+        self.stderr: int | KeptStream | None = stderr
         self.stdin: int | None = stdin
 
 
@@ -137,15 +138,17 @@ class AgentProcess:
         return await self.attach_kept(keeper, out, err)
 
     async def attach_kept(self, keeper: KeeperLink, out: int = 0, err: int = 0) -> Pipes:
-        fds: list[int] = []
+        streams: list[int | KeptStream] = []
         try:
-            for stream, start in (("out", out), ("err", err), ("in", 0)):
-                fds.append(await keeper.attach(self.sid, stream, start))
+            for stream, start in (("out", out), ("err", err)):
+                streams.append(await keeper.attach(self.sid, stream, start))
+            stdin = await keeper.attach(self.sid, "in")
         except BaseException:
-            for fd in fds:
-                os.close(fd)
+            for opened in streams:
+                opened.close() if isinstance(opened, KeptStream) else os.close(opened)
             raise
-        return Pipes(*fds)
+        assert isinstance(stdin, int)
+        return Pipes(streams[0], streams[1], stdin)
 
     def _running(self, pid: int, stdout_inode: int | None = None) -> None:
         self.pid = pid

@@ -14,7 +14,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import anyio
 import anyio.lowlevel
@@ -26,6 +26,7 @@ from ...supervisor.health import GATED, SessionHealth
 from ...supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, oversized_line
 from ...supervisor.longline import PREFIX_CHARS, STREAM_FROM, line_event
 from ...supervisor.verdicts import Verdict
+from ..keeper_channels import KeptStream
 from ..pipes import Item, Later, OutputPipe, Take
 from .agent import Agent
 from .interventions import Interventions
@@ -60,8 +61,8 @@ class OutputReader:
         self.writer = writer
         self.spills = spills
         self.records = records
-        self.stdout_fd: int | None = None  # each pipe's fd until the pump task connects it
-        self.stderr_fd: int | None = None
+        self.stdout_fd: int | KeptStream | None = None  # each pipe's fd until the pump task connects it
+        self.stderr_fd: int | KeptStream | None = None
         self._stdout: OutputPipe | None = None
         self._stderr: OutputPipe | None = None
         self.seq = 0  # stdout's lines so far
@@ -94,7 +95,7 @@ class OutputReader:
         assert self.stdout_fd is not None and self.stderr_fd is not None
         self._wake = anyio.Event()
         pipes = [self.read_stdout(), self.read_stderr()]
-        files = [os.fdopen(self.stdout_fd, "rb", buffering=0), os.fdopen(self.stderr_fd, "rb", buffering=0)]
+        files = [_source(self.stdout_fd), _source(self.stderr_fd)]
         self.stdout_fd = self.stderr_fd = None
         try:
             for pipe, file in zip(pipes, list(files), strict=True):
@@ -179,11 +180,13 @@ class OutputReader:
     def _kept_partial(self) -> None:
         """More of a kept agent's output was read: its position is stored at most every POSITION_SECONDS, and at
         the end of the interval for what was read meanwhile (an agent may wait in silence for its answer)."""
+        if self._later is not None:  # (the per-chunk path: a store is due already)
+            return
         loop = asyncio.get_running_loop()
         wait = self._positioned + POSITION_SECONDS - loop.time()
         if wait <= 0:
             self._kept_position()
-        elif self._later is None:
+        else:
             self._later = loop.call_later(wait, self._kept_position)
 
     def _kept_position(self) -> None:
@@ -232,7 +235,9 @@ class OutputReader:
     def close_fds(self) -> None:
         """The pipes no pump task took (the agent did not start, or supervision failed first)."""
         for fd in (self.stdout_fd, self.stderr_fd):
-            if fd is not None:
+            if isinstance(fd, KeptStream):
+                fd.close()
+            elif fd is not None:
                 os.close(fd)
         self.stdout_fd = self.stderr_fd = None
 
@@ -432,3 +437,8 @@ class OutputReader:
             text = f"[stderr line of {line.length:,} bytes, not kept]"
         self.journal.sink("log", {"stream": "stderr", "text": text[:4000], "ts": self.journal.clock()})
         return None
+
+
+def _source(fd: int | KeptStream) -> BinaryIO | KeptStream:
+    """What a pipe's reader connects to: the pipe's file, or a kept agent's stream as the keeper sends it."""
+    return fd if isinstance(fd, KeptStream) else os.fdopen(fd, "rb", buffering=0)
