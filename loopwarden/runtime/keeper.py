@@ -32,7 +32,8 @@ from . import keeper_wire as wire
 from .keeper_revival import DAEMON_WAIT, HANDOVER_WAIT, RESTARTS, Revival
 from .keeper_requests import Requests
 from .kept import Gathering, KeptAgent, OutStream, Registrations
-from .kept_output import Channel, Output
+from .keeper_output import OutputSide
+from .kept_output import Channel
 from .principal import classify, descends_from, marked_ancestor
 from .reaper import become_subreaper
 
@@ -52,7 +53,6 @@ class Keeper:
         self.agents: dict[str, KeptAgent] = {}
         self.by_pid: dict[int, KeptAgent] = {}
         self.control: socket.socket | None = None
-        self.output: Output | None = None  # the attached daemon's output connection, if it opened one
         self._control_in = bytearray()
         self._control_out = bytearray()
         self._idle_since: float | None = None
@@ -60,6 +60,7 @@ class Keeper:
         self._frames: dict[socket.socket, wire.FrameReader] = {}
         self._ticked = 0.0
         self.gathering = Gathering()
+        self.outputs = OutputSide(self.fds, self.agents, receive)
         self.stopping = False  # SIGTERM: it exits once its agents are gone
         self.generation = 0  # bumped for each daemon attached: its streams carry it
         self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
@@ -80,7 +81,7 @@ class Keeper:
         while not self._should_exit():
             try:
                 self.fds.wait(self._timeout())
-                self._flush_output()
+                self.outputs.flush()
                 self._tick()
                 self.gathering.pause()
             except Exception:  # noqa: BLE001 - a bug of ours must not end the agents' pipes: said, and survived
@@ -90,8 +91,7 @@ class Keeper:
         (self.runtime / wire.SOCKET_NAME).unlink(missing_ok=True)
 
     def _timeout(self) -> float:
-        output = self.output
-        if output is not None and output.waiting and output.ready:
+        if self.outputs.ready:
             return 0.0
         return max(0.0, self._ticked + TICK - time.monotonic())
 
@@ -187,8 +187,10 @@ class Keeper:
             self._attach_control(conn, rest)
         elif message.get("op") == "attach":
             self._attach_stream(conn, message, rest)
+        elif message.get("op") == "output" and self._current(message.get("generation")):
+            self.outputs.attach(conn, self.generation)
         elif message.get("op") == "output":
-            self._attach_output(conn, message)
+            conn.close()
         else:
             conn.close()
 
@@ -226,7 +228,7 @@ class Keeper:
                 self._take_frames(agent, rest)
         elif stream in wire.STREAMS:
             out = agent.streams[stream]
-            carrier = self._carrier(conn, message)
+            carrier = self.outputs.carrier(conn, message)
             if carrier is None:
                 return
             if out.conn is not None:
@@ -237,72 +239,6 @@ class Keeper:
             conn.close()
             return
         self.pump(agent)
-
-    def _carrier(self, conn: socket.socket, message: dict[str, Any]) -> socket.socket | Channel | None:
-        """What carries an attached output stream: a channel of the output connection (this connection then
-        closes), or the connection itself (a daemon that opened no output connection)."""
-        if "channel" not in message:
-            with contextlib.suppress(OSError):
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, wire.STREAM_BUFFER)
-            return conn
-        conn.close()
-        output = self.output
-        if output is None or output.generation != message.get("generation"):
-            return None
-        return output.channel(wire.count(message.get("channel")))
-
-    def _attach_output(self, conn: socket.socket, message: dict[str, Any]) -> None:
-        """The attached daemon's output connection: a newline says it is taken (attaches may name its channels)."""
-        if self.control is None or message.get("generation") != self.generation:
-            conn.close()
-            return
-        self._output_closed()
-        try:
-            conn.send(b"\n")
-        except OSError:
-            conn.close()
-            return
-        self.output = Output(conn, self.generation)
-        self.fds.want(conn.fileno(), selectors.EVENT_READ, self._on_output)
-
-    def _on_output(self, _mask: int) -> None:
-        """Credit from the daemon (its pumps run in `_flush_output`), or the connection's end."""
-        output = self.output
-        if output is None or not _mask & selectors.EVENT_READ:
-            return
-        data = receive(output.conn)
-        if data == b"":
-            self._output_closed()
-        elif data:
-            output.read_credit(data)
-
-    def _flush_output(self) -> None:
-        """Once per pass: what every channel put goes in one send; channels that waited for room or credit move."""
-        output = self.output
-        if output is None:
-            return
-        for _ in range(2):
-            for pump in output.wake():
-                pump()
-            try:
-                output.flush()
-            except OSError:
-                self._output_closed()
-                return
-        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if output.pending else 0)
-        self.fds.want(output.conn.fileno(), mask)
-
-    def _output_closed(self) -> None:
-        """The output connection ends (its daemon went, or opened another): its channels' streams detach."""
-        output, self.output = self.output, None
-        if output is None:
-            return
-        self.fds.forget(output.conn.fileno())
-        output.close()
-        for agent in self.agents.values():
-            for stream in agent.streams.values():
-                if isinstance(stream.conn, Channel) and stream.conn.output is output:
-                    stream.detach()
 
     def _on_control(self, _mask: int) -> None:
         conn = self.control
@@ -340,7 +276,7 @@ class Keeper:
         self.fds.forget(conn.fileno())
         conn.close()
         self.control = None
-        self._output_closed()
+        self.outputs.closed()
         self.revival.left(planned=False)
         self._draining = self.generation
         self._accept(0)
@@ -356,7 +292,7 @@ class Keeper:
                 self._drain_stdin_conn(agent)
                 self._close_stdin_conn(agent)
 
-    def _current(self, generation: int) -> bool:
+    def _current(self, generation: object) -> bool:
         """Whether a stream opened by daemon `generation` belongs to the daemon attached now (a new one may have come
         while the last one's streams were taken)."""
         return self.control is not None and generation == self.generation
