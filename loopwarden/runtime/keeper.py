@@ -61,6 +61,7 @@ class Keeper:
         self._ticked = 0.0
         self.gathering = Gathering()
         self.outputs = OutputSide(self.fds, self.agents, receive)
+        self.offers_output = True  # hello offers the output connection (as a keeper before it did not, when off)
         self.stopping = False  # SIGTERM: it exits once its agents are gone
         self.generation = 0  # bumped for each daemon attached: its streams carry it
         self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
@@ -491,8 +492,8 @@ def _peer(conn: socket.socket) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m loopwarden.runtime.keeper RUNTIME_DIR [--restarts N] [--daemon-wait S] [--handover-wait S]`: keep
-    agents there, unless a keeper does already."""
+    """`python -m loopwarden.runtime.keeper RUNTIME_DIR [--restarts N] [--daemon-wait S] [--handover-wait S]
+    [--streams-only]`: keep agents there, unless a keeper does already."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m loopwarden.runtime.keeper")
@@ -500,6 +501,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--restarts", type=int, default=RESTARTS)
     parser.add_argument("--daemon-wait", type=float, default=DAEMON_WAIT)
     parser.add_argument("--handover-wait", type=float, default=HANDOVER_WAIT)
+    parser.add_argument("--streams-only", action="store_true", help="offer no output connection, as an older keeper")
     args = parser.parse_args(argv)
     if not args.runtime.is_dir():
         parser.error(f"{args.runtime} is not a directory")
@@ -511,8 +513,10 @@ def main(argv: list[str]) -> int:
     become_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    Keeper(args.runtime, Revival(restarts=args.restarts, daemon_wait=args.daemon_wait,
-                                 handover_wait=args.handover_wait)).run()
+    keeper = Keeper(args.runtime, Revival(restarts=args.restarts, daemon_wait=args.daemon_wait,
+                                          handover_wait=args.handover_wait))
+    keeper.offers_output = not args.streams_only
+    keeper.run()
     return 0
 
 

@@ -34,7 +34,8 @@ class Requests:
     def hello(self, message: dict[str, Any]) -> dict[str, Any]:
         self.keeper.revival.hello(message.get("daemon"))
         sessions = [agent.describe() for agent in self.keeper.agents.values()]
-        return {"pid": os.getpid(), "generation": self.keeper.generation, "sessions": sessions, "output": True}
+        return {"pid": os.getpid(), "generation": self.keeper.generation, "sessions": sessions,
+                "output": self.keeper.offers_output}
 
     def bye(self, message: dict[str, Any]) -> dict[str, Any]:
         self.keeper.revival.left(planned=True)

@@ -175,7 +175,8 @@ class Keeping:
         if self.link is None:
             return None
         return {"pid": self.link.pid, "holds": len(self.held), "connected": not self.link.lost,
-                "keep_agents": self.enabled, **self.took, "answers_dropped": self.link.answers_dropped}
+                "keep_agents": self.enabled, **self.took, "answers_dropped": self.link.answers_dropped,
+                "output_connection": self.link.channels is not None}
 
     async def take_up_all(self, store: Store | None, take_up: TakeUp) -> None:
         """Supervise again the agents the keeper held for an earlier daemon, each judged as it was (rebuilt off the

@@ -129,7 +129,8 @@ def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness
 def test_keeping_is_on_by_default_and_off_starts_no_keeper(lw: Harness, tmp_path: Path) -> None:
     """A daemon keeps its agents unless told not to; told not to, no keeper is started, and `status` says
     nothing of one."""
-    assert lw.request("ping")["keeper"]["keep_agents"] is True
+    keeper = lw.request("ping")["keeper"]
+    assert keeper["keep_agents"] is True and keeper["output_connection"] is True  # (this keeper offers one)
     with Harness(tmp_path / "unkept").not_keeping() as unkept:
         assert unkept.request("ping")["keeper"] is None
         assert not (unkept.paths.runtime / "keeper.sock").exists()
@@ -171,3 +172,32 @@ def test_an_attached_run_follows_its_kept_session_across_a_killed_daemon(kept: H
     calls = [line for line in out.decode().splitlines() if "→" in line]
     assert len(calls) == len(set(calls)) == len(tool_calls(kept, snap["id"]))  # each printed once
 
+
+
+def test_a_keeper_without_an_output_connection_is_read_a_stream_each(tmp_path: Path) -> None:
+    """A keeper an older loopwarden started (still holding agents after an upgrade) offers no output connection:
+    the daemon reads each stream on its own connection, and a restart-daemon across it loses and repeats no line."""
+    from tests.keeper.wire_client import start_keeper
+
+    harness = Harness(tmp_path)
+    harness.paths.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keeper = start_keeper(harness.paths.runtime, "--streams-only")
+    try:
+        with harness:
+            assert harness.request("ping")["keeper"]["output_connection"] is False
+            writers = [harness.launch(PY, FLOOD, "--rate", "200", "--tick", "0.01", "--seconds", "4")
+                       for _ in range(3)]
+            wait_for(lambda: all(len(harness.events(w)) > 50 for w in writers), 60, "events from every writer")
+            done = harness.cli("restart-daemon", "--yes")
+            assert done.returncode == 0, done.stderr
+            assert harness.request("ping")["keeper"]["output_connection"] is False
+            ended(harness, writers)
+            for writer in writers:
+                events = harness.events(writer)
+                written = int(next(e for e in events if e["kind"] == "done")["data"]["summary"].split()[0]) + 2
+                assert [e["seq"] for e in events if e["kind"] != "log"] == list(range(1, written + 1))
+        harness.cli("stop-daemon", "--yes")
+    finally:
+        if keeper.poll() is None:
+            keeper.kill()
+        keeper.wait(10)
