@@ -73,7 +73,10 @@ class KeeperLink:
         reply = await self.request("hello", daemon=daemon)
         self.pid, self.generation, self.kept = reply.get("pid"), int(reply["generation"]), list(reply["sessions"])
         if reply.get("output") is True:
-            await self._open_output()
+            try:
+                await self._open_output()
+            except (OSError, TimeoutError) as exc:
+                self.log(f"the keeper's output connection could not be opened ({exc}): a connection per stream")
 
     async def _open_output(self) -> None:
         """The output connection every kept stream's bytes come on, taken once the keeper's newline says so."""
@@ -187,6 +190,9 @@ class KeeperLink:
         """One of the agent's streams: stdout or stderr as a channel of the output connection, or (a keeper without
         one, and stdin) a connected socket, a file descriptor the caller owns."""
         channels = self.channels
+        if channels is not None and channels.lost:
+            self.log("the keeper's output connection closed: kept streams attached from now on a connection each")
+            channels = self.channels = None
         if channels is not None and stream in wire.STREAMS:
             kept = channels.new()
             try:

@@ -112,7 +112,7 @@ class OutStream:
         assert conn is not None
         try:
             left = self.base + len(self.held) - self.sent
-            if left:
+            if left > 0:
                 start = self.sent - self.base
                 if isinstance(conn, Channel):
                     sent = conn.output.carry(conn.number, self.held, start, min(left, SEND_SIZE))

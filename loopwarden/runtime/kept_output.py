@@ -42,15 +42,16 @@ class Output:
         if self.closed:
             raise ConnectionResetError("the daemon's output connection is closed")
         pending = self.pending
-        size = min(size, self.credit.get(number, 0), PENDING - len(pending))
-        if size > 0:
-            self.credit[number] -= size
-            pending += wire.OUT_FRAME.pack(number, size)
-            if size <= SMALL:  # (a copy costs less than a view)
-                pending += held[start:start + size]
-            else:
-                with memoryview(held) as view:
-                    pending += view[start:start + size]
+        size = min(size, self.credit.get(number, 0), PENDING - len(pending))  # (a header may put it past PENDING)
+        if size <= 0:
+            return 0
+        self.credit[number] -= size
+        pending += wire.OUT_FRAME.pack(number, size)
+        if size <= SMALL:  # (a copy costs less than a view)
+            pending += held[start:start + size]
+        else:
+            with memoryview(held) as view:
+                pending += view[start:start + size]
         return size
 
     def carry_chunk(self, number: int, chunk: bytes, stream: Sent) -> bool:
