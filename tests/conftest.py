@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     writes it, so each compiled every module again (0.15 s a daemon start). Importing reads bytecode whatever
     that variable says; compileall skips what is already up to date."""
     compileall.compile_dir(ROOT / "loopwarden", quiet=2)
+    # A suite started in the background of a shell without job control inherits SIGINT ignored, and so would every
+    # process it starts, where the tests' Ctrl-C would then do nothing: the processes start with it as a terminal
+    # gives it (a handled signal is reset to its default in a new program; an ignored one stays ignored).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
