@@ -190,8 +190,6 @@ class Keeper:
             self._attach_stream(conn, message, rest)
         elif message.get("op") == "output" and self._current(message.get("generation")):
             self.outputs.attach(conn, self.generation)
-        elif message.get("op") == "output":
-            conn.close()
         else:
             conn.close()
 
@@ -341,12 +339,12 @@ class Keeper:
         fd = stream.fd
         if fd is None:
             return
-        self.gathering.writers.add(agent.sid)
+        self.gathering.writers.add(agent.sid)  # (the per-event path: no call more than needed)
         if stream.read_and_carry():
             return
         if stream.fd is None:
             self.fds.forget(fd)
-        elif len(stream.held) >= stream.limit:
+        elif not stream.readable:
             self.fds.want(fd, 0)  # the daemon has not stored enough: the agent waits in its write
         if stream.conn is not None and not stream.blocked:  # (blocked: it goes when the daemon has read)
             self._send(agent, stream)

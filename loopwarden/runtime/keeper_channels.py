@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from typing import Any, Final
 
 from . import keeper_wire as wire
@@ -113,6 +114,14 @@ class Channels(asyncio.Protocol):
             self.ready.set_exception(ConnectionResetError("the keeper closed its output connection"))
         for stream in list(self.channels.values()):
             stream.ended()
+
+
+def close_source(source: int | KeptStream) -> None:
+    """An output stream no reader took: a kept agent's channel, or a pipe's descriptor."""
+    if isinstance(source, KeptStream):
+        source.close()
+    else:
+        os.close(source)
 
 
 class KeptStream(asyncio.ReadTransport):

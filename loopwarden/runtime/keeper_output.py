@@ -27,8 +27,7 @@ class OutputSide:
     @property
     def ready(self) -> bool:
         """Whether a channel that waited may send now (the loop then does not sleep)."""
-        output = self.output
-        return output is not None and bool(output.waiting) and output.ready
+        return self.output is not None and self.output.ready
 
     def carrier(self, conn: socket.socket, message: dict[str, Any]) -> socket.socket | Channel | None:
         """What carries an attached output stream: a channel of the output connection (this connection then

@@ -367,9 +367,6 @@ class Gathering:
         self.window = 0.0  # when it began
         self.on = False  # many wrote in the last one
 
-    def wrote(self, sid: str) -> None:
-        self.writers.add(sid)
-
     def pause(self) -> None:
         now = time.monotonic()
         if now - self.window >= GATHER_WINDOW:

@@ -94,15 +94,18 @@ class Output:
     @property
     def ready(self) -> bool:
         """Whether a waiting channel may send now (the keeper's loop then does not sleep)."""
-        return bool(self.waiting) and not self.closed and len(self.pending) < PENDING and any(
-            self.credit.get(number, 0) > 0 for number in self.waiting)
+        return bool(self.waiting) and self._room() and any(self.credit.get(n, 0) > 0 for n in self.waiting)
 
     def wake(self) -> list[Callable[[], None]]:
         """The pumps of waiting channels that may send now."""
-        if self.closed or len(self.pending) >= PENDING:
+        if not self._room():
             return []
         ready = [number for number in self.waiting if self.credit.get(number, 0) > 0]
         return [self.waiting.pop(number) for number in ready]
+
+    def _room(self) -> bool:
+        """Open, and room left for more frames."""
+        return not self.closed and len(self.pending) < PENDING
 
     def close(self) -> None:
         self.closed = True

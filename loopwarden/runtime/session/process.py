@@ -14,7 +14,7 @@ from anyio.abc import Process
 from ...supervisor.verdicts import FINAL_STATES, SessionState
 from ..containment import Containment
 from ..principal import Claim
-from ..keeper_channels import KeptStream
+from ..keeper_channels import KeptStream, close_source
 from ..keeper_link import KeeperLink
 from ..procfs import ProcTable, read_stat
 from .journal import Journal
@@ -145,7 +145,7 @@ class AgentProcess:
             stdin = await keeper.attach(self.sid, "in")
         except BaseException:
             for opened in streams:
-                opened.close() if isinstance(opened, KeptStream) else os.close(opened)
+                close_source(opened)
             raise
         assert isinstance(stdin, int)
         return Pipes(streams[0], streams[1], stdin)

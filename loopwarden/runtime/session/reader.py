@@ -26,7 +26,7 @@ from ...supervisor.health import GATED, SessionHealth
 from ...supervisor.lines import LineSplitter, LongLine, Oversized, TextSink, oversized_line
 from ...supervisor.longline import PREFIX_CHARS, STREAM_FROM, line_event
 from ...supervisor.verdicts import Verdict
-from ..keeper_channels import KeptStream
+from ..keeper_channels import KeptStream, close_source
 from ..pipes import Item, Later, OutputPipe, Take
 from .agent import Agent
 from .interventions import Interventions
@@ -235,10 +235,8 @@ class OutputReader:
     def close_fds(self) -> None:
         """The pipes no pump task took (the agent did not start, or supervision failed first)."""
         for fd in (self.stdout_fd, self.stderr_fd):
-            if isinstance(fd, KeptStream):
-                fd.close()
-            elif fd is not None:
-                os.close(fd)
+            if fd is not None:
+                close_source(fd)
         self.stdout_fd = self.stderr_fd = None
 
     async def drain(self, pumps_done: asyncio.Future[None]) -> None:
