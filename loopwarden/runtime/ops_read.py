@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 
 from ..supervisor.verdicts import FINAL_STATES, final_exit_code
+from .call_changes import CallChanges
 from .processes import ProcessListing
 from .records import Recorder
 from .registry import SessionRegistry, row_snapshot
@@ -38,12 +39,13 @@ def no_store(what: str) -> RequestError:
 
 
 class ReadOperations:
-    """`op_list`, `op_status`, `op_logs`, `op_processes`, `op_gates`, `op_actions`, `op_exit_code`."""
+    """`op_list`, `op_status`, `op_logs`, `op_processes`, `op_gates`, `op_actions`, `op_exit_code`, `op_diff`."""
 
     def __init__(self, registry: SessionRegistry, recorder: Recorder, listing: ProcessListing) -> None:
         self.registry = registry
         self.recorder = recorder
         self.listing = listing
+        self.changes = CallChanges()
 
     async def op_list(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         """Every live session and the newest ended ones, oldest first. With `stored: true`, a page of the
@@ -107,6 +109,10 @@ class ReadOperations:
                 continue
             for gate in session.health.pending_gates():
                 out.append({"session": sid, "name": session.spec.name, **gate.to_dict(), "ref": f"{sid}:{gate.id}"})
+        if self.changes.unread(out):  # a new gate: its call is read from the store, once written there
+            await self.recorder.flush()
+        if self.recorder.store is not None:
+            await self.changes.attach(self.recorder.store, out)
         return sorted(out, key=lambda g: g["opened_at"])
 
     async def op_actions(self, req: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
@@ -117,6 +123,15 @@ class ReadOperations:
         sid = await self.registry.resolve(req["session"]) if req.get("session") else None
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
+
+    async def op_diff(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
+        """What a session changed, from its calls (runtime/call_changes.py)."""
+        sid = await self.registry.resolve(req.get("session"))
+        await self.recorder.flush()
+        store = self.recorder.store
+        if store is None:
+            raise no_store("its changes cannot be read now")
+        return await self.changes.diff(store, sid, self.registry.snapshot(sid).get("cwd"))
 
     async def op_exit_code(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
         snap = self.registry.snapshot(await self.registry.resolve(req.get("session")))

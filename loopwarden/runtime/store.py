@@ -39,7 +39,7 @@ from sqlite_utils import Database
 from ..supervisor.verdicts import FINAL_STATES
 from .store_pages import HistoryPages
 from .store_prune import Pruning
-from .store_sql import EVENT_IDS, HISTORY_TABLES, TABLES, StoreError, of_session, store_errors, transaction
+from .store_sql import EVENT_FROM, EVENT_IDS, HISTORY_TABLES, TABLES, StoreError, of_session, store_errors, transaction
 from .store_values import APPEND, RowValues, clean, column_kinds, decode
 
 __all__ = ["HISTORY_TABLES", "TABLES", "Batch", "EventRow", "Store", "StoreError", "max_session_number_readonly"]
@@ -459,6 +459,12 @@ class Store:
     def events(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` events of a session with id > `after_id`, oldest first."""
         return self._page("events", session_id, after_id, limit)
+
+    def calls(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """Up to `limit` tool calls and results of a session with id > `after_id`, oldest first."""
+        sql = (f"SELECT e.* FROM {EVENT_FROM} AND r.last_id > ?2 AND e.id > ?2"
+               " AND e.kind IN ('tool_call', 'tool_result') ORDER BY r.last_id, r.first_id, e.id LIMIT ?3")
+        return self._select("events", sql, [session_id, int(after_id), max(0, int(limit))])
 
     def verdicts(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` verdicts of a session with id > `after_id`, oldest first."""

@@ -36,6 +36,7 @@ import orjson
 
 from ..supervisor import events as ev
 from ..supervisor import protocol
+from ..supervisor.changes import LIMIT as DIFF_LIMIT
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents, acp_kept
 from .base import Adapter, Capability, Handover, line
@@ -46,6 +47,7 @@ CLIENT_INFO = {"name": "loopwarden", "title": "loopwarden", "version": "1"}
 PERMISSION = "session/request_permission"
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 MAP_LIMIT = 4096  # remembered tool calls, requests, pending answers
+DIFF_BLOCKS = 20  # `diff` blocks of one tool call kept in its arguments
 MESSAGE_LIMIT = 64 * 1024  # characters of one assistant message kept from its chunks
 OUTPUT_LIMIT = 256 * 1024  # characters of one tool result kept
 DONE = ("completed", "failed")
@@ -131,6 +133,20 @@ def _call_args(call: dict[str, Any]) -> dict[str, Any]:
     return {"title": title if isinstance(title, str) else ""}
 
 
+def _with_diffs(args: dict[str, Any], content: Any) -> dict[str, Any]:
+    """`args` with the call content's `diff` blocks kept (bounded) as `diffs`, so its change can be shown."""
+    if not isinstance(content, list) or "diffs" in args:
+        return args
+    diffs = [{"path": b["path"], "oldText": _clipped(b.get("oldText")), "newText": _clipped(b.get("newText"))}
+             for b in content[:DIFF_BLOCKS] if isinstance(b, dict) and b.get("type") == "diff"
+             and isinstance(b.get("path"), str)]
+    return {**args, "diffs": diffs} if diffs else args
+
+
+def _clipped(text: Any) -> str | None:
+    return text[:DIFF_LIMIT] if isinstance(text, str) else None
+
+
 def _tool(call: dict[str, Any]) -> str:
     return _str(call.get("kind")) or "other"
 
@@ -187,6 +203,7 @@ class AcpParser(RecordParser):
         args = _call_args(call)
         if seen is not None and set(args) == {"title"} and set(seen.args) != {"title"}:
             args = dict(seen.args)  # the update carried the raw input, the request only a title
+        args = _with_diffs(args, call.get("content"))
         tool = _str(call.get("kind")) or (seen.tool if seen else "other")
         if call_id:
             _remember(self._judged, call_id)
@@ -234,6 +251,7 @@ class AcpParser(RecordParser):
                 args = _call_args(upd)
                 if set(args) == {"title"} and base and (set(base) != {"title"} or not args["title"]):
                     args = base
+                args = _with_diffs(args, upd.get("content"))
                 tool = _str(upd.get("kind")) or (call.tool if call else "other")
                 call = ev.ToolCall(seq=seq, tool=tool, args=args, call_id=call_id)
                 _remember(self._calls, call_id, call)

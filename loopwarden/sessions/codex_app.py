@@ -184,7 +184,8 @@ def _exec_item(item: dict[str, Any]) -> dict[str, Any] | None:
 def _change(change: Any) -> Any:
     """A fileChange entry with its kind as a word (`add`, `update`, `delete`)."""
     if isinstance(change, dict) and isinstance(change.get("kind"), dict):
-        return {**change, "kind": change["kind"].get("type")}
+        moved = change["kind"].get("move_path")  # kept: the diff shows the file under its new name
+        return {**change, "kind": change["kind"].get("type"), **({"move_path": moved} if moved else {})}
     return change
 
 

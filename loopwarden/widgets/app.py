@@ -28,6 +28,7 @@ from ..supervisor.visible import visible
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
+from .diffs import SessionDiff
 from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
@@ -44,6 +45,7 @@ CANNOT = {"hold": "hold a call for a gate", "inject": "receive text",
           "rewind": "rewind its conversation (restart it: R)"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
+GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so its change) is not known yet
 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
@@ -53,6 +55,7 @@ RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 SESSION_KEYS = [
     Binding("enter", "open_detail", "Open", id="open", show=False),
     Binding("g", "gates", "Gates", id="gates"),
+    Binding("v", "diff", "Diff", id="diff"),
     Binding("slash", "filter", "Filter", id="filter"),
     Binding("s", "sort", "Sort", id="sort"),
     Binding("S", "reverse_sort", "Reverse sort", id="reverse_sort", show=False),
@@ -286,6 +289,8 @@ class ConsoleApp(App[None]):
                             severity="warning", timeout=8, markup=False)  # agent text is never markup
                 self.bell()
         self._known_gates |= refs
+        if any("changes" not in gate for gate in gates):  # a gate whose held call has not come yet: read again
+            self.set_timer(GATES_AGAIN_SECONDS, self.load_gates)
 
     # ---- what an action applies to -----------------------------------------
     def target(self) -> dict[str, Any] | None:
@@ -398,15 +403,33 @@ class ConsoleApp(App[None]):
 
     def _open_detail(self, key: str) -> None:
         """The detail of the session `key` names, read from its own host's daemon (box:s3: box's s3)."""
-        paths, sid = self.paths, key
+        found = self._daemon_of(key)
+        if found is not None:
+            self.push_screen(SessionDetail(*found, key=key, snapshot_of=self.snapshots.get))
+
+    def action_diff(self) -> None:
+        """The diff of the selected session (the gate's, the detail's): what it changed so far."""
+        screen = self.screen
+        if isinstance(screen, GatesQueue):
+            gate = screen.selected()
+            key = str(gate["session"]) if gate else None
+        else:
+            key = getattr(screen, "session_key", None) or self.table.selected_id()
+        found = self._daemon_of(key) if key and not isinstance(screen, SessionDiff) else None
+        if found is not None:
+            self.push_screen(SessionDiff(*found, key=key))
+
+    def _daemon_of(self, key: str) -> tuple[Paths, str] | None:
+        """The daemon and id of the session `key` names (box:s3: box's s3); None, said, when there is none."""
         where = getattr(self.feed, "where", None)  # several hosts: the key says which daemon
-        if where is not None:
-            try:
-                paths, sid = where(key)
-            except DaemonError as exc:
-                self.notify(visible(str(exc)), severity="error", markup=False)
-                return
-        self.push_screen(SessionDetail(paths, sid, key=key, snapshot_of=self.snapshots.get))
+        if where is None:
+            return self.paths, key
+        try:
+            paths, sid = where(key)
+        except DaemonError as exc:
+            self.notify(visible(str(exc)), severity="error", markup=False)
+            return None
+        return paths, sid
 
     def action_gates(self) -> None:
         if not isinstance(self.screen, GatesQueue):
@@ -684,6 +707,7 @@ def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[t
                 ("Sessions and gates: actions on the selected one", bindings(ACTION_KEYS)),
                 ("Gates queue (g)", bindings(GatesQueue.BINDINGS)),
                 ("Session detail (enter)", bindings(SessionDetail.BINDINGS)),
+                ("Session diff (v)", bindings(SessionDiff.BINDINGS)),
                 ("Anywhere", bindings(GENERAL_KEYS))]
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))

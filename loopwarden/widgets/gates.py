@@ -18,13 +18,14 @@ from textual.widgets import DataTable, Header, Static
 from ..supervisor.config import format_duration
 from ..supervisor.evidence import fact, record_line, records
 from ..supervisor.messages import clip
+from .diffs import gate_changes_text
 from .keybar import KeyBar
 
 DRAW_SECONDS = 0.25
 
 
 def evidence_text(gate: dict[str, Any]) -> Text:
-    """The gate's reason and its evidence, one fact per line."""
+    """The gate's reason and its evidence, one fact per line; the change its call would make, coloured."""
     out = Text()
     out.append(f"{gate.get('ref')}  ", style="bold magenta")
     out.append(f"{gate.get('name') or ''}  rule {gate.get('rule')}\n", style="bold")
@@ -38,6 +39,10 @@ def evidence_text(gate: dict[str, Any]) -> Text:
         else:
             out.append(f"{key}: ", style="bold")
             out.append(fact(str(key), value, 400) + "\n")
+    changes = gate.get("changes")
+    if isinstance(changes, dict):
+        gate_changes_text(changes, out)
+    out.append("\nv: the session's diff so far\n", style="dim")
     return out
 
 
@@ -61,6 +66,7 @@ class GatesQueue(Screen[None]):
         Binding("d", "app.deny", "Deny"),
         Binding("u", "app.grant", "Grant"),
         Binding("x", "app.reset", "Reset"),
+        Binding("v", "app.diff", "Diff so far", id="gates.diff"),
         Binding("j", "move_cursor(1)", "Down", show=False),
         Binding("k", "move_cursor(-1)", "Up", show=False),
     ]
