@@ -99,6 +99,12 @@ def summary_line(diff: dict[str, Any]) -> Text:
     return text
 
 
+def _trimmed(text: Text) -> Text:
+    """`text` without its last line break (a Static would show it as an empty line)."""
+    text.rstrip()
+    return text
+
+
 class SessionDiff(Screen[None]):
     """One session's changes so far: files with +/- counts and the unified diff, read again while shown."""
 
@@ -178,9 +184,9 @@ class SessionDiff(Screen[None]):
             return
         self._shown = key
         files = diff.get("files") or []
-        self.query_one("#diff-summary", Static).update(files_text(files, summary_line(diff)))
+        self.query_one("#diff-summary", Static).update(_trimmed(files_text(files, summary_line(diff))))
         patch = str(diff.get("patch") or "")
-        self.query_one("#diff-patch", Static).update(diff_lines(patch.splitlines()) if patch else Text(""))
+        self.query_one("#diff-patch", Static).update(_trimmed(diff_lines(patch.splitlines())))
 
     def action_scroll(self, down: bool) -> None:
         box = self.query_one("#diff-box", VerticalScroll)

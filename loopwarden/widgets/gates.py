@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -22,6 +23,7 @@ from .diffs import gate_changes_text
 from .keybar import KeyBar
 
 DRAW_SECONDS = 0.25
+DIFF_LINK = Style(underline=True, meta={"@click": "app.diff"})
 
 
 def evidence_text(gate: dict[str, Any]) -> Text:
@@ -42,7 +44,9 @@ def evidence_text(gate: dict[str, Any]) -> Text:
     changes = gate.get("changes")
     if isinstance(changes, dict):
         gate_changes_text(changes, out)
-    out.append("\nv: the session's diff so far\n", style="dim")
+    out.append("\n")
+    out.append("v: the session's diff so far", style=DIFF_LINK)  # a link: a click opens it too (in a browser)
+    out.append("\n")
     return out
 
 

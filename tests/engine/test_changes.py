@@ -134,7 +134,8 @@ def test_native_edit_and_calls_that_change_nothing() -> None:
     [change] = call_changes("edit", {"path": "src/fmt.py", "old": "return out", "new": "return out + '\\n'"})
     assert (change.path, change.added, change.removed) == ("src/fmt.py", 1, 1)
     for tool, args in (("Bash", {"command": "ls"}), ("Read", {"file_path": "a.py"}), ("x", {"path": "a"}),
-                       ("Edit", {"file_path": 3, "old_string": "a", "new_string": "b"}), ("apply_patch", {"changes": 7}),
+                       ("Edit", {"file_path": 3, "old_string": "a", "new_string": "b"}),
+                       ("apply_patch", {"changes": 7}),
                        ("Edit", "not a dict")):
         assert call_changes(tool, args) == []
 

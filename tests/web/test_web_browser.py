@@ -101,3 +101,26 @@ def test_a_browser_without_the_token_is_refused_and_no_console_starts(
         driver.get(web.url)  # the near miss: with it, the console
         wait_screen(driver, lambda s: "NAME" in s, "the console")
         wait_for_children(web, 1)
+
+
+def test_the_web_console_shows_a_gates_diff_and_the_sessions_diff_with_agent_text_inert(
+        lw: Harness, web: WebServer, browser_profile: Path, tmp_path: Path) -> None:
+    """A gate on an edit shows, in the browser, the change its call would make; `v` opens the session's diff;
+    the escape sequences and markup the agent wrote show as text (the page's terminal did not act on them)."""
+    from tests.console.test_diffs import gated
+
+    sid, ref = gated(lw, tmp_path)
+    with chromium(browser_profile) as driver:
+        driver.get(web.url)
+        wait_screen(driver, lambda s: "hostile" in s and "NAME" in s, "the sessions table")
+        press(driver, "g")
+        gate = wait_screen(driver, lambda s: "the change this call would make" in s and "seed_users.json" in s,
+                           f"{ref}'s change in the gates queue")
+        assert '-  {"email": "ann@example.com", "id": 2},' in gate
+        _capture(driver, "web_gate_diff.png")
+        press(driver, "v")
+        diff = wait_screen(driver, lambda s: "files changed" in s and "+unique=False" in s, "the session's diff")
+        assert "1 file changed, +4 -4" in diff and "M +4 -4  migrations/0007_users.py" in diff
+        assert "\\x1b[2J\\x1b]0;pwned\\x07[bold red]markup[/bold red]" in diff
+        assert f"{sid} diff" in diff
+        _capture(driver, "web_session_diff.png")
