@@ -55,7 +55,7 @@ class SessionChanges:
 
     cursor: int = 0  # the last event id read
     files: dict[str, FileChange] = field(default_factory=dict)
-    pending: OrderedDict[str | None, tuple[str, dict[str, Any]]] = field(default_factory=OrderedDict)
+    pending: OrderedDict[str | None, tuple[dict[str, Any], list[FileChange]]] = field(default_factory=OrderedDict)
     contents: OrderedDict[str, str] = field(default_factory=OrderedDict)  # files added here: their content now
     size: int = 0  # bytes of hunks kept
     truncated: bool = False
@@ -64,8 +64,9 @@ class SessionChanges:
         data = _event(row)
         if row.get("kind") == "tool_call":
             tool, args = data.get("tool"), data.get("args")
-            if isinstance(tool, str) and isinstance(args, dict) and call_changes(tool, args):
-                self.pending[data.get("call_id")] = (tool, args)
+            files = call_changes(tool, args) if isinstance(tool, str) and isinstance(args, dict) else []
+            if files:
+                self.pending[data.get("call_id")] = (args, files)
                 while len(self.pending) > PENDING_CALLS:
                     self.pending.popitem(last=False)
             return
@@ -76,9 +77,9 @@ class SessionChanges:
         if call is not None and not _failed(data):
             self.apply(*call)
 
-    def apply(self, tool: str, args: dict[str, Any]) -> None:
-        """A call that succeeded: its changes merged into each file's."""
-        for change in call_changes(tool, args):
+    def apply(self, args: dict[str, Any], files: list[FileChange]) -> None:
+        """A call that succeeded (its arguments, its changes): its changes merged into each file's."""
+        for change in files:
             change = self._exact(change, args) or change
             before = self.files.get(change.path)
             merged = change if before is None or self._replaces(change) else _merge(before, change)

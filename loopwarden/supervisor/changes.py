@@ -78,22 +78,10 @@ def _lines(text: str) -> list[str]:
 
 
 def hunks(old: str, new: str, heading: str = "") -> tuple[str, int, int]:
-    """The unified diff hunks from `old` to `new` (lines numbered within them), with added and removed counts."""
-    out: list[str] = []
-    added = removed = 0
+    """The unified diff hunks from `old` to `new` (lines numbered within them), with added and removed counts;
+    `heading` follows each hunk's `@@` line (as git puts a function's name there)."""
     diff = difflib.unified_diff(_lines(old), _lines(new), lineterm="", n=CONTEXT)
-    for line in diff:
-        if line.startswith(("---", "+++")) and not out:
-            continue
-        if line.startswith("@@"):
-            out.append(line + (f" {heading}" if heading else ""))
-            continue
-        if line.startswith("+"):
-            added += 1
-        elif line.startswith("-"):
-            removed += 1
-        out.append(line)
-    return ("\n".join(out) + "\n" if out else ""), added, removed
+    return _counted("\n".join(diff), heading)
 
 
 def _whole(text: str, sign: str) -> tuple[str, int]:
@@ -105,7 +93,7 @@ def _whole(text: str, sign: str) -> tuple[str, int]:
     return f"@@ {span} @@\n" + "".join(f"{sign}{line}\n" for line in lines), len(lines)
 
 
-def _counted(patch: str) -> tuple[str, int, int]:
+def _counted(patch: str, heading: str = "") -> tuple[str, int, int]:
     """A unified diff's hunks (any `---`/`+++`/`diff` header dropped) and its added and removed lines."""
     out: list[str] = []
     added = removed = 0
@@ -113,6 +101,7 @@ def _counted(patch: str) -> tuple[str, int, int]:
     for line in patch.splitlines():
         if line.startswith("@@"):
             in_hunk = True
+            line += f" {heading}" if heading else ""
         elif not in_hunk:
             continue  # headers before the first hunk
         elif line.startswith("+"):
