@@ -64,7 +64,9 @@ class SessionChanges:
         data = _event(row)
         if row.get("kind") == "tool_call":
             tool, args = data.get("tool"), data.get("args")
-            files = call_changes(tool, args) if isinstance(tool, str) and isinstance(args, dict) else []
+            if not isinstance(tool, str) or not isinstance(args, dict):
+                return
+            files = call_changes(tool, args)
             if files:
                 self.pending[data.get("call_id")] = (args, files)
                 while len(self.pending) > PENDING_CALLS:
