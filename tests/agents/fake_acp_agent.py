@@ -12,6 +12,8 @@ Modes:
   count     calls `true N` for N = 0.. ($FAKE_ACP_CALLS), never the same, each run at once; with
             $FAKE_ACP_TIMES, the milliseconds from each request written to its answer read go there (JSON)
   sleep     one allowed call starts `sleep 600.25` as a child and waits for it
+  edit      Gemini CLI's way of editing: an `edit` call whose content is a `diff` block (path, oldText, newText)
+            changes notes.txt in its directory, a second one makes new.txt (no oldText); each written when allowed
   hostile   garbage lines, a line nested thousands deep, an over-long request, unreadable ids, fs/terminal and
             unknown requests, then a real permission request; the turn ends once every answer came
 
@@ -112,6 +114,27 @@ class Agent:
                     content=[{"type": "content", "content": {"type": "text", "text": out}}])
         return choice
 
+    def edit(self, call_id: str, name: str, old: str | None, new: str) -> str:
+        """An edit call carrying its diff (ACP `diff` content), asked first; the file written when allowed."""
+        path = os.path.abspath(name)
+        diff = [{"type": "diff", "path": path, "oldText": old, "newText": new}]
+        self.update(sessionUpdate="tool_call", toolCallId=call_id, title=f"Edit {name}", kind="edit",
+                    status="pending", content=diff, locations=[{"path": path}])
+        self.ids += 1
+        rid = self.ids
+        self.send({"id": rid, "method": "session/request_permission",
+                   "params": {"sessionId": self.session, "options": OPTIONS,
+                              "toolCall": {"toolCallId": call_id, "title": f"Edit {name}", "kind": "edit",
+                                           "content": diff}}})
+        outcome = self.wait_answers({rid})[rid].get("result", {}).get("outcome", {})
+        choice = str(outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled")
+        if choice == "yes":
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+        self.update(sessionUpdate="tool_call_update", toolCallId=call_id,
+                    status="completed" if choice == "yes" else "failed", content=diff)
+        return choice
+
     def turn(self, text: str) -> str:
         self.turns += 1
         self.cancelled = False
@@ -143,6 +166,9 @@ class Agent:
                     json.dump(self.rtts, f)
         elif self.mode == "sleep":
             self.run_call("sleeper", "sleep 600.25")
+        elif self.mode == "edit":
+            self.edit("e1", "notes.txt", "alpha\nbeta\n", "alpha\nBETA\ngamma\n")
+            self.edit("e2", "new.txt", None, "fresh\n")
         elif self.mode == "hostile":
             self.hostile()
         self.update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "Done."})
