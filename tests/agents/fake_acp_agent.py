@@ -156,14 +156,7 @@ class Agent:
                 if self.run_call(f"step-{n}", f"sleep 0.3; echo step-{n}") != "yes" or self.cancelled:
                     break
         elif self.mode == "count":
-            for n in range(calls):
-                if self.ask(f"count-{n}", f"true {n}", {"command": f"true {n}"}) != "yes" or self.cancelled:
-                    break
-                self.update(sessionUpdate="tool_call_update", toolCallId=f"count-{n}", status="completed",
-                            content=[{"type": "content", "content": {"type": "text", "text": ""}}])
-            if os.environ.get("FAKE_ACP_TIMES"):
-                with open(os.environ["FAKE_ACP_TIMES"], "w", encoding="utf-8") as f:
-                    json.dump(self.rtts, f)
+            self.count(calls)
         elif self.mode == "sleep":
             self.run_call("sleeper", "sleep 600.25")
         elif self.mode == "edit":
@@ -173,6 +166,16 @@ class Agent:
             self.hostile()
         self.update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "Done."})
         return "cancelled" if self.cancelled else "end_turn"
+
+    def count(self, calls: int) -> None:
+        for n in range(calls):
+            if self.ask(f"count-{n}", f"true {n}", {"command": f"true {n}"}) != "yes" or self.cancelled:
+                break
+            self.update(sessionUpdate="tool_call_update", toolCallId=f"count-{n}", status="completed",
+                        content=[{"type": "content", "content": {"type": "text", "text": ""}}])
+        if os.environ.get("FAKE_ACP_TIMES"):
+            with open(os.environ["FAKE_ACP_TIMES"], "w", encoding="utf-8") as f:
+                json.dump(self.rtts, f)
 
     def hostile(self) -> None:
         size = int(os.environ.get("FAKE_ACP_BIG", str(2 << 20)))

@@ -10,8 +10,6 @@ import pytest
 from loopwarden.runtime.call_changes import SessionChanges
 from loopwarden.runtime.client import DaemonError
 from loopwarden.runtime.principal import READ_ONLY_OPS
-from tests.acp.conftest import acp  # noqa: F401 - the fixture, for the ACP agent's test
-from tests.acp.helpers import start
 from tests.support.daemon import Harness
 from tests.support.waiting import wait_for
 
@@ -95,17 +93,3 @@ def test_diff_is_read_only_and_refuses_an_unknown_session_in_one_line(lw: Harnes
         client.request("diff", session="s999")
     assert "no session 's999'" in str(refused.value) and "\n" not in str(refused.value)
 
-
-def test_an_acp_agents_edits_show_in_diff(acp: Harness) -> None:
-    """The fake ACP agent edits as Gemini CLI does (a `diff` block in the call): `diff` has both files, named
-    within the session's directory, the new file as added."""
-    (acp.work / "notes.txt").write_text("alpha\nbeta\n")  # type: ignore[attr-defined]
-    sid = start(acp, "edit")
-    acp.wait_state(sid, "exited", "terminated")
-    assert (acp.work / "new.txt").read_text() == "fresh\n"  # type: ignore[attr-defined]
-    diff = acp.request("diff", session=sid)
-    assert diff["source"] == "calls"
-    assert diff["files"] == [{"path": "notes.txt", "status": "modified", "added": 2, "removed": 1},
-                             {"path": "new.txt", "status": "added", "added": 1, "removed": 0}]
-    assert diff["patch"] == ("--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,3 @@\n alpha\n-beta\n+BETA\n+gamma\n"
-                             "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,1 @@\n+fresh\n")
