@@ -5,7 +5,8 @@ A session without a worktree still shows the changes its calls made where its pr
 and ACP agents' edits, Codex's file changes; see supervisor/changes.py). A call counts once its result came back
 without an error; a call still waiting (for a gate, say) has changed nothing yet. Each session's changes are folded
 in as its calls arrive (a cursor into the store per session, a few sessions kept), so a view polling the op reads
-only what is new.
+only what is new. Memory is bounded: per session kept, PATCH_BYTES of hunks, KNOWN_CONTENTS texts of at most
+LIMIT bytes and PENDING_CALLS calls (each text in them cut at LIMIT by the changes they carry).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from .store import Store
 PAGE = 1000  # calls and results read from the store at a time
 MOST_ROWS = 200_000  # ... and at most this many in one request (the rest on the next)
 PATCH_BYTES = 1 << 20  # hunks kept for one session's diff; past it the diff says `truncated`
-KEPT_SESSIONS = 16  # sessions whose folded changes are kept between requests
-PENDING_CALLS = 256  # calls waiting for their result, per session
-KNOWN_CONTENTS = 64  # files the session wrote whose whole content is known, so a later edit stays exact
+KEPT_SESSIONS = 8  # sessions whose folded changes are kept between requests
+PENDING_CALLS = 32  # file-changing calls waiting for their result, per session (a vetoed one never gets one)
+KNOWN_CONTENTS = 32  # files the session wrote whose whole content is known, so a later edit stays exact
 GATE_CALLS_READ = 500  # newest events searched for a gate's call
 GATES_KEPT = 256  # gates whose change is remembered
 
