@@ -1,0 +1,85 @@
+"""A session's usage in tokens and dollars: each usage event priced before the guards see it, and added up."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .events import Usage
+from .prices import PriceTable
+
+AGENT: Final = "agent"  # the agent's own figure (Claude Code's total_cost_usd, a native cost_usd): it wins
+TABLE: Final = "table"  # priced by the engine from prices.py and the config's prices.models
+_MODELS_KEPT: Final = 8
+
+
+class SessionCost:
+    """Prices each usage that has no dollars of its own (`take`), and keeps the session's sums."""
+
+    def __init__(self, table: PriceTable) -> None:
+        self.table = table
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        self.cost_usd = 0.0
+        self.unpriced = 0  # usage events with tokens and no dollars: the model is unknown
+        self.sources: set[str] = set()
+        self.model: str | None = None  # the last one named
+        self.models: dict[str, None] = {}
+
+    def take(self, usage: Usage) -> None:
+        """Fill `usage.cost_usd` from the table when the agent gave none (a stored event keeps what it was given
+        then), and add the usage up."""
+        if usage.cost_usd is not None:
+            if usage.cost_source is None:
+                usage.cost_source = AGENT
+        elif usage.cost_source is None:
+            cost = self.table.cost(usage.model, usage.input_tokens, usage.output_tokens,
+                                   usage.cache_read_tokens or 0, usage.cache_write_tokens or 0)
+            if cost is not None:
+                usage.cost_usd, usage.cost_source = cost, TABLE
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
+        if usage.cost_usd is not None:
+            self.cost_usd += usage.cost_usd
+            self.sources.add(usage.cost_source or AGENT)
+        elif usage.input_tokens or usage.output_tokens:
+            self.unpriced += 1
+        if usage.model:
+            self.model = usage.model
+            if usage.model not in self.models and len(self.models) < _MODELS_KEPT:
+                self.models[usage.model] = None
+
+    def view(self) -> dict[str, Any] | None:
+        """What `status`, `ls` and the console show; None before any usage."""
+        if not (self.input_tokens or self.output_tokens or self.sources or self.unpriced):
+            return None
+        return {"cost_usd": round(self.cost_usd, 6) if self.sources else None, "unpriced": self.unpriced,
+                "source": "+".join(sorted(self.sources)) or None, "model": self.model, "models": list(self.models),
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens}
+
+
+def show_cost(view: dict[str, Any] | None) -> str:
+    """A session's cost in a few characters: $0.0123, ? (tokens of an unknown model), $1.20+? (some of each),
+    or an empty string before any usage."""
+    if not view:
+        return ""
+    cost = view.get("cost_usd")
+    unknown = "?" if view.get("unpriced") else ""
+    if cost is None:
+        return unknown or ""
+    shown = f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+    return shown + ("+" + unknown if unknown else "")
+
+
+def show_source(view: dict[str, Any]) -> str:
+    """Where the dollars came from, in words."""
+    source = view.get("source") or ""
+    words = {AGENT: "agent-reported", TABLE: "priced from the table"}
+    said = " and ".join(words.get(s, s) for s in source.split("+") if s)
+    if view.get("unpriced"):
+        said = (said + "; " if said else "") + f"{view['unpriced']} usage report(s) of a model with no price"
+    return said or "no cost reported"
