@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from .events import Usage
-from .prices import PriceTable
+if TYPE_CHECKING:  # `ls` and the console import this module for show_cost alone
+    from .events import Usage
+    from .prices import PriceTable
 
 AGENT: Final = "agent"  # the agent's own figure (Claude Code's total_cost_usd, a native cost_usd): it wins
 TABLE: Final = "table"  # priced by the engine from prices.py and the config's prices.models
@@ -83,3 +84,21 @@ def show_source(view: dict[str, Any]) -> str:
     if view.get("unpriced"):
         said = (said + "; " if said else "") + f"{view['unpriced']} usage report(s) of a model with no price"
     return said or "no cost reported"
+
+
+def quota_words(window: dict[str, Any]) -> str:
+    """One window of a subscription quota (as the adapters keep it: name, used_percent, window_minutes,
+    resets_at in epoch seconds), in words: "primary: 42% used of a 5h window, resets 2026-12-06 23:10 UTC"."""
+    import time  # formatting a given instant, not reading the clock
+
+    used = window.get("used_percent")
+    minutes = window.get("window_minutes")
+    said = f"{used:g}% used" if isinstance(used, (int, float)) else "use not reported"
+    if isinstance(minutes, int) and minutes > 0:
+        span = f"{minutes // 1440}d" if minutes % 1440 == 0 else f"{minutes // 60}h" if minutes % 60 == 0 \
+            else f"{minutes}m"
+        said += f" of a {span} window"
+    resets = window.get("resets_at")
+    if isinstance(resets, (int, float)) and 0 < resets < 1e11:
+        said += ", resets " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resets))
+    return f"{window.get('name') or 'quota'}: {said}"
