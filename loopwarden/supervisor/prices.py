@@ -114,7 +114,7 @@ class PriceTable:
             if len(self._known) >= _KNOWN_KEPT:
                 self._known.clear()
             self._known[model] = found
-        return found  # type: ignore[return-value]
+        return found
 
     def _match(self, key: str) -> Price | None:
         best = ""
