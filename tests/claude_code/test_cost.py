@@ -1,0 +1,39 @@
+"""The real Claude Code CLI's cost: its own total_cost_usd wins, with the model and tokens beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwarden.supervisor.prices import SHIPPED_TABLE
+from tests.claude_code.test_launched import start
+from tests.fakes.anthropic_server import FakeAnthropic, say
+from tests.support.daemon import Harness
+from tests.support.events import of_kind
+
+pytestmark = pytest.mark.timeout(120)
+MODEL = "claude-sonnet-4-5-20250929"
+
+
+def test_claude_codes_own_cost_wins_and_is_shown_with_its_model(cc: Harness, fake_api: FakeAnthropic) -> None:
+    fake_api.play([say("All done.")])
+    sid = start(cc, "--model", MODEL, "--max-turns", "2", "say done")
+    snap = cc.wait_state(sid, "exited", "terminated", timeout=60)
+    usages = of_kind(cc, sid, "usage")
+    assert usages, "Claude Code reported no usage"
+    usage = usages[-1]
+    assert usage["model"] == MODEL and usage["cost_source"] == "agent"
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    # Claude Code prices Sonnet 4.5 as the table does: the figure it reported is the table's for its tokens
+    table = SHIPPED_TABLE.cost(MODEL, usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"],
+                               usage["cache_write_tokens"])
+    assert table is not None and usage["cost_usd"] == pytest.approx(table, rel=0.01)
+    cost = snap["cost"]
+    assert cost["source"] == "agent" and cost["models"] == [MODEL]
+    assert cost["cost_usd"] == pytest.approx(sum(u["cost_usd"] for u in usages), abs=1e-6)
+    assert snap["counters"]["cost_usd"][0] == pytest.approx(cost["cost_usd"], abs=1e-4)
+    status = cc.cli("status", sid)
+    assert status.returncode == 0, status.stderr
+    line = next(ln for ln in status.stdout.splitlines() if ln.startswith("cost: "))
+    assert "agent-reported" in line and MODEL in line and f"${cost['cost_usd']:.4f}" in line
+    listed = cc.cli("ls")
+    assert "COST" in listed.stdout.splitlines()[0] and f"${cost['cost_usd']:.4f}" in listed.stdout
