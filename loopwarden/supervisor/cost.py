@@ -31,27 +31,31 @@ class SessionCost:
     def take(self, usage: Usage) -> None:
         """Fill `usage.cost_usd` from the table when the agent gave none (a stored event keeps what it was given
         then), and add the usage up."""
-        if usage.cost_usd is not None:
+        cost = usage.cost_usd
+        model = usage.model
+        read, write = usage.cache_read_tokens, usage.cache_write_tokens
+        if cost is not None:
             if usage.cost_source is None:
                 usage.cost_source = AGENT
-        elif usage.cost_source is None:
-            cost = self.table.cost(usage.model, usage.input_tokens, usage.output_tokens,
-                                   usage.cache_read_tokens or 0, usage.cache_write_tokens or 0)
+        elif model is not None and usage.cost_source is None:
+            cost = self.table.cost(model, usage.input_tokens, usage.output_tokens, read or 0, write or 0)
             if cost is not None:
                 usage.cost_usd, usage.cost_source = cost, TABLE
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
-        self.cache_read_tokens += usage.cache_read_tokens or 0
-        self.cache_write_tokens += usage.cache_write_tokens or 0
-        if usage.cost_usd is not None:
-            self.cost_usd += usage.cost_usd
+        if read:
+            self.cache_read_tokens += read
+        if write:
+            self.cache_write_tokens += write
+        if cost is not None:
+            self.cost_usd += cost
             self.sources.add(usage.cost_source or AGENT)
         elif usage.input_tokens or usage.output_tokens:
             self.unpriced += 1
-        if usage.model:
-            self.model = usage.model
-            if usage.model not in self.models and len(self.models) < _MODELS_KEPT:
-                self.models[usage.model] = None
+        if model:
+            self.model = model
+            if model not in self.models and len(self.models) < _MODELS_KEPT:
+                self.models[model] = None
 
     def view(self) -> dict[str, Any] | None:
         """What `status`, `ls` and the console show; None before any usage."""
