@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from loopwarden.sessions.claude_code import ClaudeCodeParser
+from loopwarden.supervisor.events import Usage
 from loopwarden.supervisor.prices import SHIPPED_TABLE
 from tests.claude_code.test_launched import start
 from tests.fakes.anthropic_server import FakeAnthropic, say
@@ -37,3 +41,18 @@ def test_claude_codes_own_cost_wins_and_is_shown_with_its_model(cc: Harness, fak
     assert "agent-reported" in line and MODEL in line and f"${cost['cost_usd']:.4f}" in line
     listed = cc.cli("ls")
     assert "COST" in listed.stdout.splitlines()[0] and f"${cost['cost_usd']:.4f}" in listed.stdout
+
+
+def test_the_model_comes_from_the_init_record_and_a_results_model_usage() -> None:
+    parser = ClaudeCodeParser()
+    parser.parse_line(json.dumps({"type": "system", "subtype": "init", "model": MODEL}).encode(), 1)
+    result = {"type": "result", "subtype": "success", "total_cost_usd": 0.5,
+              "usage": {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20,
+                        "output_tokens": 5}}
+    (usage,) = [e for e in parser.parse_line(json.dumps(result).encode(), 2) if isinstance(e, Usage)]
+    assert (usage.model, usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (MODEL, 130, 100,
+                                                                                                     20)
+    result = {**result, "total_cost_usd": 0.75, "modelUsage": {"claude-haiku-4-5": {"inputTokens": 1}}}
+    (usage,) = [e for e in parser.parse_line(json.dumps(result).encode(), 3) if isinstance(e, Usage)]
+    assert (usage.model, usage.cost_usd) == ("claude-haiku-4-5", 0.25)
+    assert parser.memory([])["model"] == MODEL

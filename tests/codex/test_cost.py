@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from loopwarden.sessions.codex_app import quota_of
 from loopwarden.supervisor.prices import table_of
 from tests.codex.codex_home import MODEL
 from tests.codex.fake_responses import FakeResponses, run, say
@@ -48,3 +49,13 @@ def test_codex_usage_is_priced_from_the_configs_table_and_its_quota_kept(cx: Har
     assert "priced from the table" in status and MODEL in status
     assert "quota: primary: 42% used of a 5h window, resets 2030-03-17" in status
     assert "quota: secondary: 7% used of a 7d window" in status
+
+
+def test_a_sparse_rate_limit_update_keeps_what_it_leaves_out() -> None:
+    first = quota_of({"primary": {"usedPercent": 10, "windowDurationMins": 300, "resetsAt": RESETS},
+                      "secondary": {"usedPercent": 3}, "planType": "plus"}, None)
+    later = quota_of({"primary": {"usedPercent": 55}, "planType": None}, first)
+    assert later is not None and later["plan"] == "plus"
+    windows = {w["name"]: w for w in later["windows"]}
+    assert windows["primary"]["used_percent"] == 55 and windows["secondary"]["used_percent"] == 3
+    assert quota_of("not an object", first) is first
