@@ -42,15 +42,17 @@ def test_native_usage_is_priced_by_its_model_and_the_agents_own_cost_wins(lw: Ha
 
 
 def test_an_unknown_model_counts_its_tokens_and_shows_its_cost_as_unknown(lw: Harness) -> None:
-    sid = lw.launch(*agent({"type": "usage", "input_tokens": 1234, "output_tokens": 56, "model": "mystery-9"},
-                           {"type": "done"}), name="unknown")
+    sid = lw.launch(*agent({"type": "usage", "input_tokens": 1234, "output_tokens": 56,
+                            "model": "mystery-9\u001b[2J"}, {"type": "done"}), name="unknown")
     snap = lw.wait_state(sid, "exited", timeout=30)
     (usage,) = of_kind(lw, sid, "usage")
     assert "cost_usd" not in usage and "cost_source" not in usage
     assert snap["counters"]["tokens"][0] == 1290 and snap["cost"]["unpriced"] == 1
     row = next(line for line in lw.cli("ls").stdout.splitlines() if "unknown" in line)
     assert " ? " in row and "$" not in row
-    assert "1 usage report(s) of a model with no price" in lw.cli("status", sid).stdout
+    status = lw.cli("status", sid).stdout
+    assert "1 usage report(s) of a model with no price" in status
+    assert "mystery-9" in status and "\x1b" not in status  # the agent's model name, made harmless
     priced = lw.launch(*agent({"type": "usage", "input_tokens": 1_000_000, "output_tokens": 0, "model": "mystery-9"},
                               {"type": "done"}), name="overridden", sets=("prices.models=mystery=2,8",))
     assert lw.wait_state(priced, "exited", timeout=30)["cost"]["cost_usd"] == pytest.approx(2.0)
