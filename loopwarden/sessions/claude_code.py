@@ -109,6 +109,7 @@ class ClaudeCodeParser(RecordParser):
         self._results = 0
         self._cost_total = 0.0
         self.model: str | None = None  # the main agent's, from the init record and its messages
+        self.quota: dict[str, Any] | None = None  # the subscription's windows, from rate_limit_event
 
     def memory(self, calls: Iterable[str]) -> dict[str, Any]:
         """What later records depend on, as JSON values of a few KiB (`Adapter.memory`): the tool names of `calls`
@@ -138,6 +139,8 @@ class ClaudeCodeParser(RecordParser):
         if handler is None:  # system, rate_limit_event, stream_event, control_*, unknown
             if kind == "system" and obj.get("subtype") == "init":
                 self.model = _model(obj.get("model")) or self.model
+            elif kind == "rate_limit_event":
+                self.quota = quota_of(obj.get("rate_limit_info"), self.quota)
             return []
         return handler(obj, seq, epoch(obj.get("timestamp")))
 
@@ -255,6 +258,30 @@ class ClaudeCodeParser(RecordParser):
         if isinstance(by_model, dict) and len(by_model) == 1:
             return _model(next(iter(by_model))) or self.model
         return self.model
+
+
+_WINDOW_MINUTES = {"five_hour": 300, "seven_day": 10080, "seven_day_opus": 10080, "seven_day_sonnet": 10080,
+                   "seven_day_overage_included": 10080}
+
+
+def quota_of(info: Any, before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A rate_limit_event's `rate_limit_info` (its windows' utilization as a fraction, resetsAt in epoch seconds;
+    `unifiedWindows` per window, else the one `rateLimitType`) merged into the quota kept so far."""
+    if not isinstance(info, dict):
+        return before
+    windows = {w["name"]: w for w in (before or {}).get("windows") or []}
+    unified = info.get("unifiedWindows")
+    given = dict(unified) if isinstance(unified, dict) else {}
+    if not given and isinstance(info.get("rateLimitType"), str):
+        given[info["rateLimitType"]] = info
+    for name, window in given.items():
+        used = _num(window.get("utilization")) if isinstance(window, dict) else None
+        if isinstance(name, str) and name in _WINDOW_MINUTES and used is not None:
+            status = window.get("status")
+            windows[name] = {"name": name, "used_percent": round(used * 100, 1),
+                             "window_minutes": _WINDOW_MINUTES[name], "resets_at": _num(window.get("resetsAt")),
+                             "status": status if isinstance(status, str) else None}
+    return {"plan": None, "windows": list(windows.values())} if windows else before
 
 
 def _model(value: Any) -> str | None:

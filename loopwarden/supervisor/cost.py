@@ -105,4 +105,6 @@ def quota_words(window: dict[str, Any]) -> str:
     resets = window.get("resets_at")
     if isinstance(resets, (int, float)) and 0 < resets < 1e11:
         said += ", resets " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resets))
+    if window.get("status") == "rejected":
+        said += " (limit reached)"
     return f"{window.get('name') or 'quota'}: {said}"

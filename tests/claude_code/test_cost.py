@@ -7,6 +7,7 @@ import json
 import pytest
 
 from loopwarden.sessions.claude_code import ClaudeCodeParser
+from loopwarden.supervisor.cost import quota_words
 from loopwarden.supervisor.events import Usage
 from loopwarden.supervisor.prices import SHIPPED_TABLE
 from tests.claude_code.test_launched import start
@@ -56,3 +57,19 @@ def test_the_model_comes_from_the_init_record_and_a_results_model_usage() -> Non
     (usage,) = [e for e in parser.parse_line(json.dumps(result).encode(), 3) if isinstance(e, Usage)]
     assert (usage.model, usage.cost_usd) == ("claude-haiku-4-5", 0.25)
     assert parser.memory([])["model"] == MODEL
+
+
+def test_rate_limit_events_are_kept_as_the_quota() -> None:
+    parser = ClaudeCodeParser()
+    event = {"type": "rate_limit_event", "rate_limit_info": {
+        "status": "allowed", "resetsAt": 1_900_000_000, "rateLimitType": "five_hour", "utilization": 0.42,
+        "unifiedWindows": {"five_hour": {"utilization": 0.42, "resetsAt": 1_900_000_000},
+                           "seven_day": {"utilization": 0.071, "resetsAt": 1_900_500_000, "status": "allowed"}}}}
+    assert parser.parse_line(json.dumps(event).encode(), 1) == []
+    later = {"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "rateLimitType": "five_hour",
+                                                             "utilization": 1.0, "resetsAt": 1_900_000_000}}
+    parser.parse_line(json.dumps(later).encode(), 2)
+    assert parser.quota is not None
+    words = [quota_words(w) for w in parser.quota["windows"]]
+    assert words == ["five_hour: 100% used of a 5h window, resets 2030-03-17 17:46 UTC (limit reached)",
+                     "seven_day: 7.1% used of a 7d window, resets 2030-03-23 12:40 UTC"]
