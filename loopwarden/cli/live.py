@@ -14,6 +14,7 @@ from ..runtime.ending import ending, exit_words, intervened
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
 from ..runtime.spill_bounds import SESSION_KEY, TOTAL_KEY, size_words
+from ..supervisor.cost import quota_words, show_cost, show_source
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.visible import visible, visible_tree
@@ -301,11 +302,11 @@ def ls(as_json: bool, show_all: bool) -> None:
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
     agents = max(5, *(len(str(s.get("agent") or "")) for s in sessions))
     click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'INTERVENED':<20} "
-               f"{'RUNTIME':>9} {'CALLS':>6} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
+               f"{'RUNTIME':>9} {'CALLS':>6} {'COST':>9} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
     for s in sessions:
         click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('agent') or '-'!s:<{agents}} "
                    f"{s.get('adapter', '')!s:<{width}} {_state(s)[:34]:<34} {intervened(s)[:20]:<20} "
-                   f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} "
+                   f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} {show_cost(s.get('cost')) or '-':>9} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
                    f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6}")  # ended: no memory
 
@@ -380,11 +381,8 @@ def status(session: str | None, as_json: bool) -> None:
     click.echo(f"runtime {_age(snap.get('runtime'))} of {limit_text}, {_plural(snap.get('events') or 0, 'event')}, "
                f"{_plural(snap.get('tool_calls') or 0, 'tool call')}, cpu {snap.get('cpu_percent') or 0}%, "
                f"mem {_mem(snap.get('rss') if snap.get('state') not in FINAL else None)}")
-    if snap.get("state") in FINAL:
-        click.echo(f"ended: {_ending(snap)}")
-    spill = _spill_line(snap.get("spill"))
-    if spill:
-        click.echo(spill)
+    for line in _detail_lines(snap):
+        click.echo(line)
     click.echo("counters (value / limit):")
     for name, (value, limit) in (snap.get("counters") or {}).items():
         if name in ("runtime", "silence"):
@@ -394,6 +392,29 @@ def status(session: str | None, as_json: bool) -> None:
         click.echo(f"  {name:<18} {shown}")
     if snap.get("pending_gates"):
         click.echo("gates waiting: " + ", ".join(f"{snap['id']}:{g}" for g in snap["pending_gates"]))
+
+
+def _detail_lines(snap: dict[str, Any]) -> list[str]:
+    """`status`: how it ended, what it cost, where its large outputs went."""
+    out = [f"ended: {_ending(snap)}"] if snap.get("state") in FINAL else []
+    out.extend(_cost_lines(snap))
+    spill = _spill_line(snap.get("spill"))
+    return [*out, spill] if spill else out
+
+
+def _cost_lines(snap: dict[str, Any]) -> list[str]:
+    """`status`: the session's cost, its tokens by kind and model, and where the dollars came from; the agent's
+    subscription quota where it reports one."""
+    out = []
+    cost = snap.get("cost")
+    if isinstance(cost, dict):
+        tokens = (f"{cost.get('input_tokens') or 0:,} in ({cost.get('cache_read_tokens') or 0:,} read from cache, "
+                  f"{cost.get('cache_write_tokens') or 0:,} written to it), {cost.get('output_tokens') or 0:,} out")
+        models = ", ".join(cost.get("models") or []) or "model not reported"
+        out.append(f"cost: {show_cost(cost)} ({show_source(cost)}); tokens {tokens}; {models}")
+    for window in (snap.get("quota") or {}).get("windows") or []:
+        out.append(f"quota: {quota_words(window)}")
+    return out
 
 
 def _bytes(n: Any) -> str:

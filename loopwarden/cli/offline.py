@@ -181,6 +181,7 @@ def config() -> None:
     Examples:
       loopwarden config keys
       loopwarden config show --preset aggressive --set limits.max_runtime=30m
+      loopwarden config prices gpt-5
     """
 
 
@@ -218,6 +219,33 @@ def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ..
                 click.echo(f"urls = {_toml_value([redact_url(v) for v in value])}  # hidden, they hold secrets")
                 continue
             click.echo(f"{key} = {_toml_value(value)}")
+
+
+@config.command("prices")
+@config_options
+@click.argument("models", nargs=-1)
+def config_prices(config_file: str | None, preset: str | None, sets: tuple[str, ...], models: tuple[str, ...]) -> None:
+    """Print the price table in USD per million tokens (input, output, cached input, cache write): the list prices
+    shipped, with `prices.models` from the config added; or the row each MODEL id is priced by.
+
+    \b
+    Examples:
+      loopwarden config prices
+      loopwarden config prices claude-sonnet-4-5-20250929 gpt-5.5 --set prices.models=gpt-5.5=1.5,12
+    """
+    from ..supervisor.prices import SHIPPED, table_of
+
+    table = table_of(build_config(config_file, preset, sets).prices.models)
+    rows = [(m, table.price(m)) for m in models] if models else list(table.rows.items())
+    click.echo(f"{'MODEL':<34} {'INPUT':>8} {'OUTPUT':>8} {'CACHED':>8} {'WRITE':>8}")
+    for model, price in rows:
+        name = visible(model)[:60]
+        if price is None:
+            click.echo(f"{name:<34} no price: its cost shows as ? (give it one with prices.models)")
+            continue
+        own = "" if models or SHIPPED.get(model) == price else "  (prices.models)"
+        click.echo(f"{name:<34} {price.input:>8g} {price.output:>8g} {price.cache_read:>8g} "
+                   f"{price.cache_write:>8g}{own}")
 
 
 def _is_duration(key: str) -> bool:

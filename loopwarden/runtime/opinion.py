@@ -24,6 +24,7 @@ import orjson
 from ..supervisor.config import Opinion as OpinionConfig
 from ..supervisor.messages import clip
 from ..supervisor.opinion import QUESTIONS
+from ..supervisor.prices import SHIPPED_TABLE
 from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
 
@@ -31,11 +32,6 @@ EVENT_BYTES = 1024  # one event's line at most: a huge output must not crowd out
 REASON_CHARS = 300
 MAX_TOKENS = 300
 REDACTED = "[redacted]"
-# USD per million tokens (input, output) by model id prefix; others are "price unknown"
-PRICES: tuple[tuple[str, float, float], ...] = (
-    ("claude-haiku-4-5", 1.0, 5.0), ("claude-3-5-haiku", 0.8, 4.0), ("claude-sonnet-4", 3.0, 15.0),
-    ("claude-3-7-sonnet", 3.0, 15.0), ("claude-opus-4-5", 5.0, 25.0), ("claude-opus-4", 15.0, 75.0),
-)
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _SECRET_SHAPES = re.compile(r"sk-ant-[\w-]{8,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
                             r"|xox[abpr]-[\w-]{10,}|(?i:bearer)\s+[\w.~+/-]{12,}=*")
@@ -89,10 +85,8 @@ class Outcome:
 
 
 def price(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    for prefix, per_in, per_out in PRICES:
-        if model.startswith(prefix):
-            return (input_tokens * per_in + output_tokens * per_out) / 1e6
-    return None
+    """Dollars for one call by the shipped price table (supervisor/prices.py); None for a model it does not know."""
+    return SHIPPED_TABLE.cost(model, input_tokens, output_tokens)
 
 
 def secrets_of(*envs: Mapping[str, str]) -> list[str]:

@@ -54,6 +54,7 @@ class Snapshot:
     conversation: str | None = None  # the agent's own conversation id (Claude's session, Codex's thread ...)
     resumable: bool = False  # `loopwarden continue` can continue that conversation once this run ended
     task: str | None = None
+    cost: dict[str, Any] | None = None  # tokens by kind, dollars and where they came from (supervisor/cost.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def build(*, sid: str, name: str, command: list[str], cwd: str | None, env_keys:
         pending_gates=[g.id for g in h.pending_gates()] if gates_open else [],
         last_verdict=h.last_verdict.to_dict() if h.last_verdict else None, interventions=h.interventions(),
         settings=_settings(config), config=_stored(config), conversation=conversation,
-        resumable=resumes and conversation is not None, **kinds)
+        resumable=resumes and conversation is not None, cost=h.cost.view(), **kinds)
 
 
 _CAPABILITIES: dict[Capability, list[str]] = {}  # a flag's names, listed once (a walk of the enum per build)

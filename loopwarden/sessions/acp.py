@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -170,6 +171,9 @@ class AcpParser(RecordParser):
         self._chunks: list[str] = []
         self._chunk_chars = 0
         self.turns = 0
+        self.model: str | None = None  # session/new's models.currentModelId, or the launch's --model
+        self.cost_total: float | None = None  # the agent's own running cost in USD (usage_update), if it says
+        self.cost_billed = 0.0  # of it, what earlier turns' usage carried
 
     def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         """A request, a notification, or the end of a prompt turn (a response with a `stopReason`)."""
@@ -184,6 +188,8 @@ class AcpParser(RecordParser):
             result = obj.get("result")
             if isinstance(result, dict) and "stopReason" in result:
                 return self.turn_end(result, seq)
+            if isinstance(result, dict) and "sessionId" in result:
+                self.opened(result)
             if "error" in obj and isinstance(obj["error"], dict) and self._chunks:
                 return self.flush(seq)
         return []
@@ -233,8 +239,45 @@ class AcpParser(RecordParser):
             rows = [f"- [{e.get('status', '?')}] {e.get('content', '')}" for e in
                     (entries if isinstance(entries, list) else []) if isinstance(e, dict)]
             return out + ([ev.AssistantMessage(seq=seq, text="Plan:\n" + "\n".join(rows))] if rows else [])
-        if kind == "usage_update":
-            return out  # the context window's fill, not tokens spent in this turn
+        if kind == "usage_update":  # `used` is the context window's fill, not tokens spent in this turn; `cost`
+            cost = upd.get("cost")      # is the session's running cost, carried by the turn's usage
+            if isinstance(cost, dict) and cost.get("currency") == "USD" and _number(cost.get("amount")):
+                self.cost_total = float(cost["amount"])
+        return out
+
+    def opened(self, result: dict[str, Any]) -> None:
+        """session/new's answer: the model it runs (`models.currentModelId`; an alias such as Gemini's "auto"
+        names none, and each turn's usage names its own)."""
+        models = result.get("models")
+        current = _model(models.get("currentModelId")) if isinstance(models, dict) else None
+        if current and not current.startswith("auto"):
+            self.model = current
+
+    def _usages(self, result: dict[str, Any], seq: int) -> list[ev.Usage]:
+        """A prompt's usage: ACP's `usage` (its counts are disjoint: input, cache reads and cache writes add up to
+        every input token), else Gemini CLI's `_meta.quota` (a usage per model it ran)."""
+        usage = result.get("usage")
+        if isinstance(usage, dict):
+            read, write = _int(usage.get("cachedReadTokens")) or 0, _int(usage.get("cachedWriteTokens")) or 0
+            return [ev.Usage(seq=seq, input_tokens=(_int(usage.get("inputTokens")) or 0) + read + write,
+                             output_tokens=_int(usage.get("outputTokens")) or 0, model=self.model,
+                             cache_read_tokens=read, cache_write_tokens=write)]
+        meta = result.get("_meta")
+        quota = meta.get("quota") if isinstance(meta, dict) else None
+        if not isinstance(quota, dict):
+            return []
+        out = []
+        entries = quota.get("model_usage")
+        for entry in entries if isinstance(entries, list) else []:
+            counts = entry.get("token_count") if isinstance(entry, dict) else None
+            if isinstance(counts, dict):
+                out.append(ev.Usage(seq=seq, input_tokens=_int(counts.get("input_tokens")) or 0,
+                                    output_tokens=_int(counts.get("output_tokens")) or 0,
+                                    model=_model(entry.get("model")) or self.model))
+        counts = quota.get("token_count")
+        if not out and isinstance(counts, dict) and (counts.get("input_tokens") or counts.get("output_tokens")):
+            out.append(ev.Usage(seq=seq, input_tokens=_int(counts.get("input_tokens")) or 0,
+                                output_tokens=_int(counts.get("output_tokens")) or 0, model=self.model))
         return out
 
     def _tool_update(self, upd: dict[str, Any], seq: int) -> list[ev.Event]:
@@ -268,10 +311,14 @@ class AcpParser(RecordParser):
 
     def turn_end(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         out = self.flush(seq)
-        usage = result.get("usage")
-        if isinstance(usage, dict):
-            out.append(ev.Usage(seq=seq, input_tokens=_int(usage.get("inputTokens")) or 0,
-                                output_tokens=_int(usage.get("outputTokens")) or 0))
+        usages = self._usages(result, seq)
+        if self.cost_total is not None and usages:  # the agent's own figure wins: this turn's part of its total
+            cost = self.cost_total - self.cost_billed if self.cost_total >= self.cost_billed else self.cost_total
+            self.cost_billed = self.cost_total
+            usages[0].cost_usd = cost
+            for other in usages[1:]:
+                other.cost_usd = 0.0
+        out.extend(usages)
         self.turns += 1
         reason = result.get("stopReason")
         if reason == "end_turn":
@@ -282,6 +329,14 @@ class AcpParser(RecordParser):
 
 
 # ---- answering ----------------------------------------------------------------------
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _model(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 200 else None
+
 
 def _answer(request_id: Any, result: dict[str, Any] | None = None, error: str | None = None,
             code: int = -32601) -> bytes:
@@ -437,6 +492,13 @@ class AcpAdapter(Adapter):
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
+        agent = split_words(argv)[0]
+        for flag, value in pairwise(agent):  # the launch's model, until the agent names its own
+            if flag in ("-m", "--model"):
+                self.parser.model = _model(value)
+        return self._command(argv)
+
+    def _command(self, argv: list[str]) -> list[str]:
         agent, self.prompt = split_words(argv)
         self.hooks = hooks_for(agent)
         known = acp_agents.agent_of(agent, {})
@@ -609,6 +671,7 @@ class AcpAdapter(Adapter):
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""
         self.session_id = self.conversation = _str(result.get("sessionId"))
+        self.parser.opened(result)
         if self.session_id is None:
             self.turn_over = True
             self.failure = "acp: session/new answered without a sessionId"

@@ -92,7 +92,8 @@ def _texts(texts: list[str]) -> list[str]:
 def _parser_memory(parser: AcpParser) -> dict[str, Any]:
     calls = {call_id: [call.seq, call.tool, _args(call.args)] for call_id, call in _newest(parser._calls, CALLS)}
     return {"turns": parser.turns, "judged": [call_id for call_id, _ in _newest(parser._judged, JUDGED)],
-            "calls": calls, "message": "".join(parser._chunks)[:MESSAGE_CHARS]}
+            "calls": calls, "message": "".join(parser._chunks)[:MESSAGE_CHARS], "model": parser.model,
+            "cost": [parser.cost_total, parser.cost_billed]}
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +178,12 @@ def _permission(value: Any) -> tuple[Any, Any] | None:
 
 def _recall_parser(parser: AcpParser, memory: dict[str, Any]) -> None:
     parser.turns = _count(memory.get("turns"))
+    model = memory.get("model")
+    parser.model = model if isinstance(model, str) and 0 < len(model) <= 200 else None
+    cost = memory.get("cost")
+    if isinstance(cost, list) and len(cost) == 2 and all(isinstance(c, (int, float, type(None))) for c in cost):
+        parser.cost_total = None if cost[0] is None else float(cost[0])
+        parser.cost_billed = float(cost[1] or 0.0)
     judged = memory.get("judged")
     parser._judged = dict.fromkeys(j for j in judged if isinstance(j, str) and j) if isinstance(judged, list) else {}
     calls = memory.get("calls")

@@ -90,6 +90,9 @@ class Adapter:
         self.cwd: str | None = None  # the session's working directory, set by the runtime before start_lines
         self.conversation: str | None = None  # the agent's own conversation id, as its protocol reported it
         self.resume_state: str | None = None  # a continue's resume: "waiting" for the agent, "accepted", "refused"
+        # the agent's subscription quota where its protocol reports one (Codex's rate limits): {"plan": ...,
+        # "windows": [{"name", "used_percent", "window_minutes", "resets_at"}]}, shown by `status` and the console
+        self.quota: dict[str, Any] | None = None
 
     @property
     def can_veto(self) -> bool:

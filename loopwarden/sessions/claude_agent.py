@@ -384,8 +384,12 @@ class Agent:
 
     def report(self, response: Any) -> None:
         u = response.usage
-        tokens = u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
-        self.emit({"type": "usage", "input_tokens": tokens, "output_tokens": u.output_tokens})
+        read, write = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
+        line: dict[str, Any] = {"type": "usage", "input_tokens": u.input_tokens + read + write,
+                                "output_tokens": u.output_tokens, "model": response.model or self.model}
+        if read or write:  # loopwarden prices them apart (docs/cost.md)
+            line.update(cache_read_tokens=read, cache_write_tokens=write)
+        self.emit(line)
         text = "\n".join(b.text for b in response.content if b.type == "text").strip()
         if text:
             self.emit({"type": "assistant_message", "text": text})

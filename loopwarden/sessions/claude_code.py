@@ -108,6 +108,8 @@ class ClaudeCodeParser(RecordParser):
         self._seen_assistant = False
         self._results = 0
         self._cost_total = 0.0
+        self.model: str | None = None  # the main agent's, from the init record and its messages
+        self.quota: dict[str, Any] | None = None  # the subscription's windows, from rate_limit_event
 
     def memory(self, calls: Iterable[str]) -> dict[str, Any]:
         """What later records depend on, as JSON values of a few KiB (`Adapter.memory`): the tool names of `calls`
@@ -116,7 +118,7 @@ class ClaudeCodeParser(RecordParser):
         names = self._tools
         tools = {key: names[key] for key in calls if len(names.get(key) or "") in range(1, ID_CHARS + 1)}
         return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
-                "results": self._results, "cost_total": self._cost_total}
+                "results": self._results, "cost_total": self._cost_total, "model": self.model}
 
     def recall(self, memory: Mapping[str, Any]) -> None:
         """`memory()` read back from the store; a value of the wrong type reads as nothing known."""
@@ -129,11 +131,16 @@ class ClaudeCodeParser(RecordParser):
         self._results = recalled_count(memory.get("results"))
         cost = _num(memory.get("cost_total"))
         self._cost_total = cost if cost is not None and cost >= 0 else 0.0
+        self.model = _model(memory.get("model"))
 
     def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         """One typed record to zero or more Events, all carrying `seq`."""
         handler = {"assistant": self._assistant, "user": self._user, "result": self._result}.get(kind)
         if handler is None:  # system, rate_limit_event, stream_event, control_*, unknown
+            if kind == "system" and obj.get("subtype") == "init":
+                self.model = _model(obj.get("model")) or self.model
+            elif kind == "rate_limit_event":
+                self.quota = quota_of(obj.get("rate_limit_info"), self.quota)
             return []
         return handler(obj, seq, epoch(obj.get("timestamp")))
 
@@ -143,6 +150,8 @@ class ClaudeCodeParser(RecordParser):
             return [invalid(obj, seq, "assistant: 'message' must be an object")]
         self._seen_assistant = True
         agent = _agent(obj)
+        if agent is None:
+            self.model = _model(message.get("model")) or self.model
         msg_id = message.get("id") if isinstance(message.get("id"), str) else None
         content = message.get("content")
         if isinstance(content, str):
@@ -235,10 +244,49 @@ class ClaudeCodeParser(RecordParser):
                 + _int(usage.get("cache_creation_input_tokens"))
                 + _int(usage.get("cache_read_input_tokens")),
                 output_tokens=_int(usage.get("output_tokens")),
-                cost_usd=cost,
+                cost_usd=cost, model=self._result_model(obj),
+                cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
+                cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
             ),
             ev.Iteration(seq=seq, ts=ts, n=self._results, status="pass" if passed else "fail", error=error),
         ]
+
+
+    def _result_model(self, obj: dict[str, Any]) -> str | None:
+        """The model a result's usage is of: the one model of its `modelUsage`, else the main agent's."""
+        by_model = obj.get("modelUsage")
+        if isinstance(by_model, dict) and len(by_model) == 1:
+            return _model(next(iter(by_model))) or self.model
+        return self.model
+
+
+_WINDOW_MINUTES = {"five_hour": 300, "seven_day": 10080, "seven_day_opus": 10080, "seven_day_sonnet": 10080,
+                   "seven_day_overage_included": 10080}
+
+
+def quota_of(info: Any, before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A rate_limit_event's `rate_limit_info` (its windows' utilization as a fraction, resetsAt in epoch seconds;
+    `unifiedWindows` per window, else the one `rateLimitType`) merged into the quota kept so far."""
+    if not isinstance(info, dict):
+        return before
+    windows = {w["name"]: w for w in (before or {}).get("windows") or []}
+    unified = info.get("unifiedWindows")
+    given = dict(unified) if isinstance(unified, dict) else {}
+    if not given and isinstance(info.get("rateLimitType"), str):
+        given[info["rateLimitType"]] = info
+    for name, window in given.items():
+        used = _num(window.get("utilization")) if isinstance(window, dict) else None
+        if isinstance(name, str) and name in _WINDOW_MINUTES and used is not None:
+            status = window.get("status")
+            windows[name] = {"name": name, "used_percent": round(used * 100, 1),
+                             "window_minutes": _WINDOW_MINUTES[name], "resets_at": _num(window.get("resetsAt")),
+                             "status": status if isinstance(status, str) else None}
+    return {"plan": None, "windows": list(windows.values())} if windows else before
+
+
+def _model(value: Any) -> str | None:
+    """A model id as an agent names it, or None (not a string, empty, absurdly long)."""
+    return value if isinstance(value, str) and 0 < len(value) <= 200 else None
 
 
 def _agent(obj: dict[str, Any]) -> str | None:

@@ -297,7 +297,9 @@ class ClaudeCodeAdapter(Adapter):
                 if self.resume_state == "waiting":  # an unknown id ends the CLI before `init`
                     self.resume_state = "accepted"
             self._task(obj)
-        return self._filter(self.parser.feed(obj, seq))
+        events = self._filter(self.parser.feed(obj, seq))
+        self.quota = self.parser.quota
+        return events
 
     def _task(self, obj: dict[str, Any]) -> None:
         """Background tasks outlive the turn that started them: Claude Code 2.1.330 runs an Agent

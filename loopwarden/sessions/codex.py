@@ -40,6 +40,7 @@ class CodexParser(RecordParser):
     def __init__(self) -> None:
         self._started: dict[str, None] = {}  # item ids whose ToolCall was already emitted
         self._turns = 0
+        self.model: str | None = None  # set by who knows it (the stream does not say)
 
     def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         """One typed record to zero or more Events, all carrying `seq`."""
@@ -59,6 +60,9 @@ class CodexParser(RecordParser):
                     seq=seq,
                     input_tokens=_int(usage.get("input_tokens")) or 0,
                     output_tokens=_int(usage.get("output_tokens")) or 0,
+                    cache_read_tokens=_int(usage.get("cached_input_tokens")),
+                    cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
+                    model=self.model,  # the stream never names it: the launch's --model, when known
                 ),
                 ev.Iteration(seq=seq, n=self._turns, status="pass"),
             ]

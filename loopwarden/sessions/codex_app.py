@@ -217,13 +217,18 @@ class AppServerParser(RecordParser):
         self.prompted = False
         self.turns = 0
         self._reported = False  # an `error` notification of this turn was already an Error event
+        self.model: str | None = None  # the thread's, from thread/start's answer or the turn that named one
+        self.quota: dict[str, Any] | None = None  # account/rateLimits/updated, merged (quota_of)
 
     def feed(self, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         method = obj.get("method")
         params = obj.get("params")
         params = params if isinstance(params, dict) else {}
-        if not isinstance(method, str):
-            return []  # a response to one of the client's requests
+        if not isinstance(method, str):  # a response to one of the client's requests
+            result = obj.get("result")
+            if isinstance(result, dict) and isinstance(result.get("thread"), dict):
+                self.opened(result)
+            return []
         if "id" in obj:
             return self.request(method, params, seq)
         return self.notification(method, params, obj, seq)
@@ -258,7 +263,12 @@ class AppServerParser(RecordParser):
                 return []
             # inputTokens already include cachedInputTokens (a subset), as in `codex exec --json`
             return [ev.Usage(seq=seq, input_tokens=_int(last.get("inputTokens")) or 0,
-                             output_tokens=_int(last.get("outputTokens")) or 0)]
+                             output_tokens=_int(last.get("outputTokens")) or 0, model=self.model,
+                             cache_read_tokens=_int(last.get("cachedInputTokens")),
+                             cache_write_tokens=_int(last.get("cacheWriteInputTokens")))]
+        if method == "account/rateLimits/updated":
+            self.quota = quota_of(params.get("rateLimits"), self.quota)
+            return []
         if method == "turn/completed":
             turn = params.get("turn")
             turn = turn if isinstance(turn, dict) else {}
@@ -278,6 +288,12 @@ class AppServerParser(RecordParser):
             self._reported = True
             return [ev.Error(seq=seq, message=f"codex: {_error_text(params.get('error'))}", error_type="codex")]
         return []
+
+    def opened(self, result: dict[str, Any]) -> None:
+        """thread/start's or thread/resume's answer: the model the thread runs."""
+        model = result.get("model")
+        if isinstance(model, str) and 0 < len(model) <= 200:
+            self.model = model
 
     def _item(self, item: dict[str, Any], seq: int, done: bool) -> list[ev.Event]:
         if item.get("type") == "userMessage":
@@ -318,7 +334,7 @@ class AppServerParser(RecordParser):
         calls = [[item_id, call.seq, call.tool, call.args]
                  for item_id, call in islice(reversed(self._calls.items()), KEPT_ENTRIES) if budget.value(call.args)]
         return {"calls": calls[::-1], "judged": list(islice(reversed(self._judged), KEPT_ENTRIES))[::-1],
-                "prompted": self.prompted, "turns": self.turns, "reported": self._reported}
+                "prompted": self.prompted, "turns": self.turns, "reported": self._reported, "model": self.model}
 
     def recall(self, memory: dict[str, Any]) -> None:
         """`memory()` read back (values of the wrong type left out)."""
@@ -328,6 +344,24 @@ class AppServerParser(RecordParser):
         self._judged = dict.fromkeys(kept.texts(memory.get("judged"))[-KEPT_ENTRIES:])
         self.prompted, self._reported = kept.flag(memory.get("prompted")), kept.flag(memory.get("reported"))
         self.turns = kept.count(memory.get("turns"))
+        self.model = kept.text(memory.get("model"))
+
+
+def quota_of(limits: Any, before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Codex's rate-limit snapshot (`account/rateLimits/updated`: primary and secondary windows, each with
+    usedPercent, windowDurationMins and resetsAt in epoch seconds) as the adapter's `quota`; an update is sparse,
+    so a window or plan it leaves out keeps its value from `before`."""
+    if not isinstance(limits, dict):
+        return before
+    windows = {w["name"]: w for w in (before or {}).get("windows") or []}
+    for name in ("primary", "secondary"):
+        window = limits.get(name)
+        if isinstance(window, dict) and isinstance(window.get("usedPercent"), (int, float)):
+            windows[name] = {"name": name, "used_percent": window["usedPercent"],
+                             "window_minutes": _int(window.get("windowDurationMins")),
+                             "resets_at": _int(window.get("resetsAt"))}
+    plan = limits.get("planType")
+    return {"plan": plan if isinstance(plan, str) else (before or {}).get("plan"), "windows": list(windows.values())}
 
 
 def _remember(table: dict[str, Any], key: str, value: Any = None) -> None:
@@ -468,6 +502,7 @@ class CodexAppServerAdapter(Adapter):
         params: dict[str, Any] = {"threadId": self.thread_id, "input": [_text(t) for t in texts]}
         if self.model:
             params["model"] = self.model
+            self.parser.model = self.model  # the usage of this turn on is that model's
         self.starting = True
         self.turn_over = False
         return self._request("turn/start", params)
@@ -553,6 +588,7 @@ class CodexAppServerAdapter(Adapter):
             dropped = method == "turn/completed" and self.rewinding is not None
             self._track(method, obj.get("params"))
             events = self.parser.feed(obj, seq)
+            self.quota = self.parser.quota
             if dropped:  # the turn a rewind ends is not a failed iteration: it is no longer in the history
                 events = [e for e in events if type(e) is not ev.Iteration]
             return events
@@ -602,6 +638,7 @@ class CodexAppServerAdapter(Adapter):
         result = obj.get("result")
         result = result if isinstance(result, dict) else {}
         if method in _OPENING and error is None:
+            self.parser.opened(result)
             thread = result.get("thread")
             self.thread_id = _str(thread.get("id")) if isinstance(thread, dict) else None
             self.conversation = self.thread_id or self.conversation

@@ -9,6 +9,7 @@ acts on the process (SIGSTOP, SIGTERM). The launched adapters (`claude-code`, `c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import ClassVar
 
 from ..supervisor.events import Event
@@ -57,3 +58,10 @@ class CodexExecAdapter(ObservedAdapter):
     summary = "`codex exec --json` run as typed: watched, no vetoes"
     parser_class = CodexParser
     replay_format = "codex"
+
+    def command(self, argv: list[str]) -> list[str]:
+        """As typed; its `-m`/`--model` names the model its usage is priced as (the stream never does)."""
+        for flag, value in pairwise(argv):
+            if flag in ("-m", "--model") and isinstance(self.parser, CodexParser):
+                self.parser.model = value
+        return list(argv)

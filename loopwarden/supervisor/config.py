@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .prices import PriceError, parse_entry
+
 ENV_PREFIX = "LOOPWARDEN_"
 
 
@@ -270,6 +272,14 @@ class Sessions:
                                         "take the conversation up before the next starts)", 2)
 
 
+@dataclass(frozen=True)
+class Prices:
+    models: list[str] = _list_key("model prices added to or replacing the shipped list prices (docs/cost.md): "  # noqa: RUF009
+                                  "MODEL=IN,OUT[,CACHED[,CACHE_WRITE]] in USD per "
+                                  "million tokens, MODEL matching ids it starts with (e.g. gpt-5=1.25,10,0.125)",
+                                  [], "prices")
+
+
 ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
@@ -315,6 +325,7 @@ class Config:
     hooks: Hooks = field(default_factory=Hooks)
     daemon: Daemon = field(default_factory=Daemon)
     sessions: Sessions = field(default_factory=Sessions)
+    prices: Prices = field(default_factory=Prices)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -330,7 +341,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions,
+    "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions, "prices": Prices,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -416,6 +427,7 @@ def _accepts(kind: str) -> str:
         "tool_limits": "a list of TOOL:KEY=VALUE, possibly empty",
         "urls": "a list of URLs such as ntfys://ntfy.sh/mytopic, possibly empty (comma-separated outside TOML)",
         "alert_events": "a list of " + ", ".join(ALERT_EVENTS) + ", possibly empty",
+        "prices": "a list of MODEL=IN,OUT[,CACHED[,CACHE_WRITE]], possibly empty (';'-separated outside TOML)",
     }[kind]
 
 
@@ -499,6 +511,19 @@ def _tool_limits(key: str, kind: str, value: Any) -> Any:
     return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
 
 
+def _prices(key: str, kind: str, value: Any) -> Any:
+    """Price entries, each checked (prices.parse_entry); ';' or a new line separates them in a string."""
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[;\n]", value) if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return _INVALID
+    try:
+        return [f"{model.strip()}={numbers.replace(' ', '')}" for model, _, numbers in
+                (entry.partition("=") for entry in value if parse_entry(entry))]
+    except PriceError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
 def _choice(key: str, kind: str, value: Any) -> Any:
     return value.strip() if isinstance(value, str) and value.strip() in kind[7:].split(",") else _INVALID
 
@@ -541,7 +566,7 @@ def _url_list(key: str, kind: str, value: Any) -> Any:
 _CONVERTERS: dict[str, Callable[[str, str, Any], Any]] = {
     "duration": _duration, "int": _int, "float": _float, "bool": _bool, "size": _size, "path": _text,
     "text": _text, "list": _list, "names": _names, "rules": _names, "urls": _url_list,
-    "alert_events": _alert_events, "tool_limits": _tool_limits,
+    "alert_events": _alert_events, "tool_limits": _tool_limits, "prices": _prices,
 }
 
 def redact_url(url: str) -> str:
@@ -645,7 +670,7 @@ LIVE_KEYS = frozenset(
                              "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
     | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates", "rules",
                                              "tools", "recovery", "condensation", "rereads", "chanting",
-                                             "reflections")}
+                                             "reflections", "prices")}
     | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
 )
 
@@ -665,7 +690,7 @@ def show_value(key: str, value: Any) -> str:
     if kind == "urls" and isinstance(value, list):
         value = [redact_url(str(v)) for v in value]
     if isinstance(value, list):
-        return ",".join(map(str, value)) or "(none)"
+        return (";" if kind == "prices" else ",").join(map(str, value)) or "(none)"
     return str(value)
 
 

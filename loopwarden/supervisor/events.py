@@ -147,10 +147,19 @@ class Iteration(Event):
 
 @dataclass(slots=True, kw_only=True)
 class Usage(Event):
+    """Tokens one model call (or turn) used. `input_tokens` counts every input token, those read from a cache
+    (`cache_read_tokens`) and written to one (`cache_write_tokens`) included. `cost_source` says where `cost_usd`
+    came from: "agent" (its own figure, which wins) or "table" (the engine priced it from prices.py); neither
+    when the model is unknown."""
+
     kind: ClassVar[str] = "usage"
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = None
+    model: str | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_source: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -10,6 +10,7 @@ from typing import Any, Final
 from . import kinds, messages
 from .config import Config
 from .counters import RESETTABLE as RESETTABLE  # re-exported: its home before it moved out for the command line
+from .cost import SessionCost
 from .control import NOTHING, TUNED_GUARDS, ToolControl
 from .events import EVENT_TYPES, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult
 from .gates import Gate, GateBook
@@ -30,6 +31,7 @@ from .guards.requests import GateRequestGuard, LargeOutputGuard
 from .guards.runtime import RuntimeGuard
 from .guards.same_error import SameErrorGuard
 from .guards.validation import ValidationGuard
+from .prices import table_of
 from .signature import ArgsTooDeep, call_signature
 from .verdicts import Action, Termination, Verdict, terminate
 
@@ -48,7 +50,8 @@ _ALWAYS_OBSERVE: Final = frozenset({"runtime", "validation"})
 # them (what their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard
 # fewer. A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
 _FUSED: Final = (ToolCall, ToolResult)
-_NOTED: Final = frozenset({kinds.INVALID_LINE, kinds.VALIDATION_ERROR, kinds.DONE})  # what `_note` looks at
+# what `_note` looks at (a usage is priced there, before the guards count its dollars)
+_NOTED: Final = frozenset({kinds.INVALID_LINE, kinds.VALIDATION_ERROR, kinds.DONE, kinds.USAGE})
 
 
 class SessionHealth:
@@ -61,6 +64,7 @@ class SessionHealth:
         self.runtime = RuntimeGuard(config.limits, started_at)
         self._validation = ValidationGuard(config.validation)
         self.by_type: dict[str, int] = {}
+        self.cost = SessionCost(table_of(config.prices.models))
         self.guards: list[Guard] = [
             self._validation,
             self.runtime,
@@ -146,8 +150,10 @@ class SessionHealth:
         return out
 
     def _note(self, event: Event) -> None:
-        """What an event of _NOTED says of the session: a validation failure, its end."""
-        if type(event) is kinds.INVALID_LINE:
+        """What an event of _NOTED says of the session: a validation failure, its end, its usage (priced)."""
+        if type(event) is kinds.USAGE:
+            self.cost.take(event)
+        elif type(event) is kinds.INVALID_LINE:
             self.validation_failures.append((event.seq, event.reason))
         elif type(event) is kinds.VALIDATION_ERROR:
             self.validation_failures.append((event.seq, "validation_error: " + messages.clip(event.message, 160)))
@@ -347,6 +353,7 @@ class SessionHealth:
         self.config = config
         self.ledger.max_blocks = config.repetition.max_blocks
         self._gate_timeout = config.gates.timeout
+        self.cost.table = table_of(config.prices.models)
         for guard in self.guards:
             guard.configure(config)
         self.control = ToolControl(config)

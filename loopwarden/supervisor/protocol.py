@@ -61,7 +61,10 @@ FIELDS: dict[str, list[tuple[str, str, bool]]] = {
         ("n", "int", True), ("status", "str", True), ("files_modified", "strlist", False),
         ("failing_tests", "strlist", False), ("error", "text", False),
     ],
-    "usage": [("input_tokens", "int", True), ("output_tokens", "int", True), ("cost_usd", "num", False)],
+    "usage": [
+        ("input_tokens", "int", True), ("output_tokens", "int", True), ("cost_usd", "num", False),
+        ("model", "str", False), ("cache_read_tokens", "int", False), ("cache_write_tokens", "int", False),
+    ],
     "collaboration": [("from_agent", "str", True), ("to_agent", "str", True), ("request", "text", True)],
     "gate_request": [("reason", "text", True)],
     "done": [("summary", "text", False)],

@@ -115,6 +115,9 @@ class _Usage(_Common, tag="usage"):
     input_tokens: _Int
     output_tokens: _Int
     cost_usd: _Int | float | None = None
+    model: str | None = None
+    cache_read_tokens: _Int | None = None
+    cache_write_tokens: _Int | None = None
 
 
 class _Collaboration(_Common, tag="collaboration"):
@@ -236,7 +239,8 @@ EVENT_OF = _BUILD
 
 _encode = msgspec.json.Encoder().encode
 # records whose event has a field at a default other than None, which `to_dict` shows and the encoding leaves out
-# (a result's is_error is added by hand), or free JSON not read by msgspec (a validation error's raw)
+# (a result's is_error is added by hand), or free JSON not read by msgspec (a validation error's raw); a usage the
+# engine gave a cost source (`cost_source`, no field of the record) is not either
 _NOT_ENCODED = frozenset({_Hello, _Attempt, _ValidationError})
 _NO_ERROR = b',"is_error":false}'
 
@@ -248,7 +252,7 @@ def stored_json(record: Any, event: ev.Event) -> bytes | None:
     kind = type(record)
     if kind is _ToolCall:
         record.args = event.args  # type: ignore[attr-defined]  # orjson's reading of the raw arguments
-    elif kind in _NOT_ENCODED:
+    elif kind in _NOT_ENCODED or (kind is _Usage and event.cost_source is not None):  # type: ignore[attr-defined]
         return None
     record.seq = event.seq
     try:

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..supervisor.config import format_duration
+from ..supervisor.cost import quota_words, show_cost, show_source
 from ..supervisor.messages import AWAITING_HUMAN
 from ..supervisor.verdicts import FINAL_STATES
 from .session_table import STATE_STYLE, ended_text
@@ -70,6 +71,8 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     rss = snap.get("rss") or 0
     top.add_row("load", f"cpu {snap.get('cpu_percent') or 0:.0f}%  mem {rss / (1 << 20):.0f}M  "
                         f"procs {snap.get('processes') or 0}  calls {snap.get('tool_calls') or 0}")
+    for name, words in cost_rows(snap):
+        top.add_row(name, Text(words, overflow="fold"))
     bars = Table.grid(padding=(0, 1), expand=True)
     bars.add_column(no_wrap=True)
     bars.add_column(ratio=1)
@@ -85,6 +88,21 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     if extras:
         parts.append(Text("  ".join(extras), style="dim"))
     return Group(*parts)
+
+
+def cost_rows(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """The session's cost (with its tokens, models and where the dollars came from) and its agent's subscription
+    quota, one row each; none before any usage."""
+    rows = []
+    cost = snap.get("cost")
+    if isinstance(cost, dict):
+        cached = (cost.get("cache_read_tokens") or 0) + (cost.get("cache_write_tokens") or 0)
+        tokens = f"{cost.get('input_tokens') or 0:,} in" + (f" ({cached:,} cached)" if cached else "") \
+            + f", {cost.get('output_tokens') or 0:,} out"
+        models = ", ".join(cost.get("models") or []) or "model not reported"
+        rows.append(("cost", f"{show_cost(cost)} {show_source(cost)} · {tokens} · {models}"))
+    rows.extend(("quota", quota_words(w)) for w in (snap.get("quota") or {}).get("windows") or [])
+    return rows
 
 
 # the setting behind each counter's limit, to type in the limits dialog (tests/console/test_actions.py checks them)

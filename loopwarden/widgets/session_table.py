@@ -19,6 +19,7 @@ from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from ..runtime.ending import INTERVENTION_WORDS, ending, interventions
+from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
@@ -43,7 +44,8 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
     "repetition": "identical calls in a row / the limit before calls are blocked",
     "validation": "invalid lines or messages in a row / the limit before the session is terminated",
     "loop": "the task's loop count / the limit before a human is asked",
-    "usage": "the cost the agent reported, else its tokens",
+    "usage": "the cost in dollars (the agent's own figure, else priced from the table; ? when the model has no "
+             "price), else its tokens",
     "cpu": "CPU of its process tree (100% = one core)",
     "mem": "memory of its process tree while it runs",
     "agent": "the agent it runs (claude-code, codex, gemini, ...)",
@@ -93,7 +95,11 @@ def counter_text(snap: dict[str, Any], name: str) -> Text:
 
 
 def usage_text(snap: dict[str, Any]) -> str:
-    """Cost when the agent reports it, else tokens, from the budget counters."""
+    """The session's cost in dollars (reported by the agent or priced from the table; "?" for a model with no
+    price), else its tokens."""
+    shown = show_cost(snap.get("cost"))
+    if shown:
+        return shown
     counters = snap.get("counters") or {}
     cost = (counters.get("cost_usd") or [0])[0]
     tokens = (counters.get("tokens") or [0])[0]

@@ -134,6 +134,9 @@ class FakeResponses(RepliesInOrder[Reply]):
         super().__init__(_Handler, max_replies=max_replies, limit=say(LIMIT_TEXT), exhausted=say(EXHAUSTED_TEXT),
                          failed=http_error(500))
         self._ids = itertools.count(1)
+        self.cached_share = 0.0  # of each request's input tokens, the share reported read from the cache
+        self.headers: dict[str, str] = {}  # added to every answer (e.g. Codex's rate-limit headers)
+        self.usages: list[dict[str, Any]] = []  # the usage of every answer, in order
 
     @property
     def url(self) -> str:
@@ -180,9 +183,11 @@ class FakeResponses(RepliesInOrder[Reply]):
             yield {"type": "response.output_item.done", "output_index": 0, "item": item}
             out_tokens = max(1, len(text) // 4)
         in_tokens = max(1, raw_size // 4)
-        usage = {"input_tokens": in_tokens, "input_tokens_details": {"cached_tokens": 0},
+        cached = int(in_tokens * self.cached_share)
+        usage = {"input_tokens": in_tokens, "input_tokens_details": {"cached_tokens": cached},
                  "output_tokens": out_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": in_tokens + out_tokens}
+        self.usages.append(usage)
         yield {"type": "response.completed", "response": {"id": response_id, "usage": usage}}
 
 
@@ -214,7 +219,8 @@ class _Handler(ModelHandler):
             self.send_json(reply.status, {"error": {"message": f"fake server error {reply.status}",
                                                     "type": "server_error", "code": None}})
             return
-        self.send_events(sse(event, event["type"]) for event in self.fake.events(reply, len(raw)))
+        self.send_events((sse(event, event["type"]) for event in self.fake.events(reply, len(raw))),
+                         self.fake.headers)
 
 
 @pytest.fixture

@@ -138,6 +138,7 @@ class FakeGemini(RepliesInOrder[Reply]):
                          failed=http_error(500))
         self.models: list[str] = []  # the model named in each of those requests' paths
         self.utility: list[str] = []  # generateContent/countTokens requests: "method model"
+        self.usages: list[tuple[str, dict[str, Any]]] = []  # each streamed reply's model and usageMetadata
 
     @property
     def url(self) -> str:
@@ -215,7 +216,9 @@ class _Handler(ModelHandler):
             message = f"fake server error {reply.status}"
             self.send_json(reply.status, {"error": {"code": reply.status, "message": message, "status": status}})
             return
-        self.send_events([sse(self.fake.chunk(reply, raw_size), eol="\r\n")])
+        chunk = self.fake.chunk(reply, raw_size)
+        self.fake.usages.append((model, chunk["usageMetadata"]))
+        self.send_events([sse(chunk, eol="\r\n")])
 
 
 @pytest.fixture

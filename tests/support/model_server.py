@@ -53,9 +53,12 @@ class ModelHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_events(self, events: Iterable[bytes]) -> None:
-        """A 200 answer of server-sent events (each already framed, see `sse`); the connection closes after."""
+    def send_events(self, events: Iterable[bytes], headers: dict[str, str] | None = None) -> None:
+        """A 200 answer of server-sent events (each already framed, see `sse`), with `headers` added; the
+        connection closes after."""
         self.send_response(200)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")

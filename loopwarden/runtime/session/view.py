@@ -27,7 +27,7 @@ class SnapshotView:
         key = (s.journal.changes, h.events, s.state, s.pid, s.started_at, s.ended_at, s.exit_code, s.stopping,
                s.agent_process.operator_paused, s.tool_calls, s.stdin_dropped, s.spills.failures, s.config, s.adapter,
                s.agent.choice, s.adapter.conversation,
-               s.adapter.resume_state)
+               s.adapter.resume_state, s.adapter.quota)
         cached = self.cache
         if cached is None or cached[0] != key:
             cached = self.cache = (key, self.build(now))
@@ -61,7 +61,7 @@ class SnapshotView:
             rate=[], validation_failures=s.health.validation_total, conversation=adapter.conversation,
             resumes=adapter.resumes, task=s.spec.task,
             extra={"spill_failures": s.spills.failures, "failure": adapter.failure, "resume": adapter.resume_state,
-                   "kept": s.keeper is not None,
+                   "kept": s.keeper is not None, "quota": adapter.quota,
                    "adapter_reason": s.agent.choice.why if s.agent.choice else None,
                    "spill": {"dir": spiller.directory, "retention": spiller.retention,
                              **spiller.bounds.to_dict()} if spiller else None}).to_dict()
