@@ -372,7 +372,7 @@ def status(session: str | None, as_json: bool) -> None:
                f"{' (handshake)' if snap.get('handshake') else ''}")
     if isinstance(snap.get("capabilities"), list):
         click.echo(f"can: {', '.join(snap['capabilities']) or 'watch and signal only'}")
-    click.echo(f"command: {' '.join(snap.get('command') or [])}")
+    click.echo(f"command: {' '.join(snap.get('command') or [])}{_worktree_line(snap)}")
     if snap.get("conversation"):
         can = "; 'loopwarden continue' continues it" if snap.get("resumable") and snap.get("state") in FINAL else ""
         click.echo(f"conversation: {snap['conversation']}{can}")
@@ -394,6 +394,15 @@ def status(session: str | None, as_json: bool) -> None:
         click.echo(f"  {name:<18} {shown}")
     if snap.get("pending_gates"):
         click.echo("gates waiting: " + ", ".join(f"{snap['id']}:{g}" for g in snap["pending_gates"]))
+
+
+def _worktree_line(snap: dict[str, Any]) -> str:
+    """The session's own worktree, as a line of `status` (with its newline first), or "" when it has none."""
+    tree = snap.get("worktree")
+    if not isinstance(tree, dict):
+        return ""
+    return (f"\nworktree: {tree.get('path')} (branch {tree.get('branch')}, from commit {str(tree.get('base'))[:12]}; "
+            f"'loopwarden diff {snap['id']}' shows what changed)")
 
 
 def _bytes(n: Any) -> str:

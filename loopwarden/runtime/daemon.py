@@ -44,6 +44,7 @@ from .takeover import TakeoverOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
+from .ops_worktree import WorktreeOperations
 from .processes import ProcessListing, ProcessWatch, wait_children_by_pidfd
 from .reaper import become_subreaper
 from .records import Recorder
@@ -98,7 +99,7 @@ class Daemon:
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               keeping, clock=clock),
-             hooks, alerting],
+             hooks, alerting, WorktreeOperations(registry, audit)],
             registry, broadcaster, health, audit, hooks.claims, attached=hooks.live_ids, helpers=watch.helpers,
             log=log)
 

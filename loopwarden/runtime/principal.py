@@ -31,11 +31,11 @@ DAEMON_ENV = "LOOPWARDEN_SESSION_DAEMON"  # ... and the socket of the daemon tha
 
 # Every op of the daemon, by who may call it; an op in none of these sets counts as an operator's.
 READ_ONLY_OPS = frozenset({"ping", "list", "status", "logs", "processes", "gates", "actions", "exit_code",
-                           "subscribe", "whois"})
+                           "subscribe", "whois", "diff"})
 HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which runs inside Claude Code
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
                           "kill", "shutdown", "handover", "prune", "set", "rewind", "restart", "continue",
-                          "takeover", "notify_test"})
+                          "takeover", "notify_test", "worktree"})
 
 # Clients that watch only: the console served read-only to a browser (`loopwarden web --read-only`) says so
 # on every request, so the daemon refuses it every operator op even if the console let one through.
