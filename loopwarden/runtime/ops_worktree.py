@@ -69,8 +69,8 @@ class WorktreeOperations:
         if tree is None:
             raise RequestError(f"refused: session {sid} has no worktree (it was started without --worktree)")
         if snap.get("state") not in FINAL_STATES:
-            raise RequestError(f"refused: session {sid} is {snap.get('state') or 'running'}; its agent may still write in its "
-                               f"worktree: stop it first ('loopwarden kill {sid}') or wait until it ends")
+            raise RequestError(f"refused: session {sid} is {snap.get('state') or 'running'}; its agent may still write "
+                               f"in its worktree: stop it first ('loopwarden kill {sid}') or wait until it ends")
         name = str(snap.get("name") or sid)
         async with self.acting:
             try:

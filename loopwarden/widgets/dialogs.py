@@ -177,9 +177,11 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                 yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
-            yield Input(placeholder="name (optional)", id="name")
-            yield Checkbox("in a git worktree of its own (your checkout is left as it is)", _worktree_default(),
-                           id="worktree")
+            with Horizontal(classes="row"):
+                yield Input(placeholder="name (optional)", id="name")
+                yield Checkbox("own git worktree", _worktree_default(), id="worktree",
+                               tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
+                                       "checkout is left as it is: review with 'loopwarden diff ID'")
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
                 yield Button("Launch", id="launch", variant="primary")

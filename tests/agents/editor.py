@@ -7,6 +7,7 @@ Each STEP, in order, reported as a tool_call and its tool_result:
   append:PATH:TEXT    TEXT added at PATH's end
   delete:PATH         PATH removed
   move:OLD:NEW        OLD renamed NEW
+  lines:PATH:N        PATH holds N numbered lines ("line 1" ...)
   commit:MESSAGE      `git add -A` and `git commit` in its directory, as the agent's own commit
   wait                says so (an assistant_message "waiting"), then waits for the operator's inject
                       (`loopwarden inject`): a test reads the diff while it waits
@@ -57,6 +58,9 @@ def step(word: str) -> str:
             f.write(text)
     elif verb == "delete":
         os.remove(rest)
+    elif verb == "lines":
+        path, _, count = rest.partition(":")
+        Path(path).write_text("".join(f"line {i}\n" for i in range(1, int(count) + 1)))
     elif verb == "move":
         old, _, new = rest.partition(":")
         os.rename(old, new)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pty
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loopwarden.runtime.worktrees import WorktreeError, safe_id
 from tests.support.daemon import Harness
 from tests.support.paths import AGENTS, PY
 from tests.support.waiting import wait_for
@@ -261,3 +263,69 @@ def test_agent_file_names_and_content_reach_the_terminal_sanitised(lw: Harness, 
     assert "\x1b" not in raw.stdout and name in {f["path"] for f in json.loads(raw.stdout)["files"]}
     plan = lw.cli("worktree", sid, "discard", "--yes")
     assert "\x1b" not in plan.stdout and "evil\\x1b[31mred\\x07.txt" in plan.stdout
+
+
+def test_a_patch_past_1_mib_is_cut_at_a_line_end_and_says_so(lw: Harness, repo: Path) -> None:
+    sid, _ = run_in(lw, repo, "lines:big.txt:200000", "write:a.txt:small\n")
+    lw.wait_state(sid, "exited")
+    answer = diff_json(lw, sid)
+    assert answer["truncated"] is True and by_path(answer)["big.txt"] == ("added", 200_000, 0)
+    patch = answer["patch"].encode()
+    assert 1_000_000 < len(patch) <= 1 << 20 and patch.endswith(b"\n")
+    assert by_path(answer)["a.txt"] == ("modified", 1, 5)  # the files and their counts are whole
+    shown = lw.cli("diff", sid)
+    assert shown.stdout.rstrip().endswith(f"(the patch was cut at 1 MiB; the whole worktree is at "
+                                          f"{lw.paths.data / 'worktrees' / sid})")
+
+
+def test_the_diff_is_coloured_on_a_terminal_with_the_agent_text_still_escaped(lw: Harness, repo: Path) -> None:
+    sid, _ = run_in(lw, repo, "write:a.txt:one\n\x1b[2Jtwo\nthree\nfour\nfive\n")
+    lw.wait_state(sid, "exited")
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([PY, "-m", "loopwarden", "diff", sid], env=lw.env, stdin=secondary, stdout=secondary,
+                            stderr=secondary)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the terminal's last writer has gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert proc.wait(30) == 0
+    text = shown.decode()
+    assert "\x1b[32m+\\x1b[2Jtwo" in text and "\x1b[31m-two" in text  # green and red, the agent's ESC escaped
+    assert "\x1b[2J" not in text.replace("\\x1b[2J", "")
+
+
+def test_git_variables_of_the_daemon_and_the_client_point_nowhere_else(tmp_path: Path, repo: Path) -> None:
+    """A GIT_DIR in the daemon's or the client's environment (a shell inside a git hook, an editor's terminal)
+    neither picks the repository nor reaches the agent, whose commits stay on its worktree's branch."""
+    decoy = make_repo(tmp_path / "decoy")
+    pointing = {"GIT_DIR": str(decoy / ".git"), "GIT_WORK_TREE": str(decoy), "GIT_INDEX_FILE": str(decoy / "idx")}
+    decoy_before, decoy_head = hashes(decoy), git(decoy, "rev-parse", "HEAD")
+    (repo / "a.txt").write_text("a different first commit\n")
+    git(repo, "commit", "-q", "-am", "second")
+    (tmp_path / "home").mkdir()
+    harness = Harness(tmp_path / "home")
+    harness.env.update(pointing)
+    with harness as lw:
+        proc = lw.cli("run", "--detach", "--worktree", "--adapter", "native", "--", PY, EDITOR,
+                      "write:b.txt:b\n", "commit:by the agent", cwd=repo, env=pointing)
+        assert proc.returncode == 0, proc.stderr
+        sid = proc.stdout.strip()
+        snap = lw.wait_state(sid, "exited")
+        assert snap["exit_code"] == 0 and snap["worktree"]["base"] == git(repo, "rev-parse", "HEAD")
+        assert git(repo, "log", "-1", "--format=%s", f"loopwarden/{sid}") == "by the agent"
+        assert by_path(diff_json(lw, sid)) == {"b.txt": ("added", 1, 0)}
+    assert hashes(decoy) == decoy_before and git(decoy, "rev-parse", "HEAD") == decoy_head
+    assert not (decoy / "idx").exists()
+
+
+@pytest.mark.parametrize("sid", ["", "../s1", "s1/x", "-s1", "s 1", "s1\n", "a" * 64])
+def test_a_session_id_that_is_not_a_plain_name_names_no_worktree(sid: str) -> None:
+    with pytest.raises(WorktreeError, match="cannot name a worktree"):
+        safe_id(sid)
