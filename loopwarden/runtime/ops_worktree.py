@@ -71,6 +71,11 @@ class WorktreeOperations:
         if snap.get("state") not in FINAL_STATES:
             raise RequestError(f"refused: session {sid} is {snap.get('state') or 'running'}; its agent may still write "
                                f"in its worktree: stop it first ('loopwarden kill {sid}') or wait until it ends")
+        sharing = [s.spec.id for s in self.registry.sessions.values()
+                   if not s.final and Worktree.of(s.spec.worktree) == tree]
+        if sharing:  # a restarted or continued session goes on in the same worktree
+            raise RequestError(f"refused: session {sharing[0]} still works in this worktree (it went on from "
+                               f"{sid}); stop it first ('loopwarden kill {sharing[0]}') or wait until it ends")
         name = str(snap.get("name") or sid)
         async with self.acting:
             try:

@@ -329,3 +329,22 @@ def test_git_variables_of_the_daemon_and_the_client_point_nowhere_else(tmp_path:
 def test_a_session_id_that_is_not_a_plain_name_names_no_worktree(sid: str) -> None:
     with pytest.raises(WorktreeError, match="cannot name a worktree"):
         safe_id(sid)
+
+
+def test_a_restarted_session_goes_on_in_the_worktree_which_is_not_merged_under_it(lw: Harness, repo: Path) -> None:
+    first, _ = run_in(lw, repo, "append:a.txt:more\n", "wait")
+    waiting(lw, first)
+    restarted = lw.cli("restart", first)
+    assert restarted.returncode == 0, restarted.stderr
+    lw.wait_state(first, "terminated")
+    second = wait_for(lambda: next((s["id"] for s in lw.request("list") if s["id"] != first), None),
+                      what="the restarted session")
+    waiting(lw, second)
+    assert lw.status(second)["worktree"] == lw.status(first)["worktree"]
+    assert (lw.paths.data / "worktrees" / first / "a.txt").read_text().endswith("more\nmore\n")
+    refused = lw.cli("worktree", first, "discard", "--yes")
+    assert refused.returncode == 2 and f"session {second} still works in this worktree" in refused.stderr
+    assert (lw.paths.data / "worktrees" / first).is_dir()
+    lw.cli("kill", second)
+    lw.wait_state(second, "terminated")
+    assert lw.cli("worktree", first, "discard", "--yes").returncode == 0
