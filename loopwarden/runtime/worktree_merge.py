@@ -68,7 +68,8 @@ def _session_commit(tree: Worktree, head: str, sid: str, name: str) -> tuple[str
         return head, False
     message = (f"loopwarden: session {sid} ({name})\n\nWhat the agent of session {sid} left in its worktree, "
                f"committed by 'loopwarden worktree {sid} merge'.\n")
-    made = git(tree.path, "commit-tree", now, "-p", head, "-F", "-", env=AUTHOR, stdin=message.encode())
+    made = git(tree.path, "commit-tree", "--no-gpg-sign", now, "-p", head, "-F", "-", env=AUTHOR,  # not the user's
+               stdin=message.encode())
     return out(made), True
 
 

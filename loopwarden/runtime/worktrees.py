@@ -24,6 +24,9 @@ BRANCH_PREFIX = "loopwarden/"
 GIT_TIMEOUT = 300.0  # seconds one git command may take (a checkout of a large repository)
 PATCH_CAP = 1 << 20  # bytes of unified diff in one answer; the rest is cut (truncated: true)
 DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")  # no command of the repository's choosing
+# hooks off, names unquoted (the sanitiser shows them), no automatic gc left running behind the daemon
+GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false", "-c", "gc.auto=0",
+       "-c", "maintenance.auto=false")
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _STATUS = {"A": "added", "C": "added", "D": "deleted", "R": "renamed"}  # M, T, U: modified
 # variables that point git at another repository, index or object store: an agent in a worktree gets its own
@@ -101,7 +104,7 @@ def agent_env(env: dict[str, str], cwd: str) -> dict[str, str]:
 def git(cwd: str, *args: str, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,),
         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """`git ARGS` in `cwd`, hooks off; WorktreeError (git's first line) unless its exit code is in `ok`."""
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false", *args]
+    argv = [*GIT, *args]
     try:
         proc = subprocess.run(argv, cwd=cwd, env=git_env(env), input=stdin, capture_output=True,
                               timeout=GIT_TIMEOUT, check=False)
@@ -228,7 +231,7 @@ def _counts(record: bytes) -> tuple[int, int]:
 def patch(cwd: str, old: str, new: str, cap: int = PATCH_CAP) -> tuple[str, bool]:
     """The unified diff from `old` to `new`, at most `cap` bytes (cut at a line's end), and whether it was
     cut. Binary files are named without their content. Git is stopped once the cap is passed."""
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false", "diff", *DIFF_FLAGS, old, new]
+    argv = [*GIT, "diff", *DIFF_FLAGS, old, new]
     proc = subprocess.Popen(argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     timer = threading.Timer(GIT_TIMEOUT, proc.kill)

@@ -16,6 +16,7 @@ import pytest
 
 from loopwarden.runtime.worktrees import WorktreeError, safe_id
 from tests.support.daemon import Harness
+from tests.support.keeping import killed_and_taken_up
 from tests.support.paths import AGENTS, PY
 from tests.support.waiting import wait_for
 
@@ -348,3 +349,13 @@ def test_a_restarted_session_goes_on_in_the_worktree_which_is_not_merged_under_i
     lw.cli("kill", second)
     lw.wait_state(second, "terminated")
     assert lw.cli("worktree", first, "discard", "--yes").returncode == 0
+
+
+def test_a_kept_session_keeps_its_worktree_across_a_daemon_restart(lw: Harness, repo: Path) -> None:
+    sid, _ = run_in(lw, repo, "write:a.txt:before the restart\n", "wait", "write:b.txt:after\n")
+    waiting(lw, sid)
+    snap = killed_and_taken_up(lw, sid, "restart-daemon")
+    assert snap["worktree"]["path"] == str(lw.paths.data / "worktrees" / sid)
+    assert lw.cli("inject", sid, "go on").returncode == 0
+    lw.wait_state(sid, "exited")
+    assert by_path(diff_json(lw, sid)) == {"a.txt": ("modified", 1, 5), "b.txt": ("added", 1, 0)}
