@@ -30,19 +30,13 @@ def emit(obj: dict[str, object]) -> None:
 
 def wait_for_operator() -> None:
     """Until the operator's inject arrives on stdin (a nudge of a rule is not it)."""
-    buffered = b""
-    while True:
-        while b"\n" not in buffered:
-            chunk = os.read(0, 65536)
-            if not chunk:
-                sys.exit(3)
-            buffered += chunk
-        line, buffered = buffered.split(b"\n", 1)
+    while line := sys.stdin.buffer.readline():
         message = json.loads(line)
         if message.get("type") == "stop":
-            sys.exit(3)
+            break
         if message.get("type") == "inject" and message.get("kind") == "operator":
             return
+    sys.exit(3)
 
 
 def step(word: str) -> str:
