@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import private_dir
+from .reaper import release, spawn_waited
 
 BRANCH_PREFIX = "loopwarden/"
 GIT_TIMEOUT = 300.0  # seconds one git command may take (a checkout of a large repository)
@@ -104,20 +105,31 @@ def agent_env(env: dict[str, str], cwd: str) -> dict[str, str]:
 def git(cwd: str, *args: str, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,),
         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """`git ARGS` in `cwd`, hooks off; WorktreeError (git's first line) unless its exit code is in `ok`."""
-    argv = [*GIT, *args]
+    child = _start([*GIT, *args], cwd, env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                   stderr=subprocess.PIPE)
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=git_env(env), input=stdin, capture_output=True,
-                              timeout=GIT_TIMEOUT, check=False)
+        stdout, stderr = child.communicate(stdin, timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise WorktreeError(f"git {args[0]} took longer than {GIT_TIMEOUT:g} s in {cwd}") from None
+    finally:
+        release(child.pid)
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    if proc.returncode not in ok:
+        raise WorktreeError(f"git {args[0]} failed: {first_line(proc.stderr) or f'exit code {proc.returncode}'}")
+    return proc
+
+
+def _start(argv: list[str], cwd: str, env: dict[str, str] | None, **pipes: Any) -> subprocess.Popen[bytes]:
+    """git started as a child the daemon's reaper leaves alone (its exit code is ours to read: reaper.py)."""
+    try:
+        return spawn_waited(argv, cwd=cwd, env=git_env(env), stdout=subprocess.PIPE, **pipes)
     except FileNotFoundError as exc:
         missing = "git is not installed (not on PATH)" if exc.filename == "git" else f"{cwd} does not exist"
         raise WorktreeError(missing) from None
     except NotADirectoryError:
         raise WorktreeError(f"{cwd} is not a directory") from None
-    except subprocess.TimeoutExpired:
-        raise WorktreeError(f"git {args[0]} took longer than {GIT_TIMEOUT:g} s in {cwd}") from None
-    if proc.returncode not in ok:
-        raise WorktreeError(f"git {args[0]} failed: {first_line(proc.stderr) or f'exit code {proc.returncode}'}")
-    return proc
 
 
 def first_line(data: bytes) -> str:
@@ -231,9 +243,8 @@ def _counts(record: bytes) -> tuple[int, int]:
 def patch(cwd: str, old: str, new: str, cap: int = PATCH_CAP) -> tuple[str, bool]:
     """The unified diff from `old` to `new`, at most `cap` bytes (cut at a line's end), and whether it was
     cut. Binary files are named without their content. Git is stopped once the cap is passed."""
-    argv = [*GIT, "diff", *DIFF_FLAGS, old, new]
-    proc = subprocess.Popen(argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = _start([*GIT, "diff", *DIFF_FLAGS, old, new], cwd, None, stdin=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
     timer = threading.Timer(GIT_TIMEOUT, proc.kill)
     timer.start()
     try:
@@ -248,6 +259,7 @@ def patch(cwd: str, old: str, new: str, cap: int = PATCH_CAP) -> tuple[str, bool
         code = proc.wait()
     finally:
         timer.cancel()
+        release(proc.pid)
     if code != 0 and not truncated:
         raise WorktreeError(f"git diff failed (exit code {code}) in {cwd}")
     return data.decode("utf-8", "replace"), truncated

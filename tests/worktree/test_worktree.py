@@ -359,3 +359,17 @@ def test_a_kept_session_keeps_its_worktree_across_a_daemon_restart(lw: Harness, 
     assert lw.cli("inject", sid, "go on").returncode == 0
     lw.wait_state(sid, "exited")
     assert by_path(diff_json(lw, sid)) == {"a.txt": ("modified", 1, 5), "b.txt": ("added", 1, 0)}
+
+
+def test_a_merge_after_the_checkout_moved_on_keeps_both_sides(lw: Harness, repo: Path) -> None:
+    sid, _ = run_in(lw, repo, "write:a.txt:one\ntwo\nthree\nfour\nFIVE\n")
+    lw.wait_state(sid, "exited")
+    (repo / "a.txt").write_text("ONE\ntwo\nthree\nfour\nfive\n")  # the user's own commit, another line
+    git(repo, "commit", "-q", "-am", "the user's")
+    user_head = git(repo, "rev-parse", "HEAD")
+    merged = lw.cli("worktree", sid, "merge", "--yes", "--note", "reviewed")
+    assert merged.returncode == 0, merged.stderr
+    assert (repo / "a.txt").read_text() == "ONE\ntwo\nthree\nfour\nFIVE\n"
+    assert git(repo, "rev-parse", "HEAD^1") == user_head and git(repo, "status", "--porcelain") == ""
+    [row] = [a for a in lw.request("actions", session=sid) if a["action"] == "worktree-merge"]
+    assert (row["target"], row["note"], row["outcome"]) == (f"loopwarden/{sid} -> main", "reviewed", "done")
