@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop-daemon": ("live", "stop_daemon"), "restart-daemon": ("restart_daemon", "restart_daemon"),
     "hook": ("hook", "hook"), "adapters": ("adapters", "adapters"),
     "notify": ("notify", "notify"), "where": ("remote", "where"),
+    "diff": ("worktree", "diff"), "worktree": ("worktree", "worktree"),
 }
 
 

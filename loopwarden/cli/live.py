@@ -373,7 +373,7 @@ def status(session: str | None, as_json: bool) -> None:
                f"{' (handshake)' if snap.get('handshake') else ''}")
     if isinstance(snap.get("capabilities"), list):
         click.echo(f"can: {', '.join(snap['capabilities']) or 'watch and signal only'}")
-    click.echo(f"command: {' '.join(snap.get('command') or [])}")
+    click.echo(f"command: {' '.join(snap.get('command') or [])}{_worktree_line(snap)}")
     if snap.get("conversation"):
         can = "; 'loopwarden continue' continues it" if snap.get("resumable") and snap.get("state") in FINAL else ""
         click.echo(f"conversation: {snap['conversation']}{can}")
@@ -415,6 +415,15 @@ def _cost_lines(snap: dict[str, Any]) -> list[str]:
     for window in (snap.get("quota") or {}).get("windows") or []:
         out.append(f"quota: {quota_words(window)}")
     return out
+
+
+def _worktree_line(snap: dict[str, Any]) -> str:
+    """The session's own worktree, as a line of `status` (with its newline first), or "" when it has none."""
+    tree = snap.get("worktree")
+    if not isinstance(tree, dict):
+        return ""
+    return (f"\nworktree: {tree.get('path')} (branch {tree.get('branch')}, from commit {str(tree.get('base'))[:12]}; "
+            f"'loopwarden diff {snap['id']}' shows what changed)")
 
 
 def _bytes(n: Any) -> str:

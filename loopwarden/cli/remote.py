@@ -21,7 +21,8 @@ from ..runtime.hosts import (LOCAL, HostError, Tunnel, check_name, listed_hosts,
 
 # the commands --host reaches: those that read or decide; the others act on this machine (its files, its shell)
 REMOTE_COMMANDS = frozenset({"ls", "status", "logs", "gates", "approve", "deny", "grant", "reset", "set", "inject",
-                             "pause", "resume", "kill", "rewind", "restart", "audit", "explain", "prune"})
+                             "pause", "resume", "kill", "rewind", "restart", "audit", "explain", "prune", "diff",
+                             "worktree"})
 _chosen: dict[str, Tunnel] = {}  # the host of this invocation (one at most), by name
 
 

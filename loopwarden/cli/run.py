@@ -38,11 +38,17 @@ from .live import _follow, _say_renamed
                    "the same as --adapter acp with their command (gemini --acp, opencode acp, claude-agent-acp) "
                    "found on PATH or in the project's .agents folder (docs/acp.md).")
 @click.option("--task", help="Task id for loop counting, when the agent does not send one.")
+@click.option("--worktree/--no-worktree", default=None,
+              help="Run the agent in a git worktree and branch of its own (loopwarden/ID), made from the commit "
+                   "checked out here, so that your checkout is never touched; uncommitted changes here are not in "
+                   "it. Review with 'loopwarden diff ID', then 'loopwarden worktree ID merge' (or discard). "
+                   "Default: the setting sessions.worktree (off). docs/worktrees.md")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        known_agent: str | None, task: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
+        known_agent: str | None, task: str | None, worktree: bool | None, detach: bool, as_json: bool,
+        command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
     Without --adapter, loopwarden chooses from what the agent does and says
@@ -72,6 +78,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run --adapter acp -- opencode acp -- "fix the failing test"
       loopwarden run --agent gemini -- "fix the failing test"
       loopwarden run -d -- ./my-agent --task T1
+      loopwarden run --worktree --adapter claude-code -- "fix the failing test"
     """
     build_config(config_file, preset, sets)  # fail here, before anything starts
     cmd = list(command)
@@ -91,7 +98,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         sys.exit(127)
     spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": cwd, "env": env,
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
-            "config_file": str(Path(config_file).resolve()) if config_file else None}
+            "config_file": str(Path(config_file).resolve()) if config_file else None, "worktree": worktree}
     with operator_connection() as client:
         try:
             started = client.request("run", spec=spec)
@@ -99,6 +106,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
             raise failure(exc) from None
         sid = started["id"]
         _say_renamed(started)
+        _say_worktree(sid, started.get("worktree"))
         if detach:
             click.echo(sid)
             return
@@ -106,3 +114,15 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         click.echo(f"loopwarden: session {sid} ({name}) started; Ctrl-C detaches", err=True)
         code = _follow(client, sid, as_json)
     sys.exit(code)
+
+
+def _say_worktree(sid: str, tree: object) -> None:
+    """Where a session with its own worktree works, on stderr (stdout holds only the id with --detach)."""
+    if not isinstance(tree, dict):
+        return
+    base = str(tree.get("base") or "")[:12]
+    click.echo(visible(f"loopwarden: session {sid} works in its own worktree {tree.get('path')} (branch "
+                       f"{tree.get('branch')}, from commit {base}); your checkout is left as it is"), err=True)
+    if tree.get("checkout_dirty"):
+        click.echo("loopwarden: note: the uncommitted changes in your checkout are not in the worktree (it holds "
+                   "the last commit only)", err=True)

@@ -31,6 +31,7 @@ from .registry import SessionRegistry, row_snapshot
 from .requests import AlreadyAudited, BadRequest, RequestError, environment, request_note
 from .session import SessionSpec
 from .store import StoreError
+from .worktrees import stored_worktree
 
 DEFAULT_NOTE = "Continue the task from where you left off."
 LONGEST_WAIT = 65.0  # seconds a continue waits for an agent that may not resume sooner (Gemini: the next minute)
@@ -51,6 +52,7 @@ class StoredLaunch:
     conversation: str
     task: str | None
     ended_at: float
+    worktree: dict[str, str] | None = None
 
     @classmethod
     def of(cls, snap: dict[str, Any]) -> StoredLaunch:
@@ -73,7 +75,7 @@ class StoredLaunch:
                    env_keys=[str(k) for k in snap.get("env_keys") or []], preset=snap.get("preset"),
                    settings=settings if isinstance(settings, dict) else {}, conversation=conversation,
                    task=snap.get("task") if isinstance(snap.get("task"), str) else None,
-                   ended_at=float(snap.get("ended_at") or 0.0))
+                   ended_at=float(snap.get("ended_at") or 0.0), worktree=stored_worktree(snap))
 
     def config(self) -> Config:
         try:
@@ -130,7 +132,7 @@ class ContinueOperations:
         self._refuse_after_audit(who, new)
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
-                           task=launch.task)
+                           task=launch.task, worktree=launch.worktree)
         health = None if fresh else await self.carried_health(sid, config)
         started = self.launcher.launch(spec, config, adapter, health=health)
         lacking = sorted(set(launch.env_keys) - set(spec.env))

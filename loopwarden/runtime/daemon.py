@@ -44,6 +44,7 @@ from .takeover import TakeoverOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
+from .ops_worktree import WorktreeOperations
 from .processes import ProcessListing, ProcessWatch, wait_children_by_pidfd
 from .reaper import become_subreaper
 from .records import Recorder
@@ -91,14 +92,15 @@ class Daemon:
         self.after_reboot = ContinueAfterReboot(paths, registry, continues, log=log)
         listing = ProcessListing(registry.sessions)
         registry.on_release(listing.forget)
+        reading = ReadOperations(registry, recorder, listing)
         self.server = SocketServer(
-            [ReadOperations(registry, recorder, listing),
+            [reading,
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
              continues, TakeoverOperations(registry, audit, tasks),
              SessionOperations(registry, audit, hooks, tasks),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               keeping, clock=clock),
-             hooks, alerting],
+             hooks, alerting, WorktreeOperations(registry, audit, reading.calls_diff)],
             registry, broadcaster, health, audit, hooks.claims, attached=hooks.live_ids, helpers=watch.helpers,
             log=log)
 

@@ -29,6 +29,7 @@ from .registry import SessionRegistry
 from .session import LiveSession, SessionSpec
 from .session.live import TakenUp
 from .store import Store, StoreError
+from .worktrees import stored_worktree
 
 # the launcher's take_up: (spec, config, adapter, where its output resumes, its rebuilt engine)
 TakeUp = Callable[[SessionSpec, Config, Adapter, TakenUp, SessionHealth], None]
@@ -152,7 +153,8 @@ class Keeping:
             command: list[Any] = words if isinstance(words, list) else []
             spec = SessionSpec(id=sid, name=str(row.get("name") or sid), command=[str(w) for w in command],
                                adapter=str(row.get("adapter") or "plain"), cwd=row.get("cwd"),
-                               preset=row.get("preset"), task=snap.get("task"))
+                               preset=row.get("preset"), task=snap.get("task"),
+                               worktree=stored_worktree(snap))
             out, seq, judged, err = position
             self._count(kept, out)
             remembered, recalled = memory if memory is not None else (judged, {})

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import anyio
 import psutil
 
 from ..paths import Paths
-from ..supervisor.config import ConfigError, load_config
+from ..supervisor.config import Config, ConfigError, load_config
+from . import worktrees
 from .audit import AuditLog, warned
 from .commands import default_name, missing_program
 from .launcher import Launcher
@@ -61,15 +63,43 @@ class LaunchOperations:
         missing = missing_program(command[0], env.get("PATH"), spec_in.cwd)
         if missing:
             raise RequestError(missing)
+        place = await self._origin(spec_in.cwd) if _wants_worktree(spec_in.worktree, config) else None
         sid = self.registry.new_id()
         env = {**(env or minimal_env()), **agent_environment(self.paths.socket)}  # its own CLI calls refuse early
         await self.audit.before(who, sid, "run", " ".join(command)[:200], None, "started")
         self._refuse_after_audit(who, sid, "run")
+        cwd, tree = spec_in.cwd, None
+        if place is not None:
+            tree = await self._worktree(who, sid, place)
+            cwd, env = tree.cwd, worktrees.agent_env(env, tree.cwd)
         # named after the last await, so that two runs at once never both take a free name
         asked = spec_in.name or default_name(command)[:80]
-        spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=spec_in.cwd, env=env,
-                           preset=config.preset, sets=spec_in.sets, task=spec_in.task)
-        return self.launcher.launch(spec, config, adapters()[spec_in.adapter]())
+        spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=cwd, env=env,
+                           preset=config.preset, sets=spec_in.sets, task=spec_in.task,
+                           worktree=tree.to_dict() if tree else None)
+        started = self.launcher.launch(spec, config, adapters()[spec_in.adapter]())
+        if tree is not None:
+            started = {**started, "worktree": {**tree.to_dict(), "checkout_dirty": place is not None and place.dirty}}
+        return started
+
+    @staticmethod
+    async def _origin(cwd: str | None) -> worktrees.Origin:
+        """Where the session's worktree comes from, or its one-line refusal (before anything is audited)."""
+        if cwd is None:
+            raise RequestError("a worktree needs the session's directory (cwd) in the run spec")
+        try:
+            return await anyio.to_thread.run_sync(worktrees.origin, cwd)
+        except worktrees.WorktreeError as exc:
+            raise RequestError(f"refused: {exc}") from None
+
+    async def _worktree(self, who: Principal, sid: str, place: worktrees.Origin) -> worktrees.Worktree:
+        """The session's worktree made (in a worker thread); a failure is audited and ends the run there."""
+        try:
+            return await anyio.to_thread.run_sync(worktrees.create, place, sid, self.paths.data / "worktrees")
+        except (worktrees.WorktreeError, OSError) as exc:
+            message = f"the worktree could not be made: {exc}"
+            self.audit.record(who, sid, "run", None, None, f"failed: {message}")
+            raise AlreadyAudited(message) from None
 
     async def op_adopt(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         self.shutdown.refuse_starts("adopt")
@@ -136,3 +166,8 @@ class LaunchOperations:
         why = ("was not launched by loopwarden" if in_memory else
                "is no longer in this daemon's memory (its environment is never stored)")
         raise RequestError(f"session {sid} {why}; start its task again with 'loopwarden run'")
+
+
+def _wants_worktree(asked: bool | None, config: Config) -> bool:
+    """--worktree or --no-worktree when given, else the setting sessions.worktree."""
+    return config.sessions.worktree if asked is None else asked

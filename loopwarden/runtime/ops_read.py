@@ -39,7 +39,8 @@ def no_store(what: str) -> RequestError:
 
 
 class ReadOperations:
-    """`op_list`, `op_status`, `op_logs`, `op_processes`, `op_gates`, `op_actions`, `op_exit_code`, `op_diff`."""
+    """`op_list`, `op_status`, `op_logs`, `op_processes`, `op_gates`, `op_actions`, `op_exit_code`; and
+    `calls_diff`, which the `diff` op answers with for a session without a worktree."""
 
     def __init__(self, registry: SessionRegistry, recorder: Recorder, listing: ProcessListing) -> None:
         self.registry = registry
@@ -124,9 +125,9 @@ class ReadOperations:
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
 
-    async def op_diff(self, req: dict[str, Any], **_: Any) -> dict[str, Any]:
-        """What a session changed, from its calls (runtime/call_changes.py)."""
-        sid = await self.registry.resolve(req.get("session"))
+    async def calls_diff(self, sid: str) -> dict[str, Any]:
+        """What a session without a worktree changed, from its calls (runtime/call_changes.py); the `diff` op
+        (runtime/ops_worktree.py) answers with it."""
         await self.recorder.flush()
         store = self.recorder.store
         if store is None:

@@ -3,18 +3,24 @@
 Without this, a grandchild killed with its group is reparented to pid 1 and stays a
 zombie until pid 1 gets round to it (seconds, on some machines). Coming back to the
 daemon also keeps a double-forked process findable (containment.py). Only zombies that
-are not the daemon's own direct children (whose exit codes asyncio collects) are reaped.
+are not the daemon's own direct children (whose exit codes asyncio collects), nor children a thread of the
+daemon waits for itself (`spawn_waited`: git), are reaped.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import sys
+import threading
+from typing import Any
 
 from .procfs import children_of, read_stat
 
 PR_SET_CHILD_SUBREAPER = 36
+_WAITED: set[int] = set()  # children whose exit status a thread collects itself (spawn_waited)
+_SPAWNING = threading.Lock()  # held while one starts and while orphans are reaped: none is reaped unregistered
 
 
 def become_subreaper() -> bool:
@@ -51,10 +57,31 @@ def children_exited() -> bool:
         return True
 
 
+def spawn_waited(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start a child whose exit status the caller collects itself (Popen.wait, communicate): never reaped by
+    `reap_orphans`, which would leave Popen an exit code of 0 whatever the child's, until `release`d."""
+    with _SPAWNING:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(argv, **popen)
+        _WAITED.add(proc.pid)
+    return proc
+
+
+def release(pid: int) -> None:
+    """A child of `spawn_waited` that was waited for: its pid may name an orphan again."""
+    with _SPAWNING:
+        _WAITED.discard(pid)
+
+
 def reap_orphans(keep: set[int], leaders: bool = False) -> tuple[int, int]:
-    """Reap zombie children that are not in `keep` (processes someone else waits for). A session leader
-    is reaped only with `leaders`: one may be an agent just started, whose exit code asyncio collects.
-    Returns how many were reaped and how many zombie session leaders were passed over."""
+    """Reap zombie children that are not in `keep` (processes someone else waits for), nor started by
+    `spawn_waited`. A session leader is reaped only with `leaders`: one may be an agent just started, whose
+    exit code asyncio collects. Returns how many were reaped and how many zombie session leaders were passed
+    over."""
+    with _SPAWNING:
+        return _reap(keep | _WAITED, leaders)
+
+
+def _reap(keep: set[int], leaders: bool) -> tuple[int, int]:
     reaped = passed = 0
     for pid in children_of(os.getpid()) - keep:
         if not _zombie(pid):

@@ -46,6 +46,7 @@ class RunRequest:
     task: str | None = None
     config_file: str | None = None
     config_env: dict[str, str] = field(default_factory=dict)
+    worktree: bool | None = None  # None: as sessions.worktree says
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ def run_request(spec: Any, adapters: Collection[str]) -> RunRequest:
     if any("\0" in c for c in command):
         raise BadRequest("command: an argument holds a NUL character")
     adapter = _optional_str(spec, "adapter") or "auto"  # chosen from the command and its first line
+    worktree = spec.get("worktree")
+    if worktree is not None and not isinstance(worktree, bool):
+        raise BadRequest(f"worktree must be true, false or null, not {_kind(worktree)}")
     if adapter not in adapters:
         raise BadRequest(f"unknown adapter {adapter[:40]!r}; use one of {', '.join(adapters)}")
     return RunRequest(
@@ -75,6 +79,7 @@ def run_request(spec: Any, adapters: Collection[str]) -> RunRequest:
         env=_str_map(spec, "env", variables=True), preset=_optional_str(spec, "preset"),
         sets=_str_list(spec, "sets"), task=_optional_str(spec, "task", TASK_CHARS),
         config_file=_path(spec, "config_file"), config_env=_str_map(spec, "config_env", variables=True),
+        worktree=worktree,
     )
 
 

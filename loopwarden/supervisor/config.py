@@ -270,6 +270,10 @@ class Sessions:
                                                "read by the daemon from its config file and environment", False)
     continue_at_once: int = _key("int", "sessions continue_after_reboot starts at once (each waits for its agent to "
                                         "take the conversation up before the next starts)", 2)
+    worktree: bool = _key("bool", "each launched session works in a git worktree and branch of its own "
+                                  "(loopwarden/ID), made from the repository at its directory; your checkout is left "
+                                  "as it is "
+                                  "('loopwarden run --worktree', docs/worktrees.md)", False)
 
 
 @dataclass(frozen=True)

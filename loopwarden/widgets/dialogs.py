@@ -13,12 +13,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from ..paths import working_directory
 from ..sessions import registry
 from ..sessions.base import AUTO
-from ..supervisor.config import PRESETS, parse_set
+from ..supervisor.config import PRESETS, ConfigError, load_config, parse_set
 from ..supervisor.visible import visible
 
 KNOWN_AGENT = "agent:"  # the launch dialog's value for an agent started by name: agent:NAME, beside the adapters
@@ -146,8 +146,16 @@ class AskText(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+def _worktree_default() -> bool:
+    """The launch dialog's worktree box, as sessions.worktree says in this environment (off when unreadable)."""
+    try:
+        return load_config().sessions.worktree
+    except ConfigError:
+        return False
+
+
 class Launch(ModalScreen[dict[str, Any] | None]):
-    """A new session: command, adapter, preset and an optional name.
+    """A new session: command, adapter, preset, an optional name, and whether it gets a worktree of its own.
 
     `submit` sends the `run` spec (blocking, so it runs in a thread) and returns the daemon's reply,
     which is the dialog's result; when it fails the dialog stays open with what was typed and the error.
@@ -169,7 +177,11 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                 yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
-            yield Input(placeholder="name (optional)", id="name")
+            with Horizontal(classes="row"):
+                yield Input(placeholder="name (optional)", id="name")
+                yield Checkbox("own git worktree", _worktree_default(), id="worktree",
+                               tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
+                                       "checkout is left as it is: review with 'loopwarden diff ID'")
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
                 yield Button("Launch", id="launch", variant="primary")
@@ -209,7 +221,8 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             return None
         return {"command": launch.command, "adapter": launch.adapter, "env_extra": launch.env, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
-                "name": self.query_one("#name", Input).value.strip() or None}
+                "name": self.query_one("#name", Input).value.strip() or None,
+                "worktree": self.query_one("#worktree", Checkbox).value}
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def send(self, spec: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ class SessionSpec:
     preset: str | None = None
     sets: list[str] = field(default_factory=list)
     task: str | None = None
+    worktree: dict[str, str] | None = None  # the session's own git worktree (runtime/worktrees.py), if any
 
 
 class Sink(Protocol):

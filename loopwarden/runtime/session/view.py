@@ -61,7 +61,7 @@ class SnapshotView:
             rate=[], validation_failures=s.health.validation_total, conversation=adapter.conversation,
             resumes=adapter.resumes, task=s.spec.task,
             extra={"spill_failures": s.spills.failures, "failure": adapter.failure, "resume": adapter.resume_state,
-                   "kept": s.keeper is not None, "quota": adapter.quota,
+                   "kept": s.keeper is not None, "quota": adapter.quota, "worktree": s.spec.worktree,
                    "adapter_reason": s.agent.choice.why if s.agent.choice else None,
                    "spill": {"dir": spiller.directory, "retention": spiller.retention,
                              **spiller.bounds.to_dict()} if spiller else None}).to_dict()
