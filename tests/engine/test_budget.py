@@ -134,7 +134,8 @@ def test_a_project_budget_names_its_project():
     s = Session(Config())
     s.health.outside_budgets({"project": {"used": 2.5, "limit": 2.0, "project": "/w/app"}}, 0.0)
     gate = one(s.feed(call("a")), Action.GATE)
-    assert "the day budget of project /w/app is reached: $2.50 spent today of $2.00 (budgets.project_usd)" in gate.reason
+    assert ("the day budget of project /w/app is reached: $2.50 spent today of $2.00 (budgets.project_usd)"
+            in gate.reason)
     assert gate.evidence["project"] == "/w/app"
 
 
