@@ -11,6 +11,8 @@ def spend_text(health: dict[str, Any]) -> tuple[str, bool] | None:
     if not isinstance(spending, dict):
         return None
     spent, limit = float(spending.get("spent_today") or 0), float(spending.get("day_usd") or 0)
+    if not (spent or limit or spending.get("reached")):
+        return None  # nothing spent, no budget: nothing to say
     text = f"spent today ${spent:,.2f}" + (f" of ${limit:,.2f}" if limit else "")
     reached = list(spending.get("reached") or [])
     if reached:
