@@ -15,8 +15,8 @@ def _of(spent: Any, limit: Any, key: str) -> str:
 
 def total_line(spending: dict[str, Any] | None) -> str | None:
     """One line under `ls`: what every session spent today, against the day's budget."""
-    if not spending:
-        return None
+    if not spending or not (spending.get("spent_today") or spending.get("day_usd") or spending.get("reached")):
+        return None  # nothing spent, no budget: nothing to say
     line = f"total today: {_of(spending.get('spent_today'), spending.get('day_usd'), 'budgets.day_usd')}"
     if "day" in (spending.get("reached") or []):
         line += ": REACHED, every session's next call waits ('loopwarden set budgets.day_usd=...' raises it)"
@@ -25,9 +25,10 @@ def total_line(spending: dict[str, Any] | None) -> str | None:
 
 def spending_lines(spending: dict[str, Any] | None) -> list[str]:
     """`status` without a session: today's spend, per project, and by day."""
-    if not spending:
+    total = total_line(spending)
+    if total is None or spending is None:
         return []
-    lines = [(total_line(spending) or "").replace("total today", "spent today", 1)]
+    lines = [total.replace("total today", "spent today", 1)]
     for p in spending.get("projects") or []:
         held = "  REACHED: its sessions' next calls wait" if p.get("reached") else ""
         lines.append(f"  {p.get('project')}: {_of(p.get('spent'), p.get('limit'), 'budgets.project_usd')}{held}")
