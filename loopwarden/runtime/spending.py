@@ -61,6 +61,7 @@ class Spending:
         self.by_day: dict[str, float] = {}  # local day -> dollars, the last DAYS_SHOWN days
         self.by_project: dict[str, float] = {}  # today's dollars per project
         self.held: set[str] = set()  # the scopes reached now: "day", "project:PATH"
+        self._view: dict[str, Any] | None = None  # what `view` said, until the spend or the budgets change
 
     # ---- settings ---------------------------------------------------------------------------
     def configure(self) -> None:
@@ -93,7 +94,7 @@ class Spending:
         return {k: v for k, v in data["values"].items() if k in DAEMON_LIVE_KEYS}
 
     def _take(self, settings: Budgets) -> None:
-        self.settings = settings
+        self.settings, self._view = settings, None
         self._projects = sorted(project_budgets("budgets.projects", settings.projects), key=lambda p: -len(p[0]))
 
     def change(self, values: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -124,7 +125,7 @@ class Spending:
         """The last days' spend from the stored usage events (at the daemon's start)."""
         now = self.clock()
         self.today = local_day(now)
-        self.by_day, self.by_project = {}, {}
+        self.by_day, self.by_project, self._view = {}, {}, None
         if store is None:
             return
         try:
@@ -153,6 +154,7 @@ class Spending:
         return self.settings.project_usd
 
     def _add(self, ts: float, cwd: str | None, usd: float) -> None:
+        self._view = None
         day = local_day(ts)
         self.by_day[day] = self.by_day.get(day, 0.0) + usd
         if day == self.today:
@@ -164,7 +166,7 @@ class Spending:
         usd, ts = data.get("usd"), data.get("ts")
         if not isinstance(usd, (int, float)) or usd <= 0 or not isinstance(ts, (int, float)):
             return
-        if local_day(ts) != self.today:
+        if local_day(ts) > self.today:
             self.new_day(ts)
         session = self.registry.sessions.get(session_id)
         self._add(ts, session.spec.cwd if session is not None else None, float(usd))
@@ -173,7 +175,7 @@ class Spending:
 
     def new_day(self, now: float) -> None:
         """A new local day: today's spend starts at nothing (the last days kept); what was held is told again."""
-        self.today = local_day(now)
+        self.today, self._view = local_day(now), None
         oldest = local_day(day_start(now, DAYS_SHOWN - 1))
         self.by_day = {d: v for d, v in self.by_day.items() if d >= oldest}
         self.by_project = {}
@@ -218,7 +220,7 @@ class Spending:
         session.outside_budgets(reached)
 
     def tell_all(self) -> None:
-        self.held = self._reached()
+        self.held, self._view = self._reached(), None
         for session in list(self.registry.sessions.values()):
             self.tell(session)
 
@@ -232,16 +234,20 @@ class Spending:
 
     # ---- what `status`, `ls` and the console show ---------------------------------------------
     def view(self) -> dict[str, Any]:
-        """Today's spend, per project (the most first), the budgets, and the last days'."""
+        """Today's spend, per project (the most first), the budgets, and the last days' (built again only once the
+        spend or the budgets changed: the daemon's health asks for it every flush)."""
+        if self._view is not None:
+            return self._view
         now = self.clock()
         days = [local_day(day_start(now, n)) for n in range(DAYS_SHOWN)]
         projects = sorted(self.by_project.items(), key=lambda p: -p[1])[:PROJECTS_SHOWN]
-        return {"today": self.today, "spent_today": round(self.by_day.get(self.today, 0.0), 4),
-                "day_usd": self.settings.day_usd, "project_usd": self.settings.project_usd,
-                "budgets": {k: show_value(k, value_of(Config(budgets=self.settings), k))
-                            for k in sorted(DAEMON_LIVE_KEYS)},
-                "projects": [{"project": p, "spent": round(v, 4), "limit": self.project_limit(p),
-                              "reached": f"project:{p}" in self.held} for p, v in projects],
-                "days": [{"day": d, "spent": round(self.by_day.get(d, 0.0), 4)} for d in days],
-                "reached": sorted(self.held)}
+        self._view = {
+            "today": self.today, "spent_today": round(self.by_day.get(self.today, 0.0), 4),
+            "day_usd": self.settings.day_usd, "project_usd": self.settings.project_usd,
+            "budgets": {k: show_value(k, value_of(Config(budgets=self.settings), k)) for k in sorted(DAEMON_LIVE_KEYS)},
+            "projects": [{"project": p, "spent": round(v, 4), "limit": self.project_limit(p),
+                          "reached": f"project:{p}" in self.held} for p, v in projects],
+            "days": [{"day": d, "spent": round(self.by_day.get(d, 0.0), 4)} for d in days],
+            "reached": sorted(self.held)}
+        return self._view
 
