@@ -22,6 +22,7 @@ from .notify import alerts_lines
 from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure, ask_first,
                      listed, profile_paths, shutdown_daemon)
 from .remote import host_names, route
+from .spending import spending_lines, total_line
 
 FINAL = FINAL_STATES
 
@@ -309,6 +310,9 @@ def ls(as_json: bool, show_all: bool) -> None:
                    f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} {show_cost(s.get('cost')) or '-':>9} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
                    f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6}")  # ended: no memory
+    total = total_line(call("ping").get("spending"))
+    if total:
+        click.echo(total)
 
 
 def _every(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -347,21 +351,7 @@ def status(session: str | None, as_json: bool) -> None:
         if as_json:
             _json_out(info)
         else:
-            info = visible_tree(info)
-            click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info.get('live', 0)} live "
-                       f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
-            spill = info.get("spill") or {}
-            if spill:
-                limit = spill.get("max_total_bytes") or 0
-                click.echo(f"spill files {_bytes(spill.get('bytes') or 0)} of "
-                           + (f"{_bytes(limit)} (spill.max_total_bytes)" if limit else "no limit"))
-            keeper = info.get("keeper")
-            if keeper:
-                click.echo(keeper_line(keeper))
-            for line in _daemon_troubles(info):
-                click.echo(click.style(line, fg="yellow"))
-            for line, trouble in alerts_lines(info):
-                click.echo(click.style(line, fg="yellow") if trouble else line)
+            _daemon_status(visible_tree(info))
         return
     snap = call("status", session=session)
     if as_json:
@@ -424,6 +414,26 @@ def _worktree_line(snap: dict[str, Any]) -> str:
         return ""
     return (f"\nworktree: {tree.get('path')} (branch {tree.get('branch')}, from commit {str(tree.get('base'))[:12]}; "
             f"'loopwarden diff {snap['id']}' shows what changed)")
+
+
+def _daemon_status(info: dict[str, Any]) -> None:
+    """`status` without a session: the daemon, its spill files, keeper, spend, and what went wrong."""
+    click.echo(f"daemon pid {info['pid']}, up {_age(info['uptime'])}, {info.get('live', 0)} live "
+               f"session(s)\nsocket {info['socket']}\ndatabase {info['database']}")
+    spill = info.get("spill") or {}
+    if spill:
+        limit = spill.get("max_total_bytes") or 0
+        click.echo(f"spill files {_bytes(spill.get('bytes') or 0)} of "
+                   + (f"{_bytes(limit)} (spill.max_total_bytes)" if limit else "no limit"))
+    keeper = info.get("keeper")
+    if keeper:
+        click.echo(keeper_line(keeper))
+    for line in spending_lines(info.get("spending")):
+        click.echo(line)
+    for line in _daemon_troubles(info):
+        click.echo(click.style(line, fg="yellow"))
+    for line, trouble in alerts_lines(info):
+        click.echo(click.style(line, fg="yellow") if trouble else line)
 
 
 def _bytes(n: Any) -> str:
@@ -747,29 +757,38 @@ def reset(session: str, counter: str | None, note: str | None) -> None:
 
 
 @click.command("set")
-@click.argument("session")
-@click.argument("values", nargs=-1, required=True, metavar="KEY=VALUE...")
-def set_limits(session: str, values: tuple[str, ...]) -> None:
-    """Change a running session's limits: the engine judges by them at once, and the change is audited.
+@click.argument("args", nargs=-1, required=True, metavar="[SESSION] KEY=VALUE...")
+def set_limits(args: tuple[str, ...]) -> None:
+    """Change a running session's limits, or (without SESSION) the daemon's budgets: taken at once, audited.
 
     A running session takes the limits (not max_line_bytes or stdin_backlog), the
     repetition, validation, failures, attempts, gates and recovery keys, loop.gate_after and
     loop.similarity, and the escalation thresholds; the others shaped how it
     started ('loopwarden config keys' lists every key). Counters so far stay.
+    Raising a budget a session waits on (limits.max_cost_usd, limits.max_tokens)
+    lets its held call go through. Without SESSION: budgets.day_usd,
+    budgets.project_usd and budgets.projects, for every session (kept by the daemon
+    across restarts until its config file changes).
 
     \b
     Examples:
       loopwarden set s3 limits.max_runtime=2h
       loopwarden set fixer repetition.max_identical_calls=3 gates.timeout=10m
+      loopwarden set s3 limits.max_cost_usd=5
+      loopwarden set budgets.day_usd=20
     """
     from ..supervisor.config import ConfigError, parse_set, show_value
 
+    session = None if "=" in args[0] else args[0]
+    values = args if session is None else args[1:]
+    if not values:
+        raise Fail(f"set {session}: give at least one KEY=VALUE, e.g. loopwarden set {session} limits.max_runtime=2h")
     try:
         pairs = dict(parse_set(item, "set") for item in values)
     except ConfigError as exc:
         raise Fail(str(exc)) from None
     result = call("set", session=session, values=pairs)
-    sid, changed = result["session"], result["changed"]
+    sid, changed = result["session"] or "daemon", result["changed"]
     if not changed:
         click.echo(f"{sid}: nothing changed (the values were already in force)")
     for key, (old, new) in changed.items():

@@ -97,6 +97,10 @@ class AdoptedSession:
         self.health.reconfigure(_no_stall(config))
         self._publish()
 
+    def outside_budgets(self, reached: dict[str, dict[str, Any]]) -> None:
+        """The daemon's budgets: an adopted process makes no calls to hold (its engine is told all the same)."""
+        self.health.outside_budgets(reached, self.clock())
+
     def pause(self) -> None:
         if not self.paused:
             self._signal(signal.SIGSTOP)

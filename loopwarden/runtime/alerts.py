@@ -30,11 +30,12 @@ RATE_WINDOW = 60.0  # notify.max_per_minute counts sends in this many seconds
 QUEUE_ALERTS = 100  # alerts waiting for one target at most...
 QUEUE_BYTES = 256 << 10  # ... and bytes
 
-HEADLINES = {"gate": "a gate waits for a human", "ask": "an agent asks a human", "stall": "a session is stalled",
+HEADLINES = {"gate": "a gate waits for a human", "ask": "an agent asks a human",
+             "budget": "a budget is reached: the session waits", "stall": "a session is stalled",
              "ended": "a session ended abnormally", "summary": "alerts held back", "test": "test alert"}
 # how each alert type maps to apprise's notify types (its colour or icon on most services)
-SEVERITY = {"gate": "warning", "ask": "warning", "stall": "warning", "ended": "failure", "summary": "info",
-            "test": "info"}
+SEVERITY = {"gate": "warning", "ask": "warning", "budget": "warning", "stall": "warning", "ended": "failure",
+            "summary": "info", "test": "info"}
 # endings that are nobody's trouble: a clean exit, the operator's own kill, the operator stopping the daemon
 QUIET_ENDINGS = frozenset({Termination.EXITED, Termination.OPERATOR, Termination.DAEMON_STOPPED})
 
@@ -43,7 +44,7 @@ QUIET_ENDINGS = frozenset({Termination.EXITED, Termination.OPERATOR, Termination
 class Alert:
     """One alert: which session, why in one line, the key evidence, and how to decide."""
 
-    kind: str  # gate, ask, stall, ended (notify.events), or summary, test
+    kind: str  # gate, ask, budget, stall, ended (notify.events), or summary, test
     session: str  # the session's id ("" for summary and test)
     name: str
     host: str
@@ -65,7 +66,7 @@ class Alert:
         lines = [self.reason]
         if self.evidence:
             lines += ["evidence:", *(f"  {line}" for line in self.evidence.splitlines())]
-        lines += [f"decide: {c}" if self.kind in ("gate", "ask") else f"see: {c}" for c in self.commands]
+        lines += [f"decide: {c}" if self.kind in ("gate", "ask", "budget") else f"see: {c}" for c in self.commands]
         if self.link:
             lines.append(self.link)
         return "\n".join(lines)
@@ -129,15 +130,29 @@ def gate_alert(session: str, name: str, host: str, gate: dict[str, Any], *, cli:
         return None
     ref = f"{session}:{gate['id']}"
     rule = str(gate.get("rule") or "")
-    kind = "ask" if rule == "gate_request" else "gate"
+    kind = {"gate_request": "ask", "budget": "budget"}.get(rule, "gate")
     reason = _line(gate.get("reason"), REASON_CHARS)
     if kind == "gate" and rule:
         reason = _line(f"{rule}: {gate.get('reason') or ''}", REASON_CHARS)
     evidence = _evidence(gate.get("evidence"), skip=("request",) if kind == "ask" else ())
-    commands = (f"{cli} approve {ref}", f'{cli} deny {ref} --note "..."')
+    commands: tuple[str, ...] = (f"{cli} approve {ref}", f'{cli} deny {ref} --note "..."')
+    if kind == "budget":
+        commands = (_raise_command(session, gate.get("evidence"), cli), *commands)
     return Alert(kind, session, _line(name, 80), host, reason, evidence, commands,
                  fill_link(link, session, str(gate["id"])), float(gate.get("opened_at") or 0.0), ref,
                  dedup=str(gate.get("reason") or ""))
+
+
+def _raise_command(session: str, evidence: Any, cli: str) -> str:
+    """How to raise the budget a budget gate names (its continuing the run)."""
+    scope = evidence.get("budget") if isinstance(evidence, dict) else None
+    if scope == "day":
+        return f"{cli} set budgets.day_usd=..."
+    if scope == "project":
+        return f"{cli} set budgets.project_usd=... (or budgets.projects=PATH=USD)"
+    key = "limits.max_tokens" if isinstance(evidence, dict) and evidence.get("what") == "token" else \
+        "limits.max_cost_usd"
+    return f"{cli} set {session} {key}=..."
 
 
 def stall_alert(session: str, name: str, host: str, verdict: dict[str, Any], *, cli: str = "loopwarden",

@@ -52,6 +52,7 @@ from .registry import SessionRegistry
 from .routing import Router
 from .server import SocketServer
 from .session_runs import SessionStarter
+from .spending import Spending
 from .spill_bounds import SpillLedger
 from .store import StoreError
 from .upkeep import Upkeep
@@ -79,10 +80,14 @@ class Daemon:
         self.spill_ledger = spill_ledger = SpillLedger()
         self.health = health = DaemonHealth(recorder, log, spill_ledger, alerting)
         self.router = router = Router(recorder, registry, broadcaster, audit, alerting, health, clock=clock)
+        self.spending = spending = Spending(paths, registry, log=log, clock=clock)
+        router.spent = spending.spent
+        health.spending = spending.view
         self.upkeep = upkeep = Upkeep(paths, registry, spill_ledger, log=log, clock=clock)
         self.earlier = EarlierSessions(registry, broadcaster, tasks, paths, instance=lambda: watch.instance,
                                        log=log, clock=clock)
         starter = SessionStarter(registry, router, tasks, log=log, clock=clock)
+        starter.told = spending.tell  # a session starts knowing the daemon's budgets reached
         self.keeping = keeping = Keeping(paths, registry, recorder, watch, log=log)
         self.launcher = launcher = Launcher(paths, registry, starter, router, recorder, watch, spill_ledger, upkeep,
                                             keeping, clock=clock)
@@ -97,7 +102,7 @@ class Daemon:
             [reading,
              LaunchOperations(paths, registry, launcher, starter, audit, self.shutdown, tasks),
              continues, TakeoverOperations(registry, audit, tasks),
-             SessionOperations(registry, audit, hooks, tasks),
+             SessionOperations(registry, audit, hooks, tasks, spending),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               keeping, clock=clock),
              hooks, alerting, WorktreeOperations(registry, audit, reading.calls_diff)],
@@ -115,6 +120,8 @@ class Daemon:
         await self.keeping.open()  # before the store marks what earlier daemons left running as lost
         self.earlier.kept = self.keeping.kept_ids
         lost = self.earlier.open()
+        self.spending.configure()
+        self.spending.rebuild(self.recorder.store)  # before any session is taken up or started
         self.upkeep.measure_spills()  # before any session can spill
         wait_children_by_pidfd()
         self.watch.start_guardian()
@@ -136,6 +143,7 @@ class Daemon:
                 tg.start_soon(self.keeping.take_up_all, self.recorder.store, self.launcher.take_up)
                 self.alerting.configure()
                 tg.start_soon(self.alerting.notifier.run)
+                tg.start_soon(self.spending.days_turn)
                 self.alerting.lost(lost)
                 tg.start_soon(self.after_reboot.run, lost)  # sessions.continue_after_reboot
                 if ready:

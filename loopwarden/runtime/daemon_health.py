@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .daemon_log import DaemonLog
@@ -22,6 +23,7 @@ class DaemonHealth:
         self.spill_ledger = spill_ledger
         self.alerts = alerts
         self.hook_refusals = 0  # new hook sessions refused by the bounds (hook_intake.py)
+        self.spending: Callable[[], dict[str, Any]] | None = None  # the day's spend and budgets (spending.py)
 
     def __call__(self) -> dict[str, Any]:
         health = {"store": self.recorder.health.to_dict(), "dropped_events": sum(self.recorder.dropped.values()),
@@ -30,4 +32,6 @@ class DaemonHealth:
         alerts = self.alerts.health()
         if alerts is not None:
             health["alerts"] = alerts
+        if self.spending is not None:
+            health["spending"] = self.spending()
         return health

@@ -20,7 +20,7 @@ import anyio
 from ..sessions.base import Capability
 from ..sessions.hooks import HookAdapter
 from ..supervisor.config import Config, format_duration
-from ..supervisor.events import Event, ToolCall
+from ..supervisor.events import Event, ToolCall, Usage
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
 from ..supervisor.verdicts import FINAL_STATES, Action, SessionState, Verdict
 from .hook_agents import AgentProcesses, HookClaims, TreeStop
@@ -85,6 +85,14 @@ class HookedSession:
         """New limits from `loopwarden set` (still no stall: the user may think); the clock loop wakes."""
         self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))
         self.health.reconfigure(self.config)
+        if self.health.release_budget(self.clock()):  # a budget raised: the held PreToolUse answers go
+            self._record([])
+        self._changed_now()
+
+    def outside_budgets(self, reached: dict[str, dict[str, Any]]) -> None:
+        """The daemon's budgets reached now: the next PreToolUse waits while any is; none releases the held."""
+        if self.health.outside_budgets(reached, self.clock()):
+            self._record([])
         self._changed_now()
 
     @property
@@ -178,6 +186,8 @@ class HookedSession:
         verdicts = self.health.observe(event, self.clock())
         self.tool_calls += type(event) is ToolCall
         self.sink("event", self.spec.id, {**event.to_dict(), "seq": event.seq})
+        if type(event) is Usage and event.cost_usd:
+            self.sink("spend", self.spec.id, {"usd": event.cost_usd, "ts": self.clock()})
         self._record(verdicts)
         return verdicts
 

@@ -37,6 +37,11 @@ def reconfigured(before: Config, after: Config) -> dict[str, Any]:
                                       if value_of(before, key) != value_of(after, key)}}
 
 
+def budgets(reached: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The daemon's budgets the session counts against that are reached now (SessionHealth.outside_budgets)."""
+    return {"call": "budgets", "reached": {scope: dict(figures) for scope, figures in reached.items()}}
+
+
 def described(given: Mapping[str, Any]) -> str:
     """The log line a person reads for an input."""
     call = given["call"]
@@ -49,6 +54,11 @@ def described(given: Mapping[str, Any]) -> str:
         return "unblock authority granted"
     if call == "rewind":
         return f"rewound by {given['by']}: gates approved, counters reset"
+    if call == "budgets":
+        reached = given.get("reached") or {}
+        return ("budgets reached: " + ", ".join(f"{scope} ${float(f.get('used') or 0):.2f} of "
+                                                f"${float(f.get('limit') or 0):.2f}" for scope, f in reached.items())
+                if reached else "no budget of the daemon's is reached")
     values = given["values"]
     return "limits changed: " + (", ".join(f"{k}={show_value(k, v)}" for k, v in values.items()) or "no change")
 
@@ -69,6 +79,9 @@ def apply(health: SessionHealth, given: Mapping[str, Any], now: float) -> None:
         health.grant_authority(now, task=given.get("task"), note=given.get("note"))
     elif call == "set":
         health.reconfigure(with_values(health.config, given.get("values") or {}))
+        health.release_budget(now)
+    elif call == "budgets":
+        health.outside_budgets(given.get("reached") or {}, now)
     elif call == "rewind":
         _rewind(health, str(given.get("by")), now, withdraw=bool(given.get("withdraw")))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..supervisor.config import ConfigError, change, show_value, value_of
+from ..supervisor.config import Config, ConfigError, change, change_daemon, show_value, value_of
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.gates import GateError
 from ..supervisor.verdicts import SessionState
@@ -19,6 +19,7 @@ from .hook_ops import HookOperations
 from .lifecycle import Tasks
 from .principal import Principal
 from .registry import SessionRegistry
+from .spending import Spending
 from .requests import AlreadyAudited, BadRequest, RequestError, request_note, set_values
 
 INJECT_CHARS = 100_000  # operator text sent to an agent in one `inject`
@@ -29,11 +30,13 @@ class SessionOperations:
     """`op_approve`, `op_deny`, `op_grant`, `op_reset`, `op_set`, `op_inject`, `op_rewind`, `op_pause`,
     `op_resume`, `op_kill`."""
 
-    def __init__(self, registry: SessionRegistry, audit: AuditLog, hooks: HookOperations, tasks: Tasks) -> None:
+    def __init__(self, registry: SessionRegistry, audit: AuditLog, hooks: HookOperations, tasks: Tasks,
+                 spending: Spending | None = None) -> None:
         self.registry = registry
         self.audit = audit
         self.hooks = hooks
         self.tasks = tasks
+        self.spending = spending
 
     async def _decide(self, req: dict[str, Any], approve: bool, who: Principal) -> dict[str, Any]:
         note, verb = request_note(req), "approve" if approve else "deny"
@@ -80,7 +83,10 @@ class SessionOperations:
 
     async def op_set(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         """Change a running session's limits (`values`: KEY -> value); the engine takes them at once.
-        Replies `changed`: KEY -> [old, new], converted, for each key whose value moved."""
+        Replies `changed`: KEY -> [old, new], converted, for each key whose value moved. Without a session: the
+        daemon's own keys (its budgets)."""
+        if req.get("session") is None and self.spending is not None:
+            return await self._set_daemon(req, who)
         session = await self.registry.live(req.get("session"))
         try:
             values = set_values(req.get("values"))
@@ -98,6 +104,21 @@ class SessionOperations:
         return {"session": session.spec.id,
                 "changed": {k: [value_of(before, k), value_of(after, k)] for k in moved
                             if value_of(before, k) != value_of(after, k)}}
+
+    async def _set_daemon(self, req: dict[str, Any], who: Principal) -> dict[str, Any]:
+        """`loopwarden set budgets.day_usd=20`: the daemon's budgets, audited, then every live session told."""
+        assert self.spending is not None
+        try:
+            values = set_values(req.get("values"))
+            change_daemon(Config(budgets=self.spending.settings), values)
+        except (BadRequest, ConfigError) as exc:
+            raise RequestError(str(exc)) from None
+        before = Config(budgets=self.spending.settings)
+        after = change_daemon(before, values)
+        note = "; ".join(f"{k}: {show_value(k, value_of(before, k))} -> {show_value(k, value_of(after, k))}"
+                         for k in values if value_of(before, k) != value_of(after, k))
+        await self.audit.before(who, None, "set", ",".join(values)[:200], note or "no change", "done")
+        return {"session": None, "changed": self.spending.change(values)}
 
     async def op_inject(self, req: dict[str, Any], *, who: Principal) -> dict[str, Any]:
         session = await self._capable(req, "inject")

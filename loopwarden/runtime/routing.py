@@ -48,6 +48,7 @@ class Router:
         self.releasing: dict[str, int] = {}  # ended session -> the mark of its final snapshot in its lane
         self._last_publish = 0.0
         self._last_health: dict[str, Any] = {}
+        self.spent: Callable[[str, dict[str, Any]], None] = lambda sid, data: None  # a usage that cost: the ledger
         recorder.on_requeue_sessions = self._requeue
 
     def sink(self, kind: str, session_id: str, data: dict[str, Any], size: int = 0, at: float | None = None) -> None:
@@ -73,6 +74,9 @@ class Router:
             return
         if kind == "position":  # how far a kept agent's output is stored: for the store and its keeper only
             self.recorder.add("positions", session_id, {"session_id": session_id, **data})
+            return
+        if kind == "spend":  # a usage event's dollars, for the daemon's budgets (its event is stored as any)
+            self.spent(session_id, data)
             return
         if kind == "verdict":
             self.recorder.add("verdicts", session_id, {"session_id": session_id, **_verdict_row(data)})

@@ -22,10 +22,12 @@ class SessionStarter:
         self.tasks = tasks
         self.log = log
         self.clock = clock
+        self.told: Callable[[Supervised], None] = lambda session: None  # the daemon's budgets reached, told
 
     def start(self, session: Supervised) -> None:
         sid = session.spec.id
         self.registry.add(session)
+        self.told(session)
         self.router.mark(sid)
         self.tasks.start_soon(self._run, session)
 

@@ -74,8 +74,14 @@ class Limits:
     max_runtime: float = _key("duration", "hard wall-clock limit; 0 = off", 4 * 3600.0)
     stall_timeout: float = _key("duration", "silence before a stall nudge; 0 = off", 30.0)
     max_iterations: int = _key("int", "iterations before terminate(max_iterations); 0 = off", 10)
-    max_tokens: int = _key("int", "input+output tokens before terminate(budget); 0 = off", 0)
-    max_cost_usd: float = _key("float", "cost in USD before terminate(budget); 0 = off", 0.0)
+    max_tokens: int = _key("int", "input+output tokens the session may use; reached, its next tool call waits "
+                                  "(limits.budget_action); 0 = off", 0)
+    max_cost_usd: float = _key("float", "cost in USD the session may spend; reached, its next tool call waits "
+                                        "(limits.budget_action); 0 = off", 0.0)
+    budget_action: str = _key("choice:pause,terminate", "what reaching a budget (limits.max_cost_usd, "
+                                                        "limits.max_tokens, budgets.*) does: pause holds the next "
+                                                        "tool call behind a gate until the budget is raised or the "
+                                                        "gate decided; terminate ends the session (budget)", "pause")
     max_line_bytes: int = _key(
         "size", "longest accepted input line; 0 = 1 MiB for native, 64 MiB for recorded formats", 0
     )
@@ -284,7 +290,19 @@ class Prices:
                                   [], "prices")
 
 
-ALERT_EVENTS = ("gate", "ask", "stall", "ended")  # what the daemon can alert on (notify.events)
+@dataclass(frozen=True)
+class Budgets:
+    day_usd: float = _key("float", "dollars every session together may spend in a local day; reached, every live "
+                                   "session's next tool call waits (limits.budget_action); 0 = off; the daemon "
+                                   "reads it, 'loopwarden set budgets.day_usd=20' changes it live", 0.0)
+    project_usd: float = _key("float", "dollars the sessions of one project (their working directory) may spend in "
+                                       "a local day; 0 = off", 0.0)
+    projects: list[str] = _list_key("one project's own day budget: PATH=USD (a session whose working directory is "  # noqa: RUF009
+                                    "PATH or under it counts as that project), e.g. /home/me/app=5",
+                                    [], "project_budgets")
+
+
+ALERT_EVENTS = ("gate", "ask", "budget", "stall", "ended")  # what the daemon can alert on (notify.events)
 
 
 @dataclass(frozen=True)
@@ -292,8 +310,9 @@ class Notify:
     urls: list[str] = _list_key("where alerts go, as apprise URLs (ntfys://ntfy.sh/TOPIC, tgram://TOKEN/CHAT, "  # noqa: RUF009
                                 "json://HOST:PORT/PATH, ...); empty = no alerts. They hold secrets: never shown "
                                 "whole", [], "urls")
-    events: list[str] = _list_key("what is alerted: gate (a gate opened), ask (an agent asks a human), stall "  # noqa: RUF009
-                                  "(silent past limits.stall_timeout), ended (terminated, crashed or lost)",
+    events: list[str] = _list_key("what is alerted: gate (a gate opened), ask (an agent asks a human), budget (a "  # noqa: RUF009
+                                  "budget reached holds a session), stall (silent past limits.stall_timeout), "
+                                  "ended (terminated, crashed or lost)",
                                   list(ALERT_EVENTS), "alert_events")
     dedup_window: float = _key("duration", "the same alert (session, kind, reason) again within this is not sent; "
                                            "0 = send every one", 600.0)
@@ -330,6 +349,7 @@ class Config:
     daemon: Daemon = field(default_factory=Daemon)
     sessions: Sessions = field(default_factory=Sessions)
     prices: Prices = field(default_factory=Prices)
+    budgets: Budgets = field(default_factory=Budgets)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -345,7 +365,7 @@ SECTIONS: dict[str, type] = {
     "loop": Loop, "attempts": Attempts, "escalation": Escalation, "spill": Spill, "gates": Gates,
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
-    "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions, "prices": Prices,
+    "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions, "prices": Prices, "budgets": Budgets,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -432,6 +452,7 @@ def _accepts(kind: str) -> str:
         "urls": "a list of URLs such as ntfys://ntfy.sh/mytopic, possibly empty (comma-separated outside TOML)",
         "alert_events": "a list of " + ", ".join(ALERT_EVENTS) + ", possibly empty",
         "prices": "a list of MODEL=IN,OUT[,CACHED[,CACHE_WRITE]], possibly empty (';'-separated outside TOML)",
+        "project_budgets": "a list of PATH=USD, possibly empty, e.g. /home/me/app=5",
     }[kind]
 
 
@@ -511,6 +532,22 @@ def _alert_events(key: str, kind: str, value: Any) -> Any:
     return events
 
 
+def _project_budgets(key: str, kind: str, value: Any) -> Any:
+    return [f"{path}={usd:g}" for path, usd in project_budgets(key, _names(key, "names", value))]
+
+
+def project_budgets(key: str, entries: list[str]) -> list[tuple[str, float]]:
+    """'/home/me/app=5' entries as (absolute path without a trailing slash, dollars), or ConfigError."""
+    out = []
+    for entry in entries:
+        path, sep, raw = entry.rpartition("=")
+        path = path.strip().rstrip("/") or "/"
+        if not sep or not path.startswith("/"):
+            raise ConfigError(f"{key}: {entry!r} is not PATH=USD with an absolute PATH, e.g. /home/me/app=5")
+        out.append((os.path.normpath(path), convert(f"{key} {path}", "float", raw)))
+    return out
+
+
 def _tool_limits(key: str, kind: str, value: Any) -> Any:
     return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
 
@@ -570,7 +607,7 @@ def _url_list(key: str, kind: str, value: Any) -> Any:
 _CONVERTERS: dict[str, Callable[[str, str, Any], Any]] = {
     "duration": _duration, "int": _int, "float": _float, "bool": _bool, "size": _size, "path": _text,
     "text": _text, "list": _list, "names": _names, "rules": _names, "urls": _url_list,
-    "alert_events": _alert_events, "tool_limits": _tool_limits, "prices": _prices,
+    "alert_events": _alert_events, "tool_limits": _tool_limits, "prices": _prices, "project_budgets": _project_budgets,
 }
 
 def redact_url(url: str) -> str:
@@ -671,12 +708,16 @@ def parse_set(item: str, where: str = "--set") -> tuple[str, str]:
 # line limit and stdin backlog, its spiller, the model ladder it climbs, the daemon's store.
 LIVE_KEYS = frozenset(
     {f"limits.{k}" for k in ("max_runtime", "stall_timeout", "max_iterations", "max_tokens", "max_cost_usd",
-                             "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
+                             "budget_action", "max_output_bytes", "max_rss", "max_processes", "kill_grace")}
     | {k for k in KEYS if k.split(".")[0] in ("repetition", "validation", "failures", "attempts", "gates", "rules",
                                              "tools", "recovery", "condensation", "rereads", "chanting",
                                              "reflections", "prices")}
     | {"loop.gate_after", "loop.similarity", "escalation.failures_per_model", "escalation.failures_at_top"}
 )
+
+
+# Keys of the daemon itself that `loopwarden set KEY=VALUE` (no session) changes live.
+DAEMON_LIVE_KEYS = frozenset({"budgets.day_usd", "budgets.project_usd", "budgets.projects"})
 
 
 def value_of(config: Config, key: str) -> Any:
@@ -733,9 +774,28 @@ def change(config: Config, values: Mapping[str, Any]) -> Config:
     for key in values:
         if key not in KEYS:
             raise _unknown(key, "set")
+        if key in DAEMON_LIVE_KEYS:
+            raise ConfigError(f"set: {key} is the daemon's, for every session: give it without a session, "
+                              f"e.g. loopwarden set {key}=VALUE")
         if key not in LIVE_KEYS:
             raise ConfigError(f"set: {key} cannot change on a running session (it shaped how the session "
                               "started); give it to 'loopwarden run --set' instead")
+    return _apply(config, values, "set")
+
+
+def change_daemon(config: Config, values: Mapping[str, Any]) -> Config:
+    """The daemon's config with `values` of DAEMON_LIVE_KEYS applied, or ConfigError naming the key that is not
+    one (a session's key names the form that takes it)."""
+    if not values:
+        raise ConfigError("set needs at least one KEY=VALUE, e.g. budgets.day_usd=20")
+    for key in values:
+        if key not in KEYS:
+            raise _unknown(key, "set")
+        if key in LIVE_KEYS:
+            raise ConfigError(f"set: {key} is a session's: name the session, e.g. loopwarden set SESSION {key}=VALUE")
+        if key not in DAEMON_LIVE_KEYS:
+            raise ConfigError(f"set: {key} cannot change while the daemon runs; the daemon-wide keys it takes live "
+                              f"are {', '.join(sorted(DAEMON_LIVE_KEYS))}")
     return _apply(config, values, "set")
 
 

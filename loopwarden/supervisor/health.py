@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from . import kinds, messages
@@ -65,6 +65,7 @@ class SessionHealth:
         self._validation = ValidationGuard(config.validation)
         self.by_type: dict[str, int] = {}
         self.cost = SessionCost(table_of(config.prices.models))
+        self.budget = BudgetGuard(config.limits)
         self.guards: list[Guard] = [
             self._validation,
             self.runtime,
@@ -80,7 +81,7 @@ class SessionHealth:
             LoopCounterGuard(config.loop, similarity),
             AttemptsGuard(config.attempts),
             IterationsGuard(config.limits, config.escalation),
-            BudgetGuard(config.limits),
+            self.budget,
             LargeOutputGuard(config.spill),
             GateRequestGuard(),
         ]
@@ -339,7 +340,8 @@ class SessionHealth:
             self.state = RUNNING
         if not approve:
             text = f"session terminated: gate {gate.id} ({gate.rule}) denied by {by}" + (f": {note}" if note else "")
-            verdict = terminate("gate", Termination.LOOP_GATE_DENIED, text, gate=gate.id)
+            ending = Termination.BUDGET if gate.rule == BudgetGuard.name else Termination.LOOP_GATE_DENIED
+            verdict = terminate("gate", ending, text, gate=gate.id)
             return self._settle([verdict], gate.seq, now)
         if note:
             return self._settle([Verdict(Action.NUDGE, OPERATOR_RULE, f"guidance on gate {gate.id}",
@@ -358,6 +360,26 @@ class SessionHealth:
             guard.configure(config)
         self.control = ToolControl(config)
         self._route()
+
+    def outside_budgets(self, reached: Mapping[str, Mapping[str, Any]], now: float) -> list[Gate]:
+        """The daemon's budgets this session counts against (the day's, its project's) that are reached now,
+        scope -> {used, limit, project}; the next call waits while any is (or ends the session: budget_action).
+        The budget gates released because none is reached any more, as `release_budget`."""
+        self.budget.set_outside(reached)
+        self._route()
+        return self.release_budget(now)
+
+    def release_budget(self, now: float, by: str = "budget") -> list[Gate]:
+        """The pending budget gates approved when no budget is reached any more (one was raised, the day turned):
+        the calls they hold go through. Not a human's decision on the loop: the counters stay."""
+        if self.budget.reached() is not None:
+            return []
+        released = [self.gates.decide(g.id, "approved", now, by, "no budget is reached any more")
+                    for g in self.gates.pending() if g.rule == BudgetGuard.name]
+        if released and not self.gates.pending() and self.state == GATED:
+            self.state = RUNNING
+            self.runtime.last_activity, self.runtime.stalled = now, False  # held for a budget is not a stall
+        return released
 
     def reset_counters(self, counter: str | None = None) -> None:
         """A human intervention: reset every counter, or the one named."""

@@ -201,6 +201,30 @@ def budget_terminate(what: str, used: str, limit: str) -> str:
     return f"session terminated: {what} budget exhausted ({used} of {limit})"
 
 
+BUDGET_KEYS = {"session": "limits.max_cost_usd", "day": "budgets.day_usd", "project": "budgets.project_usd"}
+
+
+def budget_scope(scope: str, what: str, project: str | None) -> str:
+    """Which budget, in words: 'the session's cost budget', 'the day budget of every session'."""
+    if scope == "day":
+        return "the day budget of every session"
+    if scope == "project":
+        return f"the day budget of project {clip(project or '?', 120)}"
+    return f"the session's {what} budget"
+
+
+def budget_gate(scope: str, what: str, used: str, limit: str, project: str | None = None) -> str:
+    """A budget reached holds the next call: the gate's reason (for the operator)."""
+    key = "limits.max_tokens" if scope == "session" and what == "token" else BUDGET_KEYS.get(scope, "")
+    spent = "spent today" if scope != "session" else "used"
+    return (f"{budget_scope(scope, what, project)} is reached: {used} {spent} of {limit} ({key}); the next call "
+            "waits until it is raised, or one call is approved")
+
+
+def budget_reached_terminate(scope: str, what: str, used: str, limit: str, project: str | None = None) -> str:
+    return f"session terminated: {budget_scope(scope, what, project)} is reached ({used} of {limit})"
+
+
 def deaf_agent(unread: int, limit: int) -> str:
     return (f"session terminated: the agent stopped reading its input ({unread:,} bytes of verdicts and messages "
             f"unread, limits.stdin_backlog is {limit:,}). A supervised agent must read what it is sent, "

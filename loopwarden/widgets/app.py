@@ -37,6 +37,7 @@ from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, conti
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
+from .spending import spend_text
 
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
 _ACTION_NEEDS = {**CONTRACT_NEEDS, "approve_with_guidance": CONTRACT_NEEDS["approve"]}
@@ -257,6 +258,9 @@ class ConsoleApp(App[None]):
             ended = len(self.snapshots) - live
             parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
         parts.append(Content(f"sort: {table.sort_text} (s, S)"))
+        spend = spend_text(self.feed.daemon)
+        if spend is not None:
+            parts.append(Content.styled(spend[0], "bold magenta") if spend[1] else Content(spend[0]))
         if self.read_only:
             parts.append(Content.styled("read-only", "yellow"))
         for host in getattr(self.feed, "host_trouble", ()):  # several hosts: those not connected now

@@ -38,6 +38,21 @@ def test_a_decided_gate_is_no_alert() -> None:
         assert gate_alert("s3", "fixer", "box", _gate(status=status)) is None
 
 
+def test_a_budget_gate_is_a_budget_alert_whose_first_command_raises_that_budget() -> None:
+    raises = {"session": "loopwarden set s3 limits.max_cost_usd=...", "day": "loopwarden set budgets.day_usd=...",
+              "project": "loopwarden set budgets.project_usd=... (or budgets.projects=PATH=USD)"}
+    for scope, command in raises.items():
+        alert = gate_alert("s3", "fixer", "box", _gate(rule="budget", reason="the day budget ... is reached",
+                                                           evidence={"budget": scope, "what": "cost"}))
+        assert alert is not None and alert.kind == "budget" and alert.severity == "warning"
+        assert alert.title == "fixer (s3) on box: a budget is reached: the session waits"
+        assert alert.commands[0] == command and alert.commands[1] == "loopwarden approve s3:g1"
+        assert alert.reason == "the day budget ... is reached"
+    tokens = gate_alert("s3", "f", "box", _gate(rule="budget", evidence={"budget": "session", "what": "token"}))
+    assert tokens is not None and tokens.commands[0] == "loopwarden set s3 limits.max_tokens=..."
+    assert AlertPolicy(["gate"], 0, 0).admit(tokens, 0.0) == "filtered"  # its own kind in notify.events
+
+
 def test_an_agents_own_gate_request_is_an_ask() -> None:
     alert = gate_alert("s3", "fixer", "box", _gate(rule="gate_request", reason="agent asks: drop the table?",
                                                        evidence={"request": "drop the table?"}))
@@ -200,8 +215,8 @@ def test_notify_settings_parse_and_a_bad_url_is_named_by_its_number_only() -> No
     assert "entry 2 is not a URL" in str(bad.value) and "my-secret-token" not in str(bad.value)
     with pytest.raises(ConfigError, match="unknown event 'stalled'"):
         load_config(env={"LOOPWARDEN_NOTIFY_EVENTS": "gate,stalled"})
-    assert load_config(env={}).notify.urls == [] and load_config(env={}).notify.events == ["gate", "ask", "stall",
-                                                                                           "ended"]
+    assert load_config(env={}).notify.urls == [] and load_config(env={}).notify.events == ["gate", "ask", "budget",
+                                                                                           "stall", "ended"]
 
 
 def test_a_loop_gate_s_failures_read_as_numbered_facts_with_clock_times() -> None:

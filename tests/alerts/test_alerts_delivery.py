@@ -38,7 +38,7 @@ def test_a_receiver_that_keeps_failing_is_counted_and_shown_in_status(alerted: S
     assert health["failed"] == 1 and health["sent"] == 0 and health["last_error"].startswith("#1 json://…: ")
     status = lw.cli("status")
     assert status.returncode == 0
-    assert "alerts: 1 target (#1 json://…), events gate,ask,stall,ended: 0 sent, 1 failed" in status.stdout
+    assert "alerts: 1 target (#1 json://…), events gate,ask,budget,stall,ended: 0 sent, 1 failed" in status.stdout
     assert "alerts: last error: #1 json://…: " in status.stdout
     assert lw.status(sid)["state"] == "gated"  # the session waits for its human, as without alerts
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ...supervisor.config import Config
 from .. import inputs
@@ -39,10 +40,25 @@ class OperatorControls:
     def reconfigure(self, config: Config) -> None:
         """New limits from `loopwarden set`: the engine takes them, the ticker wakes (a deadline moved)."""
         given = inputs.reconfigured(self.health.config, config)
+        now = self.clock()
         self.health.reconfigure(config)
+        released = self.health.release_budget(now)  # a budget raised: the call it held goes through
         self.process.kept_limits(config.limits.max_runtime, config.limits.kill_grace)
-        self.journal.took(given, self.clock())
+        self.journal.took(given, now)
         self.wake.set()
+        if released:
+            self.interventions.after_gates()
+        self.journal.publish()
+
+    def outside_budgets(self, reached: dict[str, dict[str, Any]]) -> None:
+        """The daemon's budgets reached now (its day's, this session's project's): the next call waits while any
+        is; none any more releases what they held."""
+        now = self.clock()
+        released = self.health.outside_budgets(reached, now)
+        self.journal.took(inputs.budgets(reached), now)
+        if released:
+            self.wake.set()
+            self.interventions.after_gates()
         self.journal.publish()
 
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:

@@ -58,6 +58,8 @@ class Judge:
                     self.spills.spill(verdict, event, self.health.config, now)  # type: ignore[arg-type]
         elif kind is kinds.ERROR:
             self.errors.append(event.message)  # type: ignore[attr-defined]
+        elif kind is kinds.USAGE and event.cost_usd:  # type: ignore[attr-defined]
+            self.journal.sink("spend", {"usd": event.cost_usd, "ts": now})  # type: ignore[attr-defined]
         if verdicts:
             if verdicts[-1].action == Action.TERMINATE:
                 verdicts = self.recovery.recover(verdicts)

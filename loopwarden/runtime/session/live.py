@@ -282,6 +282,9 @@ class LiveSession:
     def reconfigure(self, config: Config) -> None:
         self.controls.reconfigure(config)
 
+    def outside_budgets(self, reached: dict[str, dict[str, Any]]) -> None:
+        self.controls.outside_budgets(reached)
+
     async def decide(self, gate_id: str, approve: bool, by: str, note: str | None) -> list[Verdict]:
         return await self.controls.decide(gate_id, approve, by, note)
 
