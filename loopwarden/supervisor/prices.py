@@ -4,9 +4,11 @@ The table holds list prices as shipped with this version of loopwarden (standard
 discount); a provider's price change, a negotiated rate or a model the table does not know is one `prices.models`
 entry in the config ("MODEL=IN,OUT[,CACHED[,CACHE_WRITE]]", see `loopwarden config keys`). A model id matches
 the longest entry it starts with, whole dash-separated parts only (so "gpt-5" prices "gpt-5-2025-08-07" but never
-"gpt-5.1"), case-insensitively, a provider's prefix ("anthropic/", "models/", "openrouter/openai/",
-"us.anthropic.") left out. A model the table does not know has no price: its usage is counted in tokens, its
-cost is unknown, never $0.
+"gpt-5.1"), and not when the next part names a newer version or a sibling model ("claude-opus-5" never prices
+"claude-opus-5-6", "gemini-3.8-flash" never "gemini-3.8-flash-lite"), case-insensitively, a provider's prefix
+("anthropic/", "models/", "openrouter/openai/", "us.anthropic.") left out. A model the table does not know has no
+price: its usage is counted in tokens, its cost is unknown, never $0. Where a provider charges more past a prompt
+length (Claude Haiku 5.5 past 100k tokens, GPT-5.5 past 272k, Gemini Pro past 200k), the table has the base rate.
 """
 
 from __future__ import annotations
@@ -31,16 +33,31 @@ def _p(input: float, output: float, cache_read: float | None = None, cache_write
                  input if cache_write is None else cache_write)
 
 
-# Anthropic: a cache read costs 0.1x input, a (5-minute) cache write 1.25x. Claude 4.0's ids are listed whole, so
-# that a later Claude 4.x this table does not know is unknown, not priced as 4.0.
+# Anthropic: a cache read costs 0.1x input, a (5-minute) cache write 1.25x, except where a row says otherwise (Claude
+# Opus 5.5 and Sonnet 5.5 read at 0.05x, Fable and Mythos 5.1 at 0.025x). Claude 4.0's ids are listed whole, and
+# a newer minor version never matches an older row ("claude-opus-5-6" is not "claude-opus-5"), so that a later
+# model this table does not know is unknown, not priced as an older one. List prices checked 2026-12-06.
 _ANTHROPIC: Final = {
+    "claude-fable-5-1": _p(10, 50, 0.25, 12.50),
+    "claude-mythos-5-1": _p(10, 50, 0.25, 12.50),
+    "claude-fable-5": _p(10, 50, 1, 12.50),
+    "claude-mythos-5": _p(10, 50, 1, 12.50),
+    "claude-opus-5-5": _p(4, 20, 0.20, 5),
+    "claude-opus-5": _p(5, 25, 0.50, 6.25),
+    "claude-opus-4-8": _p(5, 25, 0.50, 6.25),
+    "claude-opus-4-7": _p(5, 25, 0.50, 6.25),
+    "claude-opus-4-6": _p(5, 25, 0.50, 6.25),
     "claude-opus-4-5": _p(5, 25, 0.50, 6.25),
     "claude-opus-4-1": _p(15, 75, 1.50, 18.75),
     "claude-opus-4-0": _p(15, 75, 1.50, 18.75),
     "claude-opus-4-20250514": _p(15, 75, 1.50, 18.75),
+    "claude-sonnet-5-5": _p(2, 10, 0.10, 2.50),
+    "claude-sonnet-5": _p(2, 10, 0.20, 2.50),
+    "claude-sonnet-4-6": _p(3, 15, 0.30, 3.75),
     "claude-sonnet-4-5": _p(3, 15, 0.30, 3.75),
     "claude-sonnet-4-0": _p(3, 15, 0.30, 3.75),
     "claude-sonnet-4-20250514": _p(3, 15, 0.30, 3.75),
+    "claude-haiku-5-5": _p(0.10, 0.50, 0.01, 0.125),  # prompts up to 100k tokens; longer ones cost 5x
     "claude-haiku-4-5": _p(1, 5, 0.10, 1.25),
     "claude-3-7-sonnet": _p(3, 15, 0.30, 3.75),
     "claude-3-5-sonnet": _p(3, 15, 0.30, 3.75),
@@ -48,8 +65,17 @@ _ANTHROPIC: Final = {
     "claude-3-opus": _p(15, 75, 1.50, 18.75),
     "claude-3-haiku": _p(0.25, 1.25, 0.03, 0.30),
 }
-# OpenAI: cached input at its own price; writing the cache costs nothing beyond the input.
+# OpenAI: cached input at its own price; writing the cache costs nothing beyond the input. GPT-5.4 and 5.5 cost more
+# past 272k input tokens.
 _OPENAI: Final = {
+    "gpt-5.5": _p(5, 30, 0.50),
+    "gpt-5.5-pro": _p(30, 180),
+    "gpt-5.4": _p(2.50, 15, 0.25),
+    "gpt-5.4-mini": _p(0.75, 4.50, 0.075),
+    "gpt-5.4-nano": _p(0.20, 1.25, 0.02),
+    "gpt-5.3-codex": _p(1.75, 14, 0.175),
+    "gpt-5.2": _p(1.75, 14, 0.175),
+    "gpt-5.2-codex": _p(1.75, 14, 0.175),
     "gpt-5": _p(1.25, 10, 0.125),
     "gpt-5-codex": _p(1.25, 10, 0.125),
     "gpt-5-chat-latest": _p(1.25, 10, 0.125),
@@ -71,8 +97,15 @@ _OPENAI: Final = {
     "o4-mini": _p(1.10, 4.40, 0.275),
     "codex-mini-latest": _p(1.50, 6, 0.375),
 }
-# Google: prompts up to 200k tokens (longer ones cost more); cache storage per hour is not a token price.
+# Google: prompts up to 200k tokens (longer ones cost more on the Pro models); cache storage per hour is not a token
+# price. Gemini 3.8 Flash is at its price through 2026-12-31 ($1.50 in, $7.50 out from 2027-01-01).
 _GOOGLE: Final = {
+    "gemini-3.8-flash": _p(0.75, 3.75, 0.075),
+    "gemini-3.7-flash": _p(0.75, 3.75, 0.075),
+    "gemini-3.6-flash": _p(0.75, 3.75, 0.075),
+    "gemini-3.5-flash": _p(1.50, 9, 0.15),
+    "gemini-3.5-flash-lite": _p(0.30, 2.50, 0.03),
+    "gemini-3.1-pro-preview": _p(2, 12, 0.20),
     "gemini-3-pro-preview": _p(2, 12, 0.20),
     "gemini-2.5-pro": _p(1.25, 10, 0.125),
     "gemini-2.5-flash": _p(0.30, 2.50, 0.03),
@@ -82,7 +115,10 @@ _GOOGLE: Final = {
 }
 SHIPPED: Final[Mapping[str, Price]] = {**_ANTHROPIC, **_OPENAI, **_GOOGLE}
 
-_BOUNDARY: Final = frozenset("-@:")  # what may follow a matched prefix: a date, a version, Bedrock's ":0"
+_BOUNDARY: Final = frozenset("-@:[")  # what may follow a matched prefix: a date, a version, Bedrock's ":0", "[1m]"
+# A part after a matched prefix that names another model: a sibling, or, after a version number, another bare
+# number of one or two digits (a minor version, not a date).
+_SIBLINGS: Final = frozenset({"lite", "mini", "nano", "pro", "max", "spark"})
 _KNOWN_KEPT: Final = 256  # model ids looked up, remembered per table
 
 
@@ -119,8 +155,7 @@ class PriceTable:
     def _match(self, key: str) -> Price | None:
         best = ""
         for prefix in self.rows:
-            if len(prefix) > len(best) and key.startswith(prefix) and (
-                    len(key) == len(prefix) or key[len(prefix)] in _BOUNDARY):
+            if len(prefix) > len(best) and key.startswith(prefix) and _same_model(key, len(prefix)):
                 best = prefix
         return self.rows[best] if best else None
 
@@ -133,6 +168,21 @@ class PriceTable:
         fresh = max(input_tokens - cache_read - cache_write, 0)
         return (fresh * price.input + cache_read * price.cache_read + cache_write * price.cache_write
                 + output_tokens * price.output) / 1e6
+
+
+def _same_model(key: str, end: int) -> bool:
+    """Whether `key`, past a matched prefix ending at `end`, is still that prefix's model: nothing more, or a date,
+    a snapshot, a provider's suffix; not a sibling ("-lite", "-pro") nor a newer minor version ("-6" after
+    "claude-opus-5")."""
+    if end == len(key):
+        return True
+    if key[end] not in _BOUNDARY:
+        return False
+    if key[end] != "-":
+        return True
+    part = key[end + 1:].split("-", 1)[0]
+    minor = part.isdigit() and len(part) <= 2 and key[end - 1].isdigit()
+    return part not in _SIBLINGS and not minor
 
 
 _MISSING: Final = Price(-1, -1, -1, -1)

@@ -99,6 +99,7 @@ def test_a_healthy_run_edits_a_file_and_exits_0(lw: Harness, fake_api: FakeAnthr
     assert any(e["kind"] == "assistant_message" and "Let me look" in e["data"]["text"] for e in events)
     usages = [e["data"] for e in events if e["kind"] == "usage"]  # named by the model the API answered with
     assert all(u["model"] == HAIKU for u in usages) and snap["cost"]["models"] == [HAIKU]
+    assert snap["cost"]["source"] == "table" and snap["cost"]["unpriced"] == 0  # its default models have a price
     assert next(e for e in events if e["kind"] == "done")["data"]["summary"].startswith("Fixed the typo")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loopwarden.sessions.codex_app import quota_of
-from loopwarden.supervisor.prices import table_of
+from loopwarden.supervisor.prices import SHIPPED_TABLE, table_of
 from tests.codex.codex_home import MODEL
 from tests.codex.fake_responses import FakeResponses, run, say
 from tests.codex.test_launched import start
@@ -15,7 +15,7 @@ from tests.support.events import of_kind
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
-PRICE = f"{MODEL}=1.5,12,0.15"  # the fake's model has no shipped price: the config gives it one
+PRICE = f"{MODEL}=1.5,12,0.15"  # not the shipped price of the fake's model: the config's replaces it
 RESETS = 1_900_000_000
 
 
@@ -34,6 +34,7 @@ def test_codex_usage_is_priced_from_the_configs_table_and_its_quota_kept(cx: Har
     assert sum(u["cache_read_tokens"] for u in usages) == sum(
         u["input_tokens_details"]["cached_tokens"] for u in fake_model.usages) > 0
     table = table_of([PRICE])
+    assert table.price(MODEL) != SHIPPED_TABLE.price(MODEL) is not None  # the config's price, not the shipped one
     for usage in usages:
         assert usage["model"] == MODEL and usage["cost_source"] == "table"
         assert usage["cost_usd"] == pytest.approx(table.cost(MODEL, usage["input_tokens"], usage["output_tokens"],

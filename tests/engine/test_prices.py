@@ -36,16 +36,53 @@ from loopwarden.supervisor.protocol import parse_line
     ("gemini-2.5-flash", (0.30, 2.50, 0.03, 0.30)),
     ("gemini-2.5-flash-lite", (0.10, 0.40, 0.01, 0.10)),
     ("gemini-3-pro-preview", (2, 12, 0.20, 2)),
+    # the models the agents' CLIs default to now
+    ("claude-opus-5-5", (4, 20, 0.20, 5)),
+    ("claude-sonnet-5-5", (2, 10, 0.10, 2.50)),
+    ("claude-haiku-5-5", (0.10, 0.50, 0.01, 0.125)),
+    ("gpt-5.5", (5, 30, 0.50, 5)),
+    ("gpt-5.5-2026-04-23", (5, 30, 0.50, 5)),
+    ("models/gemini-3.8-flash", (0.75, 3.75, 0.075, 0.75)),
+    ("claude-fable-5-1", (10, 50, 0.25, 12.50)),
+    ("claude-sonnet-4-6", (3, 15, 0.30, 3.75)),
+    ("gpt-5.4-mini", (0.75, 4.50, 0.075, 0.75)),
+    ("gemini-3.5-flash-lite", (0.30, 2.50, 0.03, 0.30)),
 ])
 def test_a_model_is_priced_by_its_longest_entry(model: str, expected: tuple[float, ...]) -> None:
     assert SHIPPED_TABLE.price(model) == Price(*expected)
 
 
-@pytest.mark.parametrize("model", ["gpt-5.2", "claude-opus-4-6", "claude-haiku-5-5", "gpt-50", "llama-3", "", None])
+@pytest.mark.parametrize(("model", "row"), [
+    # a newer model never takes an older neighbour's price, an older one never a newer's
+    ("claude-opus-5-5", "claude-opus-5-5"), ("claude-opus-5", "claude-opus-5"),
+    ("claude-opus-5-20260724", "claude-opus-5"), ("anthropic.claude-opus-5-5-v1:0", "claude-opus-5-5"),
+    ("claude-opus-5-5[1m]", "claude-opus-5-5"), ("claude-sonnet-5-5@20260928", "claude-sonnet-5-5"),
+    ("claude-sonnet-5", "claude-sonnet-5"), ("claude-fable-5-1", "claude-fable-5-1"),
+    ("claude-fable-5", "claude-fable-5"),
+    ("gpt-5.5", "gpt-5.5"), ("gpt-5", "gpt-5"), ("gpt-5.5-pro", "gpt-5.5-pro"), ("gpt-5.4-nano", "gpt-5.4-nano"),
+    ("gemini-3.8-flash", "gemini-3.8-flash"), ("gemini-3.5-flash-lite", "gemini-3.5-flash-lite"),
+    ("gemini-3.5-flash", "gemini-3.5-flash"), ("gemini-2.5-flash-lite-preview-06-17", "gemini-2.5-flash-lite"),
+])
+def test_neighbouring_models_keep_their_own_rows(model: str, row: str) -> None:
+    assert SHIPPED_TABLE.price(model) == SHIPPED_TABLE.rows[row]
+
+
+@pytest.mark.parametrize("model", [
+    "gpt-5.6", "gpt-50", "claude-opus-4-9", "claude-haiku-5-6", "llama-3", "", None,
+    # a newer minor version, or a sibling the table does not list, is unknown rather than priced as its neighbour
+    "claude-opus-5-6", "claude-sonnet-5-7", "claude-fable-5-2", "claude-mythos-5-2", "gemini-3.8-flash-lite",
+    "gpt-5.5-mini", "gpt-5.4-pro", "o3-pro", "gemini-3.8-pro"])
 def test_a_model_the_table_does_not_know_has_no_price(model: str | None) -> None:
-    """A prefix matches whole dash-separated parts only: gpt-5 never prices gpt-5.2, claude-opus-4-5 never 4-6."""
+    """A prefix matches whole dash-separated parts only (gpt-5 never prices gpt-5.6), and not a newer minor version
+    (claude-opus-5 never prices claude-opus-5-6) nor a sibling (gemini-3.8-flash never prices gemini-3.8-flash-lite)."""
     assert SHIPPED_TABLE.price(model) is None
     assert SHIPPED_TABLE.cost(model, 1000, 1000) is None
+
+
+def test_a_price_with_a_long_prompt_band_is_its_base_band() -> None:
+    """Haiku 5.5 costs 5x past a 100k-token prompt, GPT-5.5 more past 272k: the table has the lower band."""
+    assert SHIPPED_TABLE.cost("claude-haiku-5-5", 1_000_000, 0) == pytest.approx(0.10)
+    assert SHIPPED_TABLE.cost("gpt-5.5", 1_000_000, 0) == pytest.approx(5)
 
 
 def test_cost_counts_cached_input_at_its_own_prices() -> None:

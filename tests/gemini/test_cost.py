@@ -15,13 +15,12 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_gemini_usage_is_priced_by_the_model_it_ran(gm: Harness, fake_gemini: FakeGemini) -> None:
     fake_gemini.play([say("All done.")])
-    # Gemini CLI 0.61's default model has no shipped price: run it on one that has
-    sid = gm.run_detached("say done", agent="gemini", name="gm", cwd=gm.work,  # type: ignore[attr-defined]
-                          env={"GEMINI_MODEL": "gemini-2.5-flash"})
+    # Gemini CLI 0.61 on its own default model (gemini-3.8-flash), which the table prices
+    sid = gm.run_detached("say done", agent="gemini", name="gm", cwd=gm.work)  # type: ignore[attr-defined]
     snap = gm.wait_state(sid, "exited", "terminated", timeout=90)
     usages = wait_for(lambda: of_kind(gm, sid, "usage") or None, what="usage events")
     models = {model for model, _ in fake_gemini.usages}
-    assert {u["model"] for u in usages} == models == {"gemini-2.5-flash"}
+    assert {u["model"] for u in usages} == models == {"gemini-3.8-flash"}
     model = models.pop()
     assert SHIPPED_TABLE.price(model) is not None, f"the table has no price for Gemini CLI's model {model}"
     assert sum(u["input_tokens"] for u in usages) == sum(m["promptTokenCount"] for _, m in fake_gemini.usages)
