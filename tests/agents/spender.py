@@ -1,10 +1,11 @@
 """A handshake agent that loops, each call costing money: the runaway a budget stops.
 
-    python tests/agents/spender.py OUT COST [--calls N] [--pace SECONDS]
+    python tests/agents/spender.py OUT COST [--calls N] [--pace SECONDS] [--model MODEL]
 
 Sends hello (handshake), then, for i = 1, 2, ... N (default: no end): a tool_call `work {"i": i}` (different
 arguments each time, so no repetition rule sees a loop), waits for its verdict and appends "i action" to OUT;
-an allowed call gets its tool_result, then a `usage` line costing COST dollars. --pace sleeps between calls.
+an allowed call gets its tool_result, then a `usage` line costing COST dollars (with --model: naming MODEL and no
+dollars, for loopwarden to price from its table). --pace sleeps between calls.
 Exits 0 after N calls (`done`) or on a `stop` line; 3 when stdin closes while it waits.
 """
 
@@ -24,6 +25,8 @@ def main() -> int:
     out, cost = sys.argv[1], float(sys.argv[2])
     calls = int(sys.argv[sys.argv.index("--calls") + 1]) if "--calls" in sys.argv else 0
     pace = float(sys.argv[sys.argv.index("--pace") + 1]) if "--pace" in sys.argv else 0.0
+    model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else None
+    priced = {"model": model} if model else {"cost_usd": cost}
     stdin = os.fdopen(0, "rb", buffering=0)
     buffer = b""
 
@@ -54,7 +57,7 @@ def main() -> int:
             log.write(f"{i} {verdict.get('action')}\n")
             if verdict.get("action") == "allow":
                 emit({"type": "tool_result", "tool": "work", "call_id": call_id, "output": f"step {i} done"})
-                emit({"type": "usage", "input_tokens": 1000, "output_tokens": 100, "cost_usd": cost})
+                emit({"type": "usage", "input_tokens": 1000, "output_tokens": 100, **priced})
             if pace:
                 time.sleep(pace)
     emit({"type": "done", "summary": f"{calls} calls"})

@@ -88,6 +88,18 @@ def test_the_days_spend_is_rebuilt_after_a_restart_and_a_live_budget_kept(daemon
     wait_for(lambda: len(calls(tmp_path / "late")) >= 2, what="the late session to go on")
 
 
+def test_usage_priced_from_the_table_counts_toward_the_day_live_and_after_a_restart(daemon: Start,
+                                                                                   tmp_path: Path) -> None:
+    lw = daemon()
+    priced = spender(lw, tmp_path / "priced", 0.0, "--calls", "4", "--model", "claude-sonnet-4-5")
+    assert lw.wait_state(priced, "exited")["exit_code"] == 0
+    per_call = (1000 * 3.0 + 100 * 15.0) / 1e6  # the shipped Sonnet 4.5 row: $3 in, $15 out per million
+    assert round(spending(lw)["spent_today"], 6) == round(4 * per_call, 6)
+    lw.stop()
+    lw.start()
+    assert round(spending(lw)["spent_today"], 6) == round(4 * per_call, 6)  # the stored usage carried the dollars
+
+
 def test_set_without_a_session_takes_only_the_daemons_keys(daemon: Start) -> None:
     lw = daemon()
     cases = {
