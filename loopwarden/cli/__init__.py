@@ -108,6 +108,9 @@ def main(ctx: click.Context, host: str | None) -> None:
       loopwarden web                               the same console in a browser, behind a token
       loopwarden run -- python agent.py            supervise a command (Ctrl-C detaches)
       loopwarden ls / gates / approve s3:g1        see sessions, decide what waits for you
+      loopwarden run --worktree -- python agent.py the agent in a git worktree of its own
+      loopwarden diff s3 / worktree s3 merge       review what it changed, then merge it (or discard)
+      loopwarden set s3 limits.max_cost_usd=2      raise a budget: a session held by it goes on
       loopwarden explain s3                        which rules fired on a session, and why
       loopwarden replay --format claude-code run.jsonl
       loopwarden config keys                       every setting, its default and what it accepts
