@@ -42,6 +42,10 @@ def _patch_line(line: str) -> str:
 
 
 def _header(found: dict[str, Any]) -> str:
+    """Where the changes come from: the worktree against its base commit, or the session's calls."""
+    if found.get("source") == "calls":
+        return visible(f"session {found.get('session')}: no worktree; the changes its calls made (each edit's "
+                       "lines are numbered within the edit)")
     return visible(f"session {found.get('session')}: worktree {found.get('worktree')}, branch {found.get('branch')}, "
                    f"against commit {str(found.get('base'))[:12]}")
 
@@ -57,7 +61,9 @@ def diff(session: str, stat: bool, as_json: bool) -> None:
     files; .gitignore obeyed) against the commit it began from: what a merge
     would bring. In colour on a terminal; the patch is cut at 1 MiB, binary
     files are named without their content. A session started without
-    --worktree has no worktree to show.
+    --worktree shows the changes its calls made instead (the file edits and
+    writes its agent reported; not commands' effects), where its protocol
+    carries them.
 
     \b
     Examples:
@@ -70,8 +76,8 @@ def diff(session: str, stat: bool, as_json: bool) -> None:
         click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
         return
     if found.get("source") == "none":
-        click.echo(f"session {visible(str(found.get('session')))} has no worktree (it was started without "
-                   "--worktree): no changes to show")
+        click.echo(f"session {visible(str(found.get('session')))} has no worktree, and none of its calls changed a "
+                   "file yet: no changes to show")
         return
     click.echo(_header(found))
     for f in found.get("files") or []:
@@ -97,6 +103,7 @@ def _plan_words(plan: dict[str, Any]) -> list[str]:
             lines.append(f"The changes not committed in the worktree are committed on {branch} (author loopwarden).")
         lines.append(f"{branch} is merged into {plan.get('target')} in your checkout {plan.get('checkout')} (a merge "
                      f"commit naming session {sid}); then the worktree {tree} is removed and the branch deleted.")
+        lines.extend(f"Warning: {w}" for w in plan.get("warnings") or [])
     else:
         lines.append(f"The worktree {tree} is removed with every file in it, and the branch {branch} deleted: "
                      "these changes are lost.")
@@ -117,9 +124,12 @@ def worktree(session: str, action: str, yes: bool, note: str | None) -> None:
     the branch is merged into the branch your checkout is on (a merge
     commit naming the session), then the worktree is removed and the branch
     deleted. Refused in one line, with nothing changed, when the merge would
-    conflict, or would touch a file your checkout has uncommitted changes
-    to. discard: the worktree and its branch are deleted. Git hooks do not
-    run. docs/worktrees.md
+    conflict, would touch a file your checkout has uncommitted changes
+    to, or would overwrite a file your checkout has but does not track
+    (an ignored .env too). The plan warns when the merge brings a
+    .gitattributes, .gitignore, .gitmodules, hooks or .envrc. discard:
+    the worktree and its branch are deleted. Git hooks do not run.
+    docs/worktrees.md
 
     \b
     Examples:

@@ -4,14 +4,19 @@ that a refusal touches nothing. Blocking: the daemon calls these in a worker thr
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from .worktrees import DIFF_FLAGS, Worktree, WorktreeError, changed_files, first_line, git, out, state_tree
+from .worktrees import (
+    DIFF_FLAGS, Worktree, WorktreeError, changed_files, first_line, git, gitdir_of, out, scratch, state_tree,
+)
 
 AUTHOR = {"GIT_AUTHOR_NAME": "loopwarden", "GIT_AUTHOR_EMAIL": "loopwarden@localhost",
           "GIT_COMMITTER_NAME": "loopwarden", "GIT_COMMITTER_EMAIL": "loopwarden@localhost"}
 NAMES_SHOWN = 5  # files a refusal names
+# files that, merged, change what git or a shell does in the checkout: a plan warns of each
+_SENSITIVE = re.compile(r"(^|/)(\.git[^/]*|\.envrc|\.husky|\.githooks)(/|$)")
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,16 @@ class Plan:
         return {"session": sid, "action": self.action, "worktree": self.tree.path, "branch": self.tree.branch,
                 "base": self.tree.base, "checkout": self.tree.checkout, "target": self.target,
                 "files": self.files, "added": sum(f["added"] for f in self.files),
-                "removed": sum(f["removed"] for f in self.files), "commits_pending": self.fresh}
+                "removed": sum(f["removed"] for f in self.files), "commits_pending": self.fresh,
+                "warnings": warnings(self.files) if self.action == "merge" else []}
+
+
+def warnings(files: list[dict[str, Any]]) -> list[str]:
+    """A line for each file the merge would bring that changes what git or a shell runs or obeys in the
+    checkout (.gitattributes, .gitignore, .gitmodules, hooks, .envrc): worth reading before merging."""
+    paths = sorted({p for f in files for p in (f["path"], f.get("old_path") or "") if p and _SENSITIVE.search(p)})
+    return [f"{p} is {next(f['status'] for f in files if p in (f['path'], f.get('old_path')))} by this merge: it "
+            "changes what git or your shell does in your checkout; read it first" for p in paths]
 
 
 def _names(paths: list[str]) -> str:
@@ -63,12 +77,13 @@ def _checkout_branch(tree: Worktree) -> str:
 def _session_commit(tree: Worktree, head: str, sid: str, name: str) -> tuple[str, bool]:
     """The session's work as a commit: the branch's own when the worktree holds nothing more, else a new
     commit on it by loopwarden (made, not yet on the branch); and whether it is new."""
-    now = state_tree(tree.path)
-    if now == out(git(tree.path, "rev-parse", f"{head}^{{tree}}")):
+    gitdir = gitdir_of(tree)
+    now = state_tree(tree, gitdir)  # its objects kept: the merge brings them
+    if now == out(git(tree.checkout, "rev-parse", f"{head}^{{tree}}")):
         return head, False
     message = (f"loopwarden: session {sid} ({name})\n\nWhat the agent of session {sid} left in its worktree, "
                f"committed by 'loopwarden worktree {sid} merge'.\n")
-    made = git(tree.path, "commit-tree", "--no-gpg-sign", now, "-p", head, "-F", "-", env=AUTHOR,  # not the user's
+    made = git(tree.checkout, "commit-tree", "--no-gpg-sign", now, "-p", head, "-F", "-", env=AUTHOR,  # not the user's
                stdin=message.encode())
     return out(made), True
 
@@ -87,6 +102,23 @@ def _dirty_paths(checkout: str) -> set[str]:
             paths.add(raw[i].decode("utf-8", "replace"))
             i += 1
     return paths
+
+
+def _untracked_in_the_way(checkout: str, target: str, merged: str) -> list[str]:
+    """Files the merge would add that the checkout has on disk without tracking them: ignored ones (`.env`),
+    which `git status` does not list and `git merge` would overwrite, included."""
+    added = git(checkout, "diff", "--no-renames", "--diff-filter=A", "--name-only", "-z", f"refs/heads/{target}",
+                merged).stdout
+    found = []
+    for raw in added.split(b"\0"):
+        path = raw.decode("utf-8", "replace")
+        parts = path.split("/")
+        # the file itself, or a file where the merge needs a directory
+        if path and any(os.path.lexists(os.path.join(checkout, *parts[:n])) and
+                        (n == len(parts) or not os.path.isdir(os.path.join(checkout, *parts[:n])))
+                        for n in range(1, len(parts) + 1)):
+            found.append(path)
+    return sorted(found)
 
 
 def plan_merge(tree: Worktree, sid: str, name: str) -> Plan:
@@ -115,6 +147,11 @@ def plan_merge(tree: Worktree, sid: str, name: str) -> Plan:
     if dirty:
         raise WorktreeError(f"your checkout {tree.checkout} has uncommitted changes to {_names(dirty)}, which the "
                             "merge would change; commit or stash them, then merge again")
+    hidden = _untracked_in_the_way(tree.checkout, target, lines[0])
+    if hidden:
+        raise WorktreeError(f"your checkout {tree.checkout} has files git ignores or does not track at "
+                            f"{_names(hidden)}, which the merge would overwrite; nothing was changed. Move them "
+                            "aside, then merge again")
     return Plan("merge", tree, files, target=target, commit=commit, head=head, fresh=fresh)
 
 
@@ -127,7 +164,7 @@ def merge(tree: Worktree, sid: str, name: str) -> dict[str, Any]:
         git(tree.checkout, "update-ref", "-m", f"loopwarden: session {sid}", f"refs/heads/{tree.branch}",
             plan.commit, plan.head)
     who = {} if _has_identity(tree.checkout) else AUTHOR
-    done = git(tree.checkout, "merge", "--no-ff", "--no-edit", "-m",
+    done = git(tree.checkout, "merge", "--no-ff", "--no-edit", "--no-overwrite-ignore", "-m",
                f"Merge loopwarden session {sid} ({name}) from {tree.branch}", plan.commit, env=who, ok=(0, 1, 2, 128))
     if done.returncode != 0:
         git(tree.checkout, "merge", "--abort", ok=(0, 1, 128))
@@ -148,8 +185,18 @@ def plan_discard(tree: Worktree) -> Plan:
     head = _branch_head(tree) if os.path.isdir(tree.checkout) else None
     if gone and head is None:
         raise WorktreeError(f"the worktree {tree.path} and its branch {tree.branch} are gone already")
-    files = [] if gone else changed_files(tree.path, tree.base, state_tree(tree.path))
+    try:
+        files = [] if gone else _worktree_files(tree)
+    except WorktreeError:  # its .git file rewritten: it can still be thrown away, its files unlisted
+        files = []
     return Plan("discard", tree, files, head=head)
+
+
+def _worktree_files(tree: Worktree) -> list[dict[str, Any]]:
+    gitdir = gitdir_of(tree)
+    with scratch(tree, gitdir) as objects:
+        now = state_tree(tree, gitdir, objects)
+        return changed_files(tree.path, tree.base, now, {"GIT_DIR": gitdir, "GIT_WORK_TREE": tree.path, **objects})
 
 
 def discard(tree: Worktree, sid: str) -> dict[str, Any]:

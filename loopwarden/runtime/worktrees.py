@@ -2,18 +2,23 @@
 
 Git runs as a subprocess with an argument list (never a shell), without any GIT_* variable of the daemon's
 environment (which could point it at another repository), and with hooks off: a worktree's hooks path can be
-one of its own files (husky's `.githooks`), which the agent writes. Every function here blocks: the daemon
-calls them in a worker thread. Merging and discarding: worktree_merge.py.
+one of its own files (husky's `.githooks`), which the agent writes. Git never finds a worktree's repository
+from its `.git` file, which the agent can rewrite to a repository of its own (whose config would run its
+commands: core.fsmonitor, filters): every command on a worktree names the gitdir recorded when it was made
+(GIT_DIR, GIT_WORK_TREE), with fsmonitor off and no textconv or external diff. Every function here blocks: the
+daemon calls them in a worker thread. Merging and discarding: worktree_merge.py.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
+import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,9 @@ PATCH_CAP = 1 << 20  # bytes of unified diff in one answer; the rest is cut (tru
 DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")  # no command of the repository's choosing
 # hooks off, names unquoted (the sanitiser shows them), no automatic gc left running behind the daemon
 GIT = ("git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotePath=false", "-c", "gc.auto=0",
-       "-c", "maintenance.auto=false")
+       "-c", "maintenance.auto=false", "-c", "core.fsmonitor=false")
+INDEX_CAP = 1 << 30  # bytes of a worktree's index copied for a diff; a bigger one is rebuilt from HEAD
+LINK_CAP = 4096  # bytes of a worktree's `.git` file read
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _STATUS = {"A": "added", "C": "added", "D": "deleted", "R": "renamed"}  # M, T, U: modified
 # variables that point git at another repository, index or object store: an agent in a worktree gets its own
@@ -42,13 +49,15 @@ class WorktreeError(Exception):
 @dataclass(frozen=True)
 class Worktree:
     """A session's worktree: where it is, its branch, the commit it began from, the user's checkout it came
-    from, and the session's directory inside it (relative, "" for its top)."""
+    from, the session's directory inside it (relative, "" for its top), and its gitdir in the checkout's
+    repository (`.git/worktrees/ID`, "" in a record made before it was kept: then found from the checkout)."""
 
     path: str
     branch: str
     base: str
     checkout: str
     subdir: str = ""
+    gitdir: str = ""
 
     @property
     def cwd(self) -> str:
@@ -56,7 +65,7 @@ class Worktree:
 
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "branch": self.branch, "base": self.base, "checkout": self.checkout,
-                "subdir": self.subdir}
+                "subdir": self.subdir, "gitdir": self.gitdir}
 
     @classmethod
     def of(cls, value: Any) -> Worktree | None:
@@ -67,7 +76,9 @@ class Worktree:
         if not all(isinstance(v, str) for v in fields):
             return None
         path, branch, base, checkout, subdir = (str(v) for v in fields)
-        return cls(path, branch, base, checkout, subdir) if branch.startswith(BRANCH_PREFIX) else None
+        gitdir = value.get("gitdir")
+        gitdir = gitdir if isinstance(gitdir, str) else ""
+        return cls(path, branch, base, checkout, subdir, gitdir) if branch.startswith(BRANCH_PREFIX) else None
 
 
 def stored_worktree(snap: dict[str, Any]) -> dict[str, str] | None:
@@ -185,31 +196,86 @@ def create(place: Origin, sid: str, root: Path) -> Worktree:
         raise WorktreeError(f"the branch {branch} exists already in {place.top}; delete it "
                             f"(git branch -D {branch}), then run again")
     git(place.top, "worktree", "add", "-q", "-b", branch, str(path), place.base)
-    tree = Worktree(path=str(path), branch=branch, base=place.base, checkout=place.top, subdir=place.subdir)
+    # asked of the new worktree before the agent starts, so its `.git` file is still git's own
+    gitdir = out(git(str(path), "rev-parse", "--absolute-git-dir"))
+    tree = Worktree(path=str(path), branch=branch, base=place.base, checkout=place.top, subdir=place.subdir,
+                    gitdir=gitdir)
     os.makedirs(tree.cwd, exist_ok=True)  # a directory git does not track (empty, or all ignored) is not checked out
     return tree
 
 
-def state_tree(path: str) -> str:
+def gitdir_of(tree: Worktree) -> str:
+    """The worktree's gitdir: the recorded one (else `.git/worktrees/NAME` of the checkout's repository, as
+    git names it), checked to be what the worktree's `.git` file still names; WorktreeError (one line) when
+    the file names another (the agent rewrote it: nothing of that repository is read) or cannot be read."""
+    gitdir = tree.gitdir
+    if not gitdir:
+        common = out(git(tree.checkout, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        gitdir = os.path.join(common, "worktrees", os.path.basename(tree.path))
+    named = _read_regular(os.path.join(tree.path, ".git"), LINK_CAP)
+    line = named.decode("utf-8", "replace").strip() if named is not None else ""
+    target = line.removeprefix("gitdir:").strip() if line.startswith("gitdir:") else None
+    if target is None or os.path.normpath(os.path.join(tree.path, target)) != os.path.normpath(gitdir):
+        raise WorktreeError(f"the worktree's .git file ({tree.path}/.git) no longer names its repository's "
+                            f"{gitdir}: refused, nothing of it was read (restore it, or discard the worktree)")
+    return gitdir
+
+
+def _read_regular(path: str, cap: int) -> bytes | None:
+    """The content of `path` if it is a regular file (not a link, FIFO or device: opening those could hang or
+    read elsewhere) of at most `cap` bytes, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        return f.read(cap + 1)[:cap]
+
+
+def tree_git(tree: Worktree, gitdir: str, *args: str, env: dict[str, str] | None = None,
+             ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
+    """`git ARGS` on the worktree with its repository named (GIT_DIR, GIT_WORK_TREE), never discovered."""
+    return git(tree.path, *args, env={"GIT_DIR": gitdir, "GIT_WORK_TREE": tree.path, **(env or {})}, ok=ok)
+
+
+@contextmanager
+def scratch(tree: Worktree, gitdir: str) -> Iterator[dict[str, str]]:
+    """An environment whose new objects go to a private directory removed afterwards (the user's object
+    store only read, as an alternate): a diff polled every 2 s adds nothing to the user's `.git`."""
+    objects = out(tree_git(tree, gitdir, "rev-parse", "--path-format=absolute", "--git-path", "objects"))
+    with tempfile.TemporaryDirectory(prefix="loopwarden-objects-") as private:  # 0700
+        yield {"GIT_OBJECT_DIRECTORY": private, "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects}
+
+
+def state_tree(tree: Worktree, gitdir: str, env: dict[str, str] | None = None) -> str:
     """The tree of everything in the worktree now (committed, changed and untracked files, .gitignore
-    obeyed), as `git add -A` would stage it, staged in a private index: the agent's own index is only read."""
+    obeyed), as `git add -A` would stage it, staged in a private index: the agent's own index is only read.
+    Its objects go where `env` says (scratch: a diff's), else into the repository (a merge's)."""
     with tempfile.TemporaryDirectory(prefix="loopwarden-diff-") as private:  # 0700
         index = os.path.join(private, "index")
-        own = out(git(path, "rev-parse", "--path-format=absolute", "--git-path", "index"))
-        try:
-            shutil.copy2(own, index)  # its stat data spares hashing unchanged files; its mtime keeps git's racy check
-        except OSError:
-            git(path, "read-tree", "HEAD", env={"GIT_INDEX_FILE": index})
-        env = {"GIT_INDEX_FILE": index}
-        git(path, "add", "-A", env=env)
-        return out(git(path, "write-tree", env=env))
+        env = {**(env or {}), "GIT_INDEX_FILE": index}
+        own = os.lstat(os.path.join(gitdir, "index")) if os.path.lexists(os.path.join(gitdir, "index")) else None
+        data = _read_regular(os.path.join(gitdir, "index"), INDEX_CAP) if own else None
+        if own is not None and data is not None:
+            with open(os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                f.write(data)
+            # its stat data spares hashing unchanged files; its mtime keeps git's racy-clean check right
+            os.utime(index, ns=(own.st_atime_ns, own.st_mtime_ns))
+        else:
+            tree_git(tree, gitdir, "read-tree", "HEAD", env=env)
+        tree_git(tree, gitdir, "add", "-A", env=env)
+        return out(tree_git(tree, gitdir, "write-tree", env=env))
 
 
-def changed_files(cwd: str, old: str, new: str) -> list[dict[str, Any]]:
+def changed_files(cwd: str, old: str, new: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Each file that differs from `old` to `new` (trees or commits): path, status, lines added and removed
-    (0 and 0 for a binary file); a renamed file also names `old_path`."""
-    names = git(cwd, "diff", *DIFF_FLAGS, "--name-status", "-z", old, new).stdout.split(b"\0")
-    counts = git(cwd, "diff", *DIFF_FLAGS, "--numstat", "-z", old, new).stdout.split(b"\0")
+    (0 and 0 for a binary file); a renamed file also names `old_path`. `env` names the repository when `cwd`
+    is a worktree (tree_git's), never found from its `.git` file."""
+    names = git(cwd, "diff", *DIFF_FLAGS, "--name-status", "-z", old, new, env=env).stdout.split(b"\0")
+    counts = git(cwd, "diff", *DIFF_FLAGS, "--numstat", "-z", old, new, env=env).stdout.split(b"\0")
     files: list[dict[str, Any]] = []
     i = j = 0
     while i < len(names) and names[i]:
@@ -240,10 +306,10 @@ def _counts(record: bytes) -> tuple[int, int]:
         return 0, 0
 
 
-def patch(cwd: str, old: str, new: str, cap: int = PATCH_CAP) -> tuple[str, bool]:
+def patch(cwd: str, old: str, new: str, cap: int = PATCH_CAP, env: dict[str, str] | None = None) -> tuple[str, bool]:
     """The unified diff from `old` to `new`, at most `cap` bytes (cut at a line's end), and whether it was
     cut. Binary files are named without their content. Git is stopped once the cap is passed."""
-    proc = _start([*GIT, "diff", *DIFF_FLAGS, old, new], cwd, None, stdin=subprocess.DEVNULL,
+    proc = _start([*GIT, "diff", *DIFF_FLAGS, old, new], cwd, env, stdin=subprocess.DEVNULL,
                   stderr=subprocess.DEVNULL)
     timer = threading.Timer(GIT_TIMEOUT, proc.kill)
     timer.start()
@@ -269,8 +335,11 @@ def changes(tree: Worktree, *, with_patch: bool = True) -> dict[str, Any]:
     """What the worktree holds now against its base commit: files, lines added and removed, the patch."""
     if not os.path.isdir(tree.path):
         raise WorktreeError(f"the worktree {tree.path} is gone (merged or discarded: see 'loopwarden audit')")
-    now = state_tree(tree.path)
-    files = changed_files(tree.path, tree.base, now)
-    text, truncated = patch(tree.path, tree.base, now) if with_patch and files else ("", False)
+    gitdir = gitdir_of(tree)
+    with scratch(tree, gitdir) as objects:
+        env = {"GIT_DIR": gitdir, "GIT_WORK_TREE": tree.path, **objects}
+        now = state_tree(tree, gitdir, objects)
+        files = changed_files(tree.path, tree.base, now, env)
+        text, truncated = patch(tree.path, tree.base, now, env=env) if with_patch and files else ("", False)
     return {"files": files, "added": sum(f["added"] for f in files), "removed": sum(f["removed"] for f in files),
             "patch": text, "truncated": truncated, "tree": now}

@@ -93,3 +93,16 @@ def test_diff_is_read_only_and_refuses_an_unknown_session_in_one_line(lw: Harnes
         client.request("diff", session="s999")
     assert "no session 's999'" in str(refused.value) and "\n" not in str(refused.value)
 
+
+
+def test_diff_of_a_session_without_a_worktree_says_its_changes_come_from_its_calls(lw: Harness) -> None:
+    """`loopwarden diff` heads the calls' changes as such (not "worktree None, branch None"), as --help says."""
+    sid = lw.scenario("loop_gate")
+    lw.wait_state(sid, "gated")
+    shown = lw.cli("diff", sid, "--stat")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        f"session {sid}: no worktree; the changes its calls made (each edit's lines are numbered within the edit)",
+        " M migrations/0007_users.py  +4 -4", "1 file changed, +4 -4"]
+    helped = " ".join(lw.cli("diff", "--help").stdout.split())
+    assert "shows the changes its calls made instead" in helped and "no worktree to show" not in helped
