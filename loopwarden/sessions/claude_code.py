@@ -12,6 +12,7 @@ import orjson
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.bounds import TOO_DEEP, cut_deep, depth_exceeds
+from ..supervisor.cost import PROVISIONAL, TURN
 from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
@@ -105,6 +106,7 @@ class ClaudeCodeParser(RecordParser):
     def __init__(self) -> None:
         self._tools: dict[str, str] = {}  # tool_use id -> tool name
         self._spoken: dict[str, None] = {}  # message ids that already gave an AssistantMessage
+        self._billed: dict[str, None] = {}  # message ids whose usage was billed (provisionally, until the result)
         self._seen_assistant = False
         self._results = 0
         self._cost_total = 0.0
@@ -157,6 +159,11 @@ class ClaudeCodeParser(RecordParser):
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         out: list[ev.Event] = []
+        if msg_id is not None and msg_id not in self._billed and isinstance(message.get("usage"), dict):
+            # every record of one API message repeats its usage: it is billed once
+            _remember(self._billed, msg_id, None)
+            out.append(self._usage(message["usage"], seq, ts, _model(message.get("model")) or self.model,
+                                   agent=agent, cost=None, source=PROVISIONAL))
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
@@ -220,10 +227,10 @@ class ClaudeCodeParser(RecordParser):
         total = _num(obj.get("total_cost_usd"))
         if total is None:
             total = _num(obj.get("cost_usd"))  # legacy field name
-        cost = None
+        spent = None
         if total is not None:
             # Totals are cumulative per stream; a drop means a reset, so start again from 0.
-            cost = total - self._cost_total if total >= self._cost_total else total
+            spent = total - self._cost_total if total >= self._cost_total else total
             self._cost_total = total
         subtype = obj.get("subtype")
         is_error = bool(obj.get("is_error") or False)
@@ -237,19 +244,22 @@ class ClaudeCodeParser(RecordParser):
             error = obj["result"]
         elif not passed and isinstance(subtype, str):
             error = subtype
+        # the turn's figure is settled by the engine against what its calls were billed (supervisor/cost.py)
         return [
-            ev.Usage(
-                seq=seq, ts=ts,
-                input_tokens=_int(usage.get("input_tokens"))
-                + _int(usage.get("cache_creation_input_tokens"))
-                + _int(usage.get("cache_read_input_tokens")),
-                output_tokens=_int(usage.get("output_tokens")),
-                cost_usd=cost, model=self._result_model(obj),
-                cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
-                cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
-            ),
+            self._usage(usage, seq, ts, self._result_model(obj), agent=None, cost=spent, source=TURN),
             ev.Iteration(seq=seq, ts=ts, n=self._results, status="pass" if passed else "fail", error=error),
         ]
+
+    @staticmethod
+    def _usage(usage: dict[str, Any], seq: int, ts: float | None, model: str | None, *, agent: str | None,
+               cost: float | None, source: str) -> ev.Usage:
+        """A Messages API `usage` object as a Usage (input_tokens counts the cache's too; no count below 0)."""
+        read = max(_int(usage.get("cache_read_input_tokens")), 0)
+        write = max(_int(usage.get("cache_creation_input_tokens")), 0)
+        fresh = max(_int(usage.get("input_tokens")), 0)
+        return ev.Usage(seq=seq, ts=ts, agent=agent, input_tokens=fresh + read + write,
+                        output_tokens=max(_int(usage.get("output_tokens")), 0), cost_usd=cost, model=model,
+                        cache_read_tokens=read, cache_write_tokens=write, cost_source=source)
 
 
     def _result_model(self, obj: dict[str, Any]) -> str | None:
