@@ -32,7 +32,8 @@ class SessionCost:
         self.sources: set[str] = set()
         self.model: str | None = None  # the last one named
         self.models: dict[str, None] = {}
-        self._turn = [0.0, 0, 0]  # dollars, input and output tokens billed provisionally in the turn so far
+        self._turn: tuple[float, int, int] = (0.0, 0, 0)  # dollars, input and output tokens billed provisionally
+        # in the turn so far
 
     def take(self, usage: Usage) -> None:
         """Fill `usage.cost_usd` from the table when the agent gave none (a stored event keeps what it was given
@@ -51,12 +52,10 @@ class SessionCost:
             if cost is not None:
                 usage.cost_usd, usage.cost_source = cost, usage.cost_source or TABLE
         if usage.cost_source == PROVISIONAL:
-            turn = self._turn
-            turn[0] += cost or 0.0
-            turn[1] += usage.input_tokens
-            turn[2] += usage.output_tokens
+            usd, tokens_in, tokens_out = self._turn
+            self._turn = (usd + (cost or 0.0), tokens_in + usage.input_tokens, tokens_out + usage.output_tokens)
         elif usage.cost_source == AGENT:
-            self._turn = [0.0, 0, 0]
+            self._turn = (0.0, 0, 0)
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         if read:
@@ -85,7 +84,7 @@ class SessionCost:
             usage.cost_source = AGENT
         else:  # no dollars reported: what the table gave stands
             usage.cost_source = None
-            self._turn = [0.0, 0, 0]
+            self._turn = (0.0, 0, 0)
 
     def view(self) -> dict[str, Any] | None:
         """What `status`, `ls` and the console show; None before any usage."""

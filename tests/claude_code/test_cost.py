@@ -107,9 +107,9 @@ def test_each_message_is_billed_once_as_it_comes_and_the_turn_settles_the_rest()
     assert (session.input_tokens, session.output_tokens) == (3000, 300)
     # a turn the table overpriced bills nothing more, and never takes back
     line = _assistant("m3", use, {"type": "text", "text": "again"})
-    for event in parser.parse_line(line, 5):
-        if isinstance(event, Usage):
-            session.take(event)
+    for later in parser.parse_line(line, 5):
+        if isinstance(later, Usage):
+            session.take(later)
     result = {**result, "total_cost_usd": reported + billed / 2}
     (turn,) = [e for e in parser.parse_line(json.dumps(result).encode(), 6) if isinstance(e, Usage)]
     session.take(turn)
