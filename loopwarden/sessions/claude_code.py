@@ -122,6 +122,10 @@ class ClaudeCodeParser(RecordParser):
         return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
                 "results": self._results, "cost_total": self._cost_total, "model": self.model}
 
+    def spent_before(self, usd: float) -> None:
+        """The conversation's cost before this stream: a resumed Claude Code's total_cost_usd counts it too."""
+        self._cost_total = max(usd, 0.0)
+
     def recall(self, memory: Mapping[str, Any]) -> None:
         """`memory()` read back from the store; a value of the wrong type reads as nothing known."""
         tools = memory.get("tools")

@@ -114,3 +114,21 @@ def test_each_message_is_billed_once_as_it_comes_and_the_turn_settles_the_rest()
     (turn,) = [e for e in parser.parse_line(json.dumps(result).encode(), 6) if isinstance(e, Usage)]
     session.take(turn)
     assert turn.cost_usd == 0 and session.cost_usd == pytest.approx(reported + billed)
+
+
+def test_a_continued_run_counts_only_its_own_cost(cc: Harness, fake_api: FakeAnthropic) -> None:
+    """A resumed Claude Code's total_cost_usd includes the earlier runs' (checked on 2.x): the continued session
+    counts from there, so the earlier run is not billed twice."""
+    fake_api.play([say("one"), say("two")])
+    sid = start(cc, "--model", MODEL, "say one")
+    first = cc.wait_state(sid, "exited", "terminated", timeout=60)["cost"]["cost_usd"]
+    proc = cc.cli("continue", sid, "--fresh-counters")
+    assert proc.returncode == 0, proc.stderr
+    new = next(w for w in proc.stdout.split() if w.startswith("s") and w[1:].isdigit() and w != sid)
+    snap = cc.wait_state(new, "exited", "terminated", timeout=60)
+    usages = of_kind(cc, new, "usage")
+    tokens = [sum(u.get(k) or 0 for u in usages) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                                             "cache_write_tokens")]
+    own = SHIPPED_TABLE.cost(MODEL, *tokens)
+    assert own is not None and snap["cost"]["cost_usd"] == pytest.approx(own, rel=0.01)
+    assert snap["cost"]["cost_usd"] < 1.5 * first  # not the two runs' together
