@@ -119,7 +119,8 @@ class ClaudeCodeParser(RecordParser):
         counted and the cost so far."""
         names = self._tools
         tools = {key: names[key] for key in calls if len(names.get(key) or "") in range(1, ID_CHARS + 1)}
-        return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
+        return {"tools": tools, "spoken": latest(self._spoken, 4), "billed": latest(self._billed, 4),
+                "seen_assistant": self._seen_assistant,
                 "results": self._results, "cost_total": self._cost_total, "model": self.model}
 
     def spent_before(self, usd: float) -> None:
@@ -133,6 +134,7 @@ class ClaudeCodeParser(RecordParser):
         self._tools = {key: name for key, name in list(tools.items())[-MEMORY_CALLS:]
                        if isinstance(name, str) and len(key) <= ID_CHARS}
         self._spoken = recalled_ids(memory.get("spoken"), 4)
+        self._billed = recalled_ids(memory.get("billed"), 4)
         self._seen_assistant = memory.get("seen_assistant") is True
         self._results = recalled_count(memory.get("results"))
         cost = _num(memory.get("cost_total"))
