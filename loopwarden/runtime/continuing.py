@@ -133,7 +133,10 @@ class ContinueOperations:
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
                            task=launch.task, worktree=launch.worktree)
-        health = None if fresh else await self.carried_health(sid, config)
+        earlier = await self.carried_health(sid, config)
+        if earlier is not None:  # what the conversation cost so far: an agent's running total may count it again
+            adapter.spent_before(earlier.cost.cost_usd)
+        health = None if fresh else earlier
         started = self.launcher.launch(spec, config, adapter, health=health)
         lacking = sorted(set(launch.env_keys) - set(spec.env))
         return {**started, "continued": sid, "conversation": launch.conversation, "missing_env": lacking,

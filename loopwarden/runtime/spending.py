@@ -1,8 +1,10 @@
 """What every session spends, per local day and per project, against the daemon's budgets (`budgets.*`).
 
 The ledger is rebuilt from the store's usage events when the daemon starts (the last `DAYS_SHOWN` local days)
-and kept up as usage events are judged (a session's `spend` record). A project is a session's working directory,
-or the `budgets.projects` PATH that holds it. When the day's budget or a project's is reached, each live session
+and kept up as usage events are judged (a session's `spend` record). A project is a session's working directory
+(for a `--worktree` session, the user's checkout and the directory in it, not the worktree), or the
+`budgets.projects` PATH that holds it; changing budgets.projects sorts today's spend into the new projects.
+When the day's budget or a project's is reached, each live session
 it covers is told (`Supervised.outside_budgets`): its engine holds the next call behind a budget gate. Raising a
 budget (`loopwarden set budgets.day_usd=...`) or a new day tells them again, which releases what was held.
 
@@ -27,6 +29,7 @@ from ..supervisor.config import (DAEMON_LIVE_KEYS, Budgets, Config, ConfigError,
 from .contract import Supervised
 from .registry import SessionRegistry
 from .store import Store
+from .worktrees import project_dir
 
 DAYS_SHOWN: Final = 7  # days of spend `status` shows, today included
 PROJECTS_SHOWN: Final = 20  # projects of today's spend shown, the most spent first
@@ -60,6 +63,7 @@ class Spending:
         self.today = local_day(clock())
         self.by_day: dict[str, float] = {}  # local day -> dollars, the last DAYS_SHOWN days
         self.by_project: dict[str, float] = {}  # today's dollars per project
+        self._by_dir: dict[str | None, float] = {}  # today's dollars per session directory, for a new projects map
         self.held: set[str] = set()  # the scopes reached now: "day", "project:PATH"
         self._view: dict[str, Any] | None = None  # what `view` said, until the spend or the budgets change
 
@@ -95,7 +99,13 @@ class Spending:
 
     def _take(self, settings: Budgets) -> None:
         self.settings, self._view = settings, None
+        before = self._projects
         self._projects = sorted(project_budgets("budgets.projects", settings.projects), key=lambda p: -len(p[0]))
+        if [p for p, _ in before] != [p for p, _ in self._projects]:  # today's spend, into the new projects
+            self.by_project = {}
+            for where, usd in self._by_dir.items():
+                project = self.project_of(where)
+                self.by_project[project] = self.by_project.get(project, 0.0) + usd
 
     def change(self, values: Mapping[str, Any]) -> dict[str, list[Any]]:
         """`loopwarden set KEY=VALUE` of the daemon's budgets (ConfigError for a key that is not one): taken at
@@ -125,7 +135,7 @@ class Spending:
         """The last days' spend from the stored usage events (at the daemon's start)."""
         now = self.clock()
         self.today = local_day(now)
-        self.by_day, self.by_project, self._view = {}, {}, None
+        self.by_day, self.by_project, self._by_dir, self._view = {}, {}, {}, None
         if store is None:
             return
         try:
@@ -153,13 +163,14 @@ class Spending:
                 return usd
         return self.settings.project_usd
 
-    def _add(self, ts: float, cwd: str | None, usd: float) -> None:
+    def _add(self, ts: float, where: str | None, usd: float) -> None:
         self._view = None
         day = local_day(ts)
         self.by_day[day] = self.by_day.get(day, 0.0) + usd
         if day == self.today:
-            project = self.project_of(cwd)
+            project = self.project_of(where)
             self.by_project[project] = self.by_project.get(project, 0.0) + usd
+            self._by_dir[where] = self._by_dir.get(where, 0.0) + usd
 
     def spent(self, session_id: str, data: dict[str, Any]) -> None:
         """A usage event that cost something was judged (`data`: its dollars and time)."""
@@ -169,7 +180,7 @@ class Spending:
         if local_day(ts) > self.today:
             self.new_day(ts)
         session = self.registry.sessions.get(session_id)
-        self._add(ts, session.spec.cwd if session is not None else None, float(usd))
+        self._add(ts, where_of(session) if session is not None else None, float(usd))
         if self._reached() != self.held:
             self.tell_all()
 
@@ -178,7 +189,7 @@ class Spending:
         self.today, self._view = local_day(now), None
         oldest = local_day(day_start(now, DAYS_SHOWN - 1))
         self.by_day = {d: v for d, v in self.by_day.items() if d >= oldest}
-        self.by_project = {}
+        self.by_project, self._by_dir = {}, {}
         self.tell_all()
 
     def _reached(self) -> set[str]:
@@ -194,7 +205,7 @@ class Spending:
         return out
 
     def reached_for(self, cwd: str | None) -> Reached:
-        """The daemon's budgets reached now that a session working in `cwd` counts against."""
+        """The daemon's budgets reached now that a session working in `cwd` (`where_of`) counts against."""
         out: Reached = {}
         day_usd = self.settings.day_usd
         spent = self.by_day.get(self.today, 0.0)
@@ -213,7 +224,7 @@ class Spending:
         (which budgets, or their limits) since its engine last heard."""
         if session.final:
             return
-        reached = self.reached_for(session.spec.cwd)
+        reached = self.reached_for(where_of(session))
         known = session.health.budget.outside
         if {s: f["limit"] for s, f in reached.items()} == {s: f.get("limit") for s, f in known.items()}:
             return
@@ -251,3 +262,8 @@ class Spending:
             "reached": sorted(self.held)}
         return self._view
 
+
+def where_of(session: Supervised) -> str | None:
+    """Where a session works for the budgets: a worktree session's checkout (and directory in it), else its cwd."""
+    tree = session.spec.worktree or {}
+    return project_dir(session.spec.cwd, tree.get("checkout"), tree.get("subdir"))

@@ -41,6 +41,7 @@ from .store_pages import HistoryPages
 from .store_prune import Pruning
 from .store_sql import EVENT_FROM, EVENT_IDS, HISTORY_TABLES, TABLES, StoreError, of_session, store_errors, transaction
 from .store_values import APPEND, RowValues, clean, column_kinds, decode
+from .worktrees import project_dir
 
 __all__ = ["HISTORY_TABLES", "TABLES", "Batch", "EventRow", "Store", "StoreError", "max_session_number_readonly"]
 
@@ -517,13 +518,17 @@ class Store:
         return int(row[0])
 
     def spend_since(self, since: float) -> list[tuple[float, str | None, float]]:
-        """Every usage event since `since` that cost something: (its time, its session's working directory, its
-        dollars), through the usage index (no scan of the other events)."""
-        sql = ("SELECT e.ts, s.cwd, CAST(json_extract(e.data, '$.cost_usd') AS REAL) AS usd FROM events e"
+        """Every usage event since `since` that cost something: (its time, where its session works for the budgets
+        (`worktrees.project_dir`: a worktree session's checkout, else its working directory), its dollars), through
+        the usage index (no scan of the other events)."""
+        sql = ("SELECT e.ts, s.cwd, json_extract(s.snapshot, '$.worktree.checkout'),"
+               " json_extract(s.snapshot, '$.worktree.subdir'),"
+               " CAST(json_extract(e.data, '$.cost_usd') AS REAL) AS usd FROM events e"
                " INDEXED BY events_usage_by_ts LEFT JOIN sessions s ON s.id = e.session_id"
                " WHERE e.kind = 'usage' AND e.ts >= ? AND usd > 0")
         with self._lock, store_errors(self.path):
-            return [(float(ts), cwd, float(usd)) for ts, cwd, usd in self.db.execute(sql, [since]).fetchall()]
+            rows = self.db.execute(sql, [since]).fetchall()
+        return [(float(ts), project_dir(cwd, checkout, subdir), float(usd)) for ts, cwd, checkout, subdir, usd in rows]
 
     def last(self, table: str, session_id: str, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` events or verdicts of a session, oldest first."""

@@ -42,6 +42,15 @@ _POINTING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY
              "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
 
 
+
+def project_dir(cwd: str | None, checkout: Any = None, subdir: Any = None) -> str | None:
+    """Where a session works as its budgets see it: for a worktree session (its `worktree` record's checkout and
+    subdir) the user's checkout, not the worktree under the daemon's data directory; else its working directory."""
+    if isinstance(checkout, str) and checkout:
+        return os.path.join(checkout, subdir) if isinstance(subdir, str) and subdir else checkout
+    return cwd
+
+
 class WorktreeError(Exception):
     """What git or the repository does not allow; the message is one line for a person."""
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -41,7 +40,7 @@ from ..supervisor.changes import LIMIT as DIFF_LIMIT
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents, acp_kept
 from .base import Adapter, Capability, Handover, line
-from .recorded import RecordParser, invalid
+from .recorded import RecordParser, invalid, launch_model
 
 CLOSE = b""  # a reply that closes the agent's stdin
 CLIENT_INFO = {"name": "loopwarden", "title": "loopwarden", "version": "1"}
@@ -318,6 +317,11 @@ class AcpParser(RecordParser):
             usages[0].cost_usd = cost
             for other in usages[1:]:
                 other.cost_usd = 0.0
+        if self.cost_total is not None and not usages and self.cost_total != self.cost_billed:
+            # a cost told (usage_update) with no usage in the response: billed all the same, with no tokens
+            cost = self.cost_total - self.cost_billed if self.cost_total >= self.cost_billed else self.cost_total
+            self.cost_billed = self.cost_total
+            usages = [ev.Usage(seq=seq, input_tokens=0, output_tokens=0, cost_usd=cost, model=self.model)]
         out.extend(usages)
         self.turns += 1
         reason = result.get("stopReason")
@@ -492,10 +496,9 @@ class AcpAdapter(Adapter):
 
     # ---- starting -----------------------------------------------------------
     def command(self, argv: list[str]) -> list[str]:
-        agent = split_words(argv)[0]
-        for flag, value in pairwise(agent):  # the launch's model, until the agent names its own
-            if flag in ("-m", "--model"):
-                self.parser.model = _model(value)
+        model = launch_model(split_words(argv)[0])  # the launch's model, until the agent names its own
+        if model is not None:
+            self.parser.model = model
         return self._command(argv)
 
     def _command(self, argv: list[str]) -> list[str]:

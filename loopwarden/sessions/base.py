@@ -217,6 +217,10 @@ class Adapter:
         opens straight on the conversation. Raises ValueError (one line) when this agent has none."""
         raise ValueError(f"the {cls.name} adapter has no interactive program to take a conversation over in")
 
+    def spent_before(self, usd: float) -> None:
+        """A continued run's conversation cost `usd` in the earlier runs (called after `resume`): an agent whose
+        reported running cost includes them counts this run's from there."""
+
     def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Environment variables a resumed run adds on top of `launch_env`'s (what keeps the agent from losing
         the conversation it resumed); after `command`."""

@@ -12,6 +12,7 @@ import orjson
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.bounds import TOO_DEEP, cut_deep, depth_exceeds
+from ..supervisor.cost import PROVISIONAL, TURN
 from .recorded import RecordParser, invalid
 
 MAP_LIMIT = 4096  # call ids and message ids remembered per stream
@@ -105,6 +106,7 @@ class ClaudeCodeParser(RecordParser):
     def __init__(self) -> None:
         self._tools: dict[str, str] = {}  # tool_use id -> tool name
         self._spoken: dict[str, None] = {}  # message ids that already gave an AssistantMessage
+        self._billed: dict[str, None] = {}  # message ids whose usage was billed (provisionally, until the result)
         self._seen_assistant = False
         self._results = 0
         self._cost_total = 0.0
@@ -117,8 +119,13 @@ class ClaudeCodeParser(RecordParser):
         counted and the cost so far."""
         names = self._tools
         tools = {key: names[key] for key in calls if len(names.get(key) or "") in range(1, ID_CHARS + 1)}
-        return {"tools": tools, "spoken": latest(self._spoken, 4), "seen_assistant": self._seen_assistant,
+        return {"tools": tools, "spoken": latest(self._spoken, 4), "billed": latest(self._billed, 4),
+                "seen_assistant": self._seen_assistant,
                 "results": self._results, "cost_total": self._cost_total, "model": self.model}
+
+    def spent_before(self, usd: float) -> None:
+        """The conversation's cost before this stream: a resumed Claude Code's total_cost_usd counts it too."""
+        self._cost_total = max(usd, 0.0)
 
     def recall(self, memory: Mapping[str, Any]) -> None:
         """`memory()` read back from the store; a value of the wrong type reads as nothing known."""
@@ -127,6 +134,7 @@ class ClaudeCodeParser(RecordParser):
         self._tools = {key: name for key, name in list(tools.items())[-MEMORY_CALLS:]
                        if isinstance(name, str) and len(key) <= ID_CHARS}
         self._spoken = recalled_ids(memory.get("spoken"), 4)
+        self._billed = recalled_ids(memory.get("billed"), 4)
         self._seen_assistant = memory.get("seen_assistant") is True
         self._results = recalled_count(memory.get("results"))
         cost = _num(memory.get("cost_total"))
@@ -157,6 +165,11 @@ class ClaudeCodeParser(RecordParser):
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         out: list[ev.Event] = []
+        if msg_id is not None and msg_id not in self._billed and isinstance(message.get("usage"), dict):
+            # every record of one API message repeats its usage: it is billed once
+            _remember(self._billed, msg_id, None)
+            out.append(self._usage(message["usage"], seq, ts, _model(message.get("model")) or self.model,
+                                   agent=agent, cost=None, source=PROVISIONAL))
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
@@ -220,10 +233,10 @@ class ClaudeCodeParser(RecordParser):
         total = _num(obj.get("total_cost_usd"))
         if total is None:
             total = _num(obj.get("cost_usd"))  # legacy field name
-        cost = None
+        spent = None
         if total is not None:
             # Totals are cumulative per stream; a drop means a reset, so start again from 0.
-            cost = total - self._cost_total if total >= self._cost_total else total
+            spent = total - self._cost_total if total >= self._cost_total else total
             self._cost_total = total
         subtype = obj.get("subtype")
         is_error = bool(obj.get("is_error") or False)
@@ -237,19 +250,22 @@ class ClaudeCodeParser(RecordParser):
             error = obj["result"]
         elif not passed and isinstance(subtype, str):
             error = subtype
+        # the turn's figure is settled by the engine against what its calls were billed (supervisor/cost.py)
         return [
-            ev.Usage(
-                seq=seq, ts=ts,
-                input_tokens=_int(usage.get("input_tokens"))
-                + _int(usage.get("cache_creation_input_tokens"))
-                + _int(usage.get("cache_read_input_tokens")),
-                output_tokens=_int(usage.get("output_tokens")),
-                cost_usd=cost, model=self._result_model(obj),
-                cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
-                cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
-            ),
+            self._usage(usage, seq, ts, self._result_model(obj), agent=None, cost=spent, source=TURN),
             ev.Iteration(seq=seq, ts=ts, n=self._results, status="pass" if passed else "fail", error=error),
         ]
+
+    @staticmethod
+    def _usage(usage: dict[str, Any], seq: int, ts: float | None, model: str | None, *, agent: str | None,
+               cost: float | None, source: str) -> ev.Usage:
+        """A Messages API `usage` object as a Usage (input_tokens counts the cache's too; no count below 0)."""
+        read = max(_int(usage.get("cache_read_input_tokens")), 0)
+        write = max(_int(usage.get("cache_creation_input_tokens")), 0)
+        fresh = max(_int(usage.get("input_tokens")), 0)
+        return ev.Usage(seq=seq, ts=ts, agent=agent, input_tokens=fresh + read + write,
+                        output_tokens=max(_int(usage.get("output_tokens")), 0), cost_usd=cost, model=model,
+                        cache_read_tokens=read, cache_write_tokens=write, cost_source=source)
 
 
     def _result_model(self, obj: dict[str, Any]) -> str | None:

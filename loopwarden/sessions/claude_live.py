@@ -251,6 +251,9 @@ class ClaudeCodeAdapter(Adapter):
     def resume(self, conversation: str, note: str) -> None:
         self.resuming, self.prompt, self.resume_state = conversation, note, "waiting"
 
+    def spent_before(self, usd: float) -> None:
+        self.parser.spent_before(usd)  # a resumed run's total_cost_usd includes the earlier runs'
+
     def start_lines(self) -> list[bytes]:
         hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID], "timeout": HOOK_TIMEOUT}]}
         out = [_control_request(self._next_id("init"), {"subtype": "initialize", "hooks": hooks})]

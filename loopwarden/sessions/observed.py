@@ -9,14 +9,13 @@ acts on the process (SIGSTOP, SIGTERM). The launched adapters (`claude-code`, `c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from itertools import pairwise
 from typing import ClassVar
 
 from ..supervisor.events import Event
 from .base import Adapter, Capability
 from .claude_code import ClaudeCodeParser, array_events
 from .codex import CodexParser
-from .recorded import RecordParser
+from .recorded import RecordParser, launch_model
 
 
 class ObservedAdapter(Adapter):
@@ -61,7 +60,7 @@ class CodexExecAdapter(ObservedAdapter):
 
     def command(self, argv: list[str]) -> list[str]:
         """As typed; its `-m`/`--model` names the model its usage is priced as (the stream never does)."""
-        for flag, value in pairwise(argv):
-            if flag in ("-m", "--model") and isinstance(self.parser, CodexParser):
-                self.parser.model = value
+        model = launch_model(argv)
+        if model is not None and isinstance(self.parser, CodexParser):
+            self.parser.model = model
         return list(argv)

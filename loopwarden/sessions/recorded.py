@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -41,3 +42,15 @@ class RecordParser:
 
     def record(self, kind: str, obj: dict[str, Any], seq: int) -> list[ev.Event]:
         raise NotImplementedError
+
+
+def launch_model(words: Iterable[str]) -> str | None:
+    """The model an agent's launch names (`-m X`, `--model X` or `--model=X`; the last wins), or None."""
+    found = None
+    words = list(words)
+    for flag, value in zip(words, [*words[1:], None], strict=True):
+        if flag in ("-m", "--model") and value is not None:
+            found = value
+        elif flag.startswith("--model="):
+            found = flag[len("--model="):]
+    return found if found and len(found) <= 200 else None

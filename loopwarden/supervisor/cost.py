@@ -10,6 +10,11 @@ if TYPE_CHECKING:  # `ls` and the console import this module for show_cost alone
 
 AGENT: Final = "agent"  # the agent's own figure (Claude Code's total_cost_usd, a native cost_usd): it wins
 TABLE: Final = "table"  # priced by the engine from prices.py and the config's prices.models
+# Claude Code tells its dollars only at a turn's end: each API call's tokens are priced from the table as they come
+# (PROVISIONAL), and the turn's own figure (TURN) then bills only what those did not, so a budget holds mid-turn and
+# the agent's total still wins. A settled TURN usage is kept as AGENT, which (stored, read back) starts a new turn.
+PROVISIONAL: Final = "provisional"
+TURN: Final = "turn"
 _MODELS_KEPT: Final = 8
 
 
@@ -27,20 +32,30 @@ class SessionCost:
         self.sources: set[str] = set()
         self.model: str | None = None  # the last one named
         self.models: dict[str, None] = {}
+        self._turn: tuple[float, int, int] = (0.0, 0, 0)  # dollars, input and output tokens billed provisionally
+        # in the turn so far
 
     def take(self, usage: Usage) -> None:
         """Fill `usage.cost_usd` from the table when the agent gave none (a stored event keeps what it was given
-        then), and add the usage up."""
+        then), settle a turn's figure against what its calls were billed, and add the usage up."""
+        _not_negative(usage)
+        if usage.cost_source == TURN:
+            self._settle(usage)
         cost = usage.cost_usd
         model = usage.model
         read, write = usage.cache_read_tokens, usage.cache_write_tokens
         if cost is not None:
             if usage.cost_source is None:
                 usage.cost_source = AGENT
-        elif model is not None and usage.cost_source is None:
+        elif model is not None and usage.cost_source in (None, PROVISIONAL):
             cost = self.table.cost(model, usage.input_tokens, usage.output_tokens, read or 0, write or 0)
             if cost is not None:
-                usage.cost_usd, usage.cost_source = cost, TABLE
+                usage.cost_usd, usage.cost_source = cost, usage.cost_source or TABLE
+        if usage.cost_source == PROVISIONAL:
+            usd, tokens_in, tokens_out = self._turn
+            self._turn = (usd + (cost or 0.0), tokens_in + usage.input_tokens, tokens_out + usage.output_tokens)
+        elif usage.cost_source == AGENT:
+            self._turn = (0.0, 0, 0)
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         if read:
@@ -49,13 +64,27 @@ class SessionCost:
             self.cache_write_tokens += write
         if cost is not None:
             self.cost_usd += cost
-            self.sources.add(usage.cost_source or AGENT)
+            self.sources.add(TABLE if usage.cost_source == PROVISIONAL else usage.cost_source or AGENT)
         elif usage.input_tokens or usage.output_tokens:
             self.unpriced += 1
         if model:
             self.model = model
             if model not in self.models and len(self.models) < _MODELS_KEPT:
                 self.models[model] = None
+
+    def _settle(self, usage: Usage) -> None:
+        """A turn's own figures, less what its calls were billed already (never below 0), kept as the agent's."""
+        cost, tokens_in, tokens_out = self._turn
+        usage.input_tokens = max(usage.input_tokens - tokens_in, 0)
+        usage.output_tokens = max(usage.output_tokens - tokens_out, 0)
+        if tokens_in:  # the cache's share is the provisional events' to tell
+            usage.cache_read_tokens = usage.cache_write_tokens = None
+        if usage.cost_usd is not None:
+            usage.cost_usd = max(usage.cost_usd - cost, 0.0)
+            usage.cost_source = AGENT
+        else:  # no dollars reported: what the table gave stands
+            usage.cost_source = None
+            self._turn = (0.0, 0, 0)
 
     def view(self) -> dict[str, Any] | None:
         """What `status`, `ls` and the console show; None before any usage."""
@@ -65,6 +94,20 @@ class SessionCost:
                 "source": "+".join(sorted(self.sources)) or None, "model": self.model, "models": list(self.models),
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens}
+
+
+def _not_negative(usage: Usage) -> None:
+    """No usage lowers a spend: a negative count or cost (a bad adapter reading) counts as 0."""
+    if usage.input_tokens < 0:
+        usage.input_tokens = 0
+    if usage.output_tokens < 0:
+        usage.output_tokens = 0
+    if usage.cost_usd is not None and usage.cost_usd < 0:
+        usage.cost_usd = 0.0
+    if usage.cache_read_tokens is not None and usage.cache_read_tokens < 0:
+        usage.cache_read_tokens = 0
+    if usage.cache_write_tokens is not None and usage.cache_write_tokens < 0:
+        usage.cache_write_tokens = 0
 
 
 def show_cost(view: dict[str, Any] | None) -> str:

@@ -180,6 +180,8 @@ def _fast_event(obj: dict[str, Any], seq: int, cls: type[ev.Event],
         return None
     if cls is ev.Hello and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         return None
+    if cls is ev.Usage and _negative(values):
+        return None
     return cls(**values)
 
 
@@ -218,7 +220,17 @@ def _checked_event(obj: dict[str, Any], seq: int) -> ev.Event:
     if kind == "hello" and values.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         raise LineRejected(f"hello: protocol {values['protocol']} is not supported "
                            f"(this loopwarden speaks {PROTOCOL_VERSION})")
+    if kind == "usage" and _negative(values):
+        raise LineRejected(f"usage: '{_negative(values)}' must not be negative")
     return ev.EVENT_TYPES[kind](**values)
+
+
+_COUNTED = ("input_tokens", "output_tokens", "cost_usd", "cache_read_tokens", "cache_write_tokens")
+
+
+def _negative(values: dict[str, Any]) -> str | None:
+    """The first of a usage's counts below zero (an agent must not lower its own spend), or None."""
+    return next((name for name in _COUNTED if (values.get(name) or 0) < 0), None)
 
 
 def parse_line(line: bytes | str, seq: int = 0) -> ev.Event:

@@ -23,6 +23,7 @@ from .bounds import kept_too_deep
 # orjson reads integers from -2**63 to 2**64 - 1 (past them it gives a float, which the careful path rejects);
 # msgspec's bounds stop at 2**63 - 1, so the few above go the careful way
 _Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # a usage's: never negative (it would lower the spend)
 
 # Every record forbids unknown fields: msgspec skips them without checking what orjson checks (UTF-8, numbers
 # that overflow a double), so a line with one goes the careful way. Records hold only strings, numbers, lists of
@@ -112,12 +113,12 @@ class _Iteration(_Common, tag="iteration"):
 
 
 class _Usage(_Common, tag="usage"):
-    input_tokens: _Int
-    output_tokens: _Int
-    cost_usd: _Int | float | None = None
+    input_tokens: _Count
+    output_tokens: _Count
+    cost_usd: _Count | Annotated[float, msgspec.Meta(ge=0)] | None = None
     model: str | None = None
-    cache_read_tokens: _Int | None = None
-    cache_write_tokens: _Int | None = None
+    cache_read_tokens: _Count | None = None
+    cache_write_tokens: _Count | None = None
 
 
 class _Collaboration(_Common, tag="collaboration"):

@@ -55,3 +55,23 @@ def test_an_agents_running_cost_is_each_turns_share() -> None:
     got = usages(NEW, cost(0.10), end(usage=turn), cost(0.25), end(usage=turn))
     assert [u.cost_usd for u in got] == [0.10, 0.15]
 
+
+
+def test_a_cost_told_with_no_usage_in_the_response_is_billed_at_the_turns_end() -> None:
+    got = usages(NEW, cost(0.10), end(), cost(0.25), end(usage={"inputTokens": 1, "outputTokens": 1}))
+    assert [(u.cost_usd, u.input_tokens, u.output_tokens) for u in got] == [(0.10, 0, 0), (0.15, 1, 1)]
+
+
+def test_the_launchs_model_is_read_from_every_spelling_of_the_flag() -> None:
+    from loopwarden.sessions.recorded import launch_model
+
+    assert launch_model(["gemini", "--acp", "--model=gemini-2.5-pro"]) == "gemini-2.5-pro"
+    assert launch_model(["gemini", "--model", "gemini-2.5-pro"]) == "gemini-2.5-pro"
+    assert launch_model(["codex", "exec", "-m", "gpt-5", "--json", "task"]) == "gpt-5"
+    assert launch_model(["codex", "exec", "--json", "task"]) is None
+    assert launch_model(["codex", "--model=", "task"]) is None and launch_model(["x", "--model"]) is None
+    from loopwarden.sessions.observed import CodexExecAdapter
+
+    watched = CodexExecAdapter()
+    watched.command(["codex", "exec", "--json", "--model=gpt-5.2", "task"])
+    assert watched.parser.model == "gpt-5.2"  # type: ignore[attr-defined]

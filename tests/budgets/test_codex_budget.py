@@ -22,6 +22,8 @@ def test_the_tokens_codex_reports_hold_its_next_command_until_the_budget_is_rais
                           sets=("limits.max_tokens=1",))
     gate = budget_gate(cx, sid, timeout=60)
     assert "token budget is reached" in gate["reason"] and "(limits.max_tokens)" in gate["reason"]
+    # one turn (one prompt, four model calls): thread/tokenUsage/updated came during it, before the turn's end
+    assert of_kind(cx, sid, "iteration") == [] and of_kind(cx, sid, "usage")
     held = of_kind(cx, sid, "tool_call")[-1]
     assert held["call_id"] not in {r.get("call_id") for r in of_kind(cx, sid, "tool_result")}
     marker = next(m for m in ("marker-1", "marker-2", "marker-3") if m in str(held["args"]))

@@ -23,6 +23,7 @@ NOON = day_start(1_800_000_000.0) + 12 * 3600  # midday, local time: a day's spe
 class Spec:
     id: str
     cwd: str | None
+    worktree: dict[str, str] | None = None
 
 
 @dataclass

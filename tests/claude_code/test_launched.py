@@ -164,9 +164,12 @@ def test_a_healthy_run_maps_its_stream_and_exits_0(cc: Harness, fake_api: FakeAn
     assert result["call_id"] == call_["call_id"] and "alpha" in result["output"]
     assert [m["text"] for m in of_kind(cc, sid, "assistant_message")] == [
         "Reading the notes.", "The notes say alpha, beta."]
-    iteration, usage = of_kind(cc, sid, "iteration")[-1], of_kind(cc, sid, "usage")[-1]
+    iteration, usages = of_kind(cc, sid, "iteration")[-1], of_kind(cc, sid, "usage")
     assert (iteration["n"], iteration["status"]) == (1, "pass")
-    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0 and usage["cost_usd"] > 0
+    # each API call's usage as it came (priced from the table), then the turn's own figure settling the rest
+    assert [u["cost_source"] for u in usages] == ["provisional", "provisional", "agent"]
+    assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 for u in usages[:2])
+    assert sum(u["cost_usd"] for u in usages) > 0
     assert cc.verdicts(sid) == []
 
 

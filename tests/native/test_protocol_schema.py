@@ -96,7 +96,7 @@ AGREEMENT: list[tuple[str, str, str | None]] = [
     ("extra-fields-ignored", '{"type":"done","mine":{"x":1},"exit_code":"not checked here"}', None),
     ("null-optional", '{"type":"tool_call","tool":"t","args":{},"call_id":null,"ts":null}', None),
     ("int-u64-max", '{"type":"usage","input_tokens":18446744073709551615,"output_tokens":0}', None),
-    ("int-i64-min", '{"type":"usage","input_tokens":-9223372036854775808,"output_tokens":0}', None),
+    ("int-i64-min", '{"type":"iteration","n":-9223372036854775808,"status":"pass"}', None),
     ("whitespace-inside", ' { "type" : "done" } ', None),
     # not an object
     ("array", '["tool_call"]', "not a JSON object"),
@@ -124,7 +124,14 @@ AGREEMENT: list[tuple[str, str, str | None]] = [
     ("int-bool", '{"type":"iteration","n":true,"status":"pass"}', "'n' must be an integer"),
     ("int-float", '{"type":"test_result","passed":1.5,"failed":0}', "'passed' must be an integer"),
     ("int-over-u64", '{"type":"usage","input_tokens":18446744073709551616,"output_tokens":0}', "integer"),
-    ("int-under-i64", '{"type":"usage","input_tokens":-9223372036854775809,"output_tokens":0}', "integer"),
+    ("int-under-i64", '{"type":"iteration","n":-9223372036854775809,"status":"pass"}', "integer"),
+    # a usage never lowers a spend (an agent could undo its own budget)
+    ("usage-cost-negative", '{"type":"usage","input_tokens":1,"output_tokens":1,"cost_usd":-1000}',
+     "'cost_usd' must not be negative"),
+    ("usage-tokens-negative", '{"type":"usage","input_tokens":-5,"output_tokens":1}',
+     "'input_tokens' must not be negative"),
+    ("usage-cache-negative", '{"type":"usage","input_tokens":5,"output_tokens":1,"cache_read_tokens":-1}',
+     "'cache_read_tokens' must not be negative"),
     ("exit_code-string", '{"type":"tool_result","output":"","exit_code":"1"}', "must be an integer"),
     ("is_error-int", '{"type":"tool_result","output":"","is_error":1}', "must be true or false"),
     ("handshake-string", '{"type":"hello","handshake":"yes"}', "must be true or false"),
@@ -268,6 +275,8 @@ def _field_strategy(kind: str, name: str, field_kind: str) -> st.SearchStrategy[
         return _text.filter(bool)
     if (kind, name) == ("hello", "protocol"):
         return st.just(protocol.PROTOCOL_VERSION)
+    if kind == "usage" and field_kind in ("int", "num"):  # a usage's counts are never negative
+        return _KIND_STRATEGIES[field_kind].filter(lambda v: v >= 0)
     return _KIND_STRATEGIES[field_kind]
 
 
