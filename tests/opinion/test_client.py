@@ -189,7 +189,8 @@ def test_only_marked_nudges_and_gates_are_askable() -> None:
 def test_prices_are_known_by_model_prefix_only() -> None:
     assert price("claude-haiku-4-5-20251001", 1_000_000, 0) == pytest.approx(1.0)
     assert price("claude-opus-4-5", 0, 1_000_000) == pytest.approx(25.0)
-    assert price("claude-haiku-5-5", 10, 10) is None
+    assert price("claude-haiku-5-5", 1_000_000, 0) == pytest.approx(0.10)  # the shared table prices current models
+    assert price("mystery-model-1", 10, 10) is None
 
 
 def test_recent_events_skip_what_cannot_be_written() -> None:
