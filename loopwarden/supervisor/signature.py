@@ -183,6 +183,29 @@ def normalise_error(line: str) -> str:
     return " ".join(_hide_volatile(line).split())[:_FINGERPRINT_LIMIT]
 
 
+_LOCATION: Final = re.compile(r'File "([^"\n]+)", line (\d+)|([\w./\\-]+\.\w+):(\d+)')
+_FAILURE_HEAD: Final = 64 * 1024  # a failure's text is compared this far
+
+
+def failure_key(tool: str | None, output: str) -> bytes:
+    """What makes two failed tool results 'the same failure' (seed 002's exact message match): the tool and its
+    whole output with the volatile parts hidden (times, durations, temp paths, addresses, ids); line numbers,
+    error codes and test counts stay, so a moved error or one failing test fewer is a different failure."""
+    text = " ".join(_hide_volatile(output[:_FAILURE_HEAD]).split())
+    h = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+    h.update(b"\0" + (tool or "").encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def failure_location(output: str) -> str | None:
+    """The first file:line a failure's output names (a traceback's `File "x", line N` or a `path:line:`)."""
+    found = _LOCATION.search(output[:_FAILURE_HEAD])
+    if found is None:
+        return None
+    path, line = (found[1], found[2]) if found[1] else (found[3], found[4])
+    return f"{path}:{line}"
+
+
 # A build runner's own summary line says that a step failed, not which error: the same
 # "make: *** [lint-fix] Error 1" closes three different compile errors fixed one after another.
 _RUNNER_LINE: Final = re.compile(

@@ -81,7 +81,8 @@ def test_tool_colon_rule_exempts_only_that_rule():
     for n in range(4):
         failing += [call("Read", {"path": f"f{n}"}), ok("Read", "x")]
         failing[-1].is_error, failing[-1].output = True, "error: no such file"
-    assert [v.rule for v in run(failing, cfg)] == ["same_error"]  # same_error still judges Read
+    # same_error still judges Read (its 4th call); the 4th identical failure is the loop counter's third loop
+    assert [v.rule for v in run(failing, cfg)] == ["same_error", "loop_counter"]
 
 
 def test_an_mcp_tool_name_with_colons_is_a_tool_name():
@@ -171,7 +172,7 @@ def test_a_tool_with_its_own_threshold_is_judged_by_it_and_other_tools_by_the_se
 
 
 def test_a_tools_own_same_error_threshold_is_read_when_its_result_comes():
-    cfg = config("tools.limits=Bash:repetition.max_same_error=5")
+    cfg = config("tools.limits=Bash:repetition.max_same_error=5", "loop.gate_after=0")  # the loop counter aside
     events = []
     for n in range(5):  # a Read between keeps consecutive_failures out of it
         events += [call("Bash", {"command": f"make t{n}"}), ok("Bash", "x"), call("Read", {"p": n}), ok("Read")]

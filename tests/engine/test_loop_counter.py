@@ -157,3 +157,43 @@ def test_gate_after_is_configurable():
     cfg = config("loop.gate_after=1", "failures.max_consecutive=100")
     assert summary(run([error(MSG), error(MSG)], cfg)) == [("gate", "loop_counter", 2)]
     assert run([error(MSG)], cfg) == []
+
+
+# ---- failed tool results: what Claude Code, Codex and ACP agents report -------------------------
+def _failed_run(output: str, n: int, tool: str = "Bash", **kw) -> list:
+    from tests.engine.helpers import call, fail
+    return [e for i in range(n) for e in (call(tool, {"command": f"pytest -x {i}"}, call_id=f"c{i}"),
+                                          fail(tool, output.format(i=i, t=40 + i), call_id=f"c{i}", **kw))]
+
+
+PYTEST_FAIL = ("============ test session starts ============\nrootdir: /tmp/pytest-of-ann/pytest-{i}/repo\n"
+               "tests/test_x.py:12: AssertionError: assert 1 == 2\n"
+               "FAILED tests/test_x.py::test_add - assert 1 == 2\n1 failed in 0.{t}s at 2026-12-07 01:{t}:00")
+ONLY_LOOPS = config("failures.max_consecutive=100", "reflections.max_rounds=0", "repetition.max_same_error=100",
+                    "repetition.max_identical_calls=100")
+
+
+def test_the_fourth_same_failed_tool_result_opens_the_gate_whatever_its_volatile_parts():
+    verdicts = run(_failed_run(PYTEST_FAIL, 4), ONLY_LOOPS)
+    assert summary(verdicts) == [("gate", "loop_counter", 8)]
+    failures = verdicts[0].evidence["failures"]
+    assert [f["location"] for f in failures] == ["tests/test_x.py:12"] * 4
+    assert "assert 1 == 2" in failures[0]["message"]
+    assert run(_failed_run(PYTEST_FAIL, 3), ONLY_LOOPS) == []  # near miss: three of them
+
+
+def test_a_moved_line_or_a_different_tool_is_a_different_failure():
+    moved = _failed_run("tests/test_x.py:{i}: AssertionError", 6)
+    assert run(moved, ONLY_LOOPS) == []
+    by_tool = [e for tool in ("Bash", "Read", "Grep", "Glob") for e in _failed_run("error: no such file", 1, tool)]
+    assert run(by_tool, ONLY_LOOPS) == []
+
+
+def test_a_non_zero_exit_code_is_a_failure_and_a_success_between_does_not_reset_the_count():
+    from tests.engine.helpers import call, ok, result
+    events = []
+    for i in range(4):
+        events += [call("shell", {"command": "make"}, call_id=f"m{i}"),
+                   result("make: *** [all] Error 2", tool="shell", call_id=f"m{i}", exit_code=2),
+                   call("Read", {"path": f"f{i}"}), ok("Read", "text")]
+    assert summary(run(events, ONLY_LOOPS)) == [("gate", "loop_counter", 14)]

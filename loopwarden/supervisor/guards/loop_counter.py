@@ -1,4 +1,8 @@
-"""The loop counter: exact repeats of a failure within a task open a human gate."""
+"""The loop counter: exact repeats of a failure within a task open a human gate.
+
+A failure is an `error` event, a failing `test_result`, or a failed tool result (what Claude Code, Codex and
+ACP agents report: an `is_error` result, a non-zero exit code, a failed tool call); a failed result is the same
+failure as an earlier one when its tool and output match with the volatile parts hidden (`failure_key`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from typing import Final
 
 from .. import kinds, messages
 from ..config import Config, Loop
-from ..events import Attempt, Collaboration, Done, Error, Event, TestResult
+from ..events import Attempt, Collaboration, Done, Error, Event, TestResult, ToolResult
+from ..signature import error_line, failure_key, failure_location
 from ..verdicts import Action, Verdict
 from .base import NO_VERDICTS, Counter, Guard
 
@@ -67,6 +72,7 @@ class FailureSignature:
     seq: int
     ts: float
     agent: str | None
+    key: str | bytes | None = None  # what repeats compare (a tool result's `failure_key`); None: the message
 
     def evidence(self) -> dict[str, object]:
         return {"seq": self.seq, "ts": self.ts, "message": messages.clip(self.exact_message, 300),
@@ -88,7 +94,7 @@ class LoopTracker:
 
 class LoopCounterGuard(Guard):
     name = "loop_counter"
-    handles = (Error, TestResult, Collaboration, Done, Attempt)
+    handles = (Error, TestResult, ToolResult, Collaboration, Done, Attempt)
 
     def __init__(self, cfg: Loop, similarity: Similarity = lexical_similarity) -> None:
         self.cfg = cfg
@@ -116,6 +122,10 @@ class LoopCounterGuard(Guard):
             return NO_VERDICTS
         if type(event) is kinds.ATTEMPT:
             return NO_VERDICTS
+        if type(event) is kinds.TOOL_RESULT:
+            if not event.failed:
+                return NO_VERDICTS  # a tool that worked is no task success: the counter stays
+            return self._failure(task, self.tracker(task), self._tool_failure(event, now))
         tracker = self.tracker(task)
         if type(event) is kinds.ERROR:
             sig = self._signature(event, event.message, event.error_type, event.location, now)
@@ -129,8 +139,17 @@ class LoopCounterGuard(Guard):
                    now: float) -> FailureSignature:
         return FailureSignature(message, error_type, location or "unknown", event.seq, now, event.agent)
 
+    def _tool_failure(self, result: ToolResult, now: float) -> FailureSignature:
+        output = result.output
+        shown = error_line(output) or f"{result.tool or 'a tool'} failed" + (
+            f" (exit code {result.exit_code})" if result.exit_code else "")
+        where = failure_location(output) or result.tool
+        return FailureSignature(shown, None, where or "unknown", result.seq, now, result.agent,
+                                failure_key(result.tool, output))
+
     def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature) -> Sequence[Verdict]:
-        repeat = any(prev.exact_message == sig.exact_message for prev in tracker.history)
+        key = sig.exact_message if sig.key is None else sig.key
+        repeat = any((prev.exact_message if prev.key is None else prev.key) == key for prev in tracker.history)
         tracker.history.append(sig)
         if not repeat:
             return NO_VERDICTS
