@@ -27,23 +27,25 @@ def test_a_path_is_normalised_as_normpath_would() -> None:
 
 
 def test_a_check_command_is_told_as_the_word_by_word_test_would() -> None:
+    from loopwarden.supervisor.checks import CheckCommands
+    from loopwarden.supervisor.checks import words as split_words
     from loopwarden.supervisor.config import load_config
-    from loopwarden.supervisor.guards.reflections import ReflectionsGuard
 
-    guard = ReflectionsGuard(load_config(env={}))
+    checks = CheckCommands(load_config(env={}).reflections.commands)
 
     def plain(command: str) -> bool:
-        if any(word.rpartition("/")[2] in guard.first_words for word in command.split()):
-            return guard.pattern.search(command) is not None
+        if any(word.rpartition("/")[2] in checks.first_words for word in split_words(command)):
+            return checks.pattern.search(command) is not None
         return False
 
     r = random.Random(16)
     words = ["pytest", "-q", "tests/x.py", "./node_modules/.bin/jest", "/usr/bin/make", "test", "ls", "cargo", "go",
-             "vet", "npm", "run", "lint", "echo", "mypy", "src", "&&", "|", "grep", "x/pytest", "pytestx", "-k"]
+             "vet", "npm", "run", "lint", "echo", "mypy", "src", "&&", "|", "grep", "x/pytest", "pytestx", "-k",
+             "bash -lc 'pytest", "'ruff", "\"go", "-q'"]
     commands = [" ".join(r.choice(words) for _ in range(r.randint(1, 6))) for _ in range(5000)]
     assert sum(map(plain, commands)) > 500  # check commands, and near misses beside them
     for command in commands:
-        assert guard._is_check(command) == plain(command), command
+        assert checks.matches(command) == plain(command), command
 
 
 def _chants(text: str, chunk: int, repeats: int) -> bool:

@@ -60,3 +60,51 @@ def test_the_budget_is_a_key():
     custom = config("reflections.commands=just check")
     assert one(run(round_("just check") * 1 + round_("just check") + round_("just check") + round_("just check"),
                    custom), Action.GATE, "reflections")
+
+
+# ---- a failing test_result answering a check command (the agent's own report of the run) -----------------------
+def report_round(failed: int, exit_code: int | None = 0, command: str = "pytest -q", **kw):
+    """An edit, a check command, then its result and the agent's test report (the report first when exit_code is
+    None: the result has not come)."""
+    n = next(_edits)
+    out = [call("Edit", {"file_path": "a.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}), ok("Edit"),
+           call("Bash", {"command": command}, **kw)]
+    report = suite(failed, 10 - failed, failing=[f"test_{i}" for i in range(failed)])
+    if exit_code is None:
+        return [*out, report]
+    return [*out, result(f"{failed} failed", tool="Bash", exit_code=exit_code), report]
+
+
+def test_four_failing_reports_in_a_row_open_the_gate_even_as_the_failures_shrink():
+    for exit_code in (0, None):  # a result that says nothing (exit 0) then the report; the report alone
+        events = [e for failed in (4, 3, 2, 1) for e in report_round(failed, exit_code)]
+        gate = one(run(events), Action.GATE, "reflections")
+        assert gate.evidence["rounds"] == 4
+        assert [r["outcome"] for r in gate.evidence["history"]] == [
+            "4 failing tests: test_0, test_1, test_2, test_3", "3 failing tests: test_0, test_1, test_2",
+            "2 failing tests: test_0, test_1", "1 failing tests: test_0"]
+
+
+def test_a_report_is_counted_once_with_its_failed_result_and_a_passing_report_ends_the_rounds():
+    events = [e for failed in (4, 3, 2) for e in report_round(failed, exit_code=1)]
+    assert run(events) == []  # three failed rounds, each with its result and its report: three, not six
+    assert run(events + report_round(0) + report_round(1)) == []
+    assert run(events + report_round(1, exit_code=1)) != []
+
+
+def test_a_report_answering_no_check_command_is_not_a_round():
+    events = []
+    for n, failed in enumerate((4, 3, 2, 1, 1)):
+        events += [call("Bash", {"command": f"ls d{n}"}), ok("Bash", "a.py"), suite(failed)]
+    assert run(events, config("loop.gate_after=0")) == []
+
+
+def test_a_check_wrapped_by_the_agents_shell_is_still_a_check():
+    from loopwarden.supervisor.checks import CheckCommands
+    checks = CheckCommands(config().reflections.commands)
+    for command in ("bash -lc 'pytest -q'", '/bin/zsh -lc "cd repo && npm test"', "sh -c 'go test ./...'",
+                    "uv run ruff check .", "(cargo test)", "python -m pytest tests"):
+        assert checks.matches(command), command
+    for command in ("bash -lc 'ls pytest_notes'", "echo 'pytestx'", "git commit -m 'fix npm tests'"):
+        assert not checks.matches(command), command
+    assert checks.of_call({"command": ["bash", "-lc", "eslint src"]}) == "bash -lc eslint src"

@@ -3,18 +3,19 @@
 Aider retries a failed lint or test round at most 3 times per user message, then stops and hands
 back to the user. A round here is a test or lint command run through a tool (see
 `reflections.commands`) whose result failed; a passing round (or a passing `test_result`) or a
-human message starts the budget over. Failing `test_result` events are left to loop_counter, which
-tells their progress (fewer failing tests, more coverage) from repeats and regressions.
+human message starts the budget over. A failing `test_result` that answers a check command is that
+command's failed round, even when it reports fewer failures than the last (a budget of rounds, not of
+progress); one that answers no command is left to loop_counter, which weighs progress.
 """
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any, Final
 
 from .. import messages
+from ..checks import CheckCommands, command_text
 from ..config import Config
 from ..events import Event, TestResult, ToolCall, ToolResult, UserMessage
 from ..verdicts import Action, Verdict
@@ -22,21 +23,6 @@ from .base import NO_VERDICTS, Counter, Observer, TypedGuard
 
 _MAX_TASKS: Final = 256
 _HISTORY: Final = 10
-
-
-def command_text(args: dict[str, Any]) -> str | None:
-    """A shell call's command line ("command", "cmd", or an argv list), else None."""
-    value = args.get("command", args.get("cmd"))
-    if type(value) is str:
-        return value
-    if type(value) is list and all(type(v) is str for v in value):
-        return " ".join(value)
-    return None
-
-
-def commands_pattern(commands: list[str]) -> re.Pattern[str]:
-    words = sorted((re.escape(c).replace(r"\ ", r"\s+") for c in commands), key=len, reverse=True)
-    return re.compile(r"(?<![\w.-])(?:" + "|".join(words) + r")(?![\w-])")
 
 
 class _Rounds:
@@ -58,23 +44,14 @@ class ReflectionsGuard(TypedGuard):
         self.pending: dict[str | None, str] = {}  # call id -> the check command it ran
         self.pending_any: str | None = None  # the last check command, for results without a call id
         self.pending_task: str | None = None
+        # the latest check run whose result passed, its task and the rounds that pass cleared: a failing
+        # test_result right after it reports on that run (the exit code said nothing)
+        self.answered: tuple[str | None, str, _Rounds | None] | None = None
         self.configure(config)
 
     def configure(self, config: Config) -> None:
         self.limit = config.reflections.max_rounds
-        self.pattern = commands_pattern(config.reflections.commands)
-        self.first_words = frozenset(c.split()[0] for c in config.reflections.commands if c.split())
-
-    def _is_check(self, command: str) -> bool:
-        """Cheap pre-check first (a word of the command, path stripped, starts an entry), then the pattern."""
-        first = self.first_words
-        words = command.split()
-        if "/" not in command and first.isdisjoint(words):
-            return False  # no word is a path, so none has a path to strip: one set test in C (most commands)
-        for word in words:
-            if word.rpartition("/")[2] in first:
-                return self.pattern.search(command) is not None
-        return False
+        self.checks = CheckCommands(config.reflections.commands)
 
     def hook(self, kind: type[Event]) -> Observer | None:
         if kind is ToolCall:
@@ -88,8 +65,9 @@ class ReflectionsGuard(TypedGuard):
         return NO_VERDICTS
 
     def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
+        self.answered = None
         command = command_text(call.args)
-        if command is None or not self.limit or not self._is_check(command):
+        if command is None or not self.limit or not self.checks.matches(command):
             self.pending_any = None
             return NO_VERDICTS
         self.pending_any, self.pending_task = command, call.task
@@ -109,14 +87,31 @@ class ReflectionsGuard(TypedGuard):
             return NO_VERDICTS
         task = result.task or self.pending_task
         if not result.failed:
-            self.rounds.pop(task, None)
+            self.answered = (task, command, self.rounds.pop(task, None))
             return NO_VERDICTS
         return self._failed(task, result.seq, messages.clip(command, 120), messages.outcome(result.output, True))
 
     def _suite(self, suite: TestResult, now: float) -> Sequence[Verdict]:
+        """A test report: passing, it ends the rounds; failing, it is a failed round when it answers a check
+        command (one whose result has not come, or whose result passed just before)."""
+        answered, self.answered = self.answered, None
         if suite.failed <= 0:
             self.rounds.pop(suite.task, None)
-        return NO_VERDICTS
+            return NO_VERDICTS
+        if self.pending_any is not None:
+            command, task = self.pending_any, suite.task or self.pending_task
+            self.pending_any = None
+            self.pending = {k: v for k, v in self.pending.items() if v is not command}  # its result is this
+        elif answered is not None:
+            task, command, cleared = answered
+            task = suite.task or task
+            if cleared is not None:
+                self.rounds[task] = cleared  # the passing exit code was no passing round
+        else:
+            return NO_VERDICTS  # a report of no command seen: loop_counter weighs it
+        names = ", ".join(sorted(suite.failing or []))
+        outcome = f"{suite.failed} failing tests" + (f": {messages.clip(names, 100)}" if names else "")
+        return self._failed(task, suite.seq, messages.clip(command, 120), outcome)
 
     def _failed(self, task: str | None, seq: int, what: str, last: str) -> Sequence[Verdict]:
         if not self.limit:
@@ -138,7 +133,7 @@ class ReflectionsGuard(TypedGuard):
     def _clear(self) -> None:
         self.rounds.clear()
         self.pending.clear()
-        self.pending_any = None
+        self.pending_any = self.answered = None
 
     def human_turn(self) -> None:
         self._clear()
