@@ -19,6 +19,7 @@ import anyio
 
 from ..sessions.base import Capability
 from ..sessions.hooks import HookAdapter
+from ..supervisor.ladders import for_agent
 from ..supervisor.config import Config, format_duration
 from ..supervisor.events import Event, ToolCall, Usage
 from ..supervisor.health import GATED, TERMINATED, SessionHealth
@@ -51,6 +52,7 @@ class HookedSession:
         name = f"{label}:{Path(cwd).name or cwd}" if cwd else f"{label}:{self.agent_session[:8]}"
         self.spec = SessionSpec(id=sid, name=name[:80], command=adapter.resume_command(self.agent_session),
                                 adapter=adapter.name, cwd=cwd)
+        config = for_agent(config, adapter.agent, adapter.ladder)  # Codex's hooks climb OpenAI's models
         self.config = replace(config, limits=replace(config.limits, stall_timeout=0.0))  # the user may think
         self.sink = sink
         self.clock = clock

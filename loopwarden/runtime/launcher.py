@@ -8,6 +8,7 @@ from typing import Any
 
 from ..paths import Paths
 from ..sessions.base import Adapter
+from ..supervisor.ladders import for_agent
 from ..supervisor.config import Config
 from ..supervisor.health import SessionHealth
 from .adopted import AdoptedSession
@@ -46,6 +47,7 @@ class Launcher:
         """Name `spec` (unique among live sessions), start it, and reply its id and name; `health`: the counters
         and state it starts with (None: fresh)."""
         asked = spec.name
+        config = for_agent(config, *adapter.ladder_of(spec.command, spec.env))  # Gemini climbs Gemini's models
         name, renamed = self.registry.unique_name(asked)  # a live session has it: name-2
         spec.name, sid = name, spec.id
         kept = self.keeping.keeps(adapter, spec)

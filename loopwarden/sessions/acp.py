@@ -453,6 +453,11 @@ class AcpAdapter(Adapter):
         self._held: set[int] = set()  # taken up: the permission requests' seqs a gate still holds
         self._started_only = False  # taken up with no memory stored: the agent was sent its start lines alone
 
+    def ladder_of(self, command: list[str], env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+        """A known agent's own name and ladder (gemini climbs Gemini's models); an unknown one is "acp"'s."""
+        known = acp_agents.agent_of(command, env)
+        return (known.name, known.ladder) if known is not None else (self.agent, self.ladder)
+
     @property
     def can_inject(self) -> bool:
         return True

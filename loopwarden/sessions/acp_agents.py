@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..supervisor import ladders
 from . import acp_gemini
 
 PROJECT_AGENTS = Path(__file__).resolve().parents[2] / ".agents"  # npm --prefix folder, git-ignored
@@ -85,6 +86,7 @@ class AcpAgent:
     layer: Callable[[Mapping[str, str], str], Layer]
     package: str | None = None  # npm package, for the error that says how to install it
     resuming: Resuming = Resuming()
+    ladder: tuple[str, ...] = ()  # its models to escalate through, cheapest first (none: the default ladder)
 
     def find(self, env: Mapping[str, str]) -> str | None:
         """$override, else the binary on PATH, else in the project's (or $LOOPWARDEN_AGENTS_DIR's) npm folder."""
@@ -104,10 +106,10 @@ class AcpAgent:
 
 AGENTS: dict[str, AcpAgent] = {a.name: a for a in (
     AcpAgent("gemini", "gemini", ("--acp",), "LOOPWARDEN_GEMINI", {"GEMINI_CLI_NO_RELAUNCH": "true"},
-             gemini_layer, "@google/gemini-cli", GEMINI_RESUMING),
+             gemini_layer, "@google/gemini-cli", GEMINI_RESUMING, ladders.GEMINI),
     AcpAgent("opencode", "opencode", ("acp",), "LOOPWARDEN_OPENCODE", {}, opencode_layer, "opencode-ai"),
     AcpAgent("claude-acp", "claude-agent-acp", (), "LOOPWARDEN_CLAUDE_ACP", {}, claude_acp_layer,
-             "@zed-industries/claude-agent-acp"),
+             "@zed-industries/claude-agent-acp", ladder=ladders.ANTHROPIC),
 )}
 
 

@@ -71,6 +71,7 @@ class Adapter:
     name = "adapter"
     listed: ClassVar[int] = 100  # a built-in's place in lists (`loopwarden adapters`, the choices): by meaning
     agent = "any"  # the kind of agent it speaks to, shown beside each session
+    ladder: ClassVar[tuple[str, ...]] = ()  # its models to escalate through, cheapest first (supervisor/ladders.py)
     summary = "observe only"  # one line for `loopwarden adapters`
     declared: ClassVar[Capability] = Capability.NONE  # the most it can do (some need the agent's consent)
     stop_grace = 0.0  # seconds the agent gets to exit by itself after its stop line, before SIGTERM
@@ -93,6 +94,10 @@ class Adapter:
         # the agent's subscription quota where its protocol reports one (Codex's rate limits): {"plan": ...,
         # "windows": [{"name", "used_percent", "window_minutes", "resets_at"}]}, shown by `status` and the console
         self.quota: dict[str, Any] | None = None
+
+    def ladder_of(self, command: list[str], env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+        """The agent `command` starts, as `escalation.ladders` names it, and the ladder it brings."""
+        return self.agent, self.ladder
 
     @property
     def can_veto(self) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from ..supervisor import ladders
 from ..supervisor import events as ev
 from ..supervisor.bounds import cut_deep, depth_exceeds
 from .claude_code import block_text
@@ -121,6 +122,7 @@ class ClaudeCodeHookAdapter(HookAdapter):
     name = "claude-code-hook"
     listed = 0
     agent = "claude-code"
+    ladder = ladders.ANTHROPIC
     hook_agent = "claude-code"
     title = "Claude Code"
     label = "claude"

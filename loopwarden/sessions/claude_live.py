@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from ..supervisor import ladders
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
@@ -141,6 +142,7 @@ class ClaudeCodeAdapter(Adapter):
     name = "claude-code"
     listed = 3
     agent = "claude-code"
+    ladder = ladders.ANTHROPIC
     summary = "Claude Code launched: stream-json, vetoes through a PreToolUse hook callback"
     declared = Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.INTERRUPT
     stop_grace = 3.0  # after the interrupt, seconds for the CLI to end its turn and exit by itself

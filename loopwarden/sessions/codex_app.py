@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from ..supervisor import ladders
 from ..supervisor import events as ev
 from ..supervisor import protocol
 from ..supervisor.verdicts import Action, Verdict
@@ -401,6 +402,7 @@ class CodexAppServerAdapter(Adapter):
     name = "codex"
     listed = 4
     agent = "codex"
+    ladder = ladders.OPENAI
     summary = "Codex launched: app-server JSON-RPC, vetoes by declining its approval requests"
     declared = (Capability.VETO | Capability.HOLD | Capability.INJECT | Capability.STEER | Capability.INTERRUPT
                 | Capability.REWIND)

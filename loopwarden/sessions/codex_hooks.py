@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..supervisor import ladders
 from ..supervisor import events as ev
 from . import claude_hooks as ch
 from .hooks import CODEX_HOME, HookAdapter
@@ -51,6 +52,7 @@ class CodexHookAdapter(HookAdapter):
     name = "codex-hook"
     listed = 1
     agent = "codex"
+    ladder = ladders.OPENAI
     hook_agent = "codex"
     title = "Codex"
     label = "codex"

@@ -29,6 +29,7 @@ class HookAdapter:
     name: ClassVar[str] = "hook"  # the sessions' adapter name (snapshots, the store, `loopwarden adapters`)
     listed: ClassVar[int] = 100  # a built-in's place among the hook-attached adapters
     agent: ClassVar[str] = "any"  # the kind of agent, shown beside each session
+    ladder: ClassVar[tuple[str, ...]] = ()  # its models to escalate through, cheapest first (supervisor/ladders.py)
     hook_agent: ClassVar[str] = ""  # the word after `loopwarden hook`, and the `agent` of its hook requests
     title: ClassVar[str] = "agent"  # the agent in a sentence: "the Claude Code process that ran a hook"
     label: ClassVar[str] = "hook"  # session names are label:directory

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import ClassVar
 
+from ..supervisor import ladders
 from ..supervisor.events import Event
 from .base import Adapter, Capability
 from .claude_code import ClaudeCodeParser, array_events
@@ -40,6 +41,7 @@ class ClaudeStreamAdapter(ObservedAdapter):
     name = "claude-stream"
     listed = 6
     agent = "claude-code"
+    ladder = ladders.ANTHROPIC
     summary = "Claude Code run as typed with --output-format stream-json: watched, no vetoes"
     parser_class = ClaudeCodeParser
     replay_format = "claude-code"  # claude -p --output-format stream-json --verbose, or its JSON array
@@ -54,6 +56,7 @@ class CodexExecAdapter(ObservedAdapter):
     name = "codex-exec"
     listed = 7
     agent = "codex"
+    ladder = ladders.OPENAI
     summary = "`codex exec --json` run as typed: watched, no vetoes"
     parser_class = CodexParser
     replay_format = "codex"

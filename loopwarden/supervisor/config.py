@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .ladders import LadderError
+from .ladders import parse_entry as parse_ladder
 from .prices import PriceError, parse_entry
 
 ENV_PREFIX = "LOOPWARDEN_"
@@ -180,7 +182,13 @@ class Attempts:
 class Escalation:
     failures_per_model: int = _key("int", "consecutive failed iterations before the next model", 2)
     failures_at_top: int = _key("int", "failed iterations on the last model before a human is called", 3)
-    models: list[str] = _list_key("model ladder, cheapest first", ["haiku", "sonnet", "opus"])  # noqa: RUF009 - a default_factory
+    models: list[str] = _list_key("model ladder for every agent, cheapest first; empty: each agent's own "  # noqa: RUF009
+                                  "(escalation.ladders, else its adapter's: Claude haiku,sonnet,opus; Codex "
+                                  "gpt-5.4-mini,gpt-5.4,gpt-5.5; Gemini gemini-3.5-flash-lite,gemini-3.8-flash,"
+                                  "gemini-3.1-pro-preview)", [], "names")
+    ladders: list[str] = _list_key("a model ladder per agent, AGENT=MODEL,MODEL,... (';'-separated outside TOML), "  # noqa: RUF009
+                                   "AGENT an adapter (claude-code, codex) or an ACP agent (gemini, claude-acp, "
+                                   "opencode)", [], "ladders")
 
 
 @dataclass(frozen=True)
@@ -453,6 +461,7 @@ def _accepts(kind: str) -> str:
         "alert_events": "a list of " + ", ".join(ALERT_EVENTS) + ", possibly empty",
         "prices": "a list of MODEL=IN,OUT[,CACHED[,CACHE_WRITE]], possibly empty (';'-separated outside TOML)",
         "project_budgets": "a list of PATH=USD, possibly empty, e.g. /home/me/app=5",
+        "ladders": "a list of AGENT=MODEL,MODEL,..., possibly empty (';'-separated outside TOML)",
     }[kind]
 
 
@@ -552,16 +561,35 @@ def _tool_limits(key: str, kind: str, value: Any) -> Any:
     return [f"{tool}:{name}={v}" for tool, name, v in tool_limits(key, _names(key, "names", value))]
 
 
-def _prices(key: str, kind: str, value: Any) -> Any:
-    """Price entries, each checked (prices.parse_entry); ';' or a new line separates them in a string."""
+def _entries(value: Any) -> list[str] | None:
+    """A list of strings, or a string of them that ';' or a new line separates; None for anything else."""
     if isinstance(value, str):
         value = [v for v in re.split(r"[;\n]", value) if v.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
+
+
+def _prices(key: str, kind: str, value: Any) -> Any:
+    """Price entries, each checked (prices.parse_entry); ';' or a new line separates them in a string."""
+    value = _entries(value)
+    if value is None:
         return _INVALID
     try:
         return [f"{model.strip()}={numbers.replace(' ', '')}" for model, _, numbers in
                 (entry.partition("=") for entry in value if parse_entry(entry))]
     except PriceError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
+def _ladders(key: str, kind: str, value: Any) -> Any:
+    """Ladder entries, each checked (ladders.parse_entry); ';' or a new line separates them in a string."""
+    value = _entries(value)
+    if value is None:
+        return _INVALID
+    try:
+        return [f"{agent}={','.join(models)}" for agent, models in map(parse_ladder, value)]
+    except LadderError as exc:
         raise ConfigError(f"{key}: {exc}") from None
 
 
@@ -608,6 +636,7 @@ _CONVERTERS: dict[str, Callable[[str, str, Any], Any]] = {
     "duration": _duration, "int": _int, "float": _float, "bool": _bool, "size": _size, "path": _text,
     "text": _text, "list": _list, "names": _names, "rules": _names, "urls": _url_list,
     "alert_events": _alert_events, "tool_limits": _tool_limits, "prices": _prices, "project_budgets": _project_budgets,
+    "ladders": _ladders,
 }
 
 def redact_url(url: str) -> str:
@@ -735,7 +764,7 @@ def show_value(key: str, value: Any) -> str:
     if kind == "urls" and isinstance(value, list):
         value = [redact_url(str(v)) for v in value]
     if isinstance(value, list):
-        return (";" if kind == "prices" else ",").join(map(str, value)) or "(none)"
+        return (";" if kind in ("prices", "ladders") else ",").join(map(str, value)) or "(none)"
     return str(value)
 
 

@@ -1,4 +1,4 @@
-"""Iterations: stuck patterns, model escalation haiku -> sonnet -> opus -> human, max iterations."""
+"""Iterations: stuck patterns, escalation up the agent's model ladder (ladders.py), then a human; max iterations."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from .. import kinds, messages
 from ..config import Config, Escalation, Limits
+from ..ladders import ladder_for
 from ..events import Event, Iteration
 from ..verdicts import Action, Termination, Verdict, terminate
 from .base import NO_VERDICTS, Counter, Guard
@@ -19,7 +20,7 @@ class IterationsGuard(Guard):
     def __init__(self, limits: Limits, cfg: Escalation) -> None:
         self.max_iterations = limits.max_iterations
         self.cfg = cfg
-        self.models = list(cfg.models)
+        self.models = list(ladder_for(cfg.models, (), None))  # `for_agent` put the agent's own in `models`
         self.model_index = 0
         self.count = 0
         self.consecutive_failures = 0
