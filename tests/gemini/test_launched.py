@@ -181,3 +181,14 @@ def test_a_dead_model_server_is_ended_by_the_wall_clock_limit(gm: Harness, fake_
     assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
     assert not of_kind(gm, sid, "tool_call")
     assert gone(snap["pid"]) and not group_alive(snap["pid"]) and not processes_with(str(gm.home))
+
+
+def test_gemini_escalates_up_its_own_models_not_claudes(gm: Harness, fake_gemini: FakeGemini) -> None:
+    fake_gemini.play(run("echo hi"), repeat=True, max_replies=40)
+    sid = start(gm, "loop forever", sets=("escalation.failures_per_model=1",))
+    escalation = wait_for(lambda: next((v for v in gm.verdicts(sid) if v["action"] == "escalate"), None), 60,
+                          "an escalation")
+    assert escalation["reason"].endswith("gemini-3.5-flash-lite -> gemini-3.8-flash"), escalation
+    assert escalation["target"] == "gemini-3.8-flash"
+    gm.request("kill", session=sid, note="test")
+    gm.wait_state(sid, "terminated", "exited", timeout=30)
