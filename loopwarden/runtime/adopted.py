@@ -149,8 +149,8 @@ class AdoptedSession:
 
     restartable = False  # started elsewhere
 
-    def failed(self) -> tuple[str | None, str | None, list[str]]:
-        return None, None, []
+    def failed(self) -> tuple[str | None, str | None, list[str], int | None]:
+        return None, None, [], None
 
     def kill_now(self) -> None:
         """SIGKILL the process and its descendants at once (the daemon's grace is over)."""

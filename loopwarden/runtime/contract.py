@@ -76,8 +76,9 @@ class Supervised(Protocol):
     @property
     def restartable(self) -> bool:
         """Whether loopwarden started it, so that `restart` can start its task again (its spec and config)."""
-    def failed(self) -> tuple[str | None, str | None, list[str]]:
-        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
+    def failed(self) -> tuple[str | None, str | None, list[str], int | None]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors, its
+        agent's exit code."""
 
 
 def refusal(session: Supervised, op: str) -> str | None:

@@ -336,8 +336,8 @@ class HookedSession:
 
     restartable = False  # the agent is the user's, started in their terminal
 
-    def failed(self) -> tuple[str | None, str | None, list[str]]:
-        return None, None, []
+    def failed(self) -> tuple[str | None, str | None, list[str], int | None]:
+        return None, None, [], None
 
     async def kill(self, note: str | None = None, *, daemon_stopping: bool = False) -> None:
         """Mark the session terminated (the next hook answer says stop) and stop its agent process; the

@@ -26,9 +26,10 @@ class Restartable:
     ended: str | None = None  # how it ended (its termination, or its agent's own failure)
     last: str | None = None  # the last intervention's text: the loop's evidence
     errors: list[str] = field(default_factory=list)
+    exit_code: int | None = None  # its agent's exit code (None: still running, or killed by a signal)
 
     def summary(self, note: str | None) -> str:
-        return messages.restart_summary(self.spec.task, self.ended, self.last, self.errors, note)
+        return messages.restart_summary(self.spec.task, self.ended, self.last, self.errors, note, self.exit_code)
 
     @property
     def size(self) -> int:

@@ -243,10 +243,22 @@ def rewind_guidance(turns: int, evidence: str | None, note: str | None) -> str:
                    "or decompose the problem.")
 
 
+def _restart_cause(ended: str | None, exit_code: int | None) -> str:
+    """Why the task runs again, as it was: a failure, a non-zero exit, a clean exit, or a run still going."""
+    if ended:
+        return "because the previous attempt failed"
+    if exit_code is None:
+        return "while the previous attempt was still running (it was stopped)"
+    if exit_code == 0:
+        return "at an operator's request; the previous attempt ended by itself (exit code 0) and no rule stopped it"
+    return f"because the previous attempt exited with code {exit_code}"
+
+
 def restart_summary(task: str | None, ended: str | None, last: str | None, errors: list[str],
-                    note: str | None) -> str:
-    """The first message of a restarted task: what the run before it did wrong, so it is not done again."""
-    text = "This task was restarted by a supervisor (loopwarden) because the previous attempt failed."
+                    note: str | None, exit_code: int | None = 1) -> str:
+    """The first message of a restarted task: how the run before it ended (and what it did wrong, so it is not
+    done again)."""
+    text = f"This task was restarted by a supervisor (loopwarden) {_restart_cause(ended, exit_code)}."
     if task:
         text += f" Task: {clip(task, 300)}."
     if ended:
@@ -257,6 +269,8 @@ def restart_summary(task: str | None, ended: str | None, last: str | None, error
         text += " Last errors: " + "; ".join(clip(e, 200) for e in errors[-3:]) + "."
     if note:
         text += f" Operator's note: {clip(note, 600)}"
+    if not ended and exit_code == 0 and not errors:
+        return text + " Check whether the task is really done, and finish what is left."
     return text + " Do not repeat what failed: take a different approach from the start."
 
 

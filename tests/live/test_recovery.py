@@ -103,3 +103,16 @@ def test_an_adopted_process_can_be_neither_rewound_nor_restarted(lw: Harness) ->
         if victim.poll() is None:
             victim.kill()
         victim.wait(10)
+
+
+def test_restart_of_a_session_that_exited_0_does_not_tell_the_agent_it_failed(lw: Harness) -> None:
+    old = lw.scenario("healthy")
+    assert lw.wait_state(old, "exited")["exit_code"] == 0
+    done = lw.cli("restart", old)
+    assert done.returncode == 0, done.stderr
+    new = done.stdout.split("restarted as ", 1)[1].split()[0]
+    wait_for(lambda: heard(lw, new, SUMMARY), 30, "the summary to reach the new run")
+    line = next(str(e["data"]["text"]) for e in lw.events(new) if e["kind"] == "log" and SUMMARY in
+                str(e["data"].get("text", "")))
+    assert "failed" not in line and "ended by itself (exit code 0)" in line, line
+    assert "Check whether the task is really done" in line

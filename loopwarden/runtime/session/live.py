@@ -273,11 +273,12 @@ class LiveSession:
             return
         self.sampler.sample(children)
 
-    def failed(self) -> tuple[str | None, str | None, list[str]]:
-        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors."""
+    def failed(self) -> tuple[str | None, str | None, list[str], int | None]:
+        """How it failed, for a restart's summary: how it ended, its last intervention, its last errors, its
+        agent's exit code."""
         ended = self.health.termination.reason if self.health.termination else self.adapter.failure
         last = self.journal.last_intervention
-        return ended, (last.message or last.reason) if last else None, list(self.judge.errors)
+        return ended, (last.message or last.reason) if last else None, list(self.judge.errors), self.exit_code
 
     def reconfigure(self, config: Config) -> None:
         self.controls.reconfigure(config)
