@@ -92,6 +92,16 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_FENCE = re.compile(r"\A\s*```[\w+.-]*[ \t]*\n(.*?)(?:\n[ \t]*```[ \t]*)?\s*\Z", re.S)
+
+
+def _unfenced(text: str) -> str:
+    """A tool result's text without the Markdown fence claude-agent-acp wraps it in (```console ... ```), so that
+    its first line is the output's, not the fence's; any other text as it is."""
+    found = _FENCE.match(text) if text.lstrip().startswith("```") else None
+    return found[1] if found is not None else text
+
+
 def content_text(content: Any, limit: int = OUTPUT_LIMIT) -> str:
     """The text of ACP tool call content (a list of `content`, `diff` or `terminal` blocks), bounded."""
     parts: list[str] = []
@@ -103,7 +113,7 @@ def content_text(content: Any, limit: int = OUTPUT_LIMIT) -> str:
         if kind == "content":
             inner = block.get("content")
             if isinstance(inner, dict) and isinstance(inner.get("text"), str):
-                parts.append(inner["text"])
+                parts.append(_unfenced(inner["text"]))
         elif kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
         elif kind == "diff":

@@ -12,6 +12,7 @@ from loopwarden.sessions import registry
 from loopwarden.sessions.acp import AcpAdapter, AcpParser, choose, launch_command, split_words
 from loopwarden.sessions.base import capability_names
 from loopwarden.supervisor import events as ev
+from loopwarden.supervisor import messages
 from loopwarden.supervisor.verdicts import Action, Verdict
 from tests.support.jsonl import json_lines
 
@@ -148,3 +149,22 @@ def test_gemini_shape_a_request_with_no_update_before_and_a_call_never_asked_abo
     assert [(type(e).__name__, getattr(e, "call_id", None)) for e in events] == [("ToolCall", "r1"),
                                                                                    ("ToolResult", "r1")]
     assert isinstance(events[0], ev.ToolCall) and events[0].args == {"title": "ReadFile a.txt"}
+
+
+def test_claude_acp_a_fenced_result_is_its_content_not_the_fence() -> None:
+    parser = AcpParser()
+    parser.parse_line(upd(sessionUpdate="tool_call", toolCallId="c2", title="`pytest`", kind="execute",
+                          status="pending", rawInput={"command": "pytest"}), 1)
+
+    def result(call_id: str, text: str) -> ev.ToolResult:
+        [call, done] = parser.parse_line(upd(sessionUpdate="tool_call_update", toolCallId=call_id, status="failed",
+                                             content=[{"type": "content", "content": {"type": "text", "text": text}}]),
+                                         2)
+        assert isinstance(call, ev.ToolCall) and isinstance(done, ev.ToolResult)
+        return done
+
+    done = result("c2", "```console\nFAILED tests/test_a.py::test_x\n1 failed in 0.1s\n```")
+    assert done.output == "FAILED tests/test_a.py::test_x\n1 failed in 0.1s" and done.failed
+    assert messages.outcome(done.output, True) == "error: FAILED tests/test_a.py::test_x"
+    assert result("c3", "```\ncut short").output == "cut short"  # a fence never closed (a clipped output)
+    assert result("c4", "see ```x``` here").output == "see ```x``` here"  # not a fenced block: as it is
