@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ _MANY = frozenset({
     "--add-dir", "--allowed-tools", "--allowedTools", "--betas", "--channels", "--disallowed-tools",
     "--disallowedTools", "--file", "--mcp-config", "--tools",
 })
+_TOOL_RULE = re.compile(r"\A[\w.-]+\(.*\)\Z", re.S)  # a permission rule such as Bash(git commit:*)
 _OPTIONAL = frozenset({
     "--cloud", "--debug", "-d", "--from-pr", "--prompt-suggestions", "--remote-control", "--resume",
     "-r", "--worktree", "-w",
@@ -48,12 +50,20 @@ class ClaudeArgs:
     prompt: str | None
 
 
+def _sentence(value: str) -> bool:
+    """Whether a list option's value reads as a prompt: words with spaces, not a tool rule (`Bash(git log:*)`)."""
+    return len(value.split()) > 1 and not _TOOL_RULE.match(value)
+
+
 def split_args(args: list[str]) -> ClaudeArgs:
     """Find the prompt the way claude's own parser (commander) would: the argument that is neither an
     option nor an option's value. A list option (`--allowedTools A B`) takes every following argument
-    that does not start with `-`, as in claude itself. Options loopwarden sets are dropped."""
+    that does not start with `-`, as in claude itself; but when that leaves no prompt and the list's last
+    value is a sentence (`--allowedTools "Bash,Read" "fix the test"`), that value is the prompt the user
+    meant (it goes to claude as the first user line, not as a tool). Options loopwarden sets are dropped."""
     options: list[str] = []
     prompts: list[str] = []
+    listed_last = False  # the options end with a list option's values
     i = 0
     while i < len(args):
         arg = args[i]
@@ -78,6 +88,9 @@ def split_args(args: list[str]) -> ClaudeArgs:
         if name in _DROPPED:
             continue
         options.extend(taken)
+        listed_last = name in _MANY and "=" not in arg and len(taken) > 2
+    if not prompts and listed_last and _sentence(options[-1]):
+        prompts.append(options.pop())
     return ClaudeArgs(options, " ".join(prompts) if prompts else None)
 
 

@@ -58,6 +58,12 @@ BLOCK = Verdict(Action.BLOCK, "repetition", "Bash called 6x", message="Tool call
     (["--allowedTools", "Bash", "Read", "--", "fix it"], ["--allowedTools", "Bash", "Read"], "fix it"),
     (["--allowedTools=Bash,Read", "fix it"], ["--allowedTools=Bash,Read"], "fix it"),
     (["--allowedTools", "Bash", "Read"], ["--allowedTools", "Bash", "Read"], None),  # claude reads them as tools
+    # the README's command: the list's last value is a sentence, the prompt the user meant
+    (["--max-turns", "30", "--allowedTools", "Bash,Read,Edit", "fix the failing test"],
+     ["--max-turns", "30", "--allowedTools", "Bash,Read,Edit"], "fix the failing test"),
+    (["--allowedTools", "Bash(git log:*)", "Bash(git diff:*)"], ["--allowedTools", "Bash(git log:*)",
+                                                                "Bash(git diff:*)"], None),  # permission rules
+    (["--allowedTools", "fix the failing test"], ["--allowedTools", "fix the failing test"], None),  # its one value
     (["--output-format", "json", "--verbose", "--input-format=text", "go"], [], "go"),
     (["--resume", "abc", "go on"], ["--resume", "abc"], "go on"),
     (["--max-turns", "5"], ["--max-turns", "5"], None),

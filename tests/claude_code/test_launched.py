@@ -207,3 +207,16 @@ def test_an_escalation_switches_claudes_model(cc: Harness, fake_api: FakeAnthrop
     assert ("escalate", "model_escalation") in rules(cc.verdicts(sid))
     models = fake_api.models()
     assert "sonnet" not in models[0] and "sonnet" in models[-1]  # set_model, then the escalation text
+
+
+def test_the_readmes_first_command_runs_its_prompt_with_the_tools_allowed(
+        cc: Harness, fake_api: FakeAnthropic) -> None:
+    """`--allowedTools "Bash,Read,Edit" "fix the failing test"`: claude's variadic option would take the prompt as a
+    tool; loopwarden sends it as the first user line and the tools stay allowed."""
+    fake_api.play(lambda body: call("Bash", LS) if assistant_turns(body) == 0 else say("Fixed."), max_turns=5)
+    sid = start(cc, "--max-turns", "30", "--allowedTools", "Bash,Read,Edit", "fix the failing test")
+    snap = cc.wait_state(sid, "exited", "terminated", timeout=90)
+    assert (snap["state"], snap["exit_code"]) == ("exited", 0), snap
+    assert said(fake_api, "fix the failing test") == [0, 1]
+    [result] = of_kind(cc, sid, "tool_result")
+    assert not result["is_error"], result  # Bash was allowed: it ran without asking
