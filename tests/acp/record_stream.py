@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from loopwarden.sessions.acp import AcpAdapter
@@ -19,16 +20,13 @@ from tests.acp.helpers import FAKE
 ALLOWED = 5
 
 
-def record(out: Path) -> None:
-    adapter = AcpAdapter()
-    adapter.cwd = "/work"
-    argv = adapter.command([sys.executable, FAKE, "loop", "--", "say looping"])
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={"FAKE_ACP_CALLS": "10"})
+def drive(adapter: AcpAdapter, proc: subprocess.Popen[bytes], out: Path,
+          verdict: Callable[[ev.ToolCall], Verdict | None]) -> None:
+    """Talk to the agent as the adapter would (its start lines, its answers to each call by `verdict`),
+    writing every line of the agent's stdout to `out` until the first turn ends; then close its stdin."""
     assert proc.stdin and proc.stdout
-    block = Verdict(action=Action.BLOCK, rule="repetition", reason="loop", message="stop repeating")
-    calls = 0
 
-    def write(data: bytes) -> None:
+    def write(data: bytes | None) -> None:
         assert proc.stdin
         if data:
             proc.stdin.write(data)
@@ -41,13 +39,28 @@ def record(out: Path) -> None:
             f.write(raw)
             for event in adapter.parse_stdout(raw.rstrip(b"\n"), seq):
                 if type(event) is ev.ToolCall:
-                    calls += 1
-                    write(adapter.verdict_line(event, block if calls > ALLOWED else None) or b"")
+                    write(adapter.verdict_line(event, verdict(event)))
             for data in adapter.replies(False):
                 write(data)
             if adapter.parser.turns:
                 break
     proc.stdin.close()
+
+
+def record(out: Path) -> None:
+    adapter = AcpAdapter()
+    adapter.cwd = "/work"
+    argv = adapter.command([sys.executable, FAKE, "loop", "--", "say looping"])
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={"FAKE_ACP_CALLS": "10"})
+    block = Verdict(action=Action.BLOCK, rule="repetition", reason="loop", message="stop repeating")
+    calls = 0
+
+    def verdict(call: ev.ToolCall) -> Verdict | None:
+        nonlocal calls
+        calls += 1
+        return block if calls > ALLOWED else None
+
+    drive(adapter, proc, out, verdict)
     proc.wait(10)
 
 
