@@ -1,5 +1,5 @@
 """Record the real Claude Code, Codex and Gemini CLIs failing the same test round after round, for replay tests:
-`python -m tests.rules.record_failing_rounds claude|codex|gemini OUT`.
+`python -m tests.rules.record_failing_rounds claude|codex|gemini|claude-acp OUT`.
 
 Each CLI runs on its fake model server (tests/fakes, tests/codex, tests/gemini), in a temporary directory holding
 `test_calc.py`: four tests, each passing once its letter is in `fixed.txt`. The model's replies are scripted
@@ -111,7 +111,36 @@ def record_gemini(out: Path, root: Path) -> None:
         proc.wait(30)
 
 
+def record_claude_acp(out: Path, root: Path) -> None:
+    """claude-agent-acp (Claude Code over ACP) on the fake Messages API, the same ROUNDS as Claude Code."""
+    from loopwarden.sessions import acp_agents
+    from loopwarden.sessions.acp import AcpAdapter
+    from tests.acp.record_stream import drive
+    from tests.agents import npm_agents
+    from tests.fakes.anthropic_server import FakeAnthropic, assistant_turns, call, say
+
+    def script(body: dict) -> object:
+        n = assistant_turns(body)
+        return call("Bash", {"command": ROUNDS[n], "description": "run"}) if n < len(ROUNDS) else say(GIVE_UP)
+
+    work = workdir(root)
+    home = root / "home"
+    home.mkdir()
+    with FakeAnthropic(script, max_turns=len(ROUNDS) + 4) as fake:
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), **fake.env(), **QUIET,
+               "LOOPWARDEN_CLAUDE_ACP": npm_agents.claude_acp_bin(npm_agents.install()) or "claude-agent-acp"}
+        words = acp_agents.shortcut_words("claude-acp", [PROMPT], env, str(work))
+        env.update(acp_agents.launch_env(words, env, str(work)))
+        adapter = AcpAdapter()
+        adapter.cwd = str(work)
+        proc = subprocess.Popen(adapter.command(words), cwd=work, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+        drive(adapter, proc, out, lambda call: None)  # every call allowed
+        proc.wait(30)
+
+
 if __name__ == "__main__":
     agent, target = sys.argv[1], Path(sys.argv[2])
     with tempfile.TemporaryDirectory() as tmp:
-        {"claude": record_claude, "codex": record_codex, "gemini": record_gemini}[agent](target, Path(tmp))
+        {"claude": record_claude, "codex": record_codex, "gemini": record_gemini,
+         "claude-acp": record_claude_acp}[agent](target, Path(tmp))

@@ -1,11 +1,12 @@
 """The loop counter and the reflection budget on real recorded streams of each agent (tests/data, recorded with
 tests/rules/record_failing_rounds.py from the real CLIs on the fake model servers).
 
-Claude Code and Codex run a failing test command ten times over: four rounds whose failures shrink (4, 3, 2, 1
-failing tests), then four the same. The fourth failed round opens the reflections gate (the loop counter sees
-progress there: no loop yet); the third repeat of the same failure (the seventh run) opens the loop counter's.
-Gemini CLI over ACP reports no output or exit code for a shell call, so only a failing call of its own tools feeds
-the rules: four failed reads of a missing file open the loop counter's gate."""
+Claude Code, Codex and claude-agent-acp (Claude Code over ACP) run a failing test command ten times over: four
+rounds whose failures shrink (4, 3, 2, 1 failing tests), then four the same. The fourth failed round opens the
+reflections gate (the loop counter sees progress there: no loop yet); the third repeat of the same failure (the
+seventh run) opens the loop counter's. Gemini CLI over ACP reports no output or exit code for a shell call, so
+only a failing call of its own tools feeds the rules: four failed reads of a missing file open the loop
+counter's gate."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ DATA = ROOT / "tests" / "data"
 CLAUDE = DATA / "claude_stream-json__loopwarden__failing-rounds.jsonl"
 CODEX = DATA / "codex_exec_json__loopwarden__failing-rounds.jsonl"
 GEMINI = DATA / "acp_gemini__loopwarden__failing-reads.jsonl"
+CLAUDE_ACP = DATA / "acp_claude-agent-acp__loopwarden__failing-rounds.jsonl"
 
 
 def replay(path: Path, *sets: str) -> tuple[list[Verdict], str]:
@@ -39,8 +41,9 @@ def gates(verdicts: list[Verdict]) -> dict[str, Verdict]:
     return {v.rule: v for v in verdicts if v.action == "gate"}
 
 
-@pytest.mark.parametrize(("path", "fmt"), [(CLAUDE, "claude-code"), (CODEX, "codex")])
-def test_claude_code_and_codex_hit_the_reflection_budget_then_the_loop_counter(path: Path, fmt: str) -> None:
+@pytest.mark.parametrize(("path", "fmt"), [(CLAUDE, "claude-code"), (CODEX, "codex"), (CLAUDE_ACP, "acp")])
+def test_claude_code_codex_and_claude_acp_hit_the_reflection_budget_then_the_loop_counter(path: Path,
+                                                                                          fmt: str) -> None:
     verdicts, read_as = replay(path)
     assert read_as == fmt
     by_rule = gates(verdicts)
@@ -57,7 +60,7 @@ def test_claude_code_and_codex_hit_the_reflection_budget_then_the_loop_counter(p
     assert loop.evidence["loop_count"] == 3 and "exact error message match" in loop.reason
 
 
-@pytest.mark.parametrize("path", [CLAUDE, CODEX])
+@pytest.mark.parametrize("path", [CLAUDE, CODEX, CLAUDE_ACP])
 def test_without_the_repeats_or_past_the_budget_there_is_no_gate(path: Path) -> None:
     # near misses: a budget of 4 rounds is not spent by 4 failed ones before the repeats; a loop counter
     # gating at 4 loops needs one more repeat than the recording has
