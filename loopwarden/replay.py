@@ -16,6 +16,7 @@ from .supervisor import protocol
 from .supervisor.config import Config
 from .supervisor.events import Event, InvalidLine, ToolResult
 from .supervisor.health import SessionHealth
+from .supervisor.ladders import for_agent
 from .supervisor.lines import LongLine, Oversized, first_read, one_line, oversized_line, read_lines
 from .supervisor.longline import STREAM_FROM, streamed_event
 from .runtime.spill import Spiller, SpillStream, spill_event
@@ -251,6 +252,9 @@ class Replayer:
     def run(self, stream: BinaryIO, fmt: str, on_verdict: Callable[[Verdict], None], *,
             array: bool | None = None, detected: bool = False) -> ReplaySummary:
         """Judge the stream in `fmt`; `detected`: the format was told from the input, not given."""
+        if not self.health.by_type:  # nothing judged yet: the recorded agent's own model ladder
+            source = recording(fmt)
+            self.health = SessionHealth(for_agent(self.config, source.agent, source.ladder))
         health = self.health
         observe = health.observe
         tally = LineTally()

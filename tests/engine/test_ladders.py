@@ -62,3 +62,13 @@ def test_escalation_models_overrides_every_agent_and_ladders_one_agent():
 def test_a_ladder_entry_that_cannot_be_read_is_one_line(bad: str):
     with pytest.raises(ConfigError, match=r"^escalation.ladders: .* is not AGENT=MODEL,MODEL,\.\.\., e\.g\. gemini="):
         config(f"escalation.ladders={bad}")
+
+
+def test_a_replay_climbs_the_recorded_agents_ladder():
+    import io
+
+    from loopwarden.replay import Replayer
+    failed_turn = b'{"type":"turn.started"}\n{"type":"turn.failed","error":{"message":"stream error"}}\n'
+    verdicts: list = []
+    Replayer(config(*ONE_EACH), spill=False).run(io.BytesIO(failed_turn), "codex", verdicts.append)
+    assert [v.reason.rpartition(": ")[2] for v in verdicts if v.action == "escalate"] == ["gpt-5.4-mini -> gpt-5.4"]
