@@ -19,6 +19,7 @@ from ..paths import working_directory
 from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, ConfigError, load_config, parse_set
+from ..supervisor.user_config import ProjectDefaults
 from ..supervisor.visible import visible
 
 KNOWN_AGENT = "agent:"  # the launch dialog's value for an agent started by name: agent:NAME, beside the adapters
@@ -163,9 +164,10 @@ class Launch(ModalScreen[dict[str, Any] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, submit: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, submit: Callable[[dict[str, Any]], Any], project: ProjectDefaults | None = None) -> None:
         super().__init__()
         self.submit = submit
+        self.project = project  # the user config's launch defaults for the directory the console runs in
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog launch"):
@@ -174,14 +176,19 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             with Horizontal(classes="row"):
                 known = [(f"{cls.name}: {n} (the command is the prompt)", f"{KNOWN_AGENT}{n}")
                          for n, cls in registry.known_agents().items()]
-                yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
+                adapters = [(a, a) for a in registry.names()] + known
+                yield Select(adapters, value=self._default_adapter([a for _, a in adapters]), allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             with Horizontal(classes="row"):
                 yield Input(placeholder="name (optional)", id="name")
-                yield Checkbox("own git worktree", _worktree_default(), id="worktree",
+                own = self.project.worktree if self.project and self.project.worktree is not None else None
+                yield Checkbox("own git worktree", _worktree_default() if own is None else own, id="worktree",
                                tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
                                        "checkout is left as it is: review with 'loopwarden diff ID'")
+            if self.project is not None:
+                yield Label(f"project defaults from {self.project.name}: {self.project.describe()}",
+                            id="project", classes="hint", markup=False)
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
                 yield Button("Launch", id="launch", variant="primary")
@@ -222,7 +229,13 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         return {"command": launch.command, "adapter": launch.adapter, "env_extra": launch.env, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None,
-                "worktree": self.query_one("#worktree", Checkbox).value}
+                "worktree": self.query_one("#worktree", Checkbox).value,
+                "sets": self.project.sets() if self.project else []}
+
+    def _default_adapter(self, offered: list[str]) -> str:
+        """The project's adapter when it is one offered, else auto."""
+        wanted = self.project.adapter if self.project else None
+        return wanted if wanted in offered else AUTO
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def send(self, spec: dict[str, Any]) -> None:
