@@ -33,7 +33,7 @@ EXAMPLE = """\
 [console]
 theme = "gruvbox"            # any Textual theme: textual-dark, nord, dracula, ...
 
-[console.keys]               # action = "key" (several: "ctrl+x,X"); `loopwarden config check` lists the actions
+[console.keys]               # action = "key" (several: "ctrl+x,X"); `loopwarden config check` lists them
 kill = "ctrl+x"
 limits = "l"
 

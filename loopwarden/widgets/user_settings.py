@@ -30,12 +30,19 @@ def _keys(keys: str) -> list[str]:
     return App._normalize_keymap({"k": keys})["k"].split(",")
 
 
+def rebindable_actions() -> dict[str, list[str]]:
+    """Each action the user config may rebind (its binding id) with its keys."""
+    from .app import ACTION_KEYS, GENERAL_KEYS, SESSION_KEYS  # the app applies these settings: imported late
+
+    return {b.id: _keys(b.key) for b in [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS] if b.id}
+
+
 def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
     """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
-    from .app import ACTION_KEYS, GENERAL_KEYS, SESSION_KEYS, Sessions
+    from .app import Sessions
     from .session_table import SessionTable
 
-    defaults = {b.id: _keys(b.key) for b in [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS] if b.id}
+    defaults = rebindable_actions()
     table = [key for b in [*SessionTable.BINDINGS, *Sessions.BINDINGS] if isinstance(b, Binding)
              for key in _keys(b.key)]
     wanted = {action: ",".join(_keys(keys)) for action, keys in user.keys.items()}
