@@ -33,6 +33,7 @@ from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
 from .hosts_feed import HostsFeed
+from .counters import ALL, ChooseCounter, resettable_counters
 from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, continue_refusal
 from .keybar import KeyBar
 from .palette import ConsoleCommands
@@ -520,8 +521,13 @@ class ConsoleApp(App[None]):
     def action_reset(self) -> None:
         snap = self._session("reset")
         if snap:
-            self._confirm(f"Reset every loop counter of session {snap['id']} ({snap.get('name')})?",
-                          lambda: self.act("reset", session=snap["id"], note="reset from the console"))
+            def reset(counter: str | None) -> None:
+                if counter is not None:
+                    self.act("reset", session=snap["id"], counter=None if counter == ALL else counter,
+                             note="reset from the console")
+
+            self.push_screen(ChooseCounter(f"Reset which counter of session {snap['id']} ({snap.get('name')})?",
+                                           resettable_counters(snap)), reset)
 
     def action_inject(self) -> None:
         snap = self._session("send text to", "inject")

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from loopwarden.runtime.client import DaemonError
 from loopwarden.supervisor.config import LIVE_KEYS, ConfigError, load_config, parse_set
 from loopwarden.supervisor.health import SessionHealth
+from loopwarden.widgets.counters import ChooseCounter
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits, parse_settings
 from loopwarden.widgets.gates import GatesQueue
@@ -142,8 +143,8 @@ async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Ha
         await until(pilot, lambda: isinstance(app.screen, Confirm), what="the grant confirmation")
         await pilot.press("y")
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the reset confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ChooseCounter), what="the reset dialog")
+        await pilot.press("y")  # all, the first choice
         await until(pilot, lambda: len(console_actions(lw, sid)) == 2, what="grant and reset")
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, AskText), what="the inject dialog")
