@@ -151,7 +151,8 @@ class ConsoleApp(App[None]):
         return Sessions()
 
     def on_mount(self) -> None:
-        self.keymap = apply_user_settings(self, self.paths.config_file).keymap
+        if self.user_config is not None:
+            self.keymap = apply_user_settings(self, self.user_config).keymap
         self.install_screen(GatesQueue(lambda: self.gates, self.clock), name="gates")  # one, reused: see below
         self.feed.start()
         self.set_interval(DRAW_SECONDS, self.draw)
@@ -178,6 +179,11 @@ class ConsoleApp(App[None]):
 
     def on_unmount(self) -> None:
         self.feed.close()
+
+    @property
+    def user_config(self) -> Path | None:
+        """The profile's config file, which holds the user's console settings (none for a console on no profile)."""
+        return self.paths.config_file if isinstance(self.paths, Paths) else None
 
     @property
     def main(self) -> Screen[Any]:
@@ -617,7 +623,8 @@ class ConsoleApp(App[None]):
 
     def action_launch(self) -> None:
         if self._allowed("launch"):
-            self.push_screen(Launch(self._run_spec, project_here(self.paths.config_file)), self._launched)
+            project = project_here(self.user_config) if self.user_config is not None else None
+            self.push_screen(Launch(self._run_spec, project), self._launched)
 
     def _run_spec(self, spec: dict[str, Any]) -> Any:
         """Send the launch dialog's spec (in its worker thread); an error stays in the dialog."""
