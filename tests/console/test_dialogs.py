@@ -14,6 +14,7 @@ from textual.app import App
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
+from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.counters import ChooseCounter
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from tests.console.helpers import RecordingConsole, until
@@ -49,7 +50,9 @@ CANCELLED = {"confirm": False}  # a yes/no question answers no; the others have 
 
 
 class Host(App[None]):
-    """An empty app holding one dialog and what it answered."""
+    """An empty app, styled as the console, holding one dialog and what it answered."""
+
+    CSS_PATH = ConsoleApp.CSS_PATH
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,7 +82,8 @@ async def answer(make: Callable[[], ModalScreen[Any]], fill: Callable[[ModalScre
         app.push_screen(dialog, app.answers.append)
         await until(pilot, lambda: app.screen is dialog and dialog.is_mounted, what="the dialog")
         hint = dialog.query_one(".keys", Label)
-        assert hint.region.bottom <= size[1]  # on screen at 80x24 too
+        box = dialog.query_one(".dialog")
+        assert box.region.bottom <= size[1] and box.region.contains_region(hint.region)  # shown, at 80x24 too
         if fill is not None:
             fill(dialog)
         await pilot.press(key)

@@ -101,6 +101,9 @@ async def test_the_launch_dialog_starts_from_the_deepest_projects_defaults(lw: H
         assert dialog.query_one("#adapter", Select).value == "plain"
         assert dialog.query_one("#worktree", Checkbox).value is False
         said = str(dialog.query_one("#project", Label).render())
+        box = dialog.query_one(".dialog")
+        for line in ("#project", ".keys"):  # shown, at 80x24 too
+            assert box.region.contains_region(dialog.query_one(line).region), line
         assert said == f"project defaults from {here}: adapter plain, worktree off, limits.max_runtime=2h"
         dialog.query_one("#command", Input).value = f"{sys.executable} -c 'import time; time.sleep(60)'"
         await pilot.press("enter")
