@@ -20,6 +20,7 @@ from ..supervisor.verdicts import Verdict
 from ..supervisor.visible import visible
 from ..paths import default_paths
 from .common import Fail, build_config, config_options
+from .user_config import config_check, config_path, user_config_lines
 
 class LaterChoice(click.Choice):
     """A choice among values asked for only when the option is used or its help is shown: the formats come from
@@ -182,7 +183,13 @@ def config() -> None:
       loopwarden config keys
       loopwarden config show --preset aggressive --set limits.max_runtime=30m
       loopwarden config prices gpt-5
+      loopwarden config path
+      loopwarden config check
     """
+
+
+config.add_command(config_path)
+config.add_command(config_check)
 
 
 @config.command("keys")
@@ -202,7 +209,8 @@ def config_keys() -> None:
 @config.command("show")
 @config_options
 def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ...]) -> None:
-    """Print the effective configuration (defaults < preset < file < environment < --set) as TOML.
+    """Print the effective configuration (defaults < preset < file < environment < --set) as TOML, then the
+    user config's console and project settings (see `loopwarden config check --help`).
 
     \b
     Example:
@@ -219,6 +227,9 @@ def config_show(config_file: str | None, preset: str | None, sets: tuple[str, ..
                 click.echo(f"urls = {_toml_value([redact_url(v) for v in value])}  # hidden, they hold secrets")
                 continue
             click.echo(f"{key} = {_toml_value(value)}")
+    click.echo("")
+    for line in user_config_lines():
+        click.echo(line)
 
 
 @config.command("prices")

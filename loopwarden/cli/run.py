@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from ..paths import working_directory
 from ..runtime.client import DaemonError
@@ -17,6 +18,7 @@ from ..sessions.base import AUTO
 from ..supervisor.visible import visible
 from .common import Fail, build_config, config_env, config_options, failure, operator_connection
 from .live import _follow, _say_renamed
+from .projects import with_project_defaults
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -80,13 +82,17 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run -d -- ./my-agent --task T1
       loopwarden run --worktree --adapter claude-code -- "fix the failing test"
     """
-    build_config(config_file, preset, sets)  # fail here, before anything starts
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     env = dict(os.environ)
     try:
         cwd = working_directory()
+        given = click.get_current_context().get_parameter_source("adapter") != ParameterSource.DEFAULT
+        chosen = with_project_defaults(cwd, registry.names(), adapter_given=given or bool(known_agent),
+                                       worktree=worktree, sets=sets)
+        adapter, worktree, sets = chosen.adapter or adapter, chosen.worktree, chosen.sets
+        build_config(config_file, preset, sets)  # fail here, before anything starts
         launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=known_agent)
     except ValueError as exc:
         raise Fail(str(exc)) from None

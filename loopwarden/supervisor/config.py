@@ -698,10 +698,14 @@ def _apply(config: Config, overrides: Mapping[str, Any], where: str) -> Config:
     return config
 
 
+# The user's own sections of the same file, for the console and launches (supervisor/user_config.py)
+USER_SECTIONS = ("console", "projects")
+
+
 def _flatten_toml(data: dict[str, Any], where: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in data.items():
-        if section == "preset":
+        if section == "preset" or section in USER_SECTIONS:
             continue
         if not isinstance(table, dict):
             raise _unknown(section, where)

@@ -33,11 +33,13 @@ from .gates import GatesQueue, evidence_text
 from .health import limits_view
 from .help import Help, key_names
 from .hosts_feed import HostsFeed
+from .counters import ALL, ChooseCounter, resettable_counters
 from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, continue_refusal
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
 from .spending import spend_text
+from .user_settings import apply_user_settings, project_here, rebound
 
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
 _ACTION_NEEDS = {**CONTRACT_NEEDS, "approve_with_guidance": CONTRACT_NEEDS["approve"]}
@@ -141,6 +143,7 @@ class ConsoleApp(App[None]):
         self._known_gates: set[str] = set()
         self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
         self._linked: bool | None = None  # connected at the last draw (None before the first)
+        self.keymap: dict[str, str] = {}  # the keys the user config rebinds (binding id -> keys)
         if title:
             self.sub_title = title
 
@@ -148,6 +151,8 @@ class ConsoleApp(App[None]):
         return Sessions()
 
     def on_mount(self) -> None:
+        if self.user_config is not None:
+            self.keymap = apply_user_settings(self, self.user_config).keymap
         self.install_screen(GatesQueue(lambda: self.gates, self.clock), name="gates")  # one, reused: see below
         self.feed.start()
         self.set_interval(DRAW_SECONDS, self.draw)
@@ -174,6 +179,11 @@ class ConsoleApp(App[None]):
 
     def on_unmount(self) -> None:
         self.feed.close()
+
+    @property
+    def user_config(self) -> Path | None:
+        """The profile's config file, which holds the user's console settings (none for a console on no profile)."""
+        return self.paths.config_file if isinstance(self.paths, Paths) else None
 
     @property
     def main(self) -> Screen[Any]:
@@ -475,7 +485,7 @@ class ConsoleApp(App[None]):
 
     def action_help(self) -> None:
         screen = self.screen if not isinstance(self.screen, (Sessions, SessionDetail, GatesQueue)) else None
-        self.push_screen(Help(help_sections(screen, self.read_only), self.read_only))
+        self.push_screen(Help(help_sections(screen, self.read_only, self.keymap), self.read_only))
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
@@ -517,8 +527,13 @@ class ConsoleApp(App[None]):
     def action_reset(self) -> None:
         snap = self._session("reset")
         if snap:
-            self._confirm(f"Reset every loop counter of session {snap['id']} ({snap.get('name')})?",
-                          lambda: self.act("reset", session=snap["id"], note="reset from the console"))
+            def reset(counter: str | None) -> None:
+                if counter is not None:
+                    self.act("reset", session=snap["id"], counter=None if counter == ALL else counter,
+                             note="reset from the console")
+
+            self.push_screen(ChooseCounter(f"Reset which counter of session {snap['id']} ({snap.get('name')})?",
+                                           resettable_counters(snap)), reset)
 
     def action_inject(self) -> None:
         snap = self._session("send text to", "inject")
@@ -608,7 +623,8 @@ class ConsoleApp(App[None]):
 
     def action_launch(self) -> None:
         if self._allowed("launch"):
-            self.push_screen(Launch(self._run_spec), self._launched)
+            project = project_here(self.user_config) if self.user_config is not None else None
+            self.push_screen(Launch(self._run_spec, project), self._launched)
 
     def _run_spec(self, spec: dict[str, Any]) -> Any:
         """Send the launch dialog's spec (in its worker thread); an error stays in the dialog."""
@@ -679,7 +695,7 @@ class ConsoleApp(App[None]):
             yield ("Show ended sessions" if self.table.hide_ended else "Hide ended sessions"), "key h", \
                 self.action_hide_ended
         yield "Help: every key and column", "key ?", self.action_help
-        for binding in SESSION_KEYS + ACTION_KEYS:
+        for binding in rebound(SESSION_KEYS + ACTION_KEYS, self.keymap):
             if binding.action in SESSIONS_ONLY:
                 continue  # offered above, with their choices
             if self.check_action(binding.action, ()) and not (self.read_only and binding.action in MUTATING):
@@ -699,12 +715,13 @@ class ConsoleApp(App[None]):
             self.action_open_detail()
 
 
-def help_sections(screen: Screen[Any] | None, read_only: bool = False) -> list[tuple[str, list[Binding]]]:
+def help_sections(screen: Screen[Any] | None, read_only: bool = False,
+                  keymap: dict[str, str] | None = None) -> list[tuple[str, list[Binding]]]:
     """Every key, where it works: the bindings themselves, so the help cannot drift from them. A read-only
     console lists no action keys (they would only be refused); `screen`'s own keys come first."""
     def bindings(items: Iterable[BindingType]) -> list[Binding]:
-        return [b for b in items if isinstance(b, Binding)
-                and not (read_only and b.action.removeprefix("app.") in MUTATING)]
+        return [b for b in rebound(items, keymap or {})
+                if not (read_only and b.action.removeprefix("app.") in MUTATING)]
 
     moves = [b for b in bindings(SessionTable.BINDINGS) if b.action != "select_cursor"]  # enter: Open, below
     sections = [("Sessions table", [*moves, *bindings([*SESSION_KEYS, *Sessions.BINDINGS])]),

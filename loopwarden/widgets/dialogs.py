@@ -19,9 +19,22 @@ from ..paths import working_directory
 from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, ConfigError, load_config, parse_set
+from ..supervisor.user_config import ProjectDefaults
 from ..supervisor.visible import visible
 
 KNOWN_AGENT = "agent:"  # the launch dialog's value for an agent started by name: agent:NAME, beside the adapters
+
+
+# One convention in every dialog: enter confirms and escape cancels; a dialog with no text to type also takes
+# y and n. Each says so in its last line (`keys_hint`).
+CHOICE_KEYS: list[BindingType] = [Binding("y,enter", "confirm", "Yes", priority=True),
+                                  Binding("n,escape", "cancel", "No", priority=True)]
+TEXT_KEYS: list[BindingType] = [Binding("escape", "cancel", "Cancel")]  # enter: the input's own Submitted
+
+
+def keys_hint(confirms: str = "confirms", *, letters: bool = False) -> str:
+    """The dialog's last line: its keys, in the same words everywhere."""
+    return f"enter{' or y' if letters else ''} {confirms} · escape{' or n' if letters else ''} cancels"
 
 
 def _facts(detail: RenderableType | None) -> ComposeResult:
@@ -39,10 +52,9 @@ def _fit_facts(screen: ModalScreen[Any], rows_around: int) -> None:
 
 
 class Confirm(ModalScreen[bool]):
-    """A yes/no question for destructive keys; `y` or Yes confirms, `n`, escape or No declines."""
+    """A yes/no question for destructive keys; enter, `y` or Yes confirms, escape, `n` or No declines."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "Yes"),
-                                             Binding("n,escape", "answer(False)", "No")]
+    BINDINGS: ClassVar[list[BindingType]] = CHOICE_KEYS
 
     def __init__(self, question: str, detail: RenderableType | None = None) -> None:
         super().__init__()
@@ -54,18 +66,28 @@ class Confirm(ModalScreen[bool]):
             yield Label(self.question, markup=False, classes="question")  # names come from agents and commands
             yield from _facts(self.detail)
             with Horizontal(classes="buttons"):
-                yield Button("Yes (y)", id="yes", variant="error")
-                yield Button("No (n)", id="no")
+                yield _unfocused(Button("Yes", id="yes", variant="error"))
+                yield _unfocused(Button("No", id="no"))
+            yield Label(keys_hint(letters=True), classes="hint keys")
 
     def on_resize(self) -> None:
-        _fit_facts(self, 14)
+        _fit_facts(self, 16)
 
     @on(Button.Pressed)
     def pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
 
-    def action_answer(self, value: bool) -> None:
-        self.dismiss(value)
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+def _unfocused(button: Button) -> Button:
+    """A button for the mouse: the keys are the dialog's, so enter never presses whichever button has focus."""
+    button.can_focus = False
+    return button
 
 
 class ConfirmWithReason(ModalScreen[str | None]):
@@ -74,7 +96,7 @@ class ConfirmWithReason(ModalScreen[str | None]):
     Enter or Yes confirms with what was typed ("" for no reason); escape or No declines (None).
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "No")]
+    BINDINGS: ClassVar[list[BindingType]] = TEXT_KEYS
 
     def __init__(self, question: str, placeholder: str, detail: RenderableType | None = None) -> None:
         super().__init__()
@@ -86,16 +108,17 @@ class ConfirmWithReason(ModalScreen[str | None]):
         with Vertical(classes="dialog danger"):
             yield Label(self.question, markup=False, classes="question")
             yield from _facts(self.detail)
-            yield Input(placeholder=self.placeholder, id="reason")  # no hint line: at 80x24 every row counts
+            yield Input(placeholder=self.placeholder, id="reason")
             with Horizontal(classes="buttons"):
-                yield Button("Yes (enter)", id="yes", variant="error")
-                yield Button("No (escape)", id="no")
+                yield _unfocused(Button("Yes", id="yes", variant="error"))
+                yield _unfocused(Button("No", id="no"))
+            yield Label(keys_hint(), classes="hint keys")
 
     def on_mount(self) -> None:
         self.query_one("#reason", Input).focus()
 
     def on_resize(self) -> None:
-        _fit_facts(self, 18)
+        _fit_facts(self, 20)
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#yes")
@@ -113,7 +136,7 @@ class AskText(ModalScreen[str | None]):
     `detail` is what the text is about (a gate's reason and evidence), shown above the input.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = TEXT_KEYS
 
     def __init__(self, title: str, placeholder: str = "", *, allow_empty: bool = False,
                  detail: RenderableType | None = None) -> None:
@@ -128,7 +151,7 @@ class AskText(ModalScreen[str | None]):
             yield Label(self.title_text, markup=False, classes="question")
             yield from _facts(self.detail)
             yield Input(placeholder=self.placeholder, id="text")
-            yield Label("enter sends · escape cancels", classes="hint")
+            yield Label(keys_hint("sends"), classes="hint keys")
 
     def on_mount(self) -> None:
         self.query_one("#text", Input).focus()  # not the facts above it, which can take focus to scroll
@@ -161,11 +184,12 @@ class Launch(ModalScreen[dict[str, Any] | None]):
     which is the dialog's result; when it fails the dialog stays open with what was typed and the error.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = TEXT_KEYS
 
-    def __init__(self, submit: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, submit: Callable[[dict[str, Any]], Any], project: ProjectDefaults | None = None) -> None:
         super().__init__()
         self.submit = submit
+        self.project = project  # the user config's launch defaults for the directory the console runs in
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog launch"):
@@ -174,18 +198,24 @@ class Launch(ModalScreen[dict[str, Any] | None]):
             with Horizontal(classes="row"):
                 known = [(f"{cls.name}: {n} (the command is the prompt)", f"{KNOWN_AGENT}{n}")
                          for n, cls in registry.known_agents().items()]
-                yield Select([(a, a) for a in registry.names()] + known, value=AUTO, allow_blank=False,
+                adapters = [(a, a) for a in registry.names()] + known
+                yield Select(adapters, value=self._default_adapter([a for _, a in adapters]), allow_blank=False,
                              id="adapter")
                 yield Select([(p, p) for p in PRESETS], value="recommended", allow_blank=False, id="preset")
             with Horizontal(classes="row"):
                 yield Input(placeholder="name (optional)", id="name")
-                yield Checkbox("own git worktree", _worktree_default(), id="worktree",
+                own = self.project.worktree if self.project and self.project.worktree is not None else None
+                yield Checkbox("own git worktree", _worktree_default() if own is None else own, id="worktree",
                                tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
                                        "checkout is left as it is: review with 'loopwarden diff ID'")
+            if self.project is not None:
+                yield Label(f"project defaults from {self.project.name}: {self.project.describe()}",
+                            id="project", classes="hint", markup=False)
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
-                yield Button("Launch", id="launch", variant="primary")
-                yield Button("Cancel", id="cancel")
+                yield _unfocused(Button("Launch", id="launch", variant="primary"))
+                yield _unfocused(Button("Cancel", id="cancel"))
+            yield Label(keys_hint("launches"), classes="hint keys")
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#launch")
@@ -222,7 +252,13 @@ class Launch(ModalScreen[dict[str, Any] | None]):
         return {"command": launch.command, "adapter": launch.adapter, "env_extra": launch.env, "cwd": cwd,
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None,
-                "worktree": self.query_one("#worktree", Checkbox).value}
+                "worktree": self.query_one("#worktree", Checkbox).value,
+                "sets": self.project.sets() if self.project else []}
+
+    def _default_adapter(self, offered: list[str]) -> str:
+        """The project's adapter when it is one offered, else auto."""
+        wanted = self.project.adapter if self.project else None
+        return wanted if wanted in offered else AUTO
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def send(self, spec: dict[str, Any]) -> None:
@@ -249,7 +285,7 @@ class SetLimits(ModalScreen[dict[str, Any] | None]):
     the dialog's result; when the daemon refuses them the dialog stays open with what was typed and why.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = TEXT_KEYS
 
     def __init__(self, title: str, current: RenderableType,
                  submit: Callable[[dict[str, str]], Any] | None = None) -> None:
@@ -264,7 +300,7 @@ class SetLimits(ModalScreen[dict[str, Any] | None]):
             yield from _facts(self.current)
             yield Input(placeholder="KEY=VALUE ..., e.g. limits.max_runtime=2h limits.max_iterations=40", id="values")
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
-            yield Label("enter applies · escape cancels · 0 turns a limit off", classes="hint")
+            yield Label(keys_hint("applies") + " · 0 turns a limit off", classes="hint keys")
 
     def on_mount(self) -> None:
         self.query_one("#values", Input).focus()  # not the facts above it, which can take focus to scroll

@@ -113,7 +113,9 @@ COUNTER_KEYS = {
     "same_error": "repetition.max_same_error", "alternation": "repetition.alternation_window",
     "monologue": "repetition.max_monologue", "validation": "validation.max_consecutive",
     "failures": "failures.max_consecutive", "loop": "loop.gate_after", "attempts": "attempts.max_attempts",
-    "failed_iterations": "escalation.failures_per_model",
+    "failed_iterations": "escalation.failures_per_model", "polling": "repetition.progress_gate_after",
+    "condensation": "condensation.max_in_a_row", "rereads": "rereads.max_reads", "chanting": "chanting.repeats",
+    "reflections": "reflections.max_rounds",
 }
 
 

@@ -15,7 +15,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from loopwarden.runtime.client import DaemonError
-from loopwarden.supervisor.config import LIVE_KEYS, ConfigError, parse_set
+from loopwarden.supervisor.config import LIVE_KEYS, ConfigError, load_config, parse_set
+from loopwarden.supervisor.health import SessionHealth
+from loopwarden.widgets.counters import ChooseCounter
 from loopwarden.widgets.detail import SessionDetail
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits, parse_settings
 from loopwarden.widgets.gates import GatesQueue
@@ -141,8 +143,8 @@ async def test_grant_reset_and_inject_reach_the_session_and_the_audit_log(lw: Ha
         await until(pilot, lambda: isinstance(app.screen, Confirm), what="the grant confirmation")
         await pilot.press("y")
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the reset confirmation")
-        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, ChooseCounter), what="the reset dialog")
+        await pilot.press("y")  # all, the first choice
         await until(pilot, lambda: len(console_actions(lw, sid)) == 2, what="grant and reset")
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, AskText), what="the inject dialog")
@@ -496,6 +498,33 @@ async def test_limits_shows_the_current_ones_and_sets_new_values(lw: Harness) ->
 
 def test_the_limits_dialog_names_settings_a_running_session_takes() -> None:
     assert set(COUNTER_KEYS.values()) <= LIVE_KEYS
+
+
+def test_the_limits_dialog_names_the_setting_that_moves_every_counter_a_session_has() -> None:
+    counters = {c.name for c in SessionHealth(load_config(env={}), started_at=0.0).counters(0.0)}
+    assert counters - set(COUNTER_KEYS) == set()
+    def limit(name: str, value: int) -> float:
+        health = SessionHealth(load_config(env={}, sets=[f"{COUNTER_KEYS[name]}={value}"]), started_at=0.0)
+        return {c.name: c.limit for c in health.counters(0.0)}[name]
+
+    for name in counters:  # the setting named moves that counter's limit (chanting's strikes: on or off)
+        assert limit(name, 7) != limit(name, 0), name
+
+
+async def test_the_limits_dialog_offers_a_setting_on_every_counter_row(lw: Harness) -> None:
+    sid = sleeper(lw)
+    lw.wait_state(sid, "running")
+    counters = lw.status(sid)["counters"]
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press(key_of(app, "limits"))
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, SetLimits) else None,
+                             what="the limits dialog")
+        rows = {line.split()[0]: line for line in page_text(dialog).splitlines() if line.strip()}
+        for name in counters:
+            assert re.search(r"\b[a-z_]+\.[a-z_]+\b", rows[name]), f"no setting offered for {name}: {rows[name]!r}"
+    lw.request("kill", session=sid)
 
 
 def test_the_limits_dialog_reads_each_word_as_loopwarden_set_does() -> None:

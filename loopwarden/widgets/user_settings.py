@@ -1,0 +1,79 @@
+"""The user config (supervisor/user_config.py) applied to the console: its keys rebound, its theme, and each
+warning (or the file's error) said once in a toast; what cannot be taken leaves the default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.theme import BUILTIN_THEMES
+
+from ..paths import working_directory
+from ..supervisor.user_config import ProjectDefaults, UserConfig, check_keys, check_theme, read_user_config
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """What the console takes from the user config: binding id -> keys, a theme, and what it could not take."""
+
+    keymap: dict[str, str]
+    theme: str | None
+    warnings: list[str]
+
+
+def _keys(keys: str) -> list[str]:
+    """A binding's keys by the names Textual matches them by (`?` is question_mark)."""
+    return App._normalize_keymap({"k": keys})["k"].split(",")
+
+
+def rebindable_actions() -> dict[str, list[str]]:
+    """Each action the user config may rebind (its binding id) with its keys."""
+    from .app import ACTION_KEYS, GENERAL_KEYS, SESSION_KEYS  # the app applies these settings: imported late
+
+    return {b.id: _keys(b.key) for b in [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS] if b.id}
+
+
+def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
+    """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
+    from .app import Sessions
+    from .session_table import SessionTable
+
+    defaults = rebindable_actions()
+    table = [key for b in [*SessionTable.BINDINGS, *Sessions.BINDINGS] if isinstance(b, Binding)
+             for key in _keys(b.key)]
+    wanted = {action: ",".join(_keys(keys)) for action, keys in user.keys.items()}
+    keymap, key_warnings = check_keys(wanted, defaults, table)
+    theme, theme_warnings = check_theme(user.theme, themes)
+    return ConsoleSettings(keymap, theme, key_warnings + theme_warnings)
+
+
+def apply_user_settings(app: App[Any], path: Path) -> ConsoleSettings:
+    """Read the user config at `path` and apply it to `app`; every problem is a one-line toast."""
+    user = read_user_config(path)
+    settings = console_settings(user, app.available_themes)
+    if settings.keymap:
+        app.set_keymap(settings.keymap)
+    if settings.theme:
+        app.theme = settings.theme
+    for problem in ([user.error] if user.error else []) + list(user.warnings) + settings.warnings:
+        app.notify(problem, title="user config", severity="error" if user.error else "warning", timeout=10,
+                   markup=False)
+    return settings
+
+
+def rebound(bindings: Iterable[BindingType], keymap: Mapping[str, str]) -> list[Binding]:
+    """`bindings` with the keys the user gave them (for the help and the palette, which name keys)."""
+    return [replace(b, key=keymap[b.id]) if b.id is not None and b.id in keymap else b
+            for b in bindings if isinstance(b, Binding)]
+
+
+def project_here(path: Path) -> ProjectDefaults | None:
+    """The launch defaults of the project the console runs in (None when none holds its directory)."""
+    try:
+        return read_user_config(path).project_for(working_directory())
+    except ValueError:  # the directory is gone: the launch dialog says so when it is used
+        return None
