@@ -25,6 +25,7 @@ from ..paths import Paths
 from ..supervisor.config import show_value
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
+from .bulk import BulkActions
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
@@ -100,10 +101,13 @@ class Sessions(Screen[None]):
     """The main screen: the sessions table, a filter line and a status line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "clear_filter", "Clear the filter", id="clear_filter", show=False)]
+        Binding("escape", "clear_filter", "Unmark the marked rows, else clear the filter", id="clear_filter",
+                show=False)]
 
     def action_clear_filter(self) -> None:
-        """Escape clears the filter from the table too, not only from the filter line."""
+        """Escape unmarks the marked rows first, then clears the filter from the table too."""
+        if self.query_one(SessionTable).clear_marks():
+            return
         box = self.query_one(FilterBox)
         if box.value or box.display:
             box.action_clear()
@@ -141,6 +145,7 @@ class ConsoleApp(App[None]):
         self._known_gates: set[str] = set()
         self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
         self._linked: bool | None = None  # connected at the last draw (None before the first)
+        self.bulk = BulkActions(self)  # a key on marked rows acts on them all
         if title:
             self.sub_title = title
 
@@ -257,6 +262,8 @@ class ConsoleApp(App[None]):
         if table.hide_ended:
             ended = len(self.snapshots) - live
             parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
+        if table.selection:
+            parts.insert(0, Content.styled(f"{len(table.selection)} marked (space, esc unmarks)", "bold reverse"))
         parts.append(Content(f"sort: {table.sort_text} (s, S)"))
         spend = spend_text(self.feed.daemon)
         if spend is not None:
@@ -479,6 +486,8 @@ class ConsoleApp(App[None]):
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
+        if self.bulk.takes("approve"):
+            return
         ref = self._gate("approve", "approve")
         if ref:
             self._with_gate(ref, lambda gate: self._confirm(
@@ -497,6 +506,8 @@ class ConsoleApp(App[None]):
                         "what the agent should do next", detail=evidence_text(gate)), approve))
 
     def action_deny(self) -> None:
+        if self.bulk.takes("deny"):
+            return
         ref = self._gate("deny", "deny")
         if ref:
             def ask(gate: dict[str, Any]) -> None:
@@ -515,12 +526,16 @@ class ConsoleApp(App[None]):
                           lambda: self.act("grant", session=snap["id"], note="granted from the console"))
 
     def action_reset(self) -> None:
+        if self.bulk.takes("reset"):
+            return
         snap = self._session("reset")
         if snap:
             self._confirm(f"Reset every loop counter of session {snap['id']} ({snap.get('name')})?",
                           lambda: self.act("reset", session=snap["id"], note="reset from the console"))
 
     def action_inject(self) -> None:
+        if self.bulk.takes("inject"):
+            return
         snap = self._session("send text to", "inject")
         if snap:
             def inject(text: str | None) -> None:
@@ -530,16 +545,22 @@ class ConsoleApp(App[None]):
             self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"), inject)
 
     def action_pause(self) -> None:
+        if self.bulk.takes("pause"):
+            return
         snap = self._session("pause")
         if snap:
             self.act("pause", session=snap["id"])
 
     def action_resume(self) -> None:
+        if self.bulk.takes("resume"):
+            return
         snap = self._session("resume")
         if snap:
             self.act("resume", session=snap["id"])
 
     def action_kill(self) -> None:
+        if self.bulk.takes("kill"):
+            return
         snap = self._session("kill")
         if snap:
             self._confirm_with_reason(f"Kill session {snap['id']} ({snap.get('name')})?",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -23,6 +23,7 @@ from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
+from .selection import MARK, Selection
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
@@ -142,12 +143,11 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
     rss = memory_of(snap)
-    gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
-    return {
+    cells = {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
         "host": Text(visible(str(snap.get("host") or "local"))),
         "name": Text(str(snap.get("name") or "")[:24]),
-        "state": Text(str(gone), style="bold red") if gone else Text(state, style=STATE_STYLE.get(state, "")),
+        "state": Text(state, style=STATE_STYLE.get(state, "")),
         "runtime": Text(runtime),
         "calls": Text(str(snap.get("tool_calls") or 0)),
         "repetition": counter_text(snap, "identical_calls"),
@@ -162,6 +162,17 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "agent": Text(visible(str(snap.get("agent") or ""))),
         "adapter": Text(visible(str(snap.get("adapter") or ""))),
     }
+    gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
+    return stale(cells, state, float(gone), now) if isinstance(gone, (int, float)) else cells
+
+
+def stale(cells: dict[str, Text], state: str, gone_at: float, now: float) -> dict[str, Text]:
+    """The row of a session whose host went away: its last known state, said stale and since when, all dimmed."""
+    ago = format_duration(max(0.0, now - gone_at))
+    cells["state"] = Text(f"{state} · stale, host lost {ago} ago", style="red")
+    for cell in cells.values():
+        cell.stylize("dim")
+    return cells
 
 
 def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
@@ -263,10 +274,17 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home,ctrl+home", "first", "First", show=False),
         Binding("end,ctrl+end", "last", "Last", show=False),
+        Binding("space", "toggle_mark", "Mark/unmark for an action on many", id="mark", show=False),
+        Binding("shift+down", "mark_down", "Mark and move down", id="mark_down", show=False),
+        Binding("shift+up", "mark_up", "Mark and move up", id="mark_up", show=False),
+        Binding("V", "mark_range", "Mark from the last marked row to the cursor", id="mark_range", show=False),
+        Binding("asterisk", "mark_shown", "Mark every row shown (the filter's matches)", id="mark_shown",
+                show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row",
-                                             "session-table--odd-row", "session-table--cursor"}
+                                             "session-table--odd-row", "session-table--cursor",
+                                             "session-table--marked"}
 
     DEFAULT_CSS = """
     SessionTable {
@@ -287,6 +305,7 @@ class SessionTable(ScrollView, can_focus=True):
         & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
         &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
         & > .session-table--even-row { background: $surface-lighten-1 50%; }
+        & > .session-table--marked { background: $accent 35%; text-style: bold; }
         & > .session-table--cursor {
             background: $block-cursor-blurred-background;
             color: $block-cursor-blurred-foreground;
@@ -328,6 +347,7 @@ class SessionTable(ScrollView, can_focus=True):
         self._widths_version = 0
         self._line_cache: dict[str, tuple[tuple[Any, ...], Strip]] = {}
         self._header_cache: tuple[tuple[Any, ...], Strip] | None = None
+        self.selection = Selection()  # rows marked for an action on many (space, shift+arrows, V, *)
 
     def on_mount(self) -> None:
         self.clock = getattr(self.app, "clock", time.time)  # the app's clock, fixed in snapshot tests
@@ -380,6 +400,7 @@ class SessionTable(ScrollView, can_focus=True):
             row = self.rows.get(sid)
             if not visible:
                 if row is not None:
+                    self.selection.keys.discard(sid)
                     del self.rows[sid]
                     self._line_cache.pop(sid, None)
                     self._order.remove(sid)
@@ -535,13 +556,17 @@ class SessionTable(ScrollView, can_focus=True):
         sid = self._order[index]
         row = self.rows[sid]
         cursor = index == self._cursor
+        marked = sid in self.selection
         style = self.get_component_rich_style("session-table--odd-row" if index % 2 else "session-table--even-row")
+        if marked:
+            style += self.get_component_rich_style("session-table--marked")
         cursor_style = self.get_component_rich_style("session-table--cursor") if cursor else None
-        key = (row.version, self._widths_version, style, cursor_style, width)
+        key = (row.version, self._widths_version, style, cursor_style, width, marked)
         cached = self._line_cache.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        cells = [row.cells[column.name] for column in self._column_list]
+        cells = [marked_id(row.cells[column.name]) if marked and column.name == "id" else row.cells[column.name]
+                 for column in self._column_list]
         if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
             strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
         else:
@@ -568,6 +593,57 @@ class SessionTable(ScrollView, can_focus=True):
     def action_last(self) -> None:
         self.move_cursor(row=self.row_count - 1)
 
+    # ---- marking rows for an action on many ------------------------------------------------
+    @property
+    def marked(self) -> list[str]:
+        """The marked sessions, in the table's order."""
+        return self.selection.ordered(self._order)
+
+    def _repaint(self, sids: Iterable[str]) -> None:
+        for sid in sids:
+            if sid in self._index:
+                self._refresh_row(self._index[sid])
+
+    def action_toggle_mark(self) -> None:
+        sid = self.selected_id()
+        if sid is not None:
+            self.selection.toggle(sid)
+            self._repaint([sid])
+
+    def action_mark_down(self) -> None:
+        self._mark_and_move(1)
+
+    def action_mark_up(self) -> None:
+        self._mark_and_move(-1)
+
+    def _mark_and_move(self, step: int) -> None:
+        """Mark the cursor's row and the next one, as shift+arrows extend a selection in an editor."""
+        sid = self.selected_id()
+        if sid is None:
+            return
+        self.selection.add([sid])
+        self.move_cursor(row=self._cursor + step)
+        after = self.selected_id()
+        self.selection.add([after] if after else [])
+        self.selection.anchor = after
+        self._repaint([sid, after or sid])
+
+    def action_mark_range(self) -> None:
+        sid = self.selected_id()
+        if sid is not None:
+            self._repaint(self.selection.extend(self._order, sid))
+
+    def action_mark_shown(self) -> None:
+        """Mark every row the filter shows."""
+        self.selection.add(self._order)
+        self.refresh()
+
+    def clear_marks(self) -> bool:
+        """Unmark every row; False when none was marked."""
+        was = self.selection.clear()
+        self._repaint(was)
+        return bool(was)
+
     def action_select_cursor(self) -> None:
         sid = self.selected_id()
         if sid is not None:
@@ -584,6 +660,13 @@ class SessionTable(ScrollView, can_focus=True):
             self.action_select_cursor()
         else:
             self.move_cursor(row=index)
+
+
+def marked_id(cell: Text) -> Text:
+    """The ID cell with the mark in its second place (the first is ! for a session waiting for a human)."""
+    out = cell.copy()
+    out.plain = out.plain[:1] + MARK + out.plain[2:]
+    return out
 
 
 def _key(key: Any) -> str:
