@@ -64,8 +64,8 @@ class GatesQueue(Screen[None]):
             self.session_id = session_id
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Sessions (esc first unmarks)", id="back", show=False),
-        Binding("g", "app.pop_screen", "Sessions", id="gates.back"),
+        Binding("escape", "back", "Sessions", id="back"),  # with gates marked, it unmarks them first
+        Binding("g", "app.pop_screen", "Sessions", id="gates.back", show=False),
         Binding("enter", "open_session", "Open its session", id="open-session"),
         Binding("a", "app.approve", "Approve"),
         Binding("w", "app.approve_with_guidance", "Guidance"),
