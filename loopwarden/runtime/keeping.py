@@ -19,6 +19,7 @@ from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
 from ..supervisor.stored import stored_event, stored_verdict
 from ..supervisor.verdicts import Action
+from ..supervisor.tags import TagError, check_tags
 from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
@@ -154,7 +155,7 @@ class Keeping:
             spec = SessionSpec(id=sid, name=str(row.get("name") or sid), command=[str(w) for w in command],
                                adapter=str(row.get("adapter") or "plain"), cwd=row.get("cwd"),
                                preset=row.get("preset"), task=snap.get("task"),
-                               worktree=stored_worktree(snap))
+                               worktree=stored_worktree(snap), tags=stored_tags(snap))
             out, seq, judged, err = position
             self._count(kept, out)
             remembered, recalled = memory if memory is not None else (judged, {})
@@ -252,3 +253,11 @@ def _held(kept: dict[str, Any], stream: str) -> tuple[int, int] | None:
     if isinstance(held, list) and len(held) == 2 and all(isinstance(n, int) for n in held):
         return held[0], held[1]
     return None
+
+
+def stored_tags(snap: dict[str, Any]) -> list[str]:
+    """The tags a stored snapshot holds (none when unreadable: a tag is a label, never worth refusing a session)."""
+    try:
+        return check_tags(snap.get("tags") or [])
+    except (TagError, TypeError):
+        return []

@@ -76,7 +76,7 @@ class LaunchOperations:
         asked = spec_in.name or default_name(command)[:80]
         spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=cwd, env=env,
                            preset=config.preset, sets=spec_in.sets, task=spec_in.task,
-                           worktree=tree.to_dict() if tree else None)
+                           worktree=tree.to_dict() if tree else None, tags=spec_in.tags)
         started = self.launcher.launch(spec, config, adapters()[spec_in.adapter]())
         if tree is not None:
             started = {**started, "worktree": {**tree.to_dict(), "checkout_dirty": place is not None and place.dirty}}
