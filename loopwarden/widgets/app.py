@@ -29,6 +29,7 @@ from .bulk import BulkActions
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
+from .grouping import next_group
 from .diffs import SessionDiff
 from .gates import GatesQueue, evidence_text
 from .health import limits_view
@@ -38,6 +39,7 @@ from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, conti
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
+from .saved_view import ViewKeeper, restore
 from .spending import spend_text
 
 # what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
@@ -49,7 +51,7 @@ DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, neve
 PRUNE_SECONDS = 2.0
 GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so its change) is not known yet
 
-SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
+SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail", "group"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch", "limits", "rewind", "restart", "continue_session", "takeover"}
 RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
@@ -62,6 +64,7 @@ SESSION_KEYS = [
     Binding("s", "sort", "Sort", id="sort"),
     Binding("S", "reverse_sort", "Reverse sort", id="reverse_sort", show=False),
     Binding("h", "hide_ended", "Hide ended", id="hide_ended", show=False),
+    Binding("G", "group", "Group by project, host, agent, state, tag, none", id="group", show=False),
 ]
 ACTION_KEYS = [
     Binding("a", "approve", "Approve", id="approve"),
@@ -112,6 +115,12 @@ class Sessions(Screen[None]):
         if box.value or box.display:
             box.action_clear()
 
+    def on_mount(self) -> None:
+        """The view the operator left (group, sort, filter, hide-ended), from the saved view file."""
+        keeper = getattr(self.app, "views", None)
+        if keeper is not None:
+            restore(keeper, self.query_one(SessionTable), self.query_one(FilterBox), self.app.notify)
+
     def compose(self) -> ComposeResult:
         yield Header()
         hosts = getattr(getattr(self.app, "feed", None), "hosts", ())
@@ -146,6 +155,7 @@ class ConsoleApp(App[None]):
         self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
         self._linked: bool | None = None  # connected at the last draw (None before the first)
         self.bulk = BulkActions(self)  # a key on marked rows acts on them all
+        self.views = ViewKeeper(paths.console_view) if isinstance(paths, Paths) else None
         if title:
             self.sub_title = title
 
@@ -211,6 +221,9 @@ class ConsoleApp(App[None]):
         with self.batch_update():
             self.table.show(self.snapshots, changed)
             self._status()
+        problem = self.views.keep(self.table) if self.views is not None else None
+        if problem:
+            self.notify(problem, severity="warning", markup=False)
         can = self._selection_can()
         if can != self._can:  # the keys a session cannot use are greyed out
             self._can = can
@@ -265,6 +278,8 @@ class ConsoleApp(App[None]):
         if table.selection:
             parts.insert(0, Content.styled(f"{len(table.selection)} marked (space, esc unmarks)", "bold reverse"))
         parts.append(Content(f"sort: {table.sort_text} (s, S)"))
+        if table.group_by:
+            parts.append(Content(f"group: {table.group_by} (G)"))
         spend = spend_text(self.feed.daemon)
         if spend is not None:
             parts.append(Content.styled(spend[0], "bold magenta") if spend[1] else Content(spend[0]))
@@ -472,6 +487,11 @@ class ConsoleApp(App[None]):
 
     def action_reverse_sort(self) -> None:
         self.table.resort(self.snapshots, self.table.sort_by, reverse=not self.table.sort_reverse)
+        self._status()
+
+    def action_group(self) -> None:
+        """Group the rows by the next of project, host, agent, state and tag, then not at all."""
+        self.table.regroup(self.snapshots, next_group(self.table.group_by))
         self._status()
 
     def action_hide_ended(self) -> None:

@@ -23,12 +23,13 @@ from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
+from .grouping import GROUP_COLUMN, group_labels, group_of
 from .selection import MARK, Selection
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
-           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
+           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"), ("tags", "TAGS"))
 HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
 
@@ -51,6 +52,7 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
     "mem": "memory of its process tree while it runs",
     "agent": "the agent it runs (claude-code, codex, gemini, ...)",
     "adapter": "how loopwarden talks to it (native, plain, claude-code, codex, acp, ...)",
+    "tags": "the labels given with `run --tag` or `set ID tag=NAME`; G groups the rows by tag, among others",
 }
 
 # verdict action: (the words after it was done, colour); in the order shown
@@ -161,6 +163,7 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
         "agent": Text(visible(str(snap.get("agent") or ""))),
         "adapter": Text(visible(str(snap.get("adapter") or ""))),
+        "tags": Text(visible(",".join(map(str, snap.get("tags") or []))) or "-", style="cyan"),
     }
     gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
     return stale(cells, state, float(gone), now) if isinstance(gone, (int, float)) else cells
@@ -183,8 +186,9 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
         return False
     if not text:
         return True
-    fields = ("id", "host", "name", "agent", "adapter", "state", "termination")
+    fields = ("id", "host", "name", "agent", "adapter", "state", "termination", "cwd")
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
+    haystack += " " + " ".join(map(str, snap.get("tags") or [])).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     haystack += " " + " ".join(INTERVENTION_WORDS.get(k, k) for k in snap.get("interventions") or {})
     haystack += " " + ending(snap, short=True).lower()  # the ENDED column's words: killed, sigkill, max runtime
@@ -214,9 +218,12 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
     "mem": lambda s: -memory_of(s),
+    "project": lambda s: (natural_key(str(s.get("cwd") or "")), _by_id(s)),
+    "tag": lambda s: (not s.get("tags"), sorted(s.get("tags") or []), _by_id(s)),
 }
 DESCENDING = frozenset({"interventions", "runtime", "calls", "cpu", "mem"})  # natural direction: most first
-SORT_COLUMN = {"attention": "gates"}  # the column whose header shows the order's arrow, when not its own name
+# the column whose header shows the order's arrow, when not its own name
+SORT_COLUMN = {"attention": "gates", "tag": "tags"}
 
 
 def sort_arrow(sort_by: str, reverse: bool) -> str:
@@ -333,12 +340,15 @@ class SessionTable(ScrollView, can_focus=True):
         self.sort_by = "id"
         self.sort_reverse = False
         self.hide_ended = False
+        self.group_by: str | None = None  # a key of grouping.GROUPS: rows of one group together, a GROUP column
+        self._groups: dict[str, str] = {}  # each row's group, while grouped
+        self._group_labels: dict[str, Text] = {}
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
-        for key, label in COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS:
+        for key, label in (GROUP_COLUMN,) + (COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS):
             column = Column(key, label)
             self.columns[column.key] = column
-        self._column_list = list(self.columns.values())
+        self._column_list = self._shown_columns()
         self.columns[ColumnKey(self.sort_by)].content_width += 2  # the arrow of the first order
         self.rows: dict[str, Row] = {}
         self._order: list[str] = []
@@ -417,8 +427,10 @@ class SessionTable(ScrollView, can_focus=True):
                     row.cells = cells
                     row.version += 1
                     dirty.append(sid)
-                moved = moved or self.sort_by != "id" or self.sort_reverse
+                moved = moved or self.sort_by != "id" or self.sort_reverse or bool(self.group_by)
             for column in self._column_list:
+                if column.name not in cells:
+                    continue  # the GROUP column: sized when the rows are grouped (_label_groups)
                 width = cells[column.name].cell_len
                 if width > column.content_width:
                     column.content_width = width
@@ -458,6 +470,8 @@ class SessionTable(ScrollView, can_focus=True):
     def _fit(self, column: Column) -> int:
         """The width of a column's widest cell or its header (with the arrow when it is the sorted one)."""
         label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
+        if column.name == GROUP_COLUMN[0]:
+            return max([label] + [cell.cell_len for cell in self._group_labels.values()])
         return max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
 
     @property
@@ -470,18 +484,54 @@ class SessionTable(ScrollView, can_focus=True):
         """`runtime ▼`: the order and its direction, for the status line."""
         return f"{self.sort_by} {sort_arrow(self.sort_by, self.sort_reverse)}"
 
+    def _shown_columns(self) -> list[Column]:
+        """Every column, the GROUP column first only while the rows are grouped."""
+        return [c for c in self.columns.values() if c.name != GROUP_COLUMN[0] or self.group_by]
+
+    def regroup(self, snapshots: dict[str, dict[str, Any]], group_by: str | None) -> None:
+        """Group the rows by `group_by` (a key of grouping.GROUPS), or not at all (None)."""
+        self.group_by = group_by
+        self._column_list = self._shown_columns()
+        self._groups = {}
+        self._widths_version += 1
+        self._settle(snapshots, self.selected_id(), True, True, [])
+        self.refresh()
+
+    def _sort(self, snapshots: dict[str, dict[str, Any]]) -> None:
+        """By the order chosen, then (a stable sort) by group, so each group keeps that order inside it."""
+        order = SORTS[self.sort_by]
+        self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (), reverse=self.sort_reverse)
+        if self.group_by:
+            self._groups = {sid: group_of(snapshots.get(sid) or {}, self.group_by) for sid in self._order}
+            self._order.sort(key=lambda sid: natural_key(self._groups[sid]))
+
+    def _label_groups(self) -> bool:
+        """The GROUP cells for the current order; True when the column had to grow."""
+        if not self.group_by:
+            self._group_labels = {}
+            return False
+        self._group_labels = group_labels(self._order, self._groups)
+        column = self.columns[ColumnKey(GROUP_COLUMN[0])]
+        width = max([column.label.cell_len] + [label.cell_len for label in self._group_labels.values()])
+        grew = width != column.content_width
+        column.content_width = width
+        return grew
+
     def _settle(self, snapshots: dict[str, dict[str, Any]], selected: str | None, moved: bool, widths: bool,
                 dirty: list[str]) -> None:
         """Sort if rows moved, keep the cursor on the selected session, repaint only what changed."""
         reordered = False
         if moved:
-            order = SORTS[self.sort_by]
             before = list(self._order)
-            self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (),
-                             reverse=self.sort_reverse)
-            reordered = self._order != before or len(self._index) != len(self._order)
+            grouped = list(self._groups.values())
+            self._sort(snapshots)
+            reordered = (self._order != before or len(self._index) != len(self._order)
+                         or grouped != list(self._groups.values()))
             if reordered:
                 self._index = {sid: i for i, sid in enumerate(self._order)}
+                if self._label_groups():
+                    widths = True
+                    self._widths_version += 1
         if reordered or widths:
             self._update_virtual_size()
         if selected in self._index:
@@ -561,18 +611,26 @@ class SessionTable(ScrollView, can_focus=True):
         if marked:
             style += self.get_component_rich_style("session-table--marked")
         cursor_style = self.get_component_rich_style("session-table--cursor") if cursor else None
-        key = (row.version, self._widths_version, style, cursor_style, width, marked)
+        group = self._group_labels.get(sid)
+        key = (row.version, self._widths_version, style, cursor_style, width, marked, group and group.plain)
         cached = self._line_cache.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        cells = [marked_id(row.cells[column.name]) if marked and column.name == "id" else row.cells[column.name]
-                 for column in self._column_list]
+        cells = [self._cell(row, column.name, marked, group) for column in self._column_list]
         if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
             strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
         else:
             strip = self._line(cells, style, None, width)
         self._line_cache[sid] = (key, strip)
         return strip
+
+    @staticmethod
+    def _cell(row: Row, name: str, marked: bool, group: Text | None) -> Text:
+        """A row's cell as drawn: the GROUP label on a group's first row, the mark beside a marked row's id."""
+        if name == GROUP_COLUMN[0]:
+            return group or Text("")
+        cell = row.cells[name]
+        return marked_id(cell) if marked and name == "id" else cell
 
     # ---- keys and mouse -----------------------------------------------------------------
     def action_cursor_up(self) -> None:
