@@ -104,8 +104,7 @@ class Sessions(Screen[None]):
     """The main screen: the sessions table, a filter line and a status line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "clear_filter", "Unmark the marked rows, else clear the filter", id="clear_filter",
-                show=False)]
+        Binding("escape", "clear_filter", "Unmark, else clear the filter", id="clear_filter", show=False)]
 
     def action_clear_filter(self) -> None:
         """Escape unmarks the marked rows first, then clears the filter from the table too."""

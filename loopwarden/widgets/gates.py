@@ -75,9 +75,9 @@ class GatesQueue(Screen[None]):
         Binding("v", "app.diff", "Diff so far", id="gates.diff"),
         Binding("j", "move_cursor(1)", "Down", show=False),
         Binding("k", "move_cursor(-1)", "Up", show=False),
-        Binding("space", "toggle_mark", "Mark/unmark for approve or deny on many", id="gates.mark", show=False),
-        Binding("shift+down", "mark_and_move(1)", "Mark and move down", id="gates.mark_down", show=False),
-        Binding("shift+up", "mark_and_move(-1)", "Mark and move up", id="gates.mark_up", show=False),
+        Binding("space", "toggle_mark", "Mark or unmark (a, d then act on all marked)", id="gates.mark", show=False),
+        Binding("shift+down", "mark_and_move(1)", "Mark, move down", id="gates.mark_down", show=False),
+        Binding("shift+up", "mark_and_move(-1)", "Mark, move up", id="gates.mark_up", show=False),
         Binding("asterisk", "mark_all", "Mark every gate", id="gates.mark_all", show=False),
     ]
 

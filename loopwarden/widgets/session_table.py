@@ -281,12 +281,11 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home,ctrl+home", "first", "First", show=False),
         Binding("end,ctrl+end", "last", "Last", show=False),
-        Binding("space", "toggle_mark", "Mark/unmark for an action on many", id="mark", show=False),
-        Binding("shift+down", "mark_down", "Mark and move down", id="mark_down", show=False),
-        Binding("shift+up", "mark_up", "Mark and move up", id="mark_up", show=False),
-        Binding("V", "mark_range", "Mark from the last marked row to the cursor", id="mark_range", show=False),
-        Binding("asterisk", "mark_shown", "Mark every row shown (the filter's matches)", id="mark_shown",
-                show=False),
+        Binding("space", "toggle_mark", "Mark or unmark (keys then act on all marked)", id="mark", show=False),
+        Binding("shift+down", "mark_down", "Mark, move down", id="mark_down", show=False),
+        Binding("shift+up", "mark_up", "Mark, move up", id="mark_up", show=False),
+        Binding("V", "mark_range", "Mark from the last mark to here", id="mark_range", show=False),
+        Binding("asterisk", "mark_shown", "Mark every row shown (filtered)", id="mark_shown", show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row",
