@@ -151,7 +151,7 @@ class ConsoleApp(App[None]):
         self.gates: list[dict[str, Any]] = []
         self._gate_refs: frozenset[str] | None = None
         self._known_gates: set[str] = set()
-        self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
+        self._can: tuple[str | None, tuple[str, ...] | None, bool] = (None, None, False)
         self._linked: bool | None = None  # connected at the last draw (None before the first)
         self.bulk = BulkActions(self)  # a key on marked rows acts on them all
         self.views = ViewKeeper(paths.console_view) if isinstance(paths, Paths) else None
@@ -243,10 +243,10 @@ class ConsoleApp(App[None]):
         if was is False and self._linked:
             self.notify("reconnected to the daemon: sessions and gates are current", timeout=4)
 
-    def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None]:
+    def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None, bool]:
         snap = self.target()
         caps = (snap or {}).get("capabilities")
-        return (snap or {}).get("id"), tuple(caps) if isinstance(caps, list) else None
+        return (snap or {}).get("id"), tuple(caps) if isinstance(caps, list) else None, self.bulk.marked_here()
 
     def _pending_refs(self) -> frozenset[str]:
         return frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
@@ -340,8 +340,8 @@ class ConsoleApp(App[None]):
             return isinstance(self.screen, Sessions)
         if self.read_only and action in MUTATING:
             return False  # a read-only console shows no action keys (footer, help, palette)
-        if action in NEEDS and self._incapable(self.target(), action):
-            return None  # shown greyed out: the selected session cannot do it
+        if action in NEEDS and not self.bulk.marked_here() and self._incapable(self.target(), action):
+            return None  # shown greyed out: the selected session cannot do it (with rows marked, each is asked)
         return True
 
     def on_key(self, event: events.Key) -> None:
@@ -352,7 +352,7 @@ class ConsoleApp(App[None]):
             return
         if self.read_only:
             self._allowed(action)
-        elif action in NEEDS:
+        elif action in NEEDS and not self.bulk.marked_here():
             self._capable(self.target(), action)
 
     @staticmethod

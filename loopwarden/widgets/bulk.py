@@ -18,6 +18,7 @@ from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
 from .dialogs import AskText, Confirm, ConfirmWithReason
 from .gates import GatesQueue
+from .session_table import SessionTable
 
 if TYPE_CHECKING:
     from .app import ConsoleApp
@@ -116,6 +117,16 @@ class BulkActions:
 
     def __init__(self, app: ConsoleApp) -> None:
         self.app = app
+
+    def marked_here(self) -> bool:
+        """Rows are marked on the screen shown (the sessions table, or the gates queue)."""
+        screen: Screen[Any] = self.app.screen
+        if isinstance(screen, GatesQueue):
+            return bool(len(screen.selection))
+        if screen is not self.app.main:
+            return False
+        tables = screen.query(SessionTable)  # none until the screen is composed
+        return bool(tables) and bool(tables.first().selection)
 
     def takes(self, action: str) -> bool:
         """True when rows are marked on the screen shown and `action` was started on them here."""

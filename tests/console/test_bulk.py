@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from loopwarden.widgets.dialogs import Confirm, ConfirmWithReason
+from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason
 from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.selection import MARK
 from tests.console.helpers import RecordingConsole, cell, sleeper, status_text, until
@@ -122,3 +122,32 @@ async def test_marked_gates_in_the_queue_are_denied_after_one_confirmation(lw: H
     for sid, ref in zip(sids[:2], refs, strict=False):
         assert [(a["action"], a["target"]) for a in console_actions(lw, sid)] == [("deny", ref)]
     lw.request("kill", session=sids[2])
+
+
+async def test_marked_sessions_are_paused_resumed_and_reset_together_and_a_skip_is_said(lw: Harness) -> None:
+    sids = [sleeper(lw, name=f"pair-{n}") for n in range(2)]
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: all(cell(app, sid, "state") == "running" for sid in sids), what="both running")
+
+        async def on_both(*keys: str) -> None:
+            await select(pilot, app, sids[0])
+            await pilot.press("shift+down", *keys)
+
+        await on_both("p")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, Confirm) else None, what="question")
+        assert dialog.question == "Pause 2 sessions?" and all(sid in page_text(dialog) for sid in sids)
+        await pilot.press("y")
+        await until(pilot, lambda: all(cell(app, sid, "state") == "paused" for sid in sids), what="both paused")
+        await on_both("r", "y")
+        await until(pilot, lambda: all(cell(app, sid, "state") == "running" for sid in sids), what="both resumed")
+        await on_both("x", "y")
+        await until(pilot, lambda: all(len(console_actions(lw, sid)) == 3 for sid in sids), what="both reset")
+        await on_both("i")  # plain sessions take no text: nothing is asked, one line says why for each
+        note = await until(pilot, lambda: next((n for n in app.notices if n.startswith("inject on 0 of 2")), None),
+                           what="the refusal")
+        assert all(f"skipped {sid}: session {sid} (plain) cannot receive text" in note for sid in sids)
+        assert not isinstance(app.screen, AskText)
+    for sid in sids:
+        assert [a["action"] for a in console_actions(lw, sid)] == ["pause", "resume", "reset"]
+        lw.request("kill", session=sid)
