@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -58,3 +58,29 @@ def next_group(current: str | None) -> str | None:
     """The grouping after `current` in GROUPS; after the last, none."""
     order: list[str | None] = [None, *GROUPS]
     return order[(order.index(current) + 1) % len(order) if current in order else 0]
+
+
+class Grouping:
+    """How the table's rows are grouped now: each row's group, and the GROUP cell of each group's first row."""
+
+    def __init__(self) -> None:
+        self.by: str | None = None  # a key of GROUPS, or None: not grouped
+        self.groups: dict[str, str] = {}
+        self.labels: dict[str, Text] = {}
+
+    def arrange(self, order: list[str], snapshots: dict[str, dict[str, Any]],
+                key: Callable[[str], Any]) -> bool:
+        """Put the rows of each group together in `order` (a stable sort: each group keeps the order inside it,
+        groups ordered by `key` of their name) and label them; True when a row's group or label changed."""
+        before = (self.groups, self.labels)
+        if self.by is None:
+            self.groups, self.labels = {}, {}
+        else:
+            self.groups = {sid: group_of(snapshots.get(sid) or {}, self.by) for sid in order}
+            order.sort(key=lambda sid: key(self.groups[sid]))
+            self.labels = group_labels(order, self.groups)
+        return (self.groups, {k: v.plain for k, v in self.labels.items()}) != \
+            (before[0], {k: v.plain for k, v in before[1].items()})
+
+    def width(self) -> int:
+        return max([0] + [label.cell_len for label in self.labels.values()])

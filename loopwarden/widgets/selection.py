@@ -45,6 +45,14 @@ class Selection:
         self.anchor = cursor
         return added
 
+    def step(self, order: Sequence[str], index: int, step: int) -> list[str]:
+        """Mark the key at `index` of `order` and the one `step` away (where there is one); the keys marked."""
+        after = max(0, min(index + step, len(order) - 1))
+        marked = [order[index], order[after]]
+        self.keys.update(marked)
+        self.anchor = order[after]
+        return marked
+
     def clear(self) -> set[str]:
         """Unmark all; the keys that were marked."""
         was, self.keys, self.anchor = self.keys, set(), None

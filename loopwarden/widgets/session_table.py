@@ -23,7 +23,7 @@ from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
-from .grouping import GROUP_COLUMN, group_labels, group_of
+from .grouping import GROUP_COLUMN, Grouping
 from .selection import MARK, Selection
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
@@ -339,9 +339,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.sort_by = "id"
         self.sort_reverse = False
         self.hide_ended = False
-        self.group_by: str | None = None  # a key of grouping.GROUPS: rows of one group together, a GROUP column
-        self._groups: dict[str, str] = {}  # each row's group, while grouped
-        self._group_labels: dict[str, Text] = {}
+        self.grouping = Grouping()  # rows of one group together, a GROUP column (G)
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
         for key, label in (GROUP_COLUMN,) + (COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS):
@@ -426,10 +424,10 @@ class SessionTable(ScrollView, can_focus=True):
                     row.cells = cells
                     row.version += 1
                     dirty.append(sid)
-                moved = moved or self.sort_by != "id" or self.sort_reverse or bool(self.group_by)
+                moved = moved or self.sort_by != "id" or self.sort_reverse or bool(self.grouping.by)
             for column in self._column_list:
                 if column.name not in cells:
-                    continue  # the GROUP column: sized when the rows are grouped (_label_groups)
+                    continue  # the GROUP column: sized when the rows are grouped (_settle)
                 width = cells[column.name].cell_len
                 if width > column.content_width:
                     column.content_width = width
@@ -470,7 +468,7 @@ class SessionTable(ScrollView, can_focus=True):
         """The width of a column's widest cell or its header (with the arrow when it is the sorted one)."""
         label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
         if column.name == GROUP_COLUMN[0]:
-            return max([label] + [cell.cell_len for cell in self._group_labels.values()])
+            return max(label, self.grouping.width())
         return max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
 
     @property
@@ -485,52 +483,38 @@ class SessionTable(ScrollView, can_focus=True):
 
     def _shown_columns(self) -> list[Column]:
         """Every column, the GROUP column first only while the rows are grouped."""
-        return [c for c in self.columns.values() if c.name != GROUP_COLUMN[0] or self.group_by]
+        return [c for c in self.columns.values() if c.name != GROUP_COLUMN[0] or self.grouping.by]
+
+    @property
+    def group_by(self) -> str | None:
+        return self.grouping.by
 
     def regroup(self, snapshots: dict[str, dict[str, Any]], group_by: str | None) -> None:
         """Group the rows by `group_by` (a key of grouping.GROUPS), or not at all (None)."""
-        self.group_by = group_by
+        self.grouping.by = group_by
         self._column_list = self._shown_columns()
-        self._groups = {}
         self._widths_version += 1
         self._settle(snapshots, self.selected_id(), True, True, [])
         self.refresh()
-
-    def _sort(self, snapshots: dict[str, dict[str, Any]]) -> None:
-        """By the order chosen, then (a stable sort) by group, so each group keeps that order inside it."""
-        order = SORTS[self.sort_by]
-        self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (), reverse=self.sort_reverse)
-        if self.group_by:
-            self._groups = {sid: group_of(snapshots.get(sid) or {}, self.group_by) for sid in self._order}
-            self._order.sort(key=lambda sid: natural_key(self._groups[sid]))
-
-    def _label_groups(self) -> bool:
-        """The GROUP cells for the current order; True when the column had to grow."""
-        if not self.group_by:
-            self._group_labels = {}
-            return False
-        self._group_labels = group_labels(self._order, self._groups)
-        column = self.columns[ColumnKey(GROUP_COLUMN[0])]
-        width = max([column.label.cell_len] + [label.cell_len for label in self._group_labels.values()])
-        grew = width != column.content_width
-        column.content_width = width
-        return grew
 
     def _settle(self, snapshots: dict[str, dict[str, Any]], selected: str | None, moved: bool, widths: bool,
                 dirty: list[str]) -> None:
         """Sort if rows moved, keep the cursor on the selected session, repaint only what changed."""
         reordered = False
         if moved:
+            order = SORTS[self.sort_by]
             before = list(self._order)
-            grouped = list(self._groups.values())
-            self._sort(snapshots)
-            reordered = (self._order != before or len(self._index) != len(self._order)
-                         or grouped != list(self._groups.values()))
+            self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (),
+                             reverse=self.sort_reverse)
+            regrouped = self.grouping.arrange(self._order, snapshots, natural_key)
+            reordered = regrouped or self._order != before or len(self._index) != len(self._order)
             if reordered:
                 self._index = {sid: i for i, sid in enumerate(self._order)}
-                if self._label_groups():
-                    widths = True
-                    self._widths_version += 1
+            group = self.columns[ColumnKey(GROUP_COLUMN[0])]
+            if regrouped and self.grouping.width() > group.content_width:
+                group.content_width = self.grouping.width()
+                widths = True
+                self._widths_version += 1
         if reordered or widths:
             self._update_virtual_size()
         if selected in self._index:
@@ -610,26 +594,18 @@ class SessionTable(ScrollView, can_focus=True):
         if marked:
             style += self.get_component_rich_style("session-table--marked")
         cursor_style = self.get_component_rich_style("session-table--cursor") if cursor else None
-        group = self._group_labels.get(sid)
+        group = self.grouping.labels.get(sid)
         key = (row.version, self._widths_version, style, cursor_style, width, marked, group and group.plain)
         cached = self._line_cache.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        cells = [self._cell(row, column.name, marked, group) for column in self._column_list]
+        cells = [drawn_cell(row, column.name, marked, group) for column in self._column_list]
         if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
             strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
         else:
             strip = self._line(cells, style, None, width)
         self._line_cache[sid] = (key, strip)
         return strip
-
-    @staticmethod
-    def _cell(row: Row, name: str, marked: bool, group: Text | None) -> Text:
-        """A row's cell as drawn: the GROUP label on a group's first row, the mark beside a marked row's id."""
-        if name == GROUP_COLUMN[0]:
-            return group or Text("")
-        cell = row.cells[name]
-        return marked_id(cell) if marked and name == "id" else cell
 
     # ---- keys and mouse -----------------------------------------------------------------
     def action_cursor_up(self) -> None:
@@ -675,15 +651,9 @@ class SessionTable(ScrollView, can_focus=True):
 
     def _mark_and_move(self, step: int) -> None:
         """Mark the cursor's row and the next one, as shift+arrows extend a selection in an editor."""
-        sid = self.selected_id()
-        if sid is None:
-            return
-        self.selection.add([sid])
-        self.move_cursor(row=self._cursor + step)
-        after = self.selected_id()
-        self.selection.add([after] if after else [])
-        self.selection.anchor = after
-        self._repaint([sid, after or sid])
+        if self._order:
+            self._repaint(self.selection.step(self._order, self._cursor, step))
+            self.move_cursor(row=self._cursor + step)
 
     def action_mark_range(self) -> None:
         sid = self.selected_id()
@@ -717,6 +687,14 @@ class SessionTable(ScrollView, can_focus=True):
             self.action_select_cursor()
         else:
             self.move_cursor(row=index)
+
+
+def drawn_cell(row: Row, name: str, marked: bool, group: Text | None) -> Text:
+    """A row's cell as drawn: the GROUP label on a group's first row, the mark beside a marked row's id."""
+    if name == GROUP_COLUMN[0]:
+        return group or Text("")
+    cell = row.cells[name]
+    return marked_id(cell) if marked and name == "id" else cell
 
 
 def marked_id(cell: Text) -> Text:
