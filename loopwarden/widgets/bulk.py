@@ -104,7 +104,8 @@ def report(plan: Plan, done: list[str], refused: list[tuple[str, str]]) -> str:
     """The outcome of every target in one line: done, refused by the daemon, skipped before asking."""
     parts = [f"{plan.action} on {len(done)} of {len(plan.steps) + len(plan.skipped)}"]
     if done:
-        parts.append("done: " + ", ".join(done))
+        more = f" and {len(done) - SHOWN} more" if len(done) > SHOWN else ""
+        parts.append("done: " + ", ".join(done[:SHOWN]) + more)
     for target, why in refused:
         parts.append(f"refused {target}: {why}")
     for target, why in plan.skipped:
