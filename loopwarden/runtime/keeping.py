@@ -19,7 +19,7 @@ from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
 from ..supervisor.stored import stored_event, stored_verdict
 from ..supervisor.verdicts import Action
-from ..supervisor.tags import TagError, check_tags
+from ..supervisor.tags import stored_tags
 from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
@@ -253,11 +253,3 @@ def _held(kept: dict[str, Any], stream: str) -> tuple[int, int] | None:
     if isinstance(held, list) and len(held) == 2 and all(isinstance(n, int) for n in held):
         return held[0], held[1]
     return None
-
-
-def stored_tags(snap: dict[str, Any]) -> list[str]:
-    """The tags a stored snapshot holds (none when unreadable: a tag is a label, never worth refusing a session)."""
-    try:
-        return check_tags(snap.get("tags") or [])
-    except (TagError, TypeError):
-        return []

@@ -154,7 +154,7 @@ class LaunchOperations:
         self._refuse_after_audit(who, new, "restart")
         if old is not None and not old.final:
             self.tasks.start_soon(old.kill, f"restarted as {new}" + (f": {note}" if note else ""))
-        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets))
+        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets), tags=list(task.spec.tags))
         started = self.launcher.launch(spec, task.config, adapter)
         return warned({**started, "restarted": sid, "summary": summary}, warning)
 

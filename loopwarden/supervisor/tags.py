@@ -51,3 +51,12 @@ def change_tags(tags: Iterable[str], changes: Iterable[object]) -> list[str]:
         elif check_tag(change) not in out:
             out.append(str(change))
     return check_tags(out)
+
+
+def stored_tags(snap: dict[str, object]) -> list[str]:
+    """The tags a stored snapshot holds; none when they cannot be read (a label is never worth refusing a run)."""
+    tags = snap.get("tags")
+    try:
+        return check_tags(tags) if isinstance(tags, list) else []
+    except TagError:
+        return []

@@ -77,3 +77,15 @@ def test_tag_changes_in_turn() -> None:
     assert change_tags(["a"], ["b", "-a", "b", "-zzz"]) == ["b"]
     with pytest.raises(TagError):
         check_tag("tab\there")
+
+
+def test_a_restarted_session_keeps_its_tags(lw: Harness) -> None:
+    proc = lw.cli("run", "--detach", "--adapter", "native", "--tag", "team-a", "--",
+                  PY, "-m", "loopwarden.sessions.scripted", "gate_request")
+    sid = proc.stdout.strip()
+    lw.wait_state(sid, "gated")
+    proc = lw.cli("restart", sid)
+    assert proc.returncode == 0, proc.stderr
+    new = wait_for(lambda: next((s["id"] for s in lw.request("list") if s["id"] != sid), None), what="the new run")
+    assert lw.status(new)["tags"] == ["team-a"]
+    lw.request("kill", session=new)
