@@ -31,6 +31,7 @@ class Paths:
     data: Path
     cache: Path
     config_dir: Path | None = None  # the daemon's own settings (alerts); None: the data directory
+    state_dir: Path | None = None  # what a console keeps of the user's between runs; None: the data directory
 
     @property
     def config_file(self) -> Path:
@@ -68,6 +69,11 @@ class Paths:
     def spill(self) -> Path:
         return self.cache / "spill"
 
+    @property
+    def console_view(self) -> Path:
+        """The console's saved view (group, sort, filter, hide-ended), owner-only."""
+        return (self.state_dir or self.data) / "console-view.json"
+
 
 def working_directory() -> str:
     """The directory an agent launched from here starts in: this process's, which may have been removed (or
@@ -86,12 +92,12 @@ def default_paths(env: dict[str, str] | None = None) -> Paths:
     home = env.get(HOME_ENV)
     if home:
         base = Path(home).expanduser().resolve()
-        return Paths(base / "run", base / "data", base / "cache", base)
+        return Paths(base / "run", base / "data", base / "cache", base, base / "state")
     with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: platformdirs falls back to /tmp/runtime-UID, checked below
         warnings.simplefilter("ignore")
         runtime = Path(platformdirs.user_runtime_dir(APP))
     return Paths(runtime, Path(platformdirs.user_data_dir(APP)), Path(platformdirs.user_cache_dir(APP)),
-                 Path(platformdirs.user_config_dir(APP)))
+                 Path(platformdirs.user_config_dir(APP)), Path(platformdirs.user_state_dir(APP)))
 
 
 def private_dir(path: Path) -> Path:

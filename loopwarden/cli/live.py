@@ -17,6 +17,7 @@ from ..runtime.spill_bounds import SESSION_KEY, TOTAL_KEY, size_words
 from ..supervisor.cost import quota_words, show_cost, show_source
 from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
+from ..supervisor.tags import TagError, change_tags, check_tags
 from ..supervisor.visible import visible, visible_tree
 from .notify import alerts_lines
 from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure, ask_first,
@@ -279,13 +280,21 @@ def _print_record(kind: str | None, raw: dict[str, Any], when: float | None = No
 @click.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 @click.option("--all", "-a", "show_all", is_flag=True, help="Include ended sessions (default: the last 20).")
-def ls(as_json: bool, show_all: bool) -> None:
-    """List sessions: live ones and recent history, and what loopwarden did to each (INTERVENED).
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Only the sessions with this tag (repeatable: with every one given).")
+def ls(as_json: bool, show_all: bool, tags: tuple[str, ...]) -> None:
+    """List sessions: live ones and recent history, and what loopwarden did to each (INTERVENED); TAGS are
+    the labels given with 'run --tag' or 'set ID tag=NAME'.
 
     \b
-    Example:
+    Examples:
       loopwarden ls
+      loopwarden ls --all --tag team-a
     """
+    try:
+        wanted = set(check_tags(tags))
+    except TagError as exc:
+        raise Fail(f"--tag: {exc}") from None
     sessions = call("list")
     if show_all:
         sessions = _every(sessions)
@@ -293,23 +302,26 @@ def ls(as_json: bool, show_all: bool) -> None:
         live = [s for s in sessions if s.get("state") not in FINAL]
         ended = [s for s in sessions if s.get("state") in FINAL][-20:]
         sessions = ended + live
+    sessions = [s for s in sessions if wanted <= set(s.get("tags") or [])]
     if as_json:
         _json_out(sessions)
         return
     if not sessions:
-        click.echo("no sessions yet; start one with: loopwarden run -- COMMAND")
+        click.echo(f"no session has the tag{'s' if len(wanted) > 1 else ''} {', '.join(sorted(wanted))}" if wanted
+                   else "no sessions yet; start one with: loopwarden run -- COMMAND")
         return
     sessions = visible_tree(sessions)
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
     agents = max(5, *(len(str(s.get("agent") or "")) for s in sessions))
     click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'INTERVENED':<20} "
-               f"{'RUNTIME':>9} {'CALLS':>6} {'COST':>9} {'GATES':>5} {'CPU':>6} {'MEM':>6}")
+               f"{'RUNTIME':>9} {'CALLS':>6} {'COST':>9} {'GATES':>5} {'CPU':>6} {'MEM':>6} TAGS")
     for s in sessions:
         click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('agent') or '-'!s:<{agents}} "
                    f"{s.get('adapter', '')!s:<{width}} {_state(s)[:34]:<34} {intervened(s)[:20]:<20} "
                    f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} {show_cost(s.get('cost')) or '-':>9} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
-                   f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6}")  # ended: no memory
+                   f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6} "  # ended: no memory
+                   f"{','.join(s.get('tags') or []) or '-'}")
     total = total_line(call("ping").get("spending"))
     if total:
         click.echo(total)
@@ -776,11 +788,21 @@ def set_limits(args: tuple[str, ...]) -> None:
       loopwarden set fixer repetition.max_identical_calls=3 gates.timeout=10m
       loopwarden set s3 limits.max_cost_usd=5
       loopwarden set budgets.day_usd=20
+      loopwarden set s3 tag=review tag=-wip
+
+    tag=NAME adds the tag NAME to a running session, tag=-NAME removes it
+    (see 'loopwarden run --tag'); 'loopwarden ls --tag NAME' lists its sessions.
     """
     from ..supervisor.config import ConfigError, parse_set, show_value
 
     session = None if "=" in args[0] else args[0]
     values = args if session is None else args[1:]
+    tags = [item.partition("=")[2] for item in values if item.partition("=")[0].strip() == "tag"]
+    values = tuple(item for item in values if item.partition("=")[0].strip() != "tag")
+    if tags:
+        _set_tags(session, tags)
+        if not values:
+            return
     if not values:
         raise Fail(f"set {session}: give at least one KEY=VALUE, e.g. loopwarden set {session} limits.max_runtime=2h")
     try:
@@ -793,6 +815,19 @@ def set_limits(args: tuple[str, ...]) -> None:
         click.echo(f"{sid}: nothing changed (the values were already in force)")
     for key, (old, new) in changed.items():
         click.echo(f"{sid}: {key} {show_value(key, old)} -> {show_value(key, new)}")
+
+
+def _set_tags(session: str | None, changes: list[str]) -> None:
+    """`set SESSION tag=NAME tag=-OLD`: checked here (one line for a bad tag), then sent as one `tag` request."""
+    if session is None:
+        raise Fail("set tag=...: name the session first, e.g. loopwarden set s3 tag=review")
+    try:
+        change_tags([], [c for c in changes if not c.startswith("-")])
+        check_tags([c[1:] for c in changes if c.startswith("-")])
+    except TagError as exc:
+        raise Fail(f"set {session}: {exc}") from None
+    result = call("tag", session=session, changes=changes)
+    click.echo(f"{result['session']}: tags {','.join(result['before']) or '-'} -> {','.join(result['tags']) or '-'}")
 
 
 @click.command()

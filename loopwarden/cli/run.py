@@ -15,6 +15,7 @@ from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
 from ..sessions import registry
 from ..sessions.base import AUTO
+from ..supervisor.tags import TagError, check_tags
 from ..supervisor.visible import visible
 from .common import Fail, build_config, config_env, config_options, failure, operator_connection
 from .live import _follow, _say_renamed
@@ -45,12 +46,15 @@ from .projects import with_project_defaults
                    "checked out here, so that your checkout is never touched; uncommitted changes here are not in "
                    "it. Review with 'loopwarden diff ID', then 'loopwarden worktree ID merge' (or discard). "
                    "Default: the setting sessions.worktree (off). docs/worktrees.md")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="A label to group and filter sessions by (repeatable): 1 to 32 printable characters, no spaces "
+                   "or commas. 'loopwarden ls --tag TAG' lists its sessions; 'loopwarden set ID tag=-TAG' removes it.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        known_agent: str | None, task: str | None, worktree: bool | None, detach: bool, as_json: bool,
-        command: tuple[str, ...]) -> None:
+        known_agent: str | None, task: str | None, worktree: bool | None, tags: tuple[str, ...], detach: bool,
+        as_json: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
     Without --adapter, loopwarden chooses from what the agent does and says
@@ -81,7 +85,12 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run --agent gemini -- "fix the failing test"
       loopwarden run -d -- ./my-agent --task T1
       loopwarden run --worktree --adapter claude-code -- "fix the failing test"
+      loopwarden run --tag team-a --tag flaky -d -- make test
     """
+    try:
+        tag_list = check_tags(tags)
+    except TagError as exc:
+        raise Fail(f"--tag: {exc}") from None
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -104,7 +113,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         sys.exit(127)
     spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": cwd, "env": env,
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
-            "config_file": str(Path(config_file).resolve()) if config_file else None, "worktree": worktree}
+            "config_file": str(Path(config_file).resolve()) if config_file else None, "worktree": worktree,
+            "tags": tag_list}
     with operator_connection() as client:
         try:
             started = client.request("run", spec=spec)

@@ -20,6 +20,7 @@ from ..sessions.base import Adapter
 from ..supervisor.config import Config, ConfigError, from_stored
 from ..supervisor.health import SessionHealth
 from ..supervisor.verdicts import FINAL_STATES
+from ..supervisor.tags import stored_tags
 from .audit import AuditLog
 from .commands import missing_program
 from .launcher import Launcher
@@ -53,6 +54,7 @@ class StoredLaunch:
     task: str | None
     ended_at: float
     worktree: dict[str, str] | None = None
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, snap: dict[str, Any]) -> StoredLaunch:
@@ -75,7 +77,8 @@ class StoredLaunch:
                    env_keys=[str(k) for k in snap.get("env_keys") or []], preset=snap.get("preset"),
                    settings=settings if isinstance(settings, dict) else {}, conversation=conversation,
                    task=snap.get("task") if isinstance(snap.get("task"), str) else None,
-                   ended_at=float(snap.get("ended_at") or 0.0), worktree=stored_worktree(snap))
+                   ended_at=float(snap.get("ended_at") or 0.0), worktree=stored_worktree(snap),
+                   tags=tuple(stored_tags(snap)))
 
     def config(self) -> Config:
         try:
@@ -132,7 +135,7 @@ class ContinueOperations:
         self._refuse_after_audit(who, new)
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
-                           task=launch.task, worktree=launch.worktree)
+                           task=launch.task, worktree=launch.worktree, tags=list(launch.tags))
         earlier = await self.carried_health(sid, config)
         if earlier is not None:  # what the conversation cost so far: an agent's running total may count it again
             adapter.spent_before(earlier.cost.cost_usd)

@@ -44,6 +44,7 @@ from .takeover import TakeoverOperations
 from .ops_launch import LaunchOperations
 from .ops_read import ReadOperations
 from .ops_session import SessionOperations
+from .ops_tags import TagOperations
 from .ops_worktree import WorktreeOperations
 from .processes import ProcessListing, ProcessWatch, wait_children_by_pidfd
 from .reaper import become_subreaper
@@ -105,7 +106,8 @@ class Daemon:
              SessionOperations(registry, audit, hooks, tasks, spending),
              DaemonOperations(paths, registry, health, broadcaster, watch, upkeep, audit, self.shutdown, tasks,
                               keeping, clock=clock),
-             hooks, alerting, WorktreeOperations(registry, audit, reading.calls_diff)],
+             hooks, alerting, WorktreeOperations(registry, audit, reading.calls_diff),
+             TagOperations(registry, audit, router.mark)],
             registry, broadcaster, health, audit, hooks.claims, attached=hooks.live_ids, helpers=watch.helpers,
             log=log)
 

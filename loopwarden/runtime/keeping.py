@@ -19,6 +19,7 @@ from ..supervisor.events import Event, ToolCall
 from ..supervisor.health import SessionHealth
 from ..supervisor.stored import stored_event, stored_verdict
 from ..supervisor.verdicts import Action
+from ..supervisor.tags import stored_tags
 from .containment import Containment, daemon_instance
 from .hook_intake import operator_config
 from .keeper_link import KeeperError, KeeperLink, daemon_command
@@ -154,7 +155,7 @@ class Keeping:
             spec = SessionSpec(id=sid, name=str(row.get("name") or sid), command=[str(w) for w in command],
                                adapter=str(row.get("adapter") or "plain"), cwd=row.get("cwd"),
                                preset=row.get("preset"), task=snap.get("task"),
-                               worktree=stored_worktree(snap))
+                               worktree=stored_worktree(snap), tags=stored_tags(snap))
             out, seq, judged, err = position
             self._count(kept, out)
             remembered, recalled = memory if memory is not None else (judged, {})

@@ -76,7 +76,7 @@ class LaunchOperations:
         asked = spec_in.name or default_name(command)[:80]
         spec = SessionSpec(id=sid, name=asked, command=command, adapter=spec_in.adapter, cwd=cwd, env=env,
                            preset=config.preset, sets=spec_in.sets, task=spec_in.task,
-                           worktree=tree.to_dict() if tree else None)
+                           worktree=tree.to_dict() if tree else None, tags=spec_in.tags)
         started = self.launcher.launch(spec, config, adapters()[spec_in.adapter]())
         if tree is not None:
             started = {**started, "worktree": {**tree.to_dict(), "checkout_dirty": place is not None and place.dirty}}
@@ -154,7 +154,7 @@ class LaunchOperations:
         self._refuse_after_audit(who, new, "restart")
         if old is not None and not old.final:
             self.tasks.start_soon(old.kill, f"restarted as {new}" + (f": {note}" if note else ""))
-        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets))
+        spec = replace(task.spec, id=new, env=dict(task.spec.env), sets=list(task.spec.sets), tags=list(task.spec.tags))
         started = self.launcher.launch(spec, task.config, adapter)
         return warned({**started, "restarted": sid, "summary": summary}, warning)
 

@@ -35,7 +35,7 @@ READ_ONLY_OPS = frozenset({"ping", "list", "status", "logs", "processes", "gates
 HOOK_OPS = frozenset({"hook", "hook_wait"})  # sent by `loopwarden hook`, which runs inside Claude Code
 OPERATOR_OPS = frozenset({"run", "adopt", "approve", "deny", "grant", "reset", "inject", "pause", "resume",
                           "kill", "shutdown", "handover", "prune", "set", "rewind", "restart", "continue",
-                          "takeover", "notify_test", "worktree"})
+                          "takeover", "notify_test", "worktree", "tag"})
 
 # Clients that watch only: the console served read-only to a browser (`loopwarden web --read-only`) says so
 # on every request, so the daemon refuses it every operator op even if the console let one through.

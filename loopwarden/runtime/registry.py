@@ -131,6 +131,7 @@ class SessionRegistry:
 
     def live_snapshot(self, session: Supervised) -> dict[str, Any]:
         snap = session.snapshot()
+        snap["tags"] = list(session.spec.tags)
         snap["dropped_events"] = self.recorder.dropped.get(session.spec.id, 0)
         return snap
 

@@ -8,6 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..supervisor.tags import TagError, check_tags
 from ..supervisor.visible import visible
 
 NAME_CHARS = 80
@@ -47,6 +48,7 @@ class RunRequest:
     config_file: str | None = None
     config_env: dict[str, str] = field(default_factory=dict)
     worktree: bool | None = None  # None: as sessions.worktree says
+    tags: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,19 @@ def run_request(spec: Any, adapters: Collection[str]) -> RunRequest:
         env=_str_map(spec, "env", variables=True), preset=_optional_str(spec, "preset"),
         sets=_str_list(spec, "sets"), task=_optional_str(spec, "task", TASK_CHARS),
         config_file=_path(spec, "config_file"), config_env=_str_map(spec, "config_env", variables=True),
-        worktree=worktree,
+        worktree=worktree, tags=_tags(spec.get("tags")),
     )
+
+
+def _tags(tags: Any) -> list[str]:
+    if tags is None:
+        return []
+    if not isinstance(tags, list):
+        raise BadRequest(f"tags must be a list of strings, not {_kind(tags)}")
+    try:
+        return check_tags(tags)
+    except TagError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def adopt_request(req: dict[str, Any]) -> AdoptRequest:

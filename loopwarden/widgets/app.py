@@ -25,9 +25,11 @@ from ..paths import Paths
 from ..supervisor.config import show_value
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
+from .bulk import BulkActions
 from .detail import SessionDetail
 from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
+from .grouping import next_group
 from .diffs import SessionDiff
 from .gates import GatesQueue, evidence_text
 from .health import limits_view
@@ -38,6 +40,7 @@ from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, conti
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_table import SORTS, SessionTable, needs_human, session_number
+from .saved_view import ViewKeeper, restore
 from .spending import spend_text
 from .user_settings import apply_user_settings, project_here, rebound
 
@@ -50,7 +53,7 @@ DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, neve
 PRUNE_SECONDS = 2.0
 GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so its change) is not known yet
 
-SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail"}
+SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail", "group"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch", "limits", "rewind", "restart", "continue_session", "takeover"}
 RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
@@ -63,6 +66,7 @@ SESSION_KEYS = [
     Binding("s", "sort", "Sort", id="sort"),
     Binding("S", "reverse_sort", "Reverse sort", id="reverse_sort", show=False),
     Binding("h", "hide_ended", "Hide ended", id="hide_ended", show=False),
+    Binding("G", "group", "Group by project, host, agent, state, tag, none", id="group", show=False),
 ]
 ACTION_KEYS = [
     Binding("a", "approve", "Approve", id="approve"),
@@ -102,13 +106,21 @@ class Sessions(Screen[None]):
     """The main screen: the sessions table, a filter line and a status line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "clear_filter", "Clear the filter", id="clear_filter", show=False)]
+        Binding("escape", "clear_filter", "Unmark, else clear the filter", id="clear_filter", show=False)]
 
     def action_clear_filter(self) -> None:
-        """Escape clears the filter from the table too, not only from the filter line."""
+        """Escape unmarks the marked rows first, then clears the filter from the table too."""
+        if self.query_one(SessionTable).clear_marks():
+            return
         box = self.query_one(FilterBox)
         if box.value or box.display:
             box.action_clear()
+
+    def on_mount(self) -> None:
+        """The view the operator left (group, sort, filter, hide-ended), from the saved view file."""
+        keeper = getattr(self.app, "views", None)
+        if keeper is not None:
+            restore(keeper, self.query_one(SessionTable), self.query_one(FilterBox), self.app.notify)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -141,9 +153,11 @@ class ConsoleApp(App[None]):
         self.gates: list[dict[str, Any]] = []
         self._gate_refs: frozenset[str] | None = None
         self._known_gates: set[str] = set()
-        self._can: tuple[str | None, tuple[str, ...] | None] = (None, None)
+        self._can: tuple[str | None, tuple[str, ...] | None, bool] = (None, None, False)
         self._linked: bool | None = None  # connected at the last draw (None before the first)
         self.keymap: dict[str, str] = {}  # the keys the user config rebinds (binding id -> keys)
+        self.bulk = BulkActions(self)  # a key on marked rows acts on them all
+        self.views = ViewKeeper(paths.console_view) if isinstance(paths, Paths) else None
         if title:
             self.sub_title = title
 
@@ -216,6 +230,9 @@ class ConsoleApp(App[None]):
         with self.batch_update():
             self.table.show(self.snapshots, changed)
             self._status()
+        problem = self.views.keep(self.table) if self.views is not None else None
+        if problem:
+            self.notify(problem, severity="warning", markup=False)
         can = self._selection_can()
         if can != self._can:  # the keys a session cannot use are greyed out
             self._can = can
@@ -236,10 +253,10 @@ class ConsoleApp(App[None]):
         if was is False and self._linked:
             self.notify("reconnected to the daemon: sessions and gates are current", timeout=4)
 
-    def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None]:
+    def _selection_can(self) -> tuple[str | None, tuple[str, ...] | None, bool]:
         snap = self.target()
         caps = (snap or {}).get("capabilities")
-        return (snap or {}).get("id"), tuple(caps) if isinstance(caps, list) else None
+        return (snap or {}).get("id"), tuple(caps) if isinstance(caps, list) else None, self.bulk.marked_here()
 
     def _pending_refs(self) -> frozenset[str]:
         return frozenset(f"{sid}:{g}" for sid, s in self.snapshots.items() if needs_human(s)
@@ -267,7 +284,11 @@ class ConsoleApp(App[None]):
         if table.hide_ended:
             ended = len(self.snapshots) - live
             parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
+        if table.selection:
+            parts.insert(0, Content.styled(f"{len(table.selection)} marked (space, esc unmarks)", "bold reverse"))
         parts.append(Content(f"sort: {table.sort_text} (s, S)"))
+        if table.group_by:
+            parts.append(Content(f"group: {table.group_by} (G)"))
         spend = spend_text(self.feed.daemon)
         if spend is not None:
             parts.append(Content.styled(spend[0], "bold magenta") if spend[1] else Content(spend[0]))
@@ -329,8 +350,8 @@ class ConsoleApp(App[None]):
             return isinstance(self.screen, Sessions)
         if self.read_only and action in MUTATING:
             return False  # a read-only console shows no action keys (footer, help, palette)
-        if action in NEEDS and self._incapable(self.target(), action):
-            return None  # shown greyed out: the selected session cannot do it
+        if action in NEEDS and not self.bulk.marked_here() and self._incapable(self.target(), action):
+            return None  # shown greyed out: the selected session cannot do it (with rows marked, each is asked)
         return True
 
     def on_key(self, event: events.Key) -> None:
@@ -341,7 +362,7 @@ class ConsoleApp(App[None]):
             return
         if self.read_only:
             self._allowed(action)
-        elif action in NEEDS:
+        elif action in NEEDS and not self.bulk.marked_here():
             self._capable(self.target(), action)
 
     @staticmethod
@@ -477,6 +498,11 @@ class ConsoleApp(App[None]):
         self.table.resort(self.snapshots, self.table.sort_by, reverse=not self.table.sort_reverse)
         self._status()
 
+    def action_group(self) -> None:
+        """Group the rows by the next of project, host, agent, state and tag, then not at all."""
+        self.table.regroup(self.snapshots, next_group(self.table.group_by))
+        self._status()
+
     def action_hide_ended(self) -> None:
         """Hide the sessions that have ended, or show them again."""
         self.table.hide_ended = not self.table.hide_ended
@@ -489,6 +515,8 @@ class ConsoleApp(App[None]):
 
     # ---- actions --------------------------------------------------------------
     def action_approve(self) -> None:
+        if self.bulk.takes("approve"):
+            return
         ref = self._gate("approve", "approve")
         if ref:
             self._with_gate(ref, lambda gate: self._confirm(
@@ -507,6 +535,8 @@ class ConsoleApp(App[None]):
                         "what the agent should do next", detail=evidence_text(gate)), approve))
 
     def action_deny(self) -> None:
+        if self.bulk.takes("deny"):
+            return
         ref = self._gate("deny", "deny")
         if ref:
             def ask(gate: dict[str, Any]) -> None:
@@ -525,6 +555,8 @@ class ConsoleApp(App[None]):
                           lambda: self.act("grant", session=snap["id"], note="granted from the console"))
 
     def action_reset(self) -> None:
+        if self.bulk.takes("reset"):
+            return
         snap = self._session("reset")
         if snap:
             def reset(counter: str | None) -> None:
@@ -536,6 +568,8 @@ class ConsoleApp(App[None]):
                                            resettable_counters(snap)), reset)
 
     def action_inject(self) -> None:
+        if self.bulk.takes("inject"):
+            return
         snap = self._session("send text to", "inject")
         if snap:
             def inject(text: str | None) -> None:
@@ -545,16 +579,22 @@ class ConsoleApp(App[None]):
             self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"), inject)
 
     def action_pause(self) -> None:
+        if self.bulk.takes("pause"):
+            return
         snap = self._session("pause")
         if snap:
             self.act("pause", session=snap["id"])
 
     def action_resume(self) -> None:
+        if self.bulk.takes("resume"):
+            return
         snap = self._session("resume")
         if snap:
             self.act("resume", session=snap["id"])
 
     def action_kill(self) -> None:
+        if self.bulk.takes("kill"):
+            return
         snap = self._session("kill")
         if snap:
             self._confirm_with_reason(f"Kill session {snap['id']} ({snap.get('name')})?",

@@ -21,6 +21,7 @@ from ..supervisor.evidence import fact, record_line, records
 from ..supervisor.messages import clip
 from .diffs import gate_changes_text
 from .keybar import KeyBar
+from .selection import MARK, Selection
 
 DRAW_SECONDS = 0.25
 DIFF_LINK = Style(underline=True, meta={"@click": "app.diff"})
@@ -63,7 +64,8 @@ class GatesQueue(Screen[None]):
             self.session_id = session_id
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,g", "app.pop_screen", "Sessions", id="back"),
+        Binding("escape", "back", "Sessions", id="back"),  # with gates marked, it unmarks them first
+        Binding("g", "app.pop_screen", "Sessions", id="gates.back", show=False),
         Binding("enter", "open_session", "Open its session", id="open-session"),
         Binding("a", "app.approve", "Approve"),
         Binding("w", "app.approve_with_guidance", "Guidance"),
@@ -73,6 +75,10 @@ class GatesQueue(Screen[None]):
         Binding("v", "app.diff", "Diff so far", id="gates.diff"),
         Binding("j", "move_cursor(1)", "Down", show=False),
         Binding("k", "move_cursor(-1)", "Up", show=False),
+        Binding("space", "toggle_mark", "Mark or unmark (a, d then act on all marked)", id="gates.mark", show=False),
+        Binding("shift+down", "mark_and_move(1)", "Mark, move down", id="gates.mark_down", show=False),
+        Binding("shift+up", "mark_and_move(-1)", "Mark, move up", id="gates.mark_up", show=False),
+        Binding("asterisk", "mark_all", "Mark every gate", id="gates.mark_all", show=False),
     ]
 
     def __init__(self, gates_of: Callable[[], list[dict[str, Any]]], clock: Callable[[], float] = time.time) -> None:
@@ -82,6 +88,7 @@ class GatesQueue(Screen[None]):
         self._refs: tuple[str, ...] = ()
         self._by_ref: dict[str, dict[str, Any]] = {}
         self._evidence_of: dict[str, Any] | None = None
+        self.selection = Selection()  # gates marked for approve or deny on many
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -109,9 +116,11 @@ class GatesQueue(Screen[None]):
         if refs != self._refs:
             selected = self.selected()
             table.clear()
+            self.selection.keep_only(refs)  # a decided gate leaves the queue and its mark
             for gate in gates:
-                table.add_row(Text(gate["ref"]), Text(gate.get("name") or ""), Text(gate.get("rule") or ""), "",
-                              Text(clip(gate.get("reason") or "", 90)), key=gate["ref"])  # a str cell is markup
+                table.add_row(self._ref_cell(gate["ref"]), Text(gate.get("name") or ""),
+                              Text(gate.get("rule") or ""), "", Text(clip(gate.get("reason") or "", 90)),
+                              key=gate["ref"])  # a str cell is markup
             self._refs = refs
             if selected is not None and selected["ref"] in table.rows:
                 table.move_cursor(row=table.get_row_index(selected["ref"]))
@@ -146,6 +155,48 @@ class GatesQueue(Screen[None]):
             return None
         ref = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self._by_ref.get(str(ref))
+
+    # ---- marking gates for approve or deny on many -------------------------------------------
+    @property
+    def marked(self) -> list[dict[str, Any]]:
+        """The marked gates, oldest first."""
+        return [self._by_ref[ref] for ref in self.selection.ordered(self._refs) if ref in self._by_ref]
+
+    def _ref_cell(self, ref: str) -> Text:
+        return Text(f"{MARK} {ref}", style="bold reverse") if ref in self.selection else Text(ref)
+
+    def _redraw_marks(self, refs: list[str]) -> None:
+        table = self.query_one("#gates", DataTable)
+        for ref in refs:
+            if ref in table.rows:
+                table.update_cell(ref, "ref", self._ref_cell(ref))
+
+    def action_toggle_mark(self) -> None:
+        gate = self.selected()
+        if gate is not None:
+            self.selection.toggle(gate["ref"])
+            self._redraw_marks([gate["ref"]])
+
+    def action_mark_and_move(self, rows: int) -> None:
+        gate = self.selected()
+        if gate is None:
+            return
+        self.action_move_cursor(rows)
+        after = self.selected() or gate
+        self.selection.add([gate["ref"], after["ref"]])
+        self._redraw_marks([gate["ref"], after["ref"]])
+
+    def action_mark_all(self) -> None:
+        self.selection.add(self._refs)
+        self._redraw_marks(list(self._refs))
+
+    def action_back(self) -> None:
+        """Escape unmarks the marked gates first, then goes back to the sessions."""
+        was = self.selection.clear()
+        if was:
+            self._redraw_marks(list(was))
+        else:
+            self.app.pop_screen()
 
     def action_move_cursor(self, rows: int) -> None:
         """j and k, as in k9s, lazygit and htop."""

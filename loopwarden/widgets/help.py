@@ -24,7 +24,7 @@ INTRO = ("loopwarden watches every agent session and stops the ones that loop, s
 FILTER_HELP = ("Filter (/): every word must appear in the id, name, adapter, state, reason, interventions "
                "(nudged, blocked, ...) or command; '!' keeps the sessions that need a human. Escape clears it. "
                "s sorts by the next order, S reverses it (the arrow in the header), h hides the ended sessions.")
-KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}
+KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "asterisk": "*", "space": "space"}
 
 
 def key_names(keys: str, sep: str = " or ") -> str:

@@ -9,6 +9,7 @@ single Feed, so it needs no second code path.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from textual.notifications import SeverityLevel
@@ -53,6 +54,7 @@ class HostsFeed:
         self.remotes = frozenset(h for h in feeds if h != LOCAL)
         self._current: dict[str, dict[str, dict[str, Any]]] = {host: {} for host in feeds}
         self._up: dict[str, bool | None] = dict.fromkeys(feeds)
+        self._lost_at: dict[str, float] = {}  # when each host not connected now went (wall clock)
         self._notices: list[tuple[str, SeverityLevel]] = []
 
     @classmethod
@@ -131,6 +133,7 @@ class HostsFeed:
             if up != self._up[host]:
                 if host in self.remotes and self._up[host] and not up:
                     self._notices.append((f"host {host}: {GONE}", "error"))
+                    self._lost_at[host] = time.time()
                 elif host in self.remotes and up and feed.generation > 1:
                     back = f"host {host} reconnected: its sessions and gates are current"
                     self._notices.append((back, "information"))
@@ -140,9 +143,16 @@ class HostsFeed:
             return None
         merged = []
         for host, snaps in self._current.items():
-            gone = None if self._up[host] else GONE
+            gone = self._gone_since(host)
             merged += [{**snap, "host_gone": gone} if gone else snap for snap in snaps.values()]
         return merged
+
+    def _gone_since(self, host: str) -> float | None:
+        """When `host` went, while it is not connected (its rows then show their last state, stale); else None."""
+        if self._up[host]:
+            self._lost_at.pop(host, None)
+            return None
+        return self._lost_at.setdefault(host, time.time())
 
     def take_notices(self) -> list[tuple[str, SeverityLevel]]:
         """(words, severity) for each host that went or came back since the last call, once."""
@@ -158,7 +168,7 @@ class HostsFeed:
                     data = self._label(host, data)
                     self._current[host][data["id"]] = data
                     if not self._up[host]:  # sent just before the host went: its row stays marked
-                        data = {**data, "host_gone": GONE}
+                        data = {**data, "host_gone": self._gone_since(host)}
                     message = {**message, "data": data}
                 out.append(message)
         return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -23,11 +23,13 @@ from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
+from .grouping import GROUP_COLUMN, Grouping
+from .selection import MARK, Selection
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
-           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"))
+           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"), ("tags", "TAGS"))
 HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
 
@@ -50,6 +52,7 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
     "mem": "memory of its process tree while it runs",
     "agent": "the agent it runs (claude-code, codex, gemini, ...)",
     "adapter": "how loopwarden talks to it (native, plain, claude-code, codex, acp, ...)",
+    "tags": "the labels given with `run --tag` or `set ID tag=NAME`; G groups the rows by tag, among others",
 }
 
 # verdict action: (the words after it was done, colour); in the order shown
@@ -142,12 +145,11 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
     gates = len(snap.get("pending_gates") or [])
     human = needs_human(snap)
     rss = memory_of(snap)
-    gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
-    return {
+    cells = {
         "id": Text(("! " if human else "  ") + str(snap.get("id")), style="bold magenta" if human else ""),
         "host": Text(visible(str(snap.get("host") or "local"))),
         "name": Text(str(snap.get("name") or "")[:24]),
-        "state": Text(str(gone), style="bold red") if gone else Text(state, style=STATE_STYLE.get(state, "")),
+        "state": Text(state, style=STATE_STYLE.get(state, "")),
         "runtime": Text(runtime),
         "calls": Text(str(snap.get("tool_calls") or 0)),
         "repetition": counter_text(snap, "identical_calls"),
@@ -161,7 +163,19 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
         "agent": Text(visible(str(snap.get("agent") or ""))),
         "adapter": Text(visible(str(snap.get("adapter") or ""))),
+        "tags": Text(visible(",".join(map(str, snap.get("tags") or []))) or "-", style="cyan"),
     }
+    gone = snap.get("host_gone")  # its host is not connected now: its last state is not known to be current
+    return stale(cells, state, float(gone), now) if isinstance(gone, (int, float)) else cells
+
+
+def stale(cells: dict[str, Text], state: str, gone_at: float, now: float) -> dict[str, Text]:
+    """The row of a session whose host went away: its last known state, said stale and since when, all dimmed."""
+    ago = format_duration(max(0.0, now - gone_at))
+    cells["state"] = Text(f"{state} · stale, host lost {ago} ago", style="red")
+    for cell in cells.values():
+        cell.stylize("dim")
+    return cells
 
 
 def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
@@ -172,8 +186,9 @@ def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
         return False
     if not text:
         return True
-    fields = ("id", "host", "name", "agent", "adapter", "state", "termination")
+    fields = ("id", "host", "name", "agent", "adapter", "state", "termination", "cwd")
     haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
+    haystack += " " + " ".join(map(str, snap.get("tags") or [])).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     haystack += " " + " ".join(INTERVENTION_WORDS.get(k, k) for k in snap.get("interventions") or {})
     haystack += " " + ending(snap, short=True).lower()  # the ENDED column's words: killed, sigkill, max runtime
@@ -203,9 +218,12 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "calls": lambda s: -(s.get("tool_calls") or 0),
     "cpu": lambda s: -(s.get("cpu_percent") or 0),
     "mem": lambda s: -memory_of(s),
+    "project": lambda s: (natural_key(str(s.get("cwd") or "")), _by_id(s)),
+    "tag": lambda s: (not s.get("tags"), sorted(s.get("tags") or []), _by_id(s)),
 }
 DESCENDING = frozenset({"interventions", "runtime", "calls", "cpu", "mem"})  # natural direction: most first
-SORT_COLUMN = {"attention": "gates"}  # the column whose header shows the order's arrow, when not its own name
+# the column whose header shows the order's arrow, when not its own name
+SORT_COLUMN = {"attention": "gates", "tag": "tags"}
 
 
 def sort_arrow(sort_by: str, reverse: bool) -> str:
@@ -263,10 +281,16 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home,ctrl+home", "first", "First", show=False),
         Binding("end,ctrl+end", "last", "Last", show=False),
+        Binding("space", "toggle_mark", "Mark or unmark (keys then act on all marked)", id="mark", show=False),
+        Binding("shift+down", "mark_down", "Mark, move down", id="mark_down", show=False),
+        Binding("shift+up", "mark_up", "Mark, move up", id="mark_up", show=False),
+        Binding("V", "mark_range", "Mark from the last mark to here", id="mark_range", show=False),
+        Binding("asterisk", "mark_shown", "Mark every row shown (filtered)", id="mark_shown", show=False),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"session-table--header", "session-table--even-row",
-                                             "session-table--odd-row", "session-table--cursor"}
+                                             "session-table--odd-row", "session-table--cursor",
+                                             "session-table--marked"}
 
     DEFAULT_CSS = """
     SessionTable {
@@ -287,6 +311,7 @@ class SessionTable(ScrollView, can_focus=True):
         & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
         &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
         & > .session-table--even-row { background: $surface-lighten-1 50%; }
+        & > .session-table--marked { background: $accent 35%; text-style: bold; }
         & > .session-table--cursor {
             background: $block-cursor-blurred-background;
             color: $block-cursor-blurred-foreground;
@@ -314,12 +339,13 @@ class SessionTable(ScrollView, can_focus=True):
         self.sort_by = "id"
         self.sort_reverse = False
         self.hide_ended = False
+        self.grouping = Grouping()  # rows of one group together, a GROUP column (G)
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
-        for key, label in COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS:
+        for key, label in (GROUP_COLUMN,) + (COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS):
             column = Column(key, label)
             self.columns[column.key] = column
-        self._column_list = list(self.columns.values())
+        self._column_list = self._shown_columns()
         self.columns[ColumnKey(self.sort_by)].content_width += 2  # the arrow of the first order
         self.rows: dict[str, Row] = {}
         self._order: list[str] = []
@@ -328,6 +354,7 @@ class SessionTable(ScrollView, can_focus=True):
         self._widths_version = 0
         self._line_cache: dict[str, tuple[tuple[Any, ...], Strip]] = {}
         self._header_cache: tuple[tuple[Any, ...], Strip] | None = None
+        self.selection = Selection()  # rows marked for an action on many (space, shift+arrows, V, *)
 
     def on_mount(self) -> None:
         self.clock = getattr(self.app, "clock", time.time)  # the app's clock, fixed in snapshot tests
@@ -380,6 +407,7 @@ class SessionTable(ScrollView, can_focus=True):
             row = self.rows.get(sid)
             if not visible:
                 if row is not None:
+                    self.selection.keys.discard(sid)
                     del self.rows[sid]
                     self._line_cache.pop(sid, None)
                     self._order.remove(sid)
@@ -396,8 +424,10 @@ class SessionTable(ScrollView, can_focus=True):
                     row.cells = cells
                     row.version += 1
                     dirty.append(sid)
-                moved = moved or self.sort_by != "id" or self.sort_reverse
+                moved = moved or self.sort_by != "id" or self.sort_reverse or bool(self.grouping.by)
             for column in self._column_list:
+                if column.name not in cells:
+                    continue  # the GROUP column: sized when the rows are grouped (_settle)
                 width = cells[column.name].cell_len
                 if width > column.content_width:
                     column.content_width = width
@@ -437,6 +467,8 @@ class SessionTable(ScrollView, can_focus=True):
     def _fit(self, column: Column) -> int:
         """The width of a column's widest cell or its header (with the arrow when it is the sorted one)."""
         label = column.label.cell_len + (2 if column.name == self.sort_column else 0)
+        if column.name == GROUP_COLUMN[0]:
+            return max(label, self.grouping.width())
         return max([label] + [row.cells[column.name].cell_len for row in self.rows.values()])
 
     @property
@@ -449,6 +481,22 @@ class SessionTable(ScrollView, can_focus=True):
         """`runtime ▼`: the order and its direction, for the status line."""
         return f"{self.sort_by} {sort_arrow(self.sort_by, self.sort_reverse)}"
 
+    def _shown_columns(self) -> list[Column]:
+        """Every column, the GROUP column first only while the rows are grouped."""
+        return [c for c in self.columns.values() if c.name != GROUP_COLUMN[0] or self.grouping.by]
+
+    @property
+    def group_by(self) -> str | None:
+        return self.grouping.by
+
+    def regroup(self, snapshots: dict[str, dict[str, Any]], group_by: str | None) -> None:
+        """Group the rows by `group_by` (a key of grouping.GROUPS), or not at all (None)."""
+        self.grouping.by = group_by
+        self._column_list = self._shown_columns()
+        self._widths_version += 1
+        self._settle(snapshots, self.selected_id(), True, True, [])
+        self.refresh()
+
     def _settle(self, snapshots: dict[str, dict[str, Any]], selected: str | None, moved: bool, widths: bool,
                 dirty: list[str]) -> None:
         """Sort if rows moved, keep the cursor on the selected session, repaint only what changed."""
@@ -458,9 +506,15 @@ class SessionTable(ScrollView, can_focus=True):
             before = list(self._order)
             self._order.sort(key=lambda sid: order(snapshots[sid]) if sid in snapshots else (),
                              reverse=self.sort_reverse)
-            reordered = self._order != before or len(self._index) != len(self._order)
+            regrouped = self.grouping.arrange(self._order, snapshots, natural_key)
+            reordered = regrouped or self._order != before or len(self._index) != len(self._order)
             if reordered:
                 self._index = {sid: i for i, sid in enumerate(self._order)}
+            group = self.columns[ColumnKey(GROUP_COLUMN[0])]
+            if regrouped and self.grouping.width() > group.content_width:
+                group.content_width = self.grouping.width()
+                widths = True
+                self._widths_version += 1
         if reordered or widths:
             self._update_virtual_size()
         if selected in self._index:
@@ -535,13 +589,17 @@ class SessionTable(ScrollView, can_focus=True):
         sid = self._order[index]
         row = self.rows[sid]
         cursor = index == self._cursor
+        marked = sid in self.selection
         style = self.get_component_rich_style("session-table--odd-row" if index % 2 else "session-table--even-row")
+        if marked:
+            style += self.get_component_rich_style("session-table--marked")
         cursor_style = self.get_component_rich_style("session-table--cursor") if cursor else None
-        key = (row.version, self._widths_version, style, cursor_style, width)
+        group = self.grouping.labels.get(sid)
+        key = (row.version, self._widths_version, style, cursor_style, width, marked, group and group.plain)
         cached = self._line_cache.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        cells = [row.cells[column.name] for column in self._column_list]
+        cells = [drawn_cell(row, column.name, marked, group) for column in self._column_list]
         if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
             strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
         else:
@@ -568,6 +626,51 @@ class SessionTable(ScrollView, can_focus=True):
     def action_last(self) -> None:
         self.move_cursor(row=self.row_count - 1)
 
+    # ---- marking rows for an action on many ------------------------------------------------
+    @property
+    def marked(self) -> list[str]:
+        """The marked sessions, in the table's order."""
+        return self.selection.ordered(self._order)
+
+    def _repaint(self, sids: Iterable[str]) -> None:
+        for sid in sids:
+            if sid in self._index:
+                self._refresh_row(self._index[sid])
+
+    def action_toggle_mark(self) -> None:
+        sid = self.selected_id()
+        if sid is not None:
+            self.selection.toggle(sid)
+            self._repaint([sid])
+
+    def action_mark_down(self) -> None:
+        self._mark_and_move(1)
+
+    def action_mark_up(self) -> None:
+        self._mark_and_move(-1)
+
+    def _mark_and_move(self, step: int) -> None:
+        """Mark the cursor's row and the next one, as shift+arrows extend a selection in an editor."""
+        if self._order:
+            self._repaint(self.selection.step(self._order, self._cursor, step))
+            self.move_cursor(row=self._cursor + step)
+
+    def action_mark_range(self) -> None:
+        sid = self.selected_id()
+        if sid is not None:
+            self._repaint(self.selection.extend(self._order, sid))
+
+    def action_mark_shown(self) -> None:
+        """Mark every row the filter shows."""
+        self.selection.add(self._order)
+        self.refresh()
+
+    def clear_marks(self) -> bool:
+        """Unmark every row; False when none was marked."""
+        was = self.selection.clear()
+        self._repaint(was)
+        return bool(was)
+
     def action_select_cursor(self) -> None:
         sid = self.selected_id()
         if sid is not None:
@@ -584,6 +687,21 @@ class SessionTable(ScrollView, can_focus=True):
             self.action_select_cursor()
         else:
             self.move_cursor(row=index)
+
+
+def drawn_cell(row: Row, name: str, marked: bool, group: Text | None) -> Text:
+    """A row's cell as drawn: the GROUP label on a group's first row, the mark beside a marked row's id."""
+    if name == GROUP_COLUMN[0]:
+        return group or Text("")
+    cell = row.cells[name]
+    return marked_id(cell) if marked and name == "id" else cell
+
+
+def marked_id(cell: Text) -> Text:
+    """The ID cell with the mark in its second place (the first is ! for a session waiting for a human)."""
+    out = cell.copy()
+    out.plain = out.plain[:1] + MARK + out.plain[2:]
+    return out
 
 
 def _key(key: Any) -> str:

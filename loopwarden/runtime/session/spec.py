@@ -24,6 +24,7 @@ class SessionSpec:
     sets: list[str] = field(default_factory=list)
     task: str | None = None
     worktree: dict[str, str] | None = None  # the session's own git worktree (runtime/worktrees.py), if any
+    tags: list[str] = field(default_factory=list)  # the operator's labels (supervisor/tags.py)
 
 
 class Sink(Protocol):
