@@ -13,7 +13,7 @@ from pathlib import Path
 
 from textual.app import App
 
-from ..paths import default_paths, private_dir
+from ..paths import Paths, default_paths, private_dir
 from ..supervisor.visible import visible_lines
 
 MAX_CHARS = 1 << 20  # copied at most; a longer text is cut and says so
@@ -28,10 +28,9 @@ class CopyTarget:
     text: str
 
 
-def copy_file(app: App[object]) -> Path:
-    """The file the copies go to: `copied.txt` in the console's data directory."""
-    paths = getattr(app, "paths", None) or default_paths()
-    return private_dir(paths.data) / COPY_FILE
+def copy_file(paths: Paths | None = None) -> Path:
+    """The file the copies go to: `copied.txt` in the data directory of the console's profile."""
+    return private_dir((paths or default_paths()).data) / COPY_FILE
 
 
 def prepared(text: str) -> str:
@@ -40,6 +39,15 @@ def prepared(text: str) -> str:
     if len(text) > MAX_CHARS:
         text = text[:MAX_CHARS] + f"\n… [cut: {len(text):,} characters, the first {MAX_CHARS:,} copied]"
     return text
+
+
+def spilled_text(path: str) -> str:
+    """A spill file's first MiB, or what says why it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(MAX_CHARS).decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
 
 
 def write_private(path: Path, text: str) -> None:
@@ -55,12 +63,12 @@ def write_private(path: Path, text: str) -> None:
             os.close(fd)
 
 
-def copy_out(app: App[object], target: CopyTarget) -> Path | None:
+def copy_out(app: App[object], target: CopyTarget, paths: Paths | None = None) -> Path | None:
     """Copy `target` both ways and say where; None (said) when the file cannot be written."""
     text = prepared(target.text)
     app.copy_to_clipboard(text)
     try:
-        path = copy_file(app)
+        path = copy_file(paths)
         write_private(path, text)
     except OSError as exc:
         app.notify(f"copied {target.what} to the terminal's clipboard only: cannot write the copy file ({exc})",

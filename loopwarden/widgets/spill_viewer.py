@@ -19,8 +19,9 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Log, Static
 
+from ..paths import Paths
 from ..supervisor.visible import visible_lines
-from .copying import CopyTarget, copy_out
+from .copying import CopyTarget, copy_out, spilled_text
 from .keybar import KeyBar
 from .search import Search
 from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar
@@ -106,9 +107,10 @@ class SpillViewer(SearchableScreen, Screen[None]):
             super().__init__()
             self.text = text
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, paths: Paths | None = None) -> None:
         super().__init__()
         self.path = path
+        self.paths = paths  # the profile whose data directory receives copies
         self.loaded: SpillText | None = None
         self.search = Search()
 
@@ -137,11 +139,11 @@ class SpillViewer(SearchableScreen, Screen[None]):
         self.dismiss(None)
 
     def action_copy(self) -> None:
-        """The file's text as shown (sanitised, bounded) to the clipboard and to a private file."""
+        """The file's first MiB, sanitised, to the clipboard and to a private file."""
         if self.loaded is None or not self.loaded.lines:
             self.notify("nothing to copy: the file is not read, or empty", severity="warning")
             return
-        copy_out(self.app, CopyTarget("the spill file", "\n".join(self.loaded.lines)))
+        copy_out(self.app, CopyTarget("the spill file", spilled_text(self.path)), self.paths)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         searching = self.searching(action)

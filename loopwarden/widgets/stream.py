@@ -9,6 +9,8 @@ import orjson
 from rich.style import Style
 from rich.text import Text
 
+from .copying import CopyTarget, spilled_text
+
 ARGS_CHARS = 80
 TEXT_CHARS = 160
 
@@ -42,6 +44,27 @@ def is_stderr(message: dict[str, Any]) -> bool:
     A plain session's stderr is an `output` event (it counts as activity), any other's a log line."""
     data, kind = message.get("data") or {}, message.get("kind")
     return data.get("stream") == "stderr" and (kind == "log" or (kind == "event" and data.get("type") == "output"))
+
+
+def copy_target(message: dict[str, Any]) -> CopyTarget:
+    """What `y` copies of a record: a call with its arguments, an output whole, a message's text, else the record.
+
+    A spill line copies the spilled output itself (its first MiB), read from its file.
+    """
+    kind, data = message.get("kind"), message.get("data") or {}
+    event = data.get("type") if kind == "event" else None
+    if event == "tool_call":
+        args = orjson.dumps(data.get("args"), option=orjson.OPT_INDENT_2, default=str).decode()
+        return CopyTarget(f"the call to {_cut(str(data.get('tool')), 40)}", f"{data.get('tool')} {args}")
+    if event == "tool_result":
+        return CopyTarget(f"the output of {_cut(str(data.get('tool') or 'a call'), 40)}", str(data.get("output") or ""))
+    if kind == "spill" and data.get("path"):
+        return CopyTarget("the spilled output", spilled_text(str(data["path"])))
+    if event in _SIMPLE:
+        return CopyTarget("the event", str(data.get(_SIMPLE[event][1]) or ""))
+    if kind == "log":
+        return CopyTarget("the log line", str(data.get("text") or ""))
+    return CopyTarget(f"the {kind or 'record'}", orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
 
 
 def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
