@@ -6,16 +6,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual.app import App
+from textual.containers import VerticalScroll
 from textual.strip import Strip
 from textual.widgets import RichLog, Static
 
 from loopwarden.paths import default_paths
 from loopwarden.widgets.detail import SessionDetail
+from loopwarden.widgets.help import Help
 from loopwarden.widgets.search import find
 from loopwarden.widgets.search_bar import SearchBar
 from loopwarden.widgets.spill_viewer import SearchLog, SpillViewer
 from tests.console.helpers import until
+from tests.console.test_console import frozen
 from tests.console.test_detail import FIXED_HISTORY, T0
 
 pytestmark = pytest.mark.anyio
@@ -174,3 +178,39 @@ async def test_the_stderr_log_lines_are_searched_once_shown(tmp_path: Path) -> N
         await until(pilot, lambda: count_of(detail) == "no match", what="hidden stderr lines are not searched")
         await pilot.press("enter", "l")
         await until(pilot, lambda: count_of(detail) == "1/1", what="the stderr line found once shown")
+
+
+def help_match_styles(screen: Help) -> list[tuple[str, str]]:
+    """(text, style) of each highlighted span of the help as drawn."""
+    content = screen.query_one("#help-text", Static).content
+    assert isinstance(content, Text)
+    return [(content.plain[s.start:s.end], str(s.style)) for s in content.spans if "on " in str(s.style)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_help_search_next_previous_count_and_highlight(size: tuple[int, int]) -> None:
+    app = frozen()
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("question_mark")
+        screen = await until(pilot, lambda: app.screen if isinstance(app.screen, Help) else None, what="the help")
+        await pilot.press("slash", *"KILL")
+        total = len(find(screen.search_lines(), "kill"))
+        assert total >= 2
+        await until(pilot, lambda: count_of(screen) == f"1/{total}", what="the matches counted")
+        await pilot.press("enter", "n")
+        await until(pilot, lambda: count_of(screen) == f"2/{total}", what="n: the next")
+        marks = help_match_styles(screen)
+        assert len(marks) == total and all(text.lower() == "kill" for text, _ in marks)
+        assert sum("bright_cyan" in style for _, style in marks) == 1
+        box = screen.query_one(VerticalScroll)
+        line = screen.search.match.line if screen.search.match else -1
+        top = screen.query_one("#help-text").virtual_region.y
+        await until(pilot, lambda: box.scroll_y <= top + line < box.scroll_y + box.scrollable_content_region.height,
+                    what="the help scrolled to the match")
+        await pilot.press("N", "N")
+        await until(pilot, lambda: count_of(screen) == f"{total}/{total}", what="N wraps to the last")
+        await pilot.press("escape")
+        await until(pilot, lambda: count_of(screen) == "" and not help_match_styles(screen), what="cleared")
+        assert app.screen is screen
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, Help), what="the second escape closes the help")
