@@ -86,8 +86,7 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
         body = _spill(data, spill_id)
     elif kind == "log":
         stream = str(data.get("stream") or "log")
-        body = Text(f"{stream}: {_first_line(data.get('text'))}",
-                    style="red" if stream == "loopwarden" else "dim")
+        body = Text(f"{stream}: {_first_line(data.get('text'))}", style=_log_style(stream, data))
     else:
         return None
     if body is None:
@@ -97,6 +96,13 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
         stamp = data.get("decided_at") or data.get("opened_at")
     prefix = time.strftime("%H:%M:%S ", time.localtime(stamp)) if isinstance(stamp, (int, float)) else " " * 9
     return Text.assemble((prefix, "dim"), body)
+
+
+def _log_style(stream: str, data: dict[str, Any]) -> str:
+    """loopwarden's own lines stand out, in red only when something failed; the agent's stderr is dim."""
+    if stream != "loopwarden":
+        return "dim"
+    return "red" if data.get("level") == "error" else "italic cyan"
 
 
 def _event(data: dict[str, Any]) -> Text | None:
