@@ -1,4 +1,4 @@
-"""The detail stream draws loopwarden's own lines in red only when something failed (a plain session's notes are not)."""
+"""The detail stream draws loopwarden's own lines red only when something failed (a plain session's notes are not)."""
 
 from __future__ import annotations
 
