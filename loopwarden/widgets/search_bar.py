@@ -38,7 +38,7 @@ class SearchBar(Horizontal):
     SearchBar > #search-count { width: auto; min-width: 10; padding: 0 1; color: $text-muted; }
     """
 
-    class Done(Input):
+    class QueryLine(Input):
         """The query line itself: escape clears the search."""
 
         BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "Clear search")]
@@ -49,7 +49,7 @@ class SearchBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static("/", id="search-slash")
-        yield self.Done(placeholder="search (enter: back to the text, n/N: next/previous, esc: clear)",
+        yield self.QueryLine(placeholder="search (enter: back to the text, n/N: next/previous, esc: clear)",
                         id="search-input")
         yield Static("", id="search-count")
 

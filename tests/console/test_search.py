@@ -21,6 +21,8 @@ from loopwarden.widgets.spill_viewer import SearchLog, SpillViewer
 from tests.console.helpers import until
 from tests.console.test_console import frozen
 from tests.console.test_detail import FIXED_HISTORY, T0
+from tests.support.daemon import Harness
+from tests.support.paths import PY
 
 pytestmark = pytest.mark.anyio
 SIZES = [(160, 48), (80, 24)]
@@ -212,5 +214,30 @@ async def test_help_search_next_previous_count_and_highlight(size: tuple[int, in
         await pilot.press("escape")
         await until(pilot, lambda: count_of(screen) == "" and not help_match_styles(screen), what="cleared")
         assert app.screen is screen
-        await pilot.press("escape")
+        await pilot.press("slash", "q", "question_mark")  # the help's own close keys are typed into the search
+        await until(pilot, lambda: screen.search.query == "q?", what="q and ? typed as text")
+        assert app.screen is screen
+        await pilot.press("escape", "escape")
         await until(pilot, lambda: not isinstance(app.screen, Help), what="the second escape closes the help")
+
+
+async def test_a_live_line_that_matches_joins_the_search(lw: Harness, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    script = ("import os, sys, time\nprint('first marker line', flush=True)\n"
+              "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\nprint('second MARKER line', flush=True)\n"
+              "while not os.path.exists(sys.argv[1] + '.end'): time.sleep(0.05)\n")
+    sid = lw.run_detached(PY, "-c", script, str(go), adapter="plain")
+    detail = SessionDetail(lw.paths, sid)
+    async with ScreenApp(detail).run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: any("first marker" in line for line in detail.search_lines()), what="line one")
+        await pilot.press("slash", *"marker", "enter")
+        await until(pilot, lambda: count_of(detail) == "1/1", what="the first match")
+        go.touch()
+        await until(pilot, lambda: count_of(detail) == "1/2", what="the live line counted")
+        await pilot.press("n")
+        await until(pilot, lambda: count_of(detail) == "2/2", what="n to the live line")
+        found = detail.search.match
+        assert found is not None
+        assert any(t == "MARKER" and "on bright_cyan" in s for t, s in stream_line(detail, found.line))
+    (tmp_path / "go.end").touch()
+    lw.cli("kill", sid)
