@@ -19,7 +19,9 @@ from ..supervisor.counters import RESETTABLE
 from ..supervisor.verdicts import FINAL_STATES, SessionState, Termination, final_exit_code
 from ..supervisor.tags import TagError, change_tags, check_tags
 from ..supervisor.visible import visible, visible_tree
+from ..runtime.store_filter import EVERY_RECORD, RecordFilter
 from .notify import alerts_lines
+from .record_filters import parse_when, record_filter
 from .common import (DaemonFail, Fail, Unresponsive, build_config, call, config_options, connect, failure, ask_first,
                      listed, profile_paths, shutdown_daemon)
 from .remote import host_names, route
@@ -494,16 +496,32 @@ def _daemon_troubles(info: dict[str, Any]) -> list[str]:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records until the session ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
 @click.option("--limit", default=200, show_default=True, help="How many of the newest stored records to print first.")
-def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
+@click.option("--since", metavar="WHEN", help="Only records at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30.")
+@click.option("--until", metavar="WHEN", help="Only records at or before WHEN (as --since; not with --follow).")
+@click.option("--grep", metavar="TEXT", help="Only records holding TEXT (plain text, case-insensitive).")
+@click.option("--rule", metavar="RULE", help="Only the verdicts of RULE (repetition, loop_gate, stall, ...).")
+def logs(session: str, follow: bool, as_json: bool, limit: int, since: str | None, until: str | None,
+         grep: str | None, rule: str | None) -> None:
     """Print a session's newest stored events, verdicts and operator actions, then (-f) follow it.
+
+    --since, --until, --grep and --rule keep only the records that match, in
+    the daemon's store (the newest --limit of those); with -f, the new records
+    that match too. Ctrl-C stops following.
 
     \b
     Examples:
       loopwarden logs s3
       loopwarden logs -f fixer
+      loopwarden logs s3 --since 10m --grep ERROR
+      loopwarden logs s3 --since 2026-12-07T14:00 --until 2026-12-07T15:00
+      loopwarden logs s3 --rule repetition
+      loopwarden logs -f s3 --grep "Traceback"
       loopwarden logs --json --limit 10000 s3 > s3.jsonl
       loopwarden --host box logs -f s3
     """
+    only = record_filter(since, until, grep, rule)
+    if follow and until:
+        raise Fail("--until ends the records and --follow waits for new ones: give one of them")
     session = route(session)  # box:s3, box a host of the hosts file: box's s3
     follower = connect() if follow else None
     try:
@@ -515,7 +533,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
                 raise failure(exc) from None
         seen: set[tuple[Any, ...]] = set()
         sid = first["sessions"][0].get("id", session) if updates is not None and first["sessions"] else session
-        for sid, kind, data, row in _history(session, limit):
+        for sid, kind, data, row in _history(session, limit, only):
             seen.add(_key(kind, data, row))
             _emit(kind, sid, data, as_json, row.get("ts") if kind != "log" else data.get("ts"))
         if follower is None or updates is None:
@@ -524,17 +542,7 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
             return
         if any(s.get("state") in FINAL for s in first["sessions"]):
             sys.exit(_final(first["sessions"][0]))
-        for message in updates:
-            kind, data = message.get("kind"), message.get("data") or {}
-            if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
-                continue
-            if kind == "cut":
-                raise DaemonFail(f"the daemon ended the subscription: {message.get('reason')}")
-            if kind != "session":
-                _emit(kind, sid, data, as_json, data.get("ts") if kind != "event" else None)
-            elif data.get("state") in FINAL:
-                click.echo(_end_line(visible(sid), data), err=True)
-                sys.exit(_final(data))
+        _print_followed(updates, sid, seen, only, as_json)
     except DaemonError as exc:  # the daemon fell silent (stopped, stuck) while followed
         raise failure(exc) from None
     except KeyboardInterrupt:
@@ -542,6 +550,22 @@ def logs(session: str, follow: bool, as_json: bool, limit: int) -> None:
     finally:
         if follower is not None:
             follower.close()
+
+
+def _print_followed(updates: Any, sid: str, seen: set[tuple[Any, ...]], only: RecordFilter, as_json: bool) -> None:
+    """`logs -f`: each new record `only` passes, until the session ends (then exit with its code)."""
+    for message in updates:
+        kind, data = message.get("kind"), message.get("data") or {}
+        if kind in ("event", "verdict", "action", "log") and _key(kind, data, data) in seen:
+            continue
+        if kind == "cut":
+            raise DaemonFail(f"the daemon ended the subscription: {message.get('reason')}")
+        if kind != "session":
+            if only.matches(kind, data, data.get("ts")):
+                _emit(kind, sid, data, as_json, data.get("ts") if kind != "event" else None)
+        elif data.get("state") in FINAL:
+            click.echo(_end_line(visible(sid), data), err=True)
+            sys.exit(_final(data))
 
 
 _ORDER = ("event", "verdict", "action")
@@ -562,17 +586,17 @@ def _ended_line(ref: str) -> None:
         click.echo(f"{stamp}  {_end_line(visible(str(snap.get('id', ref))), snap).removeprefix('loopwarden: ')}")
 
 
-def _history(session: str, limit: int) -> Any:
+def _history(session: str, limit: int, only: RecordFilter = EVERY_RECORD) -> Any:
     """(session id, kind, data, row) for the newest `limit` stored events, verdicts and actions, oldest
     first, read a page at a time: memory stays at one page (the daemon bounds a page by bytes). It
     ends at what was stored when it began, however fast the session writes (-f follows the rest)."""
     with connect() as client:
         try:
-            start = client.request("logs", session=session, newest=limit)
+            start = client.request("logs", session=session, newest=limit, **only.fields())
             cursors, end = dict(start["start"]), dict(start["end"])  # what was stored when the command began
             sid = start["session"]
             while True:
-                page = client.request("logs", session=sid, limit=min(limit, 10_000), **cursors)
+                page = client.request("logs", session=sid, limit=min(limit, 10_000), **cursors, **only.fields())
                 records = ([("event", e.get("ts"), e["id"], e) for e in page["events"] if e["id"] <= end["after"]]
                            + [("verdict", v.get("ts"), v["id"], v) for v in page["verdicts"]
                               if v["id"] <= end["verdicts_after"]]
@@ -612,26 +636,40 @@ def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool, when:
 
 @click.command()
 @click.argument("session", required=False)
+@click.option("--session", "session_option", metavar="SESSION", help="Only the entries of SESSION (as the argument).")
+@click.option("--actor", metavar="WHO", help="Only the entries of a user or principal holding WHO (case-insensitive).")
+@click.option("--action", metavar="ACTION", help="Only one action: approve, deny, kill, restart, inject, set, ...")
+@click.option("--since", metavar="WHEN", help="Only entries at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
               help="How many of the newest entries to print (1 or more).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def audit(session: str | None, limit: int, as_json: bool) -> None:
+def audit(session: str | None, session_option: str | None, actor: str | None, action: str | None,
+          since: str | None, limit: int, as_json: bool) -> None:
     """The audit log: who did what, when, why, from which client (of one session, or all).
 
     Each entry names the user, the client's kind, pid and terminal, and for an
-    attempt refused to a supervised agent, the session it ran inside.
+    attempt refused to a supervised agent, the session it ran inside. The
+    filters are applied by the daemon's store; the newest --limit that match
+    are printed.
 
     \b
     Examples:
       loopwarden audit
       loopwarden audit s3 --json
+      loopwarden audit --session s3 --action kill
+      loopwarden audit --actor alice --since 2h
+      loopwarden audit --action approve --since 2026-12-07T09:00
     """
-    entries = call("actions", session=session, limit=limit)
+    if session and session_option and session != session_option:
+        raise Fail(f"two sessions given ({session!r} and --session {session_option!r}): give one")
+    fields = {"actor": actor, "action": action, "since": parse_when(since, "--since") if since else None}
+    entries = call("actions", session=session or session_option, limit=limit,
+                   **{k: v for k, v in fields.items() if v is not None})
     if as_json:
         _json_out(entries)
         return
     if not entries:
-        click.echo("no operator actions recorded yet")
+        click.echo("no audit entries match" if any(fields.values()) else "no operator actions recorded yet")
         return
     for a in visible_tree(entries):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["ts"]))

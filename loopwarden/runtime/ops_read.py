@@ -13,6 +13,7 @@ from .records import Recorder
 from .registry import SessionRegistry, row_snapshot
 from .requests import RequestError
 from .store import HISTORY_TABLES
+from .store_filter import RecordFilter, text_field, time_field
 
 LIST_PAGE = 1000  # sessions in one page of older history (`list` with `before`)
 LIST_BYTES = 8 << 20  # ... and at most this many bytes of their snapshots
@@ -71,7 +72,8 @@ class ReadOperations:
         tail: the newest records. Otherwise the records after the cursors (`after`, `verdicts_after`,
         `actions_after`), merged by time. `newest: N` returns only the cursors from which the newest N
         of each table follow (`start`) and the newest ids now (`end`). Replies carry `next` (the cursors to
-        continue from) and `more`."""
+        continue from) and `more`. `since`, `until`, `grep` and `rule` keep only the records that match
+        (runtime/store_filter.py), in the store's query."""
         sid = await self.registry.resolve(req.get("session"))
         await self.recorder.flush()
         store = self.recorder.store
@@ -79,21 +81,24 @@ class ReadOperations:
             raise no_store("history cannot be read now")
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
         max_bytes = _count(req.get("max_bytes"), LOGS_BYTES, LOGS_BYTES)
+        only = RecordFilter.of_request(req)
         tables = req.get("tables")
-        tables = [t for t in HISTORY_TABLES if t in tables] if isinstance(tables, list) else list(HISTORY_TABLES)
+        tables = only.tables([t for t in HISTORY_TABLES if t in tables] if isinstance(tables, list)
+                             else HISTORY_TABLES)
         cursors = {t: _cursor(req.get(CURSOR[t])) for t in HISTORY_TABLES}
         newest = req.get("newest")
 
         def read() -> dict[str, Any]:  # in a worker thread, so a long read never stalls the sessions
             if newest is not None:
                 n = _count(newest, 1000, 1 << 31)
-                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n) for t in tables},
+                return {"session": sid, "start": {CURSOR[t]: store.newest_start(sid, t, n, only) for t in tables},
                         "end": {CURSOR[t]: store.newest_start(sid, t, 0) for t in tables}}
             if req.get("tail"):
-                rows, more = store.newest(sid, limit=limit, max_bytes=max_bytes, tables=tables)
+                rows, more = store.newest(sid, limit=limit, max_bytes=max_bytes, tables=tables, only=only)
                 after = {t: (rows[t][-1]["id"] if rows[t] else cursors[t]) for t in HISTORY_TABLES}
             else:
-                rows, after, more = store.history(sid, cursors, limit=limit, max_bytes=max_bytes, tables=tables)
+                rows, after, more = store.history(sid, cursors, limit=limit, max_bytes=max_bytes, tables=tables,
+                                                  only=only)
             return {"session": sid, **rows, "spills": store.spills(sid, limit=SPILLS_SHOWN), "more": more,
                     "next": {CURSOR[t]: after[t] for t in HISTORY_TABLES}}
 
@@ -123,7 +128,9 @@ class ReadOperations:
             raise no_store("the audit log cannot be read now")
         sid = await self.registry.resolve(req["session"]) if req.get("session") else None
         limit = _count(req.get("limit"), 1000, LOGS_LIMIT)
-        return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit))
+        action, actor, since = text_field(req, "action"), text_field(req, "actor"), time_field(req, "since")
+        return await anyio.to_thread.run_sync(lambda: store.actions(session_id=sid, limit=limit, action=action,
+                                                                     actor=actor, since=since))
 
     async def calls_diff(self, sid: str) -> dict[str, Any]:
         """What a session without a worktree changed, from its calls (runtime/call_changes.py); the `diff` op

@@ -39,6 +39,7 @@ from sqlite_utils import Database
 from ..supervisor.verdicts import FINAL_STATES
 from .store_pages import HistoryPages
 from .store_prune import Pruning
+from .store_filter import EVERY_RECORD, RecordFilter
 from .store_sql import EVENT_FROM, EVENT_IDS, HISTORY_TABLES, TABLES, StoreError, of_session, store_errors, transaction
 from .store_values import APPEND, RowValues, clean, column_kinds, decode
 from .worktrees import project_dir
@@ -483,9 +484,17 @@ class Store:
         where, params = self._where(session_id=session_id, status=status)
         return self._select("gates", f"SELECT * FROM gates{where} ORDER BY rowid", params)
 
-    def actions(self, session_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """The latest `limit` audit entries (of one session if given), oldest first."""
-        where, params = self._where(session_id=session_id)
+    def actions(self, session_id: str | None = None, limit: int = 1000, *, action: str | None = None,
+                actor: str | None = None, since: float | None = None) -> list[dict[str, Any]]:
+        """The latest `limit` audit entries, oldest first: of one session, one action, at or after `since`, by
+        an actor whose user or principal holds `actor` (case-insensitive), where given."""
+        where, params = self._where(session_id=session_id, action=action)
+        more: list[tuple[str, Any]] = [(" ts >= ?", since)] if since is not None else []
+        if actor:
+            more.append((" instr(lower(coalesce(user, '') || ' ' || actor), lower(?)) > 0", actor))
+        for sql, value in more:
+            where += (" AND" if where else " WHERE") + sql
+            params.append(value)
         return self._select("actions", f"SELECT * FROM (SELECT * FROM actions{where}"
                                        " ORDER BY id DESC LIMIT ?) ORDER BY id",
                             [*params, max(0, int(limit))])
@@ -580,18 +589,19 @@ class Store:
         return int(row[0] or 0)
 
     def history(self, session_id: str, after: Mapping[str, int], *, limit: int, max_bytes: int,
-                tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], bool]:
+                tables: Iterable[str] = HISTORY_TABLES, only: RecordFilter = EVERY_RECORD
+                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], bool]:
         """One page of a session's history after the given ids (HistoryPages.history)."""
-        return self.pages.history(session_id, after, limit=limit, max_bytes=max_bytes, tables=tables)
+        return self.pages.history(session_id, after, limit=limit, max_bytes=max_bytes, tables=tables, only=only)
 
-    def newest(self, session_id: str, *, limit: int, max_bytes: int,
-               tables: Iterable[str] = HISTORY_TABLES) -> tuple[dict[str, list[dict[str, Any]]], bool]:
+    def newest(self, session_id: str, *, limit: int, max_bytes: int, tables: Iterable[str] = HISTORY_TABLES,
+               only: RecordFilter = EVERY_RECORD) -> tuple[dict[str, list[dict[str, Any]]], bool]:
         """A session's newest records (HistoryPages.newest)."""
-        return self.pages.newest(session_id, limit=limit, max_bytes=max_bytes, tables=tables)
+        return self.pages.newest(session_id, limit=limit, max_bytes=max_bytes, tables=tables, only=only)
 
-    def newest_start(self, session_id: str, table: str, n: int) -> int:
-        """The id to read after to get the newest `n` rows of a session in `table`."""
-        return self.pages.newest_start(session_id, table, n)
+    def newest_start(self, session_id: str, table: str, n: int, only: RecordFilter = EVERY_RECORD) -> int:
+        """The id to read after to get the newest `n` rows of a session in `table` (HistoryPages.newest_start)."""
+        return self.pages.newest_start(session_id, table, n, only)
 
     def prune(self, ended_before: float, audit_before: float | None = None, *, chunk: int = 50) -> dict[str, int]:
         """Delete the history of sessions ended before `ended_before`, and audit rows older than `audit_before`

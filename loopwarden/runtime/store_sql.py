@@ -44,12 +44,12 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def of_session(table: str, *, after: bool = False, newest: bool = False, what: str = "*") -> str:
-    """The query of a session's rows of `table` (?1), after an id (?2) if `after`, oldest or newest first;
-    the caller adds a LIMIT (numbered after these)."""
+def of_session(table: str, *, after: bool = False, newest: bool = False, what: str = "*", where: str = "") -> str:
+    """The query of a session's rows of `table` (?1), after an id (?2) if `after`, oldest or newest first,
+    with `where` (` AND ...`, runtime/store_filter.py) too; the caller adds a LIMIT (numbered after these)."""
     way = " DESC" if newest else ""
     if table != "events":
         return (f"SELECT {what} FROM {table} WHERE session_id = ?1" + (" AND id > ?2" if after else "")
-                + f" ORDER BY id{way}")
+                + where + f" ORDER BY id{way}")
     return (f"SELECT e.{what} FROM {EVENT_FROM}" + (" AND r.last_id > ?2 AND e.id > ?2" if after else "")
-            + f" ORDER BY r.last_id{way}, r.first_id{way}, e.id{way}")
+            + where + f" ORDER BY r.last_id{way}, r.first_id{way}, e.id{way}")

@@ -85,6 +85,7 @@ ACTION_KEYS = [
     Binding("L", "limits", "Limits", id="limits", show=False),
     Binding("n", "launch", "New", id="launch"),
 ]
+ACTION_ACTIONS = frozenset(b.action for b in ACTION_KEYS)
 GENERAL_KEYS = [
     Binding("question_mark", "help", "Help", id="help"),
     Binding("q", "quit", "Quit", id="quit"),
@@ -346,6 +347,8 @@ class ConsoleApp(App[None]):
         return f"{snap['id']}:{pending[0]}" if snap and pending and needs_human(snap) else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not getattr(self.screen, "ACTS_ON_SESSIONS", True) and action in ACTION_ACTIONS:
+            return False  # a view of text only (the spill viewer): its keys never act on the session behind it
         if action in SESSIONS_ONLY:
             return isinstance(self.screen, Sessions)
         if self.read_only and action in MUTATING:

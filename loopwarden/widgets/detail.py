@@ -15,6 +15,7 @@ from textual.containers import Container, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Header, OptionList, RichLog, Sparkline
 from textual.widgets.option_list import Option
 
@@ -22,12 +23,15 @@ from ..runtime.client import DaemonError
 from ..paths import Paths
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible, visible_tree
+from .copying import copy_out
 from .feed import Feed, request
 from .health import HealthPanel
 from .keybar import KeyBar
 from .proctree import ProcessTree
+from .search import Search
+from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar
 from .spill_viewer import SpillViewer
-from .stream import history_messages, is_stderr, message_key, render
+from .stream import copy_target, history_messages, is_stderr, message_key, render
 
 HISTORY = 500  # newest events read from the store when the screen opens
 MAX_LINES = 1_000  # lines kept in the stream (the store has the rest); redrawn whole when `l` toggles
@@ -39,9 +43,10 @@ SPILLS_KEPT = 100
 RATE_SAMPLES = 60
 
 SnapshotOf = Callable[[str], "dict[str, Any] | None"]  # the app's latest snapshot of a session
+Line = tuple[Text, bool, "dict[str, Any] | None"]  # a drawn line, whether it is an agent's stderr, its record
 
 
-class SessionDetail(Screen[None]):
+class SessionDetail(SearchableScreen, Screen[None]):
     """The live stream of one session with its health, process tree, event-rate sparkline and spill files.
 
     `history`, `processes` and `live=False` make a screen of fixed data with no daemon at all (for snapshots).
@@ -64,6 +69,8 @@ class SessionDetail(Screen[None]):
     SessionDetail.-narrow #side-right { width: 1fr; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
+        *SEARCH_KEYS,
+        Binding("y", "copy", "Copy", id="detail.copy"),
         Binding("escape", "back", "Back", id="detail.back"),
         Binding("o", "open_spill", "Open spill", id="detail.open_spill"),
         Binding("f", "toggle_follow", "Follow", id="detail.follow"),
@@ -102,7 +109,8 @@ class SessionDetail(Screen[None]):
         self.spills: dict[int, str] = {}  # id -> path, newest last, capped
         self._fixed_history = visible_tree(history, multiline=True)
         self._fixed_processes = visible_tree(processes)
-        self._lines: deque[tuple[Text, bool]] = deque(maxlen=MAX_LINES)  # (line, is an agent's stderr line)
+        self._lines: deque[Line] = deque(maxlen=MAX_LINES)
+        self.search = Search()
         self._seen: set[tuple[Any, ...]] = set()  # history records, so the live overlap is skipped
         self._snapshot: dict[str, Any] | None = None
         self._rate: deque[int] = deque([0] * RATE_SAMPLES, maxlen=RATE_SAMPLES)
@@ -127,6 +135,7 @@ class SessionDetail(Screen[None]):
                     yield Sparkline([], id="rate", classes="section")
                     yield ProcessTree(id="procs", classes="section")
                     yield OptionList(id="spills", classes="section")
+        yield SearchBar()
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -191,7 +200,7 @@ class SessionDetail(Screen[None]):
         self._history_generation = message.generation
         if message.error:
             self._reconnected = False  # keep what is shown: the store could not be read to replace it
-            self._write([(Text(message.error, style="red"), False)])
+            self._write([(Text(message.error, style="red"), False, None)])
         self._show_history(message.messages)
 
     def on_session_detail_processes_loaded(self, message: ProcessesLoaded) -> None:
@@ -209,7 +218,7 @@ class SessionDetail(Screen[None]):
             self.stderr_lines = 0
             why = (f"{self.skipped:,} updates came too fast for this screen" if self.skipped
                    else "reconnected to the daemon")
-            self._write([(Text(f"… {why}; the newest {HISTORY} from the store:", style="dim italic"), False)])
+            self._write([(Text(f"… {why}; the newest {HISTORY} from the store:", style="dim italic"), False, None)])
             self.skipped, self._reconnected = 0, False
         self._seen = {message_key(m) for m in messages}
         self._write(self._render_all(messages, HISTORY))
@@ -278,32 +287,47 @@ class SessionDetail(Screen[None]):
             return False
         return message_key(message) not in self._seen
 
-    def _render_all(self, messages: list[dict[str, Any]], limit: int) -> list[tuple[Text, bool]]:
+    def _render_all(self, messages: list[dict[str, Any]], limit: int) -> list[Line]:
         """Lines for the newest `limit` messages (a person cannot read more per tick); every spill is kept."""
-        out = []
+        out: list[Line] = []
         first = len(messages) - limit
         if first > 0:
             out.append((Text(f"… {first:,} records not drawn (too fast to read here; the store has them)",
-                             style="dim italic"), False))
+                             style="dim italic"), False, None))
         for index, message in enumerate(messages):
             spill_id = self._add_spill(message) if message.get("kind") == "spill" else None
             line = render(message, spill_id) if index >= first else None
             if line is not None:
-                out.append((line, is_stderr(message)))
+                out.append((line, is_stderr(message), message))
         return out
 
-    def _write(self, items: list[tuple[Text, bool]]) -> None:
-        """One write of many lines (never a widget or a write per event)."""
+    def _write(self, items: list[Line]) -> None:
+        """One write of many lines (never a widget or a write per event); a search redraws with its matches."""
         if not items:
             return
         self._lines.extend(items)
-        stderr = sum(1 for _, is_log in items if is_log)
+        stderr = sum(1 for _, is_log, _ in items if is_log)
         if stderr:
             self.stderr_lines += stderr
             self._follow_subtitle()
-        shown = [line for line, is_log in items if self.show_logs or not is_log]
+        if self.search.active:
+            self.search.refresh(self.search_lines())
+            self._searched()
+            return
+        shown = [line for line, is_log, _ in items if self.show_logs or not is_log]
         if shown:
             self.query_one("#stream", RichLog).write(Text("\n").join(shown))
+
+    def _shown(self) -> list[Line]:
+        return [item for item in self._lines if self.show_logs or not item[1]]
+
+    def _redraw(self) -> None:
+        """The kept lines drawn again in one write, the search's matches highlighted."""
+        stream = self.query_one("#stream", RichLog)
+        stream.clear()
+        shown = [self.search.highlight(line, number) for number, (line, _, _) in enumerate(self._shown())]
+        if shown:
+            stream.write(Text("\n").join(shown))
 
     def _add_spill(self, message: dict[str, Any]) -> int | None:
         path = (message.get("data") or {}).get("path")
@@ -345,11 +369,10 @@ class SessionDetail(Screen[None]):
     def action_toggle_logs(self) -> None:
         """Show or hide the agent's stderr lines, redrawing the kept lines in one write."""
         self.show_logs = not self.show_logs
-        stream = self.query_one("#stream", RichLog)
-        stream.clear()
-        shown = [line for line, is_log in self._lines if self.show_logs or not is_log]
-        if shown:
-            stream.write(Text("\n").join(shown))
+        if self.search.active:
+            self.search.refresh(self.search_lines())
+            self.search_bar.show_count(self.search.count_text())
+        self._redraw()
         self._follow_subtitle()
 
     def action_scroll_stream(self, down: bool) -> None:
@@ -373,8 +396,45 @@ class SessionDetail(Screen[None]):
         if path is None:
             self.notify("no spilled output in this session", severity="warning")
             return
-        self.app.push_screen(SpillViewer(path))
+        self.app.push_screen(SpillViewer(path, self.paths))
 
     @on(OptionList.OptionSelected, "#spills")
     def spill_chosen(self, event: OptionList.OptionSelected) -> None:
         self.action_open_spill(int(event.option.id or 0))
+
+    def action_copy(self) -> None:
+        """Copy the record at the current match (else the newest shown): a call, its output, a message."""
+        shown = self._shown()
+        found = self.search.match
+        picked = shown[found.line] if found is not None and found.line < len(shown) else \
+            next((item for item in reversed(shown) if item[2] is not None), None)
+        if picked is None or picked[2] is None:
+            self.notify("nothing to copy here yet", severity="warning")
+            return
+        copy_out(self.app, copy_target(picked[2]), self.paths)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        searching = self.searching(action)
+        return True if searching is None else searching
+
+    # ---- search: over the stream's lines as shown ---------------------------
+    def search_lines(self) -> list[str]:
+        return [line.plain for line, _, _ in self._shown()]
+
+    def search_view(self) -> Widget:
+        return self.query_one("#stream", RichLog)
+
+    def search_top(self) -> int:
+        return int(self.query_one("#stream", RichLog).scroll_offset.y)
+
+    def show_search(self) -> None:
+        """Draw the matches; a match found stops following, so the stream stays where the match is."""
+        stream = self.query_one("#stream", RichLog)
+        found = self.search.match
+        if found is not None and stream.auto_scroll:
+            self.action_toggle_follow()
+        self._redraw()
+        if found is not None:
+            width, height = stream.scrollable_content_region.size
+            x = max(0, found.end - width + 4) if found.end > width - 4 else 0
+            stream.scroll_to(x=x, y=max(0, found.line - height // 3), animate=False, immediate=True)

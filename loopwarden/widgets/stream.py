@@ -9,6 +9,8 @@ import orjson
 from rich.style import Style
 from rich.text import Text
 
+from .copying import CopyTarget, spilled_text
+
 ARGS_CHARS = 80
 TEXT_CHARS = 160
 
@@ -44,6 +46,27 @@ def is_stderr(message: dict[str, Any]) -> bool:
     return data.get("stream") == "stderr" and (kind == "log" or (kind == "event" and data.get("type") == "output"))
 
 
+def copy_target(message: dict[str, Any]) -> CopyTarget:
+    """What `y` copies of a record: a call with its arguments, an output whole, a message's text, else the record.
+
+    A spill line copies the spilled output itself (its first MiB), read from its file.
+    """
+    kind, data = message.get("kind"), message.get("data") or {}
+    event = data.get("type") if kind == "event" else None
+    if event == "tool_call":
+        args = orjson.dumps(data.get("args"), option=orjson.OPT_INDENT_2, default=str).decode()
+        return CopyTarget(f"the call to {_cut(str(data.get('tool')), 40)}", f"{data.get('tool')} {args}")
+    if event == "tool_result":
+        return CopyTarget(f"the output of {_cut(str(data.get('tool') or 'a call'), 40)}", str(data.get("output") or ""))
+    if kind == "spill" and data.get("path"):
+        return CopyTarget("the spilled output", spilled_text(str(data["path"])))
+    if event in _SIMPLE:
+        return CopyTarget("the event", str(data.get(_SIMPLE[event][1]) or ""))
+    if kind == "log":
+        return CopyTarget("the log line", str(data.get("text") or ""))
+    return CopyTarget(f"the {kind or 'record'}", orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode())
+
+
 def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
     """The line for one message, or None for records not worth a line (snapshots, resource samples).
 
@@ -63,8 +86,7 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
         body = _spill(data, spill_id)
     elif kind == "log":
         stream = str(data.get("stream") or "log")
-        body = Text(f"{stream}: {_first_line(data.get('text'))}",
-                    style="red" if stream == "loopwarden" else "dim")
+        body = Text(f"{stream}: {_first_line(data.get('text'))}", style=_log_style(stream, data))
     else:
         return None
     if body is None:
@@ -74,6 +96,13 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
         stamp = data.get("decided_at") or data.get("opened_at")
     prefix = time.strftime("%H:%M:%S ", time.localtime(stamp)) if isinstance(stamp, (int, float)) else " " * 9
     return Text.assemble((prefix, "dim"), body)
+
+
+def _log_style(stream: str, data: dict[str, Any]) -> str:
+    """loopwarden's own lines stand out, in red only when something failed; the agent's stderr is dim."""
+    if stream != "loopwarden":
+        return "dim"
+    return "red" if data.get("level") == "error" else "italic cyan"
 
 
 def _event(data: dict[str, Any]) -> Text | None:

@@ -218,7 +218,7 @@ class Interventions:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not end supervision: the rule decides
             opinion.busy = False
-            self.journal.report(f"second opinion failed ({type(exc).__name__}); the rule's verdict stands")
+            self.journal.report(f"second opinion failed ({type(exc).__name__}); the rule's verdict stands", error=True)
             out = None
         if out is not None:
             self.journal.sink("action", opinion.audit(kind, verdict, out, self.clock()))

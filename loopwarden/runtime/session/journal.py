@@ -123,6 +123,8 @@ class Journal:
         them in fresh), so 200 agents starting up are not rebuilt whole every sampler round."""
         self.sink("session", {})
 
-    def report(self, text: str) -> None:
-        """A line from loopwarden in the session's log (shown by an attached run and by `logs`)."""
-        self.sink("log", {"stream": "loopwarden", "text": text, "ts": self.clock()})
+    def report(self, text: str, *, error: bool = False) -> None:
+        """A line from loopwarden in the session's log (shown by an attached run and by `logs`); an `error` one
+        says something failed (the console draws only those in red)."""
+        line = {"stream": "loopwarden", "text": text, "ts": self.clock()}
+        self.sink("log", {**line, "level": "error"} if error else line)

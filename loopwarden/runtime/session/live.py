@@ -131,7 +131,7 @@ class LiveSession:
         except (OSError, ValueError) as exc:
             process.not_started()
             self.health.never_started()
-            self.journal.report(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}")
+            self.journal.report(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}", error=True)
             self.journal.publish()
             return
         self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin
@@ -222,7 +222,7 @@ class LiveSession:
 
     async def _crashed(self, exc: Exception) -> None:
         """A bug of ours stopped supervision: the agent is stopped, never left unwatched."""
-        self.journal.report(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent")
+        self.journal.report(f"supervision failed ({type(exc).__name__}: {exc}); stopping the agent", error=True)
         self.health.supervisor_failed(f"session terminated: the supervisor failed ({exc})")
         with anyio.CancelScope(shield=True):
             await self.interventions.stop(Termination.CRASHED, "the supervisor failed", again=True)

@@ -229,7 +229,8 @@ class AgentProcess:
         survivors = await self.containment.end(self.grace(grace))
         if survivors:
             pids = ", ".join(str(p.pid) for p in sorted(survivors, key=lambda p: p.pid)[:10])
-            self.journal.report(f"{len(survivors)} processes of the session survived SIGKILL {when}: {pids}")
+            self.journal.report(f"{len(survivors)} processes of the session survived SIGKILL {when}: {pids}",
+                                error=True)
 
     async def kill_leftovers(self, grace: float) -> None:
         """After the agent exits, end every process it started, wherever it went (processes that left its group:

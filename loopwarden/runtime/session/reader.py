@@ -251,7 +251,7 @@ class OutputReader:
             if not pumps_done.done() and (self._bytes_read(), self.seq) == before and not busy:
                 self.drain_abandoned = True
                 self.journal.report(f"stopped reading the agent's output {DRAIN_STALLED:.0f} s after it ended: "
-                                    "a process outside the session still holds its pipe open")
+                                    "a process outside the session still holds its pipe open", error=True)
                 return
 
     def _pipes(self) -> tuple[OutputPipe, ...]:

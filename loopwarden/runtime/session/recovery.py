@@ -51,7 +51,7 @@ class Recovery:
         try:
             rewound = self.rewind(1, None, by="policy", instead_of=end)
         except ValueError as exc:
-            self.journal.report(f"recovery.on_loop=rewind could not rewind ({exc}); the session ends")
+            self.journal.report(f"recovery.on_loop=rewind could not rewind ({exc}); the session ends", error=True)
             return verdicts
         self.health.withdraw_termination()
         return [*verdicts[:-1], rewound]

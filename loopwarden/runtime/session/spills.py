@@ -54,7 +54,7 @@ class Spills:
         self.last = result
         if result.warning and not result.path and self.spiller is not None:
             self.failures += 1  # a full disk or an unusable directory: the agent got the truncated text
-            self.journal.report(result.warning)
+            self.journal.report(result.warning, error=True)
         if result.path and result.saved:  # (an output cut whole has only the notice's path)
             self.journal.sink("spill", {"seq": event.seq, "ts": now, "tool": event.tool, "path": result.path,
                                         "size": result.size})
