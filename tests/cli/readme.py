@@ -116,6 +116,8 @@ class Terminal:
                               timeout=20).stdout
 
     def open(self, line: str, env: dict[str, str], cwd: Path) -> None:
+        """Type `line` in a new terminal (the one before, if any, closed)."""
+        self.close()
         env = {**env, "TERM": "xterm-256color"}
         launcher = self.folder / "typed.sh"
         typed = shlex.quote(line + '; echo "[exit $?]"; sleep 600')

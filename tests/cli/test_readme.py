@@ -240,7 +240,7 @@ def test_supervise_an_agent(lw: Harness, agents_env: dict[str, str], tmp_path: P
     readme.run('loopwarden run --adapter acp -- qwen --experimental-acp -- "fix the failing test"')
     assert (work / "held-marker").exists()  # the ACP agent's call was let through
     replay = readme.run("loopwarden replay --format claude-code run.jsonl")
-    assert replay.stdout.strip()
+    assert "final state: running (the recording ends here" in replay.stderr, replay.stderr
     readme.check_all_ran()
 
 
@@ -327,7 +327,10 @@ def test_a_worktree(lw: Harness, agents_env: dict[str, str], fake_gemini: FakeGe
                      r"removed", " ".join(terminal.screen().split())), terminal.screen()
     assert "a + b" in (work / "calc.py").read_text()
     readme.run('loopwarden run --worktree --agent gemini -- "fix the failing test"')  # s2, to throw away
-    readme.run("loopwarden worktree s1 discard", {"s1": "s2"})
+    terminal.open(readme.line("loopwarden worktree s1 discard", {"s1": "s2"}), readme.env, work)
+    terminal.shows("[y/N]:")
+    terminal.keys("y", "Enter")
+    terminal.shows("[exit 0]")
     assert "loopwarden/s2" not in _git(work, "branch") and not (work / "notes.txt").exists()
     readme.check_all_ran()
 
