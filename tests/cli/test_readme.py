@@ -9,7 +9,6 @@ a `Terminal` for one that opens the console)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -369,5 +368,5 @@ def test_a_budget(lw: Harness, agents_env: dict[str, str], fake_api: FakeAnthrop
     readme.run("loopwarden set budgets.day_usd=20")
     status = readme.run("loopwarden status").stdout
     assert "$" in status, status
-    assert json.loads(json.dumps(lw.status("s2")["cost"]))["cost_usd"] > 0.5
+    assert lw.status("s2")["cost"]["cost_usd"] > 0.5  # it went on past the first budget
     readme.check_all_ran()
