@@ -19,7 +19,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     agents import it in fresh processes, and where PYTHONDONTWRITEBYTECODE is set (as on CI) none of them
     writes it, so each compiled every module again (0.15 s a daemon start). Importing reads bytecode whatever
     that variable says; compileall skips what is already up to date."""
-    compileall.compile_dir(ROOT / "loopwarden", quiet=2)
+    if not hasattr(session.config, "workerinput"):  # once, in the controller (pytest-xdist's workers come after)
+        compileall.compile_dir(ROOT / "loopwarden", quiet=2)
     # A suite started in the background of a shell without job control inherits SIGINT ignored, and so would every
     # process it starts, where the tests' Ctrl-C would then do nothing: the processes start with it as a terminal
     # gives it (a handled signal is reset to its default in a new program; an ignored one stays ignored).

@@ -66,11 +66,21 @@ def _unknown_host_hint(op: str, fields: dict[str, Any]) -> str | None:
             f"hosts file ({hosts_file()})")
 
 
-def failure(exc: DaemonError) -> Fail:
+def failure(exc: DaemonError, hint: str | None = None) -> Fail:
     """A daemon's error as the CLI's, its exit code by whose trouble it is (see DaemonError.kind)."""
+    message = f"{exc}; {hint}" if hint else str(exc)
     if isinstance(exc, DaemonTimeout):
-        return Unresponsive(str(exc))
-    return {"request": Fail, "refused": Refused}.get(exc.kind, DaemonFail)(str(exc))
+        return Unresponsive(message)
+    return {"request": Fail, "refused": Refused}.get(exc.kind, DaemonFail)(message)
+
+
+def _demo_hint(paths: Paths, exc: DaemonError) -> str | None:
+    """With no daemon in this profile, a user who just ran the demo is looking for the demo's daemon."""
+    if not str(exc).startswith("no daemon is running"):
+        return None
+    from .demo import demo_daemon_hint  # the demo's command, imported only on this error
+
+    return demo_daemon_hint(paths)
 
 
 def config_options(func: Any) -> Any:
@@ -122,7 +132,7 @@ def connect(autostart: bool = False, name: str = "cli") -> Client:
     try:
         return Client.connect(paths, autostart=autostart, name=name)
     except DaemonError as exc:  # none running (3), one not accepting (3), a bad LOOPWARDEN_TIMEOUT (2)
-        raise failure(exc) from None
+        raise failure(exc, _demo_hint(paths, exc)) from None
     except OSError as exc:  # e.g. LOOPWARDEN_HOME is a file, or not writable
         where = os.environ.get("LOOPWARDEN_HOME")
         what = f"LOOPWARDEN_HOME={where}" if where else "the runtime directory"

@@ -27,6 +27,18 @@ def demo_paths(home: Path | None = None) -> Paths:
     return default_paths({HOME_ENV: str(home or demo_home())})
 
 
+def demo_daemon_hint(paths: Paths) -> str | None:
+    """When no daemon answers at `paths` but the demo's does: where the sessions a user sees in the demo are."""
+    demo = demo_paths()
+    if paths.runtime == demo.runtime:
+        return None
+    try:
+        Client.connect(demo, autostart=False).close()
+    except (DaemonError, OSError):
+        return None
+    return f"the demo's daemon is running: 'loopwarden demo' shows it, or {HOME_ENV}={demo_home()} loopwarden ls"
+
+
 MAX_SPEED = 100.0  # faster, the stretched limits shrink to milliseconds and the story is a blur
 
 
@@ -45,7 +57,8 @@ def _speed(ctx: click.Context, param: click.Parameter, value: float) -> float:
               help="Play the new round this many times faster (2: half the pauses and limits).")
 @click.option("--replay", is_flag=True, help="Instead: replay the bundled example offline and explain each verdict.")
 @click.option("--json", "as_json", is_flag=True, help="With --replay: print verdicts as JSON lines.")
-def demo(again: bool, stop: bool, no_console: bool, read_only: bool, speed: float, replay: bool,
+@click.pass_context
+def demo(ctx: click.Context, again: bool, stop: bool, no_console: bool, read_only: bool, speed: float, replay: bool,
          as_json: bool) -> None:
     """Every behaviour of loopwarden, live, with no API key: the console on the demo daemon.
 
@@ -90,6 +103,10 @@ def demo(again: bool, stop: bool, no_console: bool, read_only: bool, speed: floa
             started = []
             if again or not live:
                 started = [client.request("run", spec=spec) for spec in demo_specs(home, speed)]
+            elif ctx.get_parameter_source("speed") is click.core.ParameterSource.COMMANDLINE:
+                click.echo(f"loopwarden demo: a round is already live at its own speed; --speed {speed:g} plays the "
+                           f"next one: 'loopwarden demo --again --speed {speed:g}' starts it now (or ctrl+r in the "
+                           "console)", err=True)
                 if not no_console:  # the console shows them; --no-console lists them below
                     click.echo(f"loopwarden demo: started {len(started)} sessions "
                                f"({', '.join(s['id'] for s in started)})", err=True)

@@ -27,8 +27,8 @@ def kept_acp(kept: Harness, tmp_path: Path) -> Harness:  # noqa: F811
 def test_a_kept_agent_killed_mid_call_has_its_exit_code(kept_acp: Harness) -> None:
     """Killed while its call runs, the agent outlasts the adapter's stop grace (waited for, then given up) and is
     signalled: the exit the keeper reports is still the session's."""
-    sid = start(kept_acp, "sleep")
-    sleeper = wait_for(lambda: process_with("sleep 600.25"), 20, "the call's sleeping process")
+    sid = start(kept_acp, "sleep", env={"FAKE_ACP_SLEEP": "600.55"})  # no other test's sleeper, run beside it
+    sleeper = wait_for(lambda: process_with("sleep 600.55"), 20, "the call's sleeping process")
     kept_acp.request("kill", session=sid, note="test")
     snap = ended(kept_acp, [sid], timeout=30)[sid]
     assert (snap["state"], snap["termination"]) == ("terminated", "operator"), snap

@@ -11,7 +11,8 @@ Modes:
   steps     calls `echo step-N` that each take 0.3 s, without end ($FAKE_ACP_CALLS in all)
   count     calls `true N` for N = 0.. ($FAKE_ACP_CALLS), never the same, each run at once; with
             $FAKE_ACP_TIMES, the milliseconds from each request written to its answer read go there (JSON)
-  sleep     one allowed call starts `sleep 600.25` as a child and waits for it
+  sleep     one allowed call starts `sleep $FAKE_ACP_SLEEP` (default 600.25) as a child and waits for it; a test
+            that looks for that process by its command line gives it a length of its own
   edit      Gemini CLI's way of editing: an `edit` call whose content is a `diff` block (path, oldText, newText)
             changes notes.txt in its directory, a second one makes new.txt (no oldText); each written when allowed
   hostile   garbage lines, a line nested thousands deep, an over-long request, unreadable ids, fs/terminal and
@@ -158,7 +159,7 @@ class Agent:
         elif self.mode == "count":
             self.count(calls)
         elif self.mode == "sleep":
-            self.run_call("sleeper", "sleep 600.25")
+            self.run_call("sleeper", f"sleep {os.environ.get('FAKE_ACP_SLEEP', '600.25')}")
         elif self.mode == "edit":
             self.edit("e1", "notes.txt", "alpha\nbeta\n", "alpha\nBETA\ngamma\n")
             self.edit("e2", "new.txt", None, "fresh\n")

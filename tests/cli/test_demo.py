@@ -31,7 +31,10 @@ class Demo:
         self.home = data_home / "loopwarden" / "demo"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "loopwarden", "demo", *args], env=self.env,
+        return self.loopwarden("demo", *args)
+
+    def loopwarden(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "loopwarden", *args], env={**self.env, **env},
                               capture_output=True, text=True, timeout=60, check=False)
 
     def sessions(self) -> list[dict[str, Any]]:
@@ -122,3 +125,31 @@ def test_a_bad_speed_is_a_one_line_error(speed: str) -> None:
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("loopwarden: error: Invalid value for '--speed'")
     assert proc.stderr.count("\n") == 1
+
+
+def test_a_speed_given_while_a_round_is_live_says_in_one_line_how_to_play_it(demo: Demo) -> None:
+    assert demo.cli("--no-console", "--speed", FAST).returncode == 0
+    proc = demo.cli("--no-console", "--speed", "4")
+    assert proc.returncode == 0 and proc.stdout.startswith("the demo is already running, ")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "a round is already live" in proc.stderr
+    assert "'loopwarden demo --again --speed 4' starts it now" in proc.stderr
+    assert len(demo.sessions()) == len(DEMO_AGENTS)  # nothing new started
+    assert demo.cli("--no-console").stderr == ""  # no speed asked for: nothing to explain
+
+
+def test_ls_with_only_the_demos_daemon_running_points_at_it(demo: Demo, tmp_path: Path) -> None:
+    assert demo.cli("--no-console", "--speed", FAST).returncode == 0
+    runtime = tmp_path / "run"  # the user's own profile, where no daemon runs
+    runtime.mkdir(mode=0o700)
+    proc = demo.loopwarden("ls", XDG_RUNTIME_DIR=str(runtime))
+    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.stderr.startswith("loopwarden: error: no daemon is running") and proc.stderr.count("\n") == 1
+    assert f"the demo's daemon is running: 'loopwarden demo' shows it, or LOOPWARDEN_HOME={demo.home} loopwarden ls" \
+        in proc.stderr
+    listed = demo.loopwarden("ls", LOOPWARDEN_HOME=str(demo.home))  # the command the hint gives works
+    assert listed.returncode == 0 and "repetition" in listed.stdout
+
+    demo.cli("--stop")
+    alone = demo.loopwarden("ls", XDG_RUNTIME_DIR=str(runtime))  # no demo either: no hint
+    assert alone.returncode == 3 and "the demo's daemon" not in alone.stderr

@@ -119,15 +119,15 @@ def test_operator_text_steers_the_running_turn(cx: Harness, fake_model: FakeResp
 
 
 def test_kill_during_a_running_command_leaves_no_process(cx: Harness, fake_model: FakeResponses) -> None:
-    fake_model.play(run("sleep 600.25"), repeat=True, max_replies=5)
+    fake_model.play(run("sleep 600.35"), repeat=True, max_replies=5)
     sid = start(cx, "wait a while")
-    sleeper = wait_for(lambda: process_with("sleep 600.25"), 60, "the command's sleeping process")
+    sleeper = wait_for(lambda: process_with("sleep 600.35"), 60, "the command's sleeping process")
     cx.request("kill", session=sid, note="test")
     snap = cx.wait_state(sid, "terminated", timeout=30)
     assert snap["termination"] == "operator"
     assert snap["exit_code"] == 0, "the app-server was signalled instead of ending on the interrupt and stdin's end"
     assert wait_for(lambda: gone(sleeper.pid), 15, "the command's process to be gone")
-    assert not group_alive(snap["pid"]) and process_with("sleep 600.25") is None
+    assert not group_alive(snap["pid"]) and process_with("sleep 600.35") is None
 
 
 def test_the_wall_clock_limit_holds_while_the_model_keeps_going(cx: Harness, fake_model: FakeResponses) -> None:

@@ -141,16 +141,16 @@ def test_cancel_answers_the_held_request_and_gemini_does_not_hang(gm: Harness, f
 
 
 def test_kill_during_a_running_command_leaves_no_process(gm: Harness, fake_gemini: FakeGemini) -> None:
-    fake_gemini.play(run("sleep 600.25"), repeat=True, max_replies=5)
+    fake_gemini.play(run("sleep 600.45"), repeat=True, max_replies=5)
     sid = start(gm, "wait a while")
-    sleeper = wait_for(lambda: next(iter(processes_with("sleep 600.25")), None), 60, "the command's process")
+    sleeper = wait_for(lambda: next(iter(processes_with("sleep 600.45")), None), 60, "the command's process")
     pid = gm.status(sid)["pid"]
     assert psutil.Process(pid).cmdline()[0].endswith("node"), "the session's pid is Gemini itself, no wrapper"
     gm.request("kill", session=sid, note="test")
     snap = gm.wait_state(sid, "terminated", timeout=30)
     assert snap["termination"] == "operator"
     assert wait_for(lambda: gone(sleeper.pid), 15, "the command's process to be gone")
-    assert not group_alive(snap["pid"]) and not processes_with("sleep 600.25")
+    assert not group_alive(snap["pid"]) and not processes_with("sleep 600.45")
     assert not processes_with(str(gm.home)), "a Gemini process of this session is left"
 
 
