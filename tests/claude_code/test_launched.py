@@ -220,3 +220,16 @@ def test_the_readmes_first_command_runs_its_prompt_with_the_tools_allowed(
     assert said(fake_api, "fix the failing test") == [0, 1]
     [result] = of_kind(cc, sid, "tool_result")
     assert not result["is_error"], result  # Bash was allowed: it ran without asking
+
+
+def test_the_same_failing_command_again_and_again_opens_the_loop_counters_gate(
+        cc: Harness, fake_api: FakeAnthropic) -> None:
+    fake_api.play(lambda body: call("Bash", {"command": "cat missing-notes.txt", "description": "read"}),
+                  max_turns=30)
+    sid = start(cc, "--max-turns", "30", "--allowedTools=Bash", "read the notes")
+    cc.wait_state(sid, "gated", timeout=90)
+    gate = next(v for v in cc.verdicts(sid) if v["action"] == "gate")
+    assert gate["rule"] == "loop_counter", rules(cc.verdicts(sid))
+    assert "No such file or directory" in str(gate["evidence"]["failures"][-1]["message"])
+    cc.request("kill", session=sid, note="test")
+    cc.wait_state(sid, "terminated", timeout=30)

@@ -208,3 +208,15 @@ def test_file_changes_are_judged_with_their_diff_and_a_declined_one_is_not_writt
     assert told[0]["output"] == "patch rejected by user"
     assert fake_model.received(block["message"]), "the reason never reached the model"
     assert (cx.work / "kept.txt").read_text() == "alpha\n"  # type: ignore[attr-defined]
+
+
+def test_the_same_failing_command_again_and_again_opens_the_loop_counters_gate(
+        cx: Harness, fake_model: FakeResponses) -> None:
+    fake_model.play(run("cat missing-notes.txt"), repeat=True, max_replies=30)
+    sid = start(cx, "read the notes")
+    cx.wait_state(sid, "gated", timeout=60)
+    gate = next(v for v in cx.verdicts(sid) if v["action"] == "gate")
+    assert gate["rule"] == "loop_counter", rules(cx.verdicts(sid))
+    assert "No such file or directory" in str(gate["evidence"]["failures"][-1]["message"])
+    cx.request("kill", session=sid, note="test")
+    cx.wait_state(sid, "terminated", timeout=30)
