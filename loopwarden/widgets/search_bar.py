@@ -34,7 +34,8 @@ class SearchBar(Horizontal):
     SearchBar { display: none; height: 1; background: $panel; }
     SearchBar.-open { display: block; }
     SearchBar > #search-slash { width: 2; padding-left: 1; }
-    SearchBar > Input { width: 1fr; height: 1; border: none; padding: 0; background: $panel; }
+    SearchBar > Input, SearchBar > Input:focus { width: 1fr; height: 1; border: none; padding: 0;
+                                                 background: $panel; }
     SearchBar > #search-count { width: auto; min-width: 10; padding: 0 1; color: $text-muted; }
     """
 
