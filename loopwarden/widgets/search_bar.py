@@ -88,9 +88,11 @@ class SearchableScreen:
     def search_bar(self) -> SearchBar:
         return self.query_one(SearchBar)  # type: ignore[attr-defined]
 
-    def searching(self, action: str) -> bool | None:
-        """For check_action: the search keys work only while there is a search (else `n` and escape pass on)."""
-        return None if action not in SEARCH_ACTIONS else self.search.active
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The search keys work only while there is a search (else `n` and escape pass on to the next binding)."""
+        if action in SEARCH_ACTIONS:
+            return self.search.active
+        return super().check_action(action, parameters)  # type: ignore[misc]
 
     def action_search(self) -> None:
         bar = self.search_bar
