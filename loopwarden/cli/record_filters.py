@@ -6,7 +6,6 @@ import time
 from datetime import datetime
 
 from ..runtime.store_filter import RecordFilter
-from ..supervisor.config import parse_duration
 from .common import Fail
 
 TIME_HELP = "a duration ago (10m, 2h, 1d) or a time (2026-12-07T14:30, 2026-12-07 14:30:00+00:00)"
@@ -15,6 +14,8 @@ TIME_HELP = "a duration ago (10m, 2h, 1d) or a time (2026-12-07T14:30, 2026-12-0
 def parse_when(text: str, option: str, now: float | None = None) -> float:
     """Seconds since the epoch for `--since 10m` (ten minutes ago) or `--since 2026-12-07T14:30` (local time
     unless it names its zone); anything else is a one-line error."""
+    from ..supervisor.config import parse_duration  # here: `ls` and its kin never load the config's parser
+
     try:
         return (time.time() if now is None else now) - parse_duration(text)
     except ValueError:

@@ -413,10 +413,6 @@ class SessionDetail(SearchableScreen, Screen[None]):
             return
         copy_out(self.app, copy_target(picked[2]), self.paths)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        searching = self.searching(action)
-        return True if searching is None else searching
-
     # ---- search: over the stream's lines as shown ---------------------------
     def search_lines(self) -> list[str]:
         return [line.plain for line, _, _ in self._shown()]

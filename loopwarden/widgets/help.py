@@ -130,10 +130,6 @@ class Help(SearchableScreen, ModalScreen[None]):
         else:
             box.action_scroll_up()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        searching = self.searching(action)
-        return True if searching is None else searching
-
     # ---- search: over the help's lines as drawn -------------------------------
     def search_lines(self) -> list[str]:
         return [line.plain for line in self.lines]

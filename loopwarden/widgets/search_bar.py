@@ -34,7 +34,8 @@ class SearchBar(Horizontal):
     SearchBar { display: none; height: 1; background: $panel; }
     SearchBar.-open { display: block; }
     SearchBar > #search-slash { width: 2; padding-left: 1; }
-    SearchBar > Input { width: 1fr; height: 1; border: none; padding: 0; background: $panel; }
+    SearchBar > Input, SearchBar > Input:focus { width: 1fr; height: 1; border: none; padding: 0;
+                                                 background: $panel; }
     SearchBar > #search-count { width: auto; min-width: 10; padding: 0 1; color: $text-muted; }
     """
 
@@ -87,9 +88,11 @@ class SearchableScreen:
     def search_bar(self) -> SearchBar:
         return self.query_one(SearchBar)  # type: ignore[attr-defined]
 
-    def searching(self, action: str) -> bool | None:
-        """For check_action: the search keys work only while there is a search (else `n` and escape pass on)."""
-        return None if action not in SEARCH_ACTIONS else self.search.active
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The search keys work only while there is a search (else `n` and escape pass on to the next binding)."""
+        if action in SEARCH_ACTIONS:
+            return self.search.active
+        return super().check_action(action, parameters)  # type: ignore[misc]
 
     def action_search(self) -> None:
         bar = self.search_bar

@@ -145,10 +145,6 @@ class SpillViewer(SearchableScreen, Screen[None]):
             return
         copy_out(self.app, CopyTarget("the spill file", spilled_text(self.path)), self.paths)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        searching = self.searching(action)
-        return True if searching is None else searching
-
     # ---- search: over the lines as shown ------------------------------------
     def search_lines(self) -> Sequence[str]:
         return [line.expandtabs() for line in self.query_one(SearchLog).lines]  # as the log draws them

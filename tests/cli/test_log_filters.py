@@ -59,6 +59,8 @@ def test_logs_grep_since_and_until_are_read_from_the_store(lw: Harness, tmp_path
     both = printed(lw.cli("logs", sid, "--since", "1h", "--grep", "LATE").stdout)
     assert "late needle 2" in both and "late other" in both and "early" not in both
     assert "early" not in lw.cli("logs", sid, "--json", "--since", at).stdout
+    newest_early = printed(lw.cli("logs", sid, "--limit", "1", "--grep", "early").stdout)
+    assert newest_early.endswith("│ early other")  # the newest that match, not a match among the newest
     (tmp_path / "go.end").touch()
     go.unlink()
 

@@ -73,6 +73,8 @@ async def test_spill_viewer_search_next_previous_count_and_highlight(tmp_path: P
         log = viewer.query_one(SearchLog)
         await pilot.press("slash", *"error")
         await until(pilot, lambda: count_of(viewer) == "1/5", what="five matches, the first current")
+        bar = viewer.query_one(SearchBar)
+        assert bar.input.content_region.height == 1  # the query has its line (no border taking it)
         await pilot.press("enter")
         assert log.has_focus
         await pilot.press("n")
