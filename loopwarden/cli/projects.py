@@ -13,7 +13,7 @@ from ..supervisor.user_config import read_user_config
 
 
 @dataclass(frozen=True)
-class Launch:
+class RunChoices:
     """What `run` starts with: the adapter (None: as given), the worktree choice and the --set words."""
 
     adapter: str | None
@@ -22,14 +22,14 @@ class Launch:
 
 
 def with_project_defaults(cwd: str, adapters: list[str], *, adapter_given: bool, worktree: bool | None,
-                          sets: tuple[str, ...]) -> Launch:
+                          sets: tuple[str, ...]) -> RunChoices:
     """The launch with the defaults of the deepest project holding `cwd` where no flag says otherwise."""
     user = read_user_config(default_paths().config_file)
     if user.error:
         click.echo(f"loopwarden: warning: {user.error}", err=True)
     project = user.project_for(cwd)
     if project is None:
-        return Launch(None, worktree, sets)
+        return RunChoices(None, worktree, sets)
     for warning in user.warnings:
         if warning.startswith(f'projects."{project.name}"'):
             click.echo(f"loopwarden: warning: {warning}", err=True)
@@ -44,4 +44,4 @@ def with_project_defaults(cwd: str, adapters: list[str], *, adapter_given: bool,
                       limits=limits)
     if applied.adapter or applied.worktree is not None or applied.limits:
         click.echo(f"loopwarden: project defaults from {project.name}: {applied.describe()}", err=True)
-    return Launch(adapter, worktree if worktree is not None else project.worktree, (*applied.sets(), *sets))
+    return RunChoices(adapter, worktree if worktree is not None else project.worktree, (*applied.sets(), *sets))

@@ -64,6 +64,10 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
     is ended for not speaking loopwarden's protocol unless --adapter native
     asks for that.
 
+    In a directory the user config names (`[projects."~/code/api"]` in
+    `loopwarden config path`), that project's adapter, worktree and limits
+    apply where no flag says otherwise; one line says which.
+
     Ctrl-C detaches without stopping the session. The exit code is the
     session's: the agent's own when it exits, or the termination reason's
     (max_runtime 10, repetition_loop 11, validation_failure 12,

@@ -67,11 +67,11 @@ class GatesQueue(Screen[None]):
         Binding("escape", "back", "Sessions", id="back"),  # with gates marked, it unmarks them first
         Binding("g", "app.pop_screen", "Sessions", id="gates.back", show=False),
         Binding("enter", "open_session", "Open its session", id="open-session"),
-        Binding("a", "app.approve", "Approve"),
-        Binding("w", "app.approve_with_guidance", "Guidance"),
-        Binding("d", "app.deny", "Deny"),
-        Binding("u", "app.grant", "Grant"),
-        Binding("x", "app.reset", "Reset"),
+        Binding("a", "app.approve", "Approve", id="approve"),  # the app's ids: a key the user rebinds moves here too
+        Binding("w", "app.approve_with_guidance", "Guidance", id="guidance"),
+        Binding("d", "app.deny", "Deny", id="deny"),
+        Binding("u", "app.grant", "Grant", id="grant"),
+        Binding("x", "app.reset", "Reset", id="reset"),
         Binding("v", "app.diff", "Diff so far", id="gates.diff"),
         Binding("j", "move_cursor(1)", "Down", show=False),
         Binding("k", "move_cursor(-1)", "Up", show=False),

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import Checkbox, Input, Label, Select
+from textual.widgets import Checkbox, DataTable, Input, Label, Select
 
-from loopwarden.widgets.dialogs import ConfirmWithReason, Launch
+from loopwarden.widgets.dialogs import Confirm, ConfirmWithReason, Launch
+from loopwarden.widgets.gates import GatesQueue
 from loopwarden.widgets.help import Help
 from tests.console.helpers import RecordingConsole, sleeper, until
 from tests.console.test_actions import page_text, select
@@ -48,6 +49,25 @@ async def test_a_rebound_key_acts_and_the_old_one_no_longer_does(lw: Harness, si
         assert "ctrl+x" in kill_line and "K" not in kill_line.replace("Kill", "")
         assert not [n for n in app.notices if "user config" in n]
     assert lw.status(sid)["state"] == "running"
+    lw.request("kill", session=sid)
+
+
+async def test_a_rebound_key_moves_in_the_gates_queue_too(lw: Harness) -> None:
+    write_config(lw, '[console.keys]\napprove = "ctrl+a"\n')
+    sid = lw.scenario("gate_request")
+    lw.wait_state(sid, "gated")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZES[0]) as pilot:
+        await until(pilot, lambda: f"{sid}:g1" in {g["ref"] for g in app.gates}, what="the gate")
+        await pilot.press("g")
+        queue = await until(pilot, lambda: app.screen if isinstance(app.screen, GatesQueue) else None, what="queue")
+        await until(pilot, lambda: f"{sid}:g1" in queue.query_one("#gates", DataTable).rows, what="the gate row")
+        await pilot.press("a")
+        await pilot.pause()
+        assert app.screen is queue, "the old key still asked to approve"
+        await pilot.press("ctrl+a")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval question on the new key")
+        await pilot.press("escape")
     lw.request("kill", session=sid)
 
 
