@@ -92,14 +92,20 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-_FENCE = re.compile(r"\A\s*```[\w+.-]*[ \t]*\n(.*?)(?:\n[ \t]*```[ \t]*)?\s*\Z", re.S)
+_FENCE_OPEN = re.compile(r"```[\w+.-]*[ \t]*\Z")  # matched against the first line alone: no search of the text
 
 
 def _unfenced(text: str) -> str:
     """A tool result's text without the Markdown fence claude-agent-acp wraps it in (```console ... ```), so that
-    its first line is the output's, not the fence's; any other text as it is."""
-    found = _FENCE.match(text) if text.lstrip().startswith("```") else None
-    return found[1] if found is not None else text
+    its first line is the output's, not the fence's; any other text as it is. Cut by string operations, each
+    linear: a long output with no closing fence is no slow search."""
+    body = text.lstrip()
+    first, newline, rest = body.partition("\n")
+    if not newline or not _FENCE_OPEN.match(first):
+        return text
+    rest = rest.rstrip()
+    head, _, last = rest.rpartition("\n")
+    return head if last.strip() == "```" else ("" if rest.strip() == "```" else rest)
 
 
 def content_text(content: Any, limit: int = OUTPUT_LIMIT) -> str:

@@ -35,7 +35,11 @@ _MANY = frozenset({
     "--add-dir", "--allowed-tools", "--allowedTools", "--betas", "--channels", "--disallowed-tools",
     "--disallowedTools", "--file", "--mcp-config", "--tools",
 })
-_TOOL_RULE = re.compile(r"\A[\w.-]+\(.*\)\Z", re.S)  # a permission rule such as Bash(git commit:*)
+_TOOL_LISTS = frozenset({  # the list options whose values are tool names and permission rules, never paths
+    "--allowed-tools", "--allowedTools", "--disallowed-tools", "--disallowedTools", "--tools",
+})
+_RULE = re.compile(r"(?<![\w.-])[\w.-]++\([^()]*+\)")  # a permission rule such as Bash(git commit:*)
+_TOOL = re.compile(r"(?:[A-Z][\w-]*|mcp__[\w-]+|[\w-]+:[\w-]+)\Z")  # Bash, WebFetch, mcp__github__x, plugin:tool
 _OPTIONAL = frozenset({
     "--cloud", "--debug", "-d", "--from-pr", "--prompt-suggestions", "--remote-control", "--resume",
     "-r", "--worktree", "-w",
@@ -51,14 +55,16 @@ class ClaudeArgs:
 
 
 def _sentence(value: str) -> bool:
-    """Whether a list option's value reads as a prompt: words with spaces, not a tool rule (`Bash(git log:*)`)."""
-    return len(value.split()) > 1 and not _TOOL_RULE.match(value)
+    """Whether a tool list's value reads as a prompt: words with spaces, not tool names and permission rules
+    (`Bash(git log:*) Read`, `Edit Write`: claude takes such a value as tools)."""
+    words = _RULE.sub(" ", value).replace(",", " ").split()
+    return len(value.split()) > 1 and not all(_TOOL.match(word) for word in words)
 
 
 def split_args(args: list[str]) -> ClaudeArgs:
     """Find the prompt the way claude's own parser (commander) would: the argument that is neither an
     option nor an option's value. A list option (`--allowedTools A B`) takes every following argument
-    that does not start with `-`, as in claude itself; but when that leaves no prompt and the list's last
+    that does not start with `-`, as in claude itself; but when that leaves no prompt and a tool list's last
     value is a sentence (`--allowedTools "Bash,Read" "fix the test"`), that value is the prompt the user
     meant (it goes to claude as the first user line, not as a tool). Options loopwarden sets are dropped."""
     options: list[str] = []
@@ -88,7 +94,7 @@ def split_args(args: list[str]) -> ClaudeArgs:
         if name in _DROPPED:
             continue
         options.extend(taken)
-        listed_last = name in _MANY and "=" not in arg and len(taken) > 2
+        listed_last = name in _TOOL_LISTS and "=" not in arg and len(taken) > 2  # (a path may hold spaces)
     if not prompts and listed_last and _sentence(options[-1]):
         prompts.append(options.pop())
     return ClaudeArgs(options, " ".join(prompts) if prompts else None)

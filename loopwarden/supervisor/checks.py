@@ -1,9 +1,9 @@
 """Which shell calls are a test or lint run: a small pure classifier of command lines.
 
 Agents wrap their commands (Codex: `bash -lc 'pytest -q'`; others: `cd repo && npm test`, an argv list), so a
-command is a check when any of its words (quotes and a path stripped) starts one of the configured commands and
-the whole line holds that command as words (`pytest`, `npm run lint`, `go test`, never `pytestx` or `ls pytest_notes`
-... see `matches`)."""
+command is a check when one of its simple commands (split at `&&`, `;`, `|`, parentheses; quotes taken as spaces)
+starts, after a shell, `sudo`, `uv run`, `python -m` and the like, with one of the configured commands (`pytest`,
+`npm run lint`, `go test`, never `pytestx`, `ls pytest_notes` or `grep pytest`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ import re
 from typing import Any, Final
 
 _QUOTES: Final = str.maketrans({c: " " for c in "'\"`();"})
+# where a new command starts: a list or pipe operator, a subshell, a command substitution, a new line
+_SEPARATOR: Final = re.compile(r"&&|\|\||[;|()\n`]|\$\(")
+_SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish"})  # `bash -lc '...'`: its script follows
+_PREFIXES: Final = frozenset({"sudo", "time", "env", "exec", "command", "nice", "nohup", "npx", "bunx"})
+_RUNNERS: Final = frozenset({("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run"),
+                             ("pnpm", "exec"), ("bundle", "exec"), ("python", "-m"), ("python3", "-m")})
 
 
 def command_text(args: dict[str, Any]) -> str | None:
@@ -28,25 +34,49 @@ def words(command: str) -> list[str]:
     return command.translate(_QUOTES).split()
 
 
-class CheckCommands:
-    """Tells a test or lint command line from others, by a list such as `reflections.commands`."""
+def _command_words(segment: list[str]) -> list[str]:
+    """A simple command's words from the program on: a shell's options, `sudo`/`time`/`env`..., `uv run`,
+    `python -m`, `timeout 60` and variable assignments (`CI=1`) before it left out, its path stripped."""
+    i = 0
+    while i < len(segment):
+        word = segment[i].rpartition("/")[2]
+        if word in _SHELLS or word in _PREFIXES or ("=" in word and not word.startswith("=")) or word.startswith("-"):
+            i += 1
+        elif word == "timeout" or (i + 1 < len(segment) and (word, segment[i + 1]) in _RUNNERS):
+            i += 2
+        else:
+            return [word, *segment[i + 1:]]
+    return []
 
-    __slots__ = ("first_words", "pattern")
+
+class CheckCommands:
+    """Tells a test or lint command line from others, by a list such as `reflections.commands`: a check is a
+    simple command of the line (between `&&`, `;`, `|`..., or in a shell's quoted script) that starts with one of
+    them; a word in an argument (`git commit -m 'fix pytest'`, `grep pytest`, `which ruff`) is none."""
+
+    __slots__ = ("commands", "first_words")
 
     def __init__(self, commands: list[str]) -> None:
-        escaped = sorted((re.escape(c).replace(r"\ ", r"\s+") for c in commands), key=len, reverse=True)
-        self.pattern = re.compile(r"(?<![\w.-])(?:" + "|".join(escaped) + r")(?![\w-])")
-        self.first_words = frozenset(c.split()[0] for c in commands if c.split())
+        self.commands = [tuple(c.split()) for c in commands if c.split()]
+        self.first_words = frozenset(c[0] for c in self.commands)
 
     def matches(self, command: str) -> bool:
-        """Cheap pre-check first (a word, path stripped, starts an entry), then the pattern."""
+        """Cheap pre-check first (a word, path stripped, names an entry's program), then each simple command."""
         first = self.first_words
         split = words(command)
         if "/" not in command and first.isdisjoint(split):
             return False  # no word is a path, so none has a path to strip: one set test in C (most commands)
-        for word in split:
-            if word.rpartition("/")[2] in first:
-                return self.pattern.search(command) is not None
+        if not any(word.rpartition("/")[2] in first for word in split):
+            return False
+        return self.runs_check(command)
+
+    def runs_check(self, command: str) -> bool:
+        """Whether a simple command of `command` is a check (what `matches` tells, without its pre-check)."""
+        first = self.first_words
+        for part in _SEPARATOR.split(command):
+            program = _command_words(part.translate(_QUOTES).split())
+            if program and program[0] in first and any(tuple(program[:len(c)]) == c for c in self.commands):
+                return True
         return False
 
     def of_call(self, args: dict[str, Any]) -> str | None:

@@ -136,7 +136,9 @@ _VOLATILE: Final[list[tuple[re.Pattern[str], str, str | tuple[str, ...] | None]]
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>", ("-",)),
     (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<addr>", _DIGIT),
     (re.compile(r"(?:/private)?/(?:tmp|var/tmp|var/folders)/[^\s'\":]*"), "<tmp>", ("/tmp/", "/var/folders/")),
-    (re.compile(r"\b[A-Za-z]:\\[^\s'\"]*\\(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>", (":\\",)),
+    # a path's folders one at a time, each taken whole, at most 64 of them: a line of `C:\C:\...` is no slow search
+    (re.compile(r"\b[A-Za-z]:\\(?:[^\s'\"\\]{0,255}+\\){0,64}?(?:Temp|tmp)\\[^\s'\":]*", re.IGNORECASE), "<tmp>",
+     (":\\",)),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|minutes?)\b"), "<dur>", _DIGIT),
     (re.compile(r"\b((?:\d{1,3}\.){3}\d{1,3}|localhost|\[[0-9a-fA-F:]+\]):\d+\b"), r"\1:<port>", _DIGIT),
     (re.compile(r"\b(pid|port|thread|tid|id)([ =:#]+)\d+\b", re.IGNORECASE), r"\1\2<num>", _DIGIT),
@@ -183,7 +185,10 @@ def normalise_error(line: str) -> str:
     return " ".join(_hide_volatile(line).split())[:_FINGERPRINT_LIMIT]
 
 
-_LOCATION: Final = re.compile(r'File "([^"\n]+)", line (\d+)|([\w./\\-]+\.\w+):(\d+)')
+# a `path:line` starts where a path's characters start (the lookbehind) and takes them all at once (possessive):
+# no start inside a long run of them, no giving back, so the search is linear in the output
+_LOCATION: Final = re.compile(r'File "([^"\n]+)", line (\d+)|(?<![\w./\\-])([\w./\\-]++):(\d+)')
+_EXTENSION: Final = re.compile(r"\.\w+\Z")
 _FAILURE_HEAD: Final = 64 * 1024  # a failure's text is compared this far
 
 
@@ -199,11 +204,12 @@ def failure_key(tool: str | None, output: str) -> bytes:
 
 def failure_location(output: str) -> str | None:
     """The first file:line a failure's output names (a traceback's `File "x", line N` or a `path:line:`)."""
-    found = _LOCATION.search(output[:_FAILURE_HEAD])
-    if found is None:
-        return None
-    path, line = (found[1], found[2]) if found[1] else (found[3], found[4])
-    return f"{path}:{line}"
+    for found in _LOCATION.finditer(output[:_FAILURE_HEAD]):
+        if found[1]:
+            return f"{found[1]}:{found[2]}"
+        if _EXTENSION.search(found[3]):  # a file's name: `tests/x.py:12`, not `localhost:8080`
+            return f"{found[3]}:{found[4]}"
+    return None
 
 
 # A build runner's own summary line says that a step failed, not which error: the same

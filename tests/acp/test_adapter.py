@@ -168,3 +168,15 @@ def test_claude_acp_a_fenced_result_is_its_content_not_the_fence() -> None:
     assert messages.outcome(done.output, True) == "error: FAILED tests/test_a.py::test_x"
     assert result("c3", "```\ncut short").output == "cut short"  # a fence never closed (a clipped output)
     assert result("c4", "see ```x``` here").output == "see ```x``` here"  # not a fenced block: as it is
+
+
+def test_a_fenced_result_of_blank_lines_or_unclosed_is_read_in_linear_time() -> None:
+    # an open fence then 200k new lines took ~40 s of CPU with a lazy pattern anchored at the end
+    import time
+
+    from loopwarden.sessions.acp import content_text
+    for text in ("```console\n" + "\n" * 200_000 + "x", "```console\n" + "a\n```x" * 40_000, "```" + "a" * 200_000):
+        start = time.process_time()
+        content_text([{"type": "content", "content": {"type": "text", "text": text}}])
+        assert time.process_time() - start < 3.0
+    assert content_text([{"type": "content", "content": {"type": "text", "text": "```\n```"}}]) == ""

@@ -64,6 +64,17 @@ BLOCK = Verdict(Action.BLOCK, "repetition", "Bash called 6x", message="Tool call
     (["--allowedTools", "Bash(git log:*)", "Bash(git diff:*)"], ["--allowedTools", "Bash(git log:*)",
                                                                 "Bash(git diff:*)"], None),  # permission rules
     (["--allowedTools", "fix the failing test"], ["--allowedTools", "fix the failing test"], None),  # its one value
+    # values claude reads as tools or paths are never sent to the model as a prompt
+    (["--allowedTools", "Bash", "Read Edit Write"], ["--allowedTools", "Bash", "Read Edit Write"], None),
+    (["--disallowedTools", "Bash", "Bash(rm -rf:*) WebFetch"], ["--disallowedTools", "Bash",
+                                                               "Bash(rm -rf:*) WebFetch"], None),
+    (["--allowedTools", "Bash", "mcp__github__get_issue mcp__github__list"],
+     ["--allowedTools", "Bash", "mcp__github__get_issue mcp__github__list"], None),
+    (["--add-dir", "../lib", "/home/ann/My Projects/shared"],
+     ["--add-dir", "../lib", "/home/ann/My Projects/shared"], None),
+    (["--mcp-config", "a.json", "my servers.json"], ["--mcp-config", "a.json", "my servers.json"], None),
+    (["--disallowedTools", "WebFetch", "do not touch the network"], ["--disallowedTools", "WebFetch"],
+     "do not touch the network"),
     (["--output-format", "json", "--verbose", "--input-format=text", "go"], [], "go"),
     (["--resume", "abc", "go on"], ["--resume", "abc"], "go on"),
     (["--max-turns", "5"], ["--max-turns", "5"], None),

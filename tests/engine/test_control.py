@@ -81,8 +81,8 @@ def test_tool_colon_rule_exempts_only_that_rule():
     for n in range(4):
         failing += [call("Read", {"path": f"f{n}"}), ok("Read", "x")]
         failing[-1].is_error, failing[-1].output = True, "error: no such file"
-    # same_error still judges Read (its 4th call); the 4th identical failure is the loop counter's third loop
-    assert [v.rule for v in run(failing, cfg)] == ["same_error", "loop_counter"]
+    # same_error still judges Read (its 4th call); reads of four different files are no loop of the loop counter's
+    assert [v.rule for v in run(failing, cfg)] == ["same_error"]
 
 
 def test_an_mcp_tool_name_with_colons_is_a_tool_name():

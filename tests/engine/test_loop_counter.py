@@ -162,7 +162,7 @@ def test_gate_after_is_configurable():
 # ---- failed tool results: what Claude Code, Codex and ACP agents report -------------------------
 def _failed_run(output: str, n: int, tool: str = "Bash", **kw) -> list:
     from tests.engine.helpers import call, fail
-    return [e for i in range(n) for e in (call(tool, {"command": f"pytest -x {i}"}, call_id=f"c{i}"),
+    return [e for i in range(n) for e in (call(tool, {"command": "pytest -x"}, call_id=f"c{i}"),
                                           fail(tool, output.format(i=i, t=40 + i), call_id=f"c{i}", **kw))]
 
 
@@ -170,7 +170,8 @@ PYTEST_FAIL = ("============ test session starts ============\nrootdir: /tmp/pyt
                "tests/test_x.py:12: AssertionError: assert 1 == 2\n"
                "FAILED tests/test_x.py::test_add - assert 1 == 2\n1 failed in 0.{t}s at 2026-12-07 01:{t}:00")
 ONLY_LOOPS = config("failures.max_consecutive=100", "reflections.max_rounds=0", "repetition.max_same_error=100",
-                    "repetition.max_identical_calls=100")
+                    "repetition.max_identical_calls=100", "repetition.nudge_after=100",
+                    "repetition.progress_nudge_after=100", "repetition.progress_gate_after=100")
 
 
 def test_the_fourth_same_failed_tool_result_opens_the_gate_whatever_its_volatile_parts():
@@ -197,3 +198,38 @@ def test_a_non_zero_exit_code_is_a_failure_and_a_success_between_does_not_reset_
                    result("make: *** [all] Error 2", tool="shell", call_id=f"m{i}", exit_code=2),
                    call("Read", {"path": f"f{i}"}), ok("Read", "text")]
     assert summary(run(events, ONLY_LOOPS)) == [("gate", "loop_counter", 14)]
+
+
+def test_different_calls_failing_with_the_same_output_are_no_loop():
+    # failures that do not name what was asked: four searches that find nothing (grep's exit 1, no output),
+    # four reads of missing files, four fetches of missing pages; each a different call
+    from tests.engine.helpers import call, fail, result
+    events = []
+    for i in range(4):
+        events += [call("Bash", {"command": f"grep -rn helper{i} src"}, call_id=f"g{i}"),
+                   result("", tool="Bash", call_id=f"g{i}", exit_code=1),
+                   call("Read", {"file_path": f"/repo/notes{i}.md"}, call_id=f"r{i}"),
+                   fail("Read", "File does not exist.", call_id=f"r{i}"),
+                   call("WebFetch", {"url": f"https://docs.example/page{i}"}),
+                   fail("WebFetch", "Request failed with status code 404")]
+    assert run(events, ONLY_LOOPS) == []
+    same = [e for _ in range(4) for e in (call("Read", {"file_path": "/repo/notes.md"}),
+                                          fail("Read", "File does not exist."))]
+    assert summary(run(same, ONLY_LOOPS)) == [("gate", "loop_counter", 8)]  # the same call, id-less: a loop
+
+
+def test_a_huge_failure_is_kept_by_its_first_characters_and_still_told_apart():
+    from loopwarden.supervisor.health import SessionHealth
+    from tests.engine.helpers import call, error, fail
+    health = SessionHealth(ONLY_LOOPS)
+    line = "error: " + "x" * 1_000_000
+    events = [call("Bash", {"command": "make"}, call_id="m"),
+              fail("Bash", line + "\nsrc/" + "a" * 500_000 + ".c:3: bad", call_id="m"),
+              error(line + "1", task=None), error(line + "2", task=None), error(line + "1", task=None)]
+    for seq, event in enumerate(events, 1):
+        event.seq = seq
+        health.observe(event, float(seq))
+    guard = next(g for g in health.guards if g.name == "loop_counter")
+    kept = guard.tracker("default").history
+    assert len(kept) == 4 and max(len(s.exact_message) + len(s.location) for s in kept) <= 600
+    assert guard.tracker("default").loop_count == 1  # messages that differ past the kept part are two

@@ -108,3 +108,18 @@ def test_a_check_wrapped_by_the_agents_shell_is_still_a_check():
     for command in ("bash -lc 'ls pytest_notes'", "echo 'pytestx'", "git commit -m 'fix npm tests'"):
         assert not checks.matches(command), command
     assert checks.of_call({"command": ["bash", "-lc", "eslint src"]}) == "bash -lc eslint src"
+
+
+def test_a_check_named_in_an_argument_is_no_check():
+    # grep finding nothing and `which` of a missing tool exit 1: such failures are no failed test round
+    from loopwarden.supervisor.checks import CheckCommands
+    checks = CheckCommands(config().reflections.commands)
+    for command in ("git commit -m 'fix pytest'", 'grep -rn "pytest" .', "which ruff", "pip install pytest",
+                    "echo 'ran mypy'", "bash -lc 'rg \"cargo test\" docs'"):
+        assert not checks.matches(command), command
+    for command in ("CI=1 timeout 600 .venv/bin/pytest -x", "cd a && make test 2>&1 | tail -5", "npx jest",
+                    "sudo -E pytest", "bash -lc 'ls && poetry run mypy src'"):
+        assert checks.matches(command), command
+    events = [e for _ in range(5) for e in (call("Bash", {"command": 'grep -rn "pytest" src'}),
+                                            result("", tool="Bash", exit_code=1))]
+    assert [v for v in run(events) if v.rule == "reflections"] == []

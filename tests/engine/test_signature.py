@@ -206,3 +206,33 @@ def test_an_output_key_holds_the_output_not_the_result_a_spill_changes() -> None
     result.output = "spilled to a file"  # what the shell does to an event after it is judged
     assert same_output(key, output_key(ToolResult(output="the whole output")))
     assert not same_output(key, output_key(result))
+
+
+# ---- a failure's key and location on hostile output: linear, whatever the text -----------------------------
+# Each of these took 18 to 90 seconds of CPU with a pattern that backtracked; the bound leaves a wide margin.
+HOSTILE = ["a" * 65_000, "a." * 32_000, "1" * 65_000, "C:\\" * 21_000, "x/" * 32_000 + ":"]
+
+
+def test_failure_location_and_key_are_fast_on_hostile_output() -> None:
+    import time
+
+    from loopwarden.supervisor.signature import failure_key, failure_location
+    for text in HOSTILE:
+        start = time.process_time()
+        failure_location(text)
+        failure_key("Bash", text)
+        assert time.process_time() - start < 3.0, text[:20]
+
+
+def test_failure_location_names_a_file_and_line_not_a_host_and_port() -> None:
+    from loopwarden.supervisor.signature import failure_location
+    assert failure_location("GET localhost:8080 failed\nsrc/app.py:12: TypeError") == "src/app.py:12"
+    assert failure_location('Traceback\n  File "/r/x.py", line 4, in f\n') == "/r/x.py:4"
+    assert failure_location("no location here: 12") is None
+    assert failure_key_hides_windows_temp()
+
+
+def failure_key_hides_windows_temp() -> bool:
+    from loopwarden.supervisor.signature import failure_key
+    return (failure_key("Bash", r"cannot open C:\Users\ann\AppData\Local\Temp\tmp1a2b\x.txt")
+            == failure_key("Bash", r"cannot open C:\Users\ann\AppData\Local\Temp\tmp9z8y\x.txt"))

@@ -2,10 +2,13 @@
 
 A failure is an `error` event, a failing `test_result`, or a failed tool result (what Claude Code, Codex and
 ACP agents report: an `is_error` result, a non-zero exit code, a failed tool call); a failed result is the same
-failure as an earlier one when its tool and output match with the volatile parts hidden (`failure_key`)."""
+failure as an earlier one when it answers the same call (tool and arguments) and its output matches with the
+volatile parts hidden (`failure_key`). The call counts: many failures say nothing of what was asked (an empty
+`grep`, "File does not exist.", a 404), and different searches that find nothing are no loop."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -16,13 +19,15 @@ from typing import Final
 
 from .. import kinds, messages
 from ..config import Config, Loop
-from ..events import Attempt, Collaboration, Done, Error, Event, TestResult, ToolResult
+from ..events import Attempt, Collaboration, Done, Error, Event, TestResult, ToolCall, ToolResult
 from ..signature import error_line, failure_key, failure_location
 from ..verdicts import Action, Verdict
-from .base import NO_VERDICTS, Counter, Guard
+from .base import NO_VERDICTS, Counter, Guard, Observer
 
 Similarity = Callable[[str, str], float]
 _MAX_TASKS: Final = 256
+_MAX_CALLS: Final = 512  # calls awaiting their result, by id: the oldest is forgotten past it
+_SHOWN: Final = 300  # characters of a failure's message and location kept (its evidence shows no more)
 _WORD: Final = re.compile(r"[a-z0-9]+")
 
 
@@ -94,12 +99,26 @@ class LoopTracker:
 
 class LoopCounterGuard(Guard):
     name = "loop_counter"
-    handles = (Error, TestResult, ToolResult, Collaboration, Done, Attempt)
+    handles = (Error, TestResult, ToolCall, ToolResult, Collaboration, Done, Attempt)
 
     def __init__(self, cfg: Loop, similarity: Similarity = lexical_similarity) -> None:
         self.cfg = cfg
         self.similarity = similarity
         self.trackers: OrderedDict[str, LoopTracker] = OrderedDict()
+        self.calls: OrderedDict[str, int] = OrderedDict()  # call id -> its signature, for its result's key
+        self.last_call: int | None = None  # the latest call's signature, for a result without a call id
+
+    def hook(self, kind: type[Event]) -> Observer | None:
+        return self._call if kind is ToolCall else self.observe
+
+    def _call(self, call: ToolCall, now: float) -> Sequence[Verdict]:
+        """Remember what was called, so that its failure is told by the call as well as by the output."""
+        self.last_call = call.sig
+        if call.call_id is not None and call.sig is not None:
+            self.calls[call.call_id] = call.sig
+            if len(self.calls) > _MAX_CALLS:
+                self.calls.popitem(last=False)
+        return NO_VERDICTS
 
     def tracker(self, task: str) -> LoopTracker:
         tracker = self.trackers.get(task)
@@ -116,6 +135,8 @@ class LoopCounterGuard(Guard):
         self.cfg = config.loop  # loop.history is not taken: a task's evidence keeps its length
 
     def observe(self, event: Event, now: float) -> Sequence[Verdict]:
+        if type(event) is kinds.TOOL_CALL:  # a call judged by its tool's own thresholds comes this way
+            return self._call(event, now)
         task = event.task or "default"
         if type(event) is kinds.DONE or (type(event) is kinds.ATTEMPT and event.status == "done"):
             self.trackers.pop(task, None)  # success resets the task's counter
@@ -137,15 +158,21 @@ class LoopCounterGuard(Guard):
 
     def _signature(self, event: Event, message: str, error_type: str | None, location: str | None,
                    now: float) -> FailureSignature:
-        return FailureSignature(message, error_type, location or "unknown", event.seq, now, event.agent)
+        """A failure kept by its first characters; a longer message is compared by its digest (the whole of it)."""
+        key = None if len(message) <= _SHOWN else hashlib.blake2b(message.encode("utf-8", "surrogatepass"),
+                                                                   digest_size=16).digest()
+        return FailureSignature(message[:_SHOWN], error_type, (location or "unknown")[:_SHOWN], event.seq, now,
+                                event.agent, key)
 
     def _tool_failure(self, result: ToolResult, now: float) -> FailureSignature:
         output = result.output
         shown = error_line(output) or f"{result.tool or 'a tool'} failed" + (
             f" (exit code {result.exit_code})" if result.exit_code else "")
         where = failure_location(output) or result.tool
-        return FailureSignature(shown, None, where or "unknown", result.seq, now, result.agent,
-                                failure_key(result.tool, output))
+        call = self.calls.pop(result.call_id, None) if result.call_id is not None else self.last_call
+        key = failure_key(result.tool, output) + (b"" if call is None else call.to_bytes(8, "little", signed=True))
+        return FailureSignature(shown[:_SHOWN], None, (where or "unknown")[:_SHOWN], result.seq, now, result.agent,
+                                key)
 
     def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature) -> Sequence[Verdict]:
         key = sig.exact_message if sig.key is None else sig.key
