@@ -65,6 +65,8 @@ def refusal(action: str, snap: dict[str, Any]) -> str | None:
     state = snap.get("state")
     if state in FINAL_STATES:
         return "it has ended"
+    if snap.get("host_gone"):
+        return "its host is not connected: its state is stale"
     if action in ON_GATES and not snap.get("pending_gates"):
         return f"no gate to {action}"
     if action == "pause" and state == SessionState.PAUSED:
@@ -129,6 +131,11 @@ class BulkActions:
         tables = screen.query(SessionTable)  # none until the screen is composed
         return bool(tables) and bool(tables.first().selection)
 
+    def covers(self, action: str) -> bool:
+        """`action` is one for the marked rows of the screen shown (its other keys act on the cursor's row)."""
+        on_gates = isinstance(self.app.screen, GatesQueue)
+        return action in (ON_GATES if on_gates else ON_SESSIONS) and self.marked_here()
+
     def takes(self, action: str) -> bool:
         """True when rows are marked on the screen shown and `action` was started on them here."""
         screen: Screen[Any] = self.app.screen
@@ -176,6 +183,9 @@ class BulkActions:
         done: list[str] = []
         refused: list[tuple[str, str]] = []
         for step in plan.steps:
+            if not self.app.feed.connected:  # the daemon reached now may not be the one the rows came from
+                refused.append((step.target, "not sent, the console is not connected to the daemon"))
+                continue
             try:
                 self.app.feed.request(plan.action, **step.fields, **extra)
             except (DaemonError, OSError) as exc:

@@ -151,3 +151,18 @@ async def test_marked_sessions_are_paused_resumed_and_reset_together_and_a_skip_
     for sid in sids:
         assert [a["action"] for a in console_actions(lw, sid)] == ["pause", "resume", "reset"]
         lw.request("kill", session=sid)
+
+
+async def test_with_rows_marked_a_key_with_no_bulk_form_stays_greyed_for_the_cursor_session(lw: Harness) -> None:
+    """Marks make each marked session answer for approve, kill, ...; a one-session key (grant, rewind) still asks
+    the cursor's session, and is greyed out when it cannot."""
+    sid = sleeper(lw)  # plain: it takes no text (so no grant) and cannot rewind
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("space")
+        assert app.table.marked == [sid]
+        assert app.check_action("approve", ()) is True  # each marked session is asked, and skipped if it cannot
+        assert app.check_action("grant", ()) is None
+        assert app.check_action("rewind", ()) is None
+    lw.request("kill", session=sid)
