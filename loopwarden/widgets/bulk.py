@@ -27,7 +27,8 @@ ON_SESSIONS = ("approve", "deny", "pause", "resume", "kill", "reset", "inject")
 ON_GATES = ("approve", "deny")
 DEFAULT_NOTES = {"deny": "denied from the console", "kill": "killed from the console",
                  "reset": "reset from the console"}
-SHOWN = 12  # targets listed by name in the confirmation; the rest are counted
+SHOWN = 12  # targets listed by name in the confirmation and the report (of each outcome); the rest are counted
+WHY_CHARS = 120  # of each refusal the daemon gave, in the report
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,10 @@ class Plan:
             out.append(f"  {step.label}\n")
         if len(self.steps) > SHOWN:
             out.append(f"  … and {len(self.steps) - SHOWN} more\n")
-        for target, why in self.skipped:
+        for target, why in self.skipped[:SHOWN]:
             out.append(f"  skipped {target}: {why}\n", style="yellow")
+        if len(self.skipped) > SHOWN:
+            out.append(f"  … and {len(self.skipped) - SHOWN} more skipped\n", style="yellow")
         return out
 
 
@@ -108,10 +111,10 @@ def report(plan: Plan, done: list[str], refused: list[tuple[str, str]]) -> str:
     if done:
         more = f" and {len(done) - SHOWN} more" if len(done) > SHOWN else ""
         parts.append("done: " + ", ".join(done[:SHOWN]) + more)
-    for target, why in refused:
-        parts.append(f"refused {target}: {why}")
-    for target, why in plan.skipped:
-        parts.append(f"skipped {target}: {why}")
+    for word, outcomes in (("refused", refused), ("skipped", plan.skipped)):
+        parts += [f"{word} {target}: {why[:WHY_CHARS]}" for target, why in outcomes[:SHOWN]]
+        if len(outcomes) > SHOWN:
+            parts.append(f"and {len(outcomes) - SHOWN} more {word}")
     return " · ".join(parts)
 
 

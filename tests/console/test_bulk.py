@@ -166,3 +166,27 @@ async def test_with_rows_marked_a_key_with_no_bulk_form_stays_greyed_for_the_cur
         assert app.check_action("grant", ()) is None
         assert app.check_action("rewind", ()) is None
     lw.request("kill", session=sid)
+
+
+async def test_what_changes_while_the_confirmation_is_open_reaches_only_what_it_listed(lw: Harness) -> None:
+    """A gate decided by another console meanwhile is refused, never replaced; a session gated meanwhile,
+    though the filter shows it, is not touched: the action sends exactly what the dialog listed."""
+    first, second = gated(lw, 2)
+    refs = {sid: f"{sid}:{lw.status(sid)['pending_gates'][0]}" for sid in (first, second)}
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: second in app.table.rows, what="both rows")
+        await pilot.press("asterisk", "a")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
+        lw.request("approve", gate=refs[second], note="by another console")
+        late = gated(lw, 1)[0]
+        await until(pilot, lambda: late in app.table.rows, what="the new gated row, shown while the dialog is open")
+        await pilot.press("y")
+        note = await until(pilot, lambda: next((n for n in app.notices if n.startswith("approve on 1 of 2")), None),
+                           what="the report")
+        assert f"done: {refs[first]}" in note and f"refused {refs[second]}: " in note
+    assert lw.status(late)["pending_gates"]  # not listed, not approved
+    assert [a["target"] for a in console_actions(lw, first)] == [refs[first]]
+    [tried] = console_actions(lw, second)  # audited too, as refused: the other console's approval stands
+    assert tried["target"] == refs[second] and tried["outcome"] != "done", tried
+    lw.request("kill", session=late)  # the approved two end by themselves

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwarden.widgets.bulk import BulkActions, plan_sessions, report
+from loopwarden.widgets.bulk import SHOWN, BulkActions, plan_sessions, report
 from loopwarden.widgets.grouping import GROUPS, group_of, next_group, project_of
 from loopwarden.widgets.saved_view import View, load, save
 from loopwarden.widgets.selection import Selection
@@ -151,3 +151,17 @@ def test_a_view_is_saved_through_a_temporary_file_of_its_own(tmp_path: Path) -> 
     assert save(path, View("host")) is None
     assert load(path) == (View("host"), None)
     assert sorted(p.name for p in path.parent.iterdir()) == ["console-view.json", "console-view.tmp"]
+
+
+def test_the_confirmation_and_the_report_stay_short_for_hundreds_of_rows() -> None:
+    """Five hundred marked sessions that ended: a dozen named in the dialog and in the one-line report."""
+    snaps = [{"id": f"s{n}", "state": "exited"} for n in range(500)]
+    plan = plan_sessions("kill", snaps, lambda snap, action: None)
+    assert len(plan.skipped) == 500
+    detail = plan.detail().plain
+    assert len(detail.splitlines()) <= SHOWN + 1 and "and 488 more skipped" in detail
+    said = report(plan, [], [(f"s{n}", "x" * 5000) for n in range(500)])
+    assert said.count(" · refused ") == SHOWN and said.count(" · skipped ") == SHOWN
+    assert said.endswith(" · and 488 more refused · " + " · ".join(f"skipped s{n}: it has ended" for n in range(12))
+                         + " · and 488 more skipped")
+    assert len(said) < 2500
