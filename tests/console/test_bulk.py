@@ -190,3 +190,24 @@ async def test_what_changes_while_the_confirmation_is_open_reaches_only_what_it_
     [tried] = console_actions(lw, second)  # audited too, as refused: the other console's approval stands
     assert tried["target"] == refs[second] and tried["outcome"] != "done", tried
     lw.request("kill", session=late)  # the approved two end by themselves
+
+
+async def test_a_mark_stays_on_its_session_when_the_rows_are_sorted_and_grouped(lw: Harness) -> None:
+    """Marks are kept by session id, never by row number: re-sorting and grouping move them with their rows."""
+    older, newer = sleeper(lw, name="b-older"), sleeper(lw, name="a-newer")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: newer in app.table.rows, what="both rows")
+        await select(pilot, app, older)
+        await pilot.press("space")
+        app.table.resort(app.snapshots, "name")  # a-newer now first
+        await pilot.press("G")  # grouped by project: both in one group, the GROUP column added
+        await until(pilot, lambda: app.table.group_by == "project", what="grouped")
+        assert app.table.get_row_index(older) == 1 and app.table.marked == [older]
+
+        def drawn(sid: str) -> str:
+            return app.table.render_line(1 + app.table.get_row_index(sid) - int(app.table.scroll_y)).text
+
+        assert f"{MARK}{older}" in drawn(older) and MARK not in drawn(newer)
+    for sid in (older, newer):
+        lw.request("kill", session=sid)
