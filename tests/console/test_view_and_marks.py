@@ -165,3 +165,9 @@ def test_the_confirmation_and_the_report_stay_short_for_hundreds_of_rows() -> No
     assert said.endswith(" · and 488 more refused · " + " · ".join(f"skipped s{n}: it has ended" for n in range(12))
                          + " · and 488 more skipped")
     assert len(said) < 2500
+
+
+def test_the_help_says_what_the_filter_matches_and_the_keys_for_many() -> None:
+    from loopwarden.widgets.help import FILTER_HELP
+
+    assert all(word in FILTER_HELP for word in ("tags", "working directory", "G groups", "space marks"))
