@@ -33,6 +33,9 @@ class TagOperations:
         note = f"tags: {','.join(before) or '-'} -> {','.join(after) or '-'}"
         warning = await self.audit.before(who, session.spec.id, "tag", ",".join(map(str, changes))[:200],
                                           request_note(req) or note, "done")
-        session.spec.tags = change_tags(session.spec.tags, changes)  # another change may have landed meanwhile
+        try:  # another change may have landed meanwhile, and filled the session's tags
+            session.spec.tags = change_tags(session.spec.tags, changes)
+        except TagError as exc:
+            raise RequestError(str(exc)) from None
         self.changed(session.spec.id)
         return warned({"session": session.spec.id, "tags": list(session.spec.tags), "before": before}, warning)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 MAX_TAG_CHARS = 32
 MAX_TAGS = 16
+MAX_CHANGES = 2 * MAX_TAGS  # every tag removed and as many added, in one request
 
 
 class TagError(ValueError):
@@ -36,15 +37,17 @@ def check_tags(tags: Iterable[object]) -> list[str]:
     for tag in tags:
         if check_tag(tag) not in out:
             out.append(str(tag))
-    if len(out) > MAX_TAGS:
-        raise TagError(f"{len(out)} tags; a session has at most {MAX_TAGS}")
+            if len(out) > MAX_TAGS:  # said at the first one over, never after reading a huge request
+                raise TagError(f"more than {MAX_TAGS} tags; a session has at most {MAX_TAGS}")
     return out
 
 
 def change_tags(tags: Iterable[str], changes: Iterable[object]) -> list[str]:
     """`tags` after each change in turn: NAME adds it, -NAME removes it (a tag it lacks: no change)."""
     out = list(tags)
-    for change in changes:
+    for count, change in enumerate(changes, 1):
+        if count > MAX_CHANGES:  # a removal may follow an addition, so the tags are counted once at the end
+            raise TagError(f"more than {MAX_CHANGES} tag changes at once")
         if isinstance(change, str) and change.startswith("-") and len(change) > 1:
             name = check_tag(change[1:])
             out = [t for t in out if t != name]

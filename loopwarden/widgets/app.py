@@ -158,7 +158,7 @@ class ConsoleApp(App[None]):
         self._linked: bool | None = None  # connected at the last draw (None before the first)
         self.keymap: dict[str, str] = {}  # the keys the user config rebinds (binding id -> keys)
         self.bulk = BulkActions(self)  # a key on marked rows acts on them all
-        self.views = ViewKeeper(paths.console_view) if isinstance(paths, Paths) else None
+        self.views = ViewKeeper(paths.console_view, writes=not read_only) if isinstance(paths, Paths) else None
         if title:
             self.sub_title = title
 
@@ -353,7 +353,7 @@ class ConsoleApp(App[None]):
             return isinstance(self.screen, Sessions)
         if self.read_only and action in MUTATING:
             return False  # a read-only console shows no action keys (footer, help, palette)
-        if action in NEEDS and not self.bulk.marked_here() and self._incapable(self.target(), action):
+        if action in NEEDS and not self.bulk.covers(action) and self._incapable(self.target(), action):
             return None  # shown greyed out: the selected session cannot do it (with rows marked, each is asked)
         return True
 
@@ -365,7 +365,7 @@ class ConsoleApp(App[None]):
             return
         if self.read_only:
             self._allowed(action)
-        elif action in NEEDS and not self.bulk.marked_here():
+        elif action in NEEDS and not self.bulk.covers(action):
             self._capable(self.target(), action)
 
     @staticmethod

@@ -27,7 +27,8 @@ ON_SESSIONS = ("approve", "deny", "pause", "resume", "kill", "reset", "inject")
 ON_GATES = ("approve", "deny")
 DEFAULT_NOTES = {"deny": "denied from the console", "kill": "killed from the console",
                  "reset": "reset from the console"}
-SHOWN = 12  # targets listed by name in the confirmation; the rest are counted
+SHOWN = 12  # targets listed by name in the confirmation and the report (of each outcome); the rest are counted
+WHY_CHARS = 120  # of each refusal the daemon gave, in the report
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,10 @@ class Plan:
             out.append(f"  {step.label}\n")
         if len(self.steps) > SHOWN:
             out.append(f"  … and {len(self.steps) - SHOWN} more\n")
-        for target, why in self.skipped:
+        for target, why in self.skipped[:SHOWN]:
             out.append(f"  skipped {target}: {why}\n", style="yellow")
+        if len(self.skipped) > SHOWN:
+            out.append(f"  … and {len(self.skipped) - SHOWN} more skipped\n", style="yellow")
         return out
 
 
@@ -65,6 +68,8 @@ def refusal(action: str, snap: dict[str, Any]) -> str | None:
     state = snap.get("state")
     if state in FINAL_STATES:
         return "it has ended"
+    if snap.get("host_gone"):
+        return "its host is not connected: its state is stale"
     if action in ON_GATES and not snap.get("pending_gates"):
         return f"no gate to {action}"
     if action == "pause" and state == SessionState.PAUSED:
@@ -106,10 +111,10 @@ def report(plan: Plan, done: list[str], refused: list[tuple[str, str]]) -> str:
     if done:
         more = f" and {len(done) - SHOWN} more" if len(done) > SHOWN else ""
         parts.append("done: " + ", ".join(done[:SHOWN]) + more)
-    for target, why in refused:
-        parts.append(f"refused {target}: {why}")
-    for target, why in plan.skipped:
-        parts.append(f"skipped {target}: {why}")
+    for word, outcomes in (("refused", refused), ("skipped", plan.skipped)):
+        parts += [f"{word} {target}: {why[:WHY_CHARS]}" for target, why in outcomes[:SHOWN]]
+        if len(outcomes) > SHOWN:
+            parts.append(f"and {len(outcomes) - SHOWN} more {word}")
     return " · ".join(parts)
 
 
@@ -128,6 +133,11 @@ class BulkActions:
             return False
         tables = screen.query(SessionTable)  # none until the screen is composed
         return bool(tables) and bool(tables.first().selection)
+
+    def covers(self, action: str) -> bool:
+        """`action` is one for the marked rows of the screen shown (its other keys act on the cursor's row)."""
+        on_gates = isinstance(self.app.screen, GatesQueue)
+        return action in (ON_GATES if on_gates else ON_SESSIONS) and self.marked_here()
 
     def takes(self, action: str) -> bool:
         """True when rows are marked on the screen shown and `action` was started on them here."""
@@ -176,6 +186,9 @@ class BulkActions:
         done: list[str] = []
         refused: list[tuple[str, str]] = []
         for step in plan.steps:
+            if not self.app.feed.connected:  # the daemon reached now may not be the one the rows came from
+                refused.append((step.target, "not sent, the console is not connected to the daemon"))
+                continue
             try:
                 self.app.feed.request(plan.action, **step.fields, **extra)
             except (DaemonError, OSError) as exc:

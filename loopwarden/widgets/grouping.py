@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from rich.text import Text
 
@@ -54,6 +54,10 @@ def group_labels(order: Sequence[str], groups: dict[str, str]) -> dict[str, Text
     return labels
 
 
+class Sized(Protocol):
+    content_width: int
+
+
 def next_group(current: str | None) -> str | None:
     """The grouping after `current` in GROUPS; after the last, none."""
     order: list[str | None] = [None, *GROUPS]
@@ -84,3 +88,10 @@ class Grouping:
 
     def width(self) -> int:
         return max([0] + [label.cell_len for label in self.labels.values()])
+
+    def widen(self, column: Sized) -> bool:
+        """Make the GROUP column as wide as its widest label (it never narrows until a rebuild); True if it grew."""
+        if self.width() <= column.content_width:
+            return False
+        column.content_width = self.width()
+        return True

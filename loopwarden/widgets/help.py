@@ -25,8 +25,10 @@ INTRO = ("loopwarden watches every agent session and stops the ones that loop, s
          "Quitting the console never stops a session.")
 
 FILTER_HELP = ("Filter (/): every word must appear in the id, name, adapter, state, reason, interventions "
-               "(nudged, blocked, ...) or command; '!' keeps the sessions that need a human. Escape clears it. "
-               "s sorts by the next order, S reverses it (the arrow in the header), h hides the ended sessions.")
+               "(nudged, blocked, ...), tags, working directory or command; '!' keeps the sessions that need a "
+               "human. Escape clears it. "
+               "s sorts by the next order, S reverses it (the arrow in the header), h hides the ended sessions, "
+               "G groups the rows; space marks a row for a key that then acts on every marked one.")
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc", "asterisk": "*", "space": "space"}
 
 

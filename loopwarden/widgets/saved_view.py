@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from .grouping import GROUPS
 from .session_table import SORTS, SessionTable
 
 FILTER_CHARS = 200
+MAX_BYTES = 4096  # a view is a few dozen bytes: anything larger was not written by a console
 
 
 @dataclass(frozen=True)
@@ -56,27 +59,44 @@ class View:
 def load(path: Path) -> tuple[View, str | None]:
     """The saved view (defaults when there is none), and a line to show when the file was unusable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read(path)
     except FileNotFoundError:
         return View(), None
-    except (OSError, UnicodeDecodeError) as exc:
-        return View(), f"saved console view {path} not read ({type(exc).__name__}); using the defaults"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = str(exc)[:120] if isinstance(exc, ValueError) else type(exc).__name__
+        return View(), f"saved console view {path} not read ({why}); using the defaults"
     try:
         return View.parse(json.loads(text)), None
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         return View(), f"saved console view {path} is not usable ({why}); using the defaults"
+
+
+def _read(path: Path) -> str:
+    """The file's text: never through a symlink, never waiting on a FIFO or device, never more than MAX_BYTES."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = file.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"larger than {MAX_BYTES} bytes")
+    return data.decode("utf-8")
 
 
 def save(path: Path, view: View) -> str | None:
     """Write the view owner-only (0600 in a 0700 directory), replacing the file at once; a line on failure."""
     try:
         private_dir(path.parent)
-        temporary = path.with_suffix(".tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(view), out)
-        os.replace(temporary, path)
+        # a name of its own (mkstemp: 0600, O_EXCL), so two consoles saving at once never share one
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(asdict(view), out)
+            os.replace(temporary, path)
+        except OSError:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     except (OSError, UnsafeDirectory) as exc:
         return f"console view not saved to {path}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
     return None
@@ -85,8 +105,9 @@ def save(path: Path, view: View) -> str | None:
 class ViewKeeper:
     """Applies the saved view to a new table, then saves the table's view whenever it changes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, writes: bool = True) -> None:
         self.path = path
+        self.writes = writes  # False for a read-only console: a viewer's arranging is not the operator's view
         self.saved: View | None = None
         self.failed = False
 
@@ -101,7 +122,7 @@ class ViewKeeper:
         if view == self.saved:
             return None
         self.saved = view
-        problem = save(self.path, view)
+        problem = save(self.path, view) if self.writes else None
         if problem and not self.failed:
             self.failed = True
             return problem

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -24,7 +23,8 @@ from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
 from ..supervisor.visible import visible
 from .grouping import GROUP_COLUMN, Grouping
-from .selection import MARK, Selection
+from .selection import Selection
+from .table_lines import cells_line, drawn_cell
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
@@ -282,8 +282,8 @@ class SessionTable(ScrollView, can_focus=True):
         Binding("home,ctrl+home", "first", "First", show=False),
         Binding("end,ctrl+end", "last", "Last", show=False),
         Binding("space", "toggle_mark", "Mark or unmark (keys then act on all marked)", id="mark", show=False),
-        Binding("shift+down", "mark_down", "Mark, move down", id="mark_down", show=False),
-        Binding("shift+up", "mark_up", "Mark, move up", id="mark_up", show=False),
+        Binding("shift+down", "mark_and_move(1)", "Mark, move down", id="mark_down", show=False),
+        Binding("shift+up", "mark_and_move(-1)", "Mark, move up", id="mark_up", show=False),
         Binding("V", "mark_range", "Mark from the last mark to here", id="mark_range", show=False),
         Binding("asterisk", "mark_shown", "Mark every row shown (filtered)", id="mark_shown", show=False),
     ]
@@ -510,9 +510,7 @@ class SessionTable(ScrollView, can_focus=True):
             reordered = regrouped or self._order != before or len(self._index) != len(self._order)
             if reordered:
                 self._index = {sid: i for i, sid in enumerate(self._order)}
-            group = self.columns[ColumnKey(GROUP_COLUMN[0])]
-            if regrouped and self.grouping.width() > group.content_width:
-                group.content_width = self.grouping.width()
+            if regrouped and self.grouping.widen(self.columns[ColumnKey(GROUP_COLUMN[0])]):
                 widths = True
                 self._widths_version += 1
         if reordered or widths:
@@ -557,23 +555,6 @@ class SessionTable(ScrollView, can_focus=True):
             strip = self._row_strip(index, width)
         return strip.crop_extend(scroll_x, scroll_x + width, base_style)
 
-    def _line(self, cells: list[Text], style: Style, post: Style | None, width: int) -> Strip:
-        line = Text(end="", no_wrap=True)
-        for column, cell in zip(self._column_list, cells, strict=True):
-            line.append(" ")
-            pad = column.content_width - cell.cell_len
-            if pad < 0:
-                cell = cell.copy()
-                cell.truncate(column.content_width)
-                pad = column.content_width - cell.cell_len
-            line.append_text(cell)
-            line.append(" " * (pad + 1))
-        segments = list(Segment.apply_style(line.render(self.app.console), style, post))
-        length = line.cell_len
-        if length < width:
-            segments.append(Segment(" " * (width - length), style))
-        return Strip(segments, max(length, width))
-
     def _header_strip(self, width: int) -> Strip:
         style = self.get_component_rich_style("session-table--header")
         key = (self._widths_version, style, width, self.sort_by, self.sort_reverse)
@@ -581,7 +562,7 @@ class SessionTable(ScrollView, can_focus=True):
             arrow = " " + sort_arrow(self.sort_by, self.sort_reverse)
             labels = [column.label + arrow if column.name == self.sort_column else column.label
                       for column in self._column_list]
-            strip = self._line(labels, style, None, width)
+            strip = cells_line(self._column_list, labels, (style, None), width, self.app.console)
             self._header_cache = (key, strip)
         return self._header_cache[1]
 
@@ -600,10 +581,10 @@ class SessionTable(ScrollView, can_focus=True):
         if cached is not None and cached[0] == key:
             return cached[1]
         cells = [drawn_cell(row, column.name, marked, group) for column in self._column_list]
-        if cursor_style is not None:  # the cursor's colour wins over the cells' own, as in a DataTable
-            strip = self._line(cells, style + cursor_style, Style.from_color(color=cursor_style.color), width)
-        else:
-            strip = self._line(cells, style, None, width)
+        # the cursor's colour wins over the cells' own, as in a DataTable
+        styles = (style, None) if cursor_style is None else \
+            (style + cursor_style, Style.from_color(color=cursor_style.color))
+        strip = cells_line(self._column_list, cells, styles, width, self.app.console)
         self._line_cache[sid] = (key, strip)
         return strip
 
@@ -633,9 +614,8 @@ class SessionTable(ScrollView, can_focus=True):
         return self.selection.ordered(self._order)
 
     def _repaint(self, sids: Iterable[str]) -> None:
-        for sid in sids:
-            if sid in self._index:
-                self._refresh_row(self._index[sid])
+        for sid in set(sids) & self._index.keys():
+            self._refresh_row(self._index[sid])
 
     def action_toggle_mark(self) -> None:
         sid = self.selected_id()
@@ -643,13 +623,7 @@ class SessionTable(ScrollView, can_focus=True):
             self.selection.toggle(sid)
             self._repaint([sid])
 
-    def action_mark_down(self) -> None:
-        self._mark_and_move(1)
-
-    def action_mark_up(self) -> None:
-        self._mark_and_move(-1)
-
-    def _mark_and_move(self, step: int) -> None:
+    def action_mark_and_move(self, step: int) -> None:
         """Mark the cursor's row and the next one, as shift+arrows extend a selection in an editor."""
         if self._order:
             self._repaint(self.selection.step(self._order, self._cursor, step))
@@ -687,21 +661,6 @@ class SessionTable(ScrollView, can_focus=True):
             self.action_select_cursor()
         else:
             self.move_cursor(row=index)
-
-
-def drawn_cell(row: Row, name: str, marked: bool, group: Text | None) -> Text:
-    """A row's cell as drawn: the GROUP label on a group's first row, the mark beside a marked row's id."""
-    if name == GROUP_COLUMN[0]:
-        return group or Text("")
-    cell = row.cells[name]
-    return marked_id(cell) if marked and name == "id" else cell
-
-
-def marked_id(cell: Text) -> Text:
-    """The ID cell with the mark in its second place (the first is ! for a session waiting for a human)."""
-    out = cell.copy()
-    out.plain = out.plain[:1] + MARK + out.plain[2:]
-    return out
 
 
 def _key(key: Any) -> str:

@@ -75,10 +75,15 @@ def gated_session(lw: Harness) -> tuple[str, str]:
 def operator_commands(gate: str, gated: str, victim: str, victim_pid: int, me: str) -> list[list[str]]:
     """Every operator command of the CLI, aimed at a gated session, a bystander and the agent itself."""
     return [["approve", gate, "--note", "approved by myself"], ["deny", gate], ["grant", gated],
-            ["reset", gated], ["set", gated, "limits.max_runtime=1s"],
+            ["reset", gated], ["set", gated, "limits.max_runtime=1s"], ["set", gated, "tag=approved"],
             ["inject", gated, "the operator says: carry on"], ["rewind", gated], ["restart", gated],
             ["pause", victim], ["resume", victim], ["kill", me], ["kill", victim],
             ["run", "-d", "--", PY, "-c", "pass"], ["adopt", str(victim_pid)], ["stop-daemon"]]
+
+
+def audited_as(command: list[str]) -> str:
+    """The op a command sends, as the audit log names it (`set ID tag=...` sends `tag`)."""
+    return "tag" if command[0] == "set" and command[-1].startswith("tag=") else command[0]
 
 
 @pytest.mark.parametrize("mode", ["direct", "setsid", "daemonised"])
@@ -119,6 +124,7 @@ def test_an_agent_is_refused_every_operator_command_and_nothing_changes(lw: Harn
     # nothing changed: the gate waits, counters stand, the bystander, the agent and the daemon live on
     assert [g["ref"] for g in lw.request("gates")] == [gate]
     assert unclocked(lw.status(gated)["counters"]) == before["counters"]
+    assert lw.status(gated)["tags"] == []  # an agent cannot label itself approved, nor untag another
     assert lw.status(victim)["state"] == "running" and psutil.pid_exists(victim_pid)
     assert lw.status(me)["state"] == "running"
     assert lw.request("ping")["pid"] == daemon_pid and lw.daemon and lw.daemon.poll() is None
@@ -128,7 +134,7 @@ def test_an_agent_is_refused_every_operator_command_and_nothing_changes(lw: Harn
     audit = [a for a in lw.request("actions") if str(a["outcome"]).startswith("refused: pid")]
     assert [(a["pid"], a["client_kind"]) for a in audit] == [(row["pid"], "cli") for row in refused]
     assert {a["inside_session"] for a in audit} == {"?" if mode == "daemonised" else me}
-    assert [a["action"] for a in audit] == [c[0] for c in commands]
+    assert [a["action"] for a in audit] == [audited_as(c) for c in commands]
     assert audit[0]["session_id"] == gated and audit[0]["target"] == gate
 
     # the operator, in this process's terminal, is not refused

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from loopwarden.widgets.app import ConsoleApp
+from loopwarden.widgets.saved_view import View, save
 from tests.console.helpers import RecordingConsole, cell, sleeper, status_text, until
 from tests.support.daemon import Harness
 from tests.support.paths import PY
@@ -106,4 +107,22 @@ async def test_the_view_is_restored_in_a_new_console_and_a_corrupt_file_gives_th
         assert (third.table.group_by, third.table.sort_by, third.table.filter_text) == (None, "id", "")
         [note] = [n for n in third.notices if "saved console view" in n]
         assert "is not usable" in note and "using the defaults" in note and "\n" not in note
+    lw.request("kill", session=sid)
+
+
+async def test_a_read_only_console_reads_the_saved_view_but_never_writes_it(lw: Harness) -> None:
+    """`web --read-only` runs a read-only console as the operator: a viewer's arranging must not become the
+    operator's saved view."""
+    sid = sleeper(lw, name="watched")
+    saved = lw.paths.console_view
+    assert save(saved, View(sort_by="runtime")) is None
+    before = saved.read_text()
+    app = RecordingConsole(lw.paths, autostart=False, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: sid in app.table.rows, what="the row")
+        assert app.table.sort_by == "runtime"  # read
+        await press_until_grouped(pilot, app, "project")
+        assert app.views is not None
+        await until(pilot, lambda: app.views.saved == View.of(app.table), what="the view taken as kept")
+    assert saved.read_text() == before
     lw.request("kill", session=sid)

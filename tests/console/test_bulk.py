@@ -151,3 +151,63 @@ async def test_marked_sessions_are_paused_resumed_and_reset_together_and_a_skip_
     for sid in sids:
         assert [a["action"] for a in console_actions(lw, sid)] == ["pause", "resume", "reset"]
         lw.request("kill", session=sid)
+
+
+async def test_with_rows_marked_a_key_with_no_bulk_form_stays_greyed_for_the_cursor_session(lw: Harness) -> None:
+    """Marks make each marked session answer for approve, kill, ...; a one-session key (grant, rewind) still asks
+    the cursor's session, and is greyed out when it cannot."""
+    sid = sleeper(lw)  # plain: it takes no text (so no grant) and cannot rewind
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await select(pilot, app, sid)
+        await pilot.press("space")
+        assert app.table.marked == [sid]
+        assert app.check_action("approve", ()) is True  # each marked session is asked, and skipped if it cannot
+        assert app.check_action("grant", ()) is None
+        assert app.check_action("rewind", ()) is None
+    lw.request("kill", session=sid)
+
+
+async def test_what_changes_while_the_confirmation_is_open_reaches_only_what_it_listed(lw: Harness) -> None:
+    """A gate decided by another console meanwhile is refused, never replaced; a session gated meanwhile,
+    though the filter shows it, is not touched: the action sends exactly what the dialog listed."""
+    first, second = gated(lw, 2)
+    refs = {sid: f"{sid}:{lw.status(sid)['pending_gates'][0]}" for sid in (first, second)}
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: second in app.table.rows, what="both rows")
+        await pilot.press("asterisk", "a")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the confirmation")
+        lw.request("approve", gate=refs[second], note="by another console")
+        late = gated(lw, 1)[0]
+        await until(pilot, lambda: late in app.table.rows, what="the new gated row, shown while the dialog is open")
+        await pilot.press("y")
+        note = await until(pilot, lambda: next((n for n in app.notices if n.startswith("approve on 1 of 2")), None),
+                           what="the report")
+        assert f"done: {refs[first]}" in note and f"refused {refs[second]}: " in note
+    assert lw.status(late)["pending_gates"]  # not listed, not approved
+    assert [a["target"] for a in console_actions(lw, first)] == [refs[first]]
+    [tried] = console_actions(lw, second)  # audited too, as refused: the other console's approval stands
+    assert tried["target"] == refs[second] and tried["outcome"] != "done", tried
+    lw.request("kill", session=late)  # the approved two end by themselves
+
+
+async def test_a_mark_stays_on_its_session_when_the_rows_are_sorted_and_grouped(lw: Harness) -> None:
+    """Marks are kept by session id, never by row number: re-sorting and grouping move them with their rows."""
+    older, newer = sleeper(lw, name="b-older"), sleeper(lw, name="a-newer")
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: newer in app.table.rows, what="both rows")
+        await select(pilot, app, older)
+        await pilot.press("space")
+        app.table.resort(app.snapshots, "name")  # a-newer now first
+        await pilot.press("G")  # grouped by project: both in one group, the GROUP column added
+        await until(pilot, lambda: app.table.group_by == "project", what="grouped")
+        assert app.table.get_row_index(older) == 1 and app.table.marked == [older]
+
+        def drawn(sid: str) -> str:
+            return app.table.render_line(1 + app.table.get_row_index(sid) - int(app.table.scroll_y)).text
+
+        assert f"{MARK}{older}" in drawn(older) and MARK not in drawn(newer)
+    for sid in (older, newer):
+        lw.request("kill", session=sid)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from loopwarden.supervisor.tags import TagError, change_tags, check_tag
+from loopwarden.supervisor.tags import MAX_CHANGES, MAX_TAGS, TagError, change_tags, check_tag, check_tags
 from tests.support.daemon import Harness
 from tests.support.paths import PY
 from tests.support.waiting import wait_for
@@ -89,3 +91,20 @@ def test_a_restarted_session_keeps_its_tags(lw: Harness) -> None:
     new = wait_for(lambda: next((s["id"] for s in lw.request("list") if s["id"] != sid), None), what="the new run")
     assert lw.status(new)["tags"] == ["team-a"]
     lw.request("kill", session=new)
+
+
+def counted(read: list[str]) -> Iterator[str]:
+    """Ten thousand tags, each put in `read` as it is taken."""
+    for n in range(10_000):
+        read.append(f"t{n}")
+        yield f"t{n}"
+
+
+def test_too_many_tags_are_refused_without_reading_them_all() -> None:
+    """A request with a million tags is refused at the seventeenth, not after comparing each with the rest."""
+    for check, most in ((check_tags, MAX_TAGS), (lambda tags: change_tags([], tags), MAX_CHANGES)):
+        read: list[str] = []
+        with pytest.raises(TagError, match=f"more than {most} "):
+            check(counted(read))
+        assert len(read) == most + 1
+    assert len(change_tags([f"t{n}" for n in range(MAX_TAGS)], ["new", "-t0"])) == MAX_TAGS  # one in, one out
