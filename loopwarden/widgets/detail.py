@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -305,13 +306,15 @@ class SessionDetail(SearchableScreen, Screen[None]):
         """One write of many lines (never a widget or a write per event); a search redraws with its matches."""
         if not items:
             return
+        gone = max(0, len(self._lines) + len(items) - MAX_LINES)  # the oldest kept lines this write pushes out
+        dropped = sum(1 for _, is_log, _ in islice(self._lines, gone) if self.show_logs or not is_log)
         self._lines.extend(items)
         stderr = sum(1 for _, is_log, _ in items if is_log)
         if stderr:
             self.stderr_lines += stderr
             self._follow_subtitle()
         if self.search.active:
-            self.search.refresh(self.search_lines())
+            self.search.refresh(self.search_lines(), dropped)
             self._searched()
             return
         shown = [line for line, is_log, _ in items if self.show_logs or not is_log]
