@@ -7,12 +7,14 @@ record as it arrives (for `logs --follow`). Text matches are case-insensitive fo
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .requests import RequestError
 
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # SQLite's lower(), for a live record
 MAX_TEXT = 1000  # characters of a --grep (or --actor) text
 _TEXT_COLUMNS = {  # the columns a --grep reads, besides an event's JSON values
     "verdicts": ("action", "rule", "reason", "message", "target", "gate_id"),
@@ -78,8 +80,8 @@ class RecordFilter:
                                  or (self.until is not None and when > self.until)):
             return False
         if self.grep:
-            needle = self.grep.lower()
-            return any(needle in text.lower() for text in _strings(data))
+            needle = self.grep.translate(_ASCII_LOWER)
+            return any(needle in text.translate(_ASCII_LOWER) for text in _strings(data))
         return True
 
     def fields(self) -> dict[str, Any]:

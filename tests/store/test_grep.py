@@ -1,5 +1,5 @@
-"""`logs --grep` reads a session's events in the store: a row that cannot hold the text is passed over cheaply,
-and the text is still found wherever it is in a record's values (escaped in the stored JSON or not)."""
+"""`logs --grep` in the store: a row that cannot hold the text is passed over cheaply, the text is found wherever
+it is in a record's values (escaped in the stored JSON or not), and a followed record matches as a stored one."""
 
 from __future__ import annotations
 
@@ -59,3 +59,12 @@ def test_grep_finds_text_escaped_in_the_stored_json_too(store: Store, text: str)
 def test_grep_never_matches_a_field_name(store: Store) -> None:
     rows, _ = store.newest("s1", limit=1000, max_bytes=4 << 20, tables=["events"], only=RecordFilter(grep="output"))
     assert not rows["events"]
+
+
+@pytest.mark.parametrize(("text", "stored"), [("Été", True), ("été", False), ("make TEST 7", True)])
+def test_a_followed_record_matches_as_the_store_would(store: Store, text: str, stored: bool) -> None:
+    """`logs -f --grep`: a new record passes exactly when the store's query would keep it (case folded for ASCII
+    letters alone, as SQLite's lower() does), so the stored and the followed lines agree."""
+    rows, _ = store.newest("s1", limit=1000, max_bytes=4 << 20, tables=["events"], only=RecordFilter(grep=text))
+    live = [e for e in store.events("s1", limit=1000) if RecordFilter(grep=text).matches("event", e["data"], None)]
+    assert bool(rows["events"]) is stored and [e["id"] for e in live] == [e["id"] for e in rows["events"]]
