@@ -30,7 +30,7 @@ from .health import HealthPanel
 from .keybar import KeyBar
 from .proctree import ProcessTree
 from .search import Search
-from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar
+from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar, scroll_to_match
 from .spill_viewer import SpillViewer
 from .stream import copy_target, history_messages, is_stderr, message_key, render
 
@@ -314,12 +314,22 @@ class SessionDetail(SearchableScreen, Screen[None]):
             self.stderr_lines += stderr
             self._follow_subtitle()
         if self.search.active:
-            self.search.refresh(self.search_lines(), dropped)
-            self._searched()
+            self._searched_again(dropped)
             return
         shown = [line for line, is_log, _ in items if self.show_logs or not is_log]
         if shown:
             self.query_one("#stream", RichLog).write(Text("\n").join(shown))
+
+    def _searched_again(self, dropped: int) -> None:
+        """New lines under a search: counted and highlighted, the view kept on the text it showed (never moved
+        to the match, which `n` does)."""
+        stream = self.query_one("#stream", RichLog)
+        top = stream.scroll_offset.y - dropped
+        self.search.refresh(self.search_lines(), dropped)
+        self.search_bar.show_count(self.search.count_text())
+        self._redraw()
+        if not stream.auto_scroll:
+            stream.scroll_to(y=max(0, top), animate=False, immediate=True)
 
     def _shown(self) -> list[Line]:
         return [item for item in self._lines if self.show_logs or not item[1]]
@@ -434,6 +444,4 @@ class SessionDetail(SearchableScreen, Screen[None]):
             self.action_toggle_follow()
         self._redraw()
         if found is not None:
-            width, height = stream.scrollable_content_region.size
-            x = max(0, found.end - width + 4) if found.end > width - 4 else 0
-            stream.scroll_to(x=x, y=max(0, found.line - height // 3), animate=False, immediate=True)
+            scroll_to_match(stream, found)

@@ -251,7 +251,7 @@ def release(go: Path, batch: int) -> str:
     return f"row {batch * 200 + 199}"
 
 
-async def test_the_current_match_stays_on_its_line_when_old_lines_leave_the_stream(lw: Harness,
+async def test_the_match_and_the_view_stay_on_their_lines_when_old_lines_leave_the_stream(lw: Harness,
                                                                                    tmp_path: Path) -> None:
     """The stream keeps its newest MAX_LINES: as lines fall off the top, `n`'s place stays on the same text."""
     go = tmp_path / "go"
@@ -271,11 +271,16 @@ async def test_the_current_match_stays_on_its_line_when_old_lines_leave_the_stre
         await until(pilot, lambda: detail.search.match is not None, what="a match")
         while not detail.search_lines()[detail.search.match.line].endswith("mark 500"):
             await pilot.press("n")
+        stream = detail.query_one("#stream", RichLog)
         for batch in (5, 6):
+            stream.scroll_to(y=600, animate=False, immediate=True)  # read elsewhere than the match
+            await until(pilot, lambda: stream.scroll_y == 600, what="the stream scrolled")
+            in_view = detail.search_lines()[600]
             last = release(go, batch)
             await until(pilot, lambda last=last: any(line.endswith(last) for line in detail.search_lines()),
                         what=last)
             found = detail.search.match
             assert found is not None and detail.search_lines()[found.line].endswith("mark 500")
+            assert detail.search_lines()[int(stream.scroll_y)] == in_view  # new lines never move the view
     (tmp_path / "go.end").touch()
     lw.cli("kill", sid)
