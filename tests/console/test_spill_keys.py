@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from textual.command import CommandPalette
 
 from loopwarden.widgets.dialogs import ConfirmWithReason
