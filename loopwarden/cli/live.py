@@ -496,7 +496,8 @@ def _daemon_troubles(info: dict[str, Any]) -> list[str]:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records until the session ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
 @click.option("--limit", default=200, show_default=True, help="How many of the newest stored records to print first.")
-@click.option("--since", metavar="WHEN", help="Only records at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30.")
+@click.option("--since", metavar="WHEN",
+              help="Only records at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30 (local time).")
 @click.option("--until", metavar="WHEN", help="Only records at or before WHEN (as --since; not with --follow).")
 @click.option("--grep", metavar="TEXT", help="Only records holding TEXT (plain text, case-insensitive).")
 @click.option("--rule", metavar="RULE", help="Only the verdicts of RULE (repetition, loop_gate, stall, ...).")
@@ -639,7 +640,8 @@ def _emit(kind: str | None, sid: str, data: dict[str, Any], as_json: bool, when:
 @click.option("--session", "session_option", metavar="SESSION", help="Only the entries of SESSION (as the argument).")
 @click.option("--actor", metavar="WHO", help="Only the entries of a user or principal holding WHO (case-insensitive).")
 @click.option("--action", metavar="ACTION", help="Only one action: approve, deny, kill, restart, inject, set, ...")
-@click.option("--since", metavar="WHEN", help="Only entries at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30.")
+@click.option("--since", metavar="WHEN",
+              help="Only entries at or after WHEN: 10m, 2h, 1d ago, or 2026-12-07T14:30 (local time).")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
               help="How many of the newest entries to print (1 or more).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")

@@ -7,12 +7,14 @@ record as it arrives (for `logs --follow`). Text matches are case-insensitive fo
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .requests import RequestError
 
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # SQLite's lower(), for a live record
 MAX_TEXT = 1000  # characters of a --grep (or --actor) text
 _TEXT_COLUMNS = {  # the columns a --grep reads, besides an event's JSON values
     "verdicts": ("action", "rule", "reason", "message", "target", "gate_id"),
@@ -61,6 +63,8 @@ class RecordFilter:
             add("rule = ?", self.rule)
         if self.grep:
             if table == "events":
+                if _verbatim_in_json(self.grep):  # a row whose JSON lacks the text is passed over at once
+                    add("instr(lower(e.data), lower(?)) > 0", self.grep)
                 add("EXISTS (SELECT 1 FROM json_tree(e.data) j WHERE j.type = 'text'"
                     " AND instr(lower(j.atom), lower(?)) > 0)", self.grep)
             else:
@@ -76,8 +80,8 @@ class RecordFilter:
                                  or (self.until is not None and when > self.until)):
             return False
         if self.grep:
-            needle = self.grep.lower()
-            return any(needle in text.lower() for text in _strings(data))
+            needle = self.grep.translate(_ASCII_LOWER)
+            return any(needle in text.translate(_ASCII_LOWER) for text in _strings(data))
         return True
 
     def fields(self) -> dict[str, Any]:
@@ -98,6 +102,12 @@ def _strings(value: Any) -> Iterable[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
+
+
+def _verbatim_in_json(text: str) -> bool:
+    """Whether `text` is stored as itself in a record's JSON (no quote, backslash or control character, which
+    JSON escapes), so a plain search of the JSON text may rule a row out before its values are walked."""
+    return not any(c in '"\\' or ord(c) < 0x20 for c in text)
 
 
 def time_field(req: Mapping[str, Any], key: str) -> float | None:

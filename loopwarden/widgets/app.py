@@ -741,6 +741,8 @@ class ConsoleApp(App[None]):
         for binding in rebound(SESSION_KEYS + ACTION_KEYS, self.keymap):
             if binding.action in SESSIONS_ONLY:
                 continue  # offered above, with their choices
+            if binding.action in ACTION_ACTIONS and not getattr(screen, "ACTS_ON_SESSIONS", True):
+                continue  # check_action below sees the palette, not the text view it opened on
             if self.check_action(binding.action, ()) and not (self.read_only and binding.action in MUTATING):
                 yield binding.description, f"key {key_names(binding.key)}", partial(self.run_action, binding.action)
         if sessions:

@@ -7,7 +7,9 @@ clipboard as the characters `\\x1b[...`, never as a sequence the terminal acts o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,16 +53,17 @@ def spilled_text(path: str) -> str:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to `path` as 0600, whatever mode an earlier copy left it with."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    """Write `text` as a new 0600 file renamed over `path`: a link left at `path` (hard or symbolic, by anything
+    running as this user) is replaced, never written through, and a reader never sees half a copy."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600, O_EXCL
     try:
-        os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as file:
-            fd = -1
             file.write(text)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def copy_out(app: App[object], target: CopyTarget, paths: Paths | None = None) -> Path | None:

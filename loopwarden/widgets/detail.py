@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -29,7 +30,7 @@ from .health import HealthPanel
 from .keybar import KeyBar
 from .proctree import ProcessTree
 from .search import Search
-from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar
+from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar, scroll_to_match
 from .spill_viewer import SpillViewer
 from .stream import copy_target, history_messages, is_stderr, message_key, render
 
@@ -305,18 +306,30 @@ class SessionDetail(SearchableScreen, Screen[None]):
         """One write of many lines (never a widget or a write per event); a search redraws with its matches."""
         if not items:
             return
+        gone = max(0, len(self._lines) + len(items) - MAX_LINES)  # the oldest kept lines this write pushes out
+        dropped = sum(1 for _, is_log, _ in islice(self._lines, gone) if self.show_logs or not is_log)
         self._lines.extend(items)
         stderr = sum(1 for _, is_log, _ in items if is_log)
         if stderr:
             self.stderr_lines += stderr
             self._follow_subtitle()
         if self.search.active:
-            self.search.refresh(self.search_lines())
-            self._searched()
+            self._searched_again(dropped)
             return
         shown = [line for line, is_log, _ in items if self.show_logs or not is_log]
         if shown:
             self.query_one("#stream", RichLog).write(Text("\n").join(shown))
+
+    def _searched_again(self, dropped: int) -> None:
+        """New lines under a search: counted and highlighted, the view kept on the text it showed (never moved
+        to the match, which `n` does)."""
+        stream = self.query_one("#stream", RichLog)
+        top = stream.scroll_offset.y - dropped
+        self.search.refresh(self.search_lines(), dropped)
+        self.search_bar.show_count(self.search.count_text())
+        self._redraw()
+        if not stream.auto_scroll:
+            stream.scroll_to(y=max(0, top), animate=False, immediate=True)
 
     def _shown(self) -> list[Line]:
         return [item for item in self._lines if self.show_logs or not item[1]]
@@ -431,6 +444,4 @@ class SessionDetail(SearchableScreen, Screen[None]):
             self.action_toggle_follow()
         self._redraw()
         if found is not None:
-            width, height = stream.scrollable_content_region.size
-            x = max(0, found.end - width + 4) if found.end > width - 4 else 0
-            stream.scroll_to(x=x, y=max(0, found.line - height // 3), animate=False, immediate=True)
+            scroll_to_match(stream, found)

@@ -49,19 +49,24 @@ class Search:
     current: int = 0
     by_line: dict[int, list[int]] = field(default_factory=dict)  # line -> indexes of its matches
 
-    def run(self, query: str, lines: Sequence[str], from_line: int = 0) -> None:
-        """Search `lines` for `query`; the current match is the first at or after `from_line` (else the first)."""
+    def run(self, query: str, lines: Sequence[str], from_line: int = 0, from_column: int = 0) -> None:
+        """Search `lines` for `query`; the current match is the first at or after `from_line` (its
+        `from_column`), else the first."""
         self.query = query
         self.matches = find(lines, query)
         self.by_line = {}
         for index, found in enumerate(self.matches):
             self.by_line.setdefault(found.line, []).append(index)
-        self.current = next((i for i, m in enumerate(self.matches) if m.line >= from_line), 0)
+        self.current = next((i for i, m in enumerate(self.matches) if (m.line, m.start) >= (from_line, from_column)), 0)
 
-    def refresh(self, lines: Sequence[str]) -> None:
-        """The same query over changed lines, keeping the current match's place as near as it can."""
-        line = self.match.line if self.match else 0
-        self.run(self.query, lines, line)
+    def refresh(self, lines: Sequence[str], dropped: int = 0) -> None:
+        """The same query over changed lines, the current match kept where it is; `dropped`: lines gone from the
+        top since (a bounded view), so the same text is that many lines up."""
+        found = self.match
+        if found is None or found.line < dropped:
+            self.run(self.query, lines)
+        else:
+            self.run(self.query, lines, found.line - dropped, found.start)
 
     def step(self, forward: bool) -> Match | None:
         """Move to the next (or previous) match, wrapping around; the match now current."""

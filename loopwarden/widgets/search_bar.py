@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from .search import Search
+from .search import Match, Search
 
 SEARCH_ACTIONS = frozenset({"search_next", "search_previous", "clear_search"})
 SEARCH_KEYS: list[BindingType] = [  # escape first: while a search is shown it clears it, else the view's escape runs
@@ -134,3 +134,10 @@ class SearchableScreen:
         self.search_bar.show_count(self.search.count_text())
         self.show_search()
         self.refresh_bindings()  # type: ignore[attr-defined]
+
+
+def scroll_to_match(view: Widget, found: Match) -> None:
+    """Scroll `view` so the match is in sight: a third of the way down, and its end inside the width."""
+    width, height = view.scrollable_content_region.size
+    x = max(0, found.end - width + 4) if found.end > width - 4 else 0
+    view.scroll_to(x=x, y=max(0, found.line - height // 3), animate=False, immediate=True)

@@ -23,8 +23,8 @@ from ..paths import Paths
 from ..supervisor.visible import visible_lines
 from .copying import CopyTarget, copy_out, spilled_text
 from .keybar import KeyBar
-from .search import Search
-from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar
+from .search import CURRENT_STYLE, MATCH_STYLE, Search
+from .search_bar import SEARCH_KEYS, SearchableScreen, SearchBar, scroll_to_match
 
 MAX_BYTES = 4 << 20
 LINE_CHARS = 10_000  # a single huge line is cut for display
@@ -64,7 +64,7 @@ class MatchHighlighter(Highlighter):
 
     def highlight(self, text: Text) -> None:
         for start, end, current in self.search.on_line(self.line):
-            text.stylize("bold black on bright_cyan" if current else "black on yellow", start, end)
+            text.stylize(CURRENT_STYLE if current else MATCH_STYLE, start, end)
 
 
 class SearchLog(Log):
@@ -160,6 +160,4 @@ class SpillViewer(SearchableScreen, Screen[None]):
         log.redraw()
         found = self.search.match
         if found is not None:
-            width, height = log.scrollable_content_region.size
-            x = max(0, found.end - width + 4) if found.end > width - 4 else 0
-            log.scroll_to(x=x, y=max(0, found.line - height // 3), animate=False)
+            scroll_to_match(log, found)

@@ -98,11 +98,26 @@ def render(message: dict[str, Any], spill_id: int | None = None) -> Text | None:
     return Text.assemble((prefix, "dim"), body)
 
 
+# How loopwarden's failure lines begin: a record stored before lines carried a level is red when it is one
+_FAILURE_OPENINGS = ("cannot start ", "supervision failed (", "second opinion failed (", "stopped reading the agent's",
+                     "recovery.on_loop=rewind could not rewind")
+
+
 def _log_style(stream: str, data: dict[str, Any]) -> str:
     """loopwarden's own lines stand out, in red only when something failed; the agent's stderr is dim."""
     if stream != "loopwarden":
         return "dim"
-    return "red" if data.get("level") == "error" else "italic cyan"
+    return "red" if data.get("level") == "error" or _old_failure(data) else "italic cyan"
+
+
+def _old_failure(data: dict[str, Any]) -> bool:
+    """A failure line stored with no level (by a daemon before levels): known by how it reads."""
+    text = data.get("text")
+    if "level" in data or not isinstance(text, str):
+        return False
+    if text.startswith("spill of "):
+        return " failed: " in text
+    return text.startswith(_FAILURE_OPENINGS) or "survived SIGKILL" in text
 
 
 def _event(data: dict[str, Any]) -> Text | None:

@@ -82,3 +82,29 @@ async def test_y_copies_the_spill_file_bounded_and_a_loose_old_copy_is_made_priv
         assert len(text) < MAX_CHARS + 200 and text.rstrip().endswith("copied]")  # bounded, and says so
         assert app.clipboard == text
         assert_private(old)
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+async def test_a_link_left_at_the_copy_file_is_replaced_never_written_through(tmp_path: Path, link: str) -> None:
+    spill = tmp_path / "spill.txt"
+    spill.write_text("the copied text\n")
+    victim = tmp_path / "victim.txt"  # a file of the same user an agent wants overwritten (a ~/.bashrc)
+    victim.write_text("precious\n")
+    victim.chmod(0o644)
+    paths = default_paths({"LOOPWARDEN_HOME": str(tmp_path / "home")})
+    paths.data.mkdir(parents=True, mode=0o700)
+    planted = paths.data / COPY_FILE
+    if link == "hard":
+        planted.hardlink_to(victim)
+    else:
+        planted.symlink_to(victim)
+    viewer = SpillViewer(str(spill), paths)
+    app = NotingApp(viewer)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: viewer.loaded, what="the file read")
+        await pilot.press("y")
+        await until(pilot, lambda: any(str(planted) in n for n in app.notices), what="the copy written")
+        assert planted.read_text() == "the copied text\n" and not planted.is_symlink()
+        assert victim.read_text() == "precious\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+        assert_private(planted)
+        assert [p.name for p in paths.data.iterdir()] == [COPY_FILE]  # no temporary file left behind

@@ -243,3 +243,44 @@ async def test_a_live_line_that_matches_joins_the_search(lw: Harness, tmp_path: 
         assert any(t == "MARKER" and "on bright_cyan" in s for t, s in stream_line(detail, found.line))
     (tmp_path / "go.end").touch()
     lw.cli("kill", sid)
+
+
+def release(go: Path, batch: int) -> str:
+    """Let the agent print its next 200 lines; the last of them."""
+    Path(f"{go}.{batch}").touch()
+    return f"row {batch * 200 + 199}"
+
+
+async def test_the_match_and_the_view_stay_on_their_lines_when_old_lines_leave_the_stream(lw: Harness,
+                                                                                   tmp_path: Path) -> None:
+    """The stream keeps its newest MAX_LINES: as lines fall off the top, `n`'s place stays on the same text."""
+    go = tmp_path / "go"
+    script = ("import os, sys, time\nfor batch in range(7):\n"
+              "    while not os.path.exists(f'{sys.argv[1]}.{batch}'): time.sleep(0.05)\n"
+              "    for i in range(batch * 200, batch * 200 + 200):\n"
+              "        print(f'mark {i}' if i % 50 == 0 else f'row {i}', flush=True)\n"
+              "while not os.path.exists(sys.argv[1] + '.end'): time.sleep(0.05)\n")
+    sid = lw.run_detached(PY, "-c", script, str(go), adapter="plain")
+    detail = SessionDetail(lw.paths, sid)
+    async with ScreenApp(detail).run_test(size=(160, 48)) as pilot:
+        for batch in range(5):  # 1,000 lines: the stream is full
+            last = release(go, batch)
+            await until(pilot, lambda last=last: any(line.endswith(last) for line in detail.search_lines()),
+                        what=last)
+        await pilot.press("slash", *"mark", "enter")
+        await until(pilot, lambda: detail.search.match is not None, what="a match")
+        while not detail.search_lines()[detail.search.match.line].endswith("mark 500"):
+            await pilot.press("n")
+        stream = detail.query_one("#stream", RichLog)
+        for batch in (5, 6):
+            stream.scroll_to(y=600, animate=False, immediate=True)  # read elsewhere than the match
+            await until(pilot, lambda: stream.scroll_y == 600, what="the stream scrolled")
+            in_view = detail.search_lines()[600]
+            last = release(go, batch)
+            await until(pilot, lambda last=last: any(line.endswith(last) for line in detail.search_lines()),
+                        what=last)
+            found = detail.search.match
+            assert found is not None and detail.search_lines()[found.line].endswith("mark 500")
+            assert detail.search_lines()[int(stream.scroll_y)] == in_view  # new lines never move the view
+    (tmp_path / "go.end").touch()
+    lw.cli("kill", sid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
 
 from loopwarden.widgets.dialogs import ConfirmWithReason
 from loopwarden.widgets.spill_viewer import SpillViewer
@@ -53,3 +54,18 @@ async def test_restart_and_kill_keys_do_nothing_unseen_in_the_spill_viewer(lw: H
         await pilot.pause()
         assert lw.status(sid)["state"] == "running"
         assert not [a for a in lw.request("actions", session=sid) if a["action"] in ("restart", "kill")]
+
+
+async def test_the_command_palette_opened_in_the_spill_viewer_offers_no_action_on_a_session(
+        lw: Harness, tmp_path: Path) -> None:
+    sid = sleeper(lw)
+    spill = tmp_path / "out.txt"
+    spill.write_text("some output\n")
+    app = RecordingConsole(lw.paths)
+    async with app.run_test(size=(160, 48)) as pilot:
+        viewer = await open_viewer(pilot, app, sid, spill)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the command palette")
+        offered = [title for title, _, _ in app.palette_commands(viewer)]  # what the palette lists, as it asks
+        assert "Help: every key and column" in offered
+        assert not {"Kill", "Restart", "Pause", "Approve", "Deny", "Reset counters"} & set(offered)

@@ -39,3 +39,13 @@ def test_only_a_failure_loopwarden_reports_is_red() -> None:
     noted = render({"kind": "log", "data": {"stream": "loopwarden", "text": "stdin closed: the agent reads none"}})
     assert failed is not None and any("red" in str(span.style) for span in failed.spans)
     assert noted is not None and not any("red" in str(span.style) for span in noted.spans)
+
+
+@pytest.mark.parametrize("text", ["cannot start 'nope': No such file or directory",
+                                  "supervision failed (KeyError: 'x'); stopping the agent",
+                                  "3 processes of the session survived SIGKILL at the end: 11, 12, 13",
+                                  "spill of bash output (90000 chars) to /full failed: No space left on device"])
+def test_a_failure_stored_before_levels_is_still_red(text: str) -> None:
+    """A store written by an older daemon has no level on its lines: its failures stay red, its notes do not."""
+    old = render({"kind": "log", "data": {"stream": "loopwarden", "text": text}})
+    assert old is not None and any("red" in str(span.style) for span in old.spans)
