@@ -78,7 +78,7 @@ def _demo_hint(paths: Paths, exc: DaemonError) -> str | None:
     """With no daemon in this profile, a user who just ran the demo is looking for the demo's daemon."""
     if not str(exc).startswith("no daemon is running"):
         return None
-    from .demo import demo_daemon_hint  # the demo's command, imported only on this error
+    from .demo_home import demo_daemon_hint  # only on this error
 
     return demo_daemon_hint(paths)
 

@@ -6,37 +6,16 @@ import os
 from pathlib import Path
 
 import click
-import platformdirs
 
 from typing import Any
 
 from ..sessions.demo import DEMO_AGENTS, demo_specs
 from ..runtime.client import Client, DaemonError
-from ..paths import APP, HOME_ENV, Paths, default_paths
+from ..paths import HOME_ENV
 from ..supervisor.verdicts import FINAL_STATES
 from .common import DaemonFail, shutdown_daemon
+from .demo_home import demo_home, demo_paths
 from .offline import replay_demo
-
-
-def demo_home() -> Path:
-    """The demo's own profile: its socket, database and spill files, apart from the user's real ones."""
-    return Path(platformdirs.user_data_dir(APP)) / "demo"
-
-
-def demo_paths(home: Path | None = None) -> Paths:
-    return default_paths({HOME_ENV: str(home or demo_home())})
-
-
-def demo_daemon_hint(paths: Paths) -> str | None:
-    """When no daemon answers at `paths` but the demo's does: where the sessions a user sees in the demo are."""
-    demo = demo_paths()
-    if paths.runtime == demo.runtime:
-        return None
-    try:
-        Client.connect(demo, autostart=False).close()
-    except (DaemonError, OSError):
-        return None
-    return f"the demo's daemon is running: 'loopwarden demo' shows it, or {HOME_ENV}={demo_home()} loopwarden ls"
 
 
 MAX_SPEED = 100.0  # faster, the stretched limits shrink to milliseconds and the story is a blur

@@ -126,13 +126,14 @@ class Terminal:
         self.tmux("new-session", "-d", "-s", "t", "-x", "160", "-y", "48", f"sh {shlex.quote(str(launcher))}")
 
     def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
+        """What the terminal shows, a line wrapped at its edge joined again (paths make long lines)."""
+        return self.tmux("capture-pane", "-p", "-J", "-t", "t")
 
     def shows(self, *texts: str, timeout: float = 60) -> str:
         def showing() -> str | None:
             screen = self.screen()
             return screen if all(text in screen for text in texts) else None
-        return wait_for(showing, timeout, f"the terminal to show {texts}")
+        return wait_for(showing, timeout, lambda: f"the terminal to show {texts}; it shows:\n{self.screen()}")
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "t", *keys)
