@@ -89,3 +89,17 @@ def test_config_check_and_show_say_each_problem_in_one_line(lw: Harness) -> None
 def test_config_check_help_teaches_with_an_example_file(lw: Harness) -> None:
     helped = lw.cli("config", "check", "--help").stdout
     assert '[projects."~/code/api"]' in helped and 'kill = "ctrl+x"' in helped and "[console]" in helped
+
+
+def test_a_config_file_or_an_environment_variable_beats_the_projects_limit(lw: Harness, tmp_path: Path) -> None:
+    write_config(lw, f'[projects."{tmp_path}"]\nadapter = "plain"\nlimits.max_runtime = "2h"\n')
+    chosen = tmp_path / "chosen.toml"
+    chosen.write_text('[limits]\nmax_runtime = "30m"\n')
+    sid, said = detached(lw, "--config", str(chosen), cwd=tmp_path)
+    assert f"loopwarden: project defaults from {tmp_path}: adapter plain" in said.splitlines()
+    assert lw.status(sid)["max_runtime"] == 1800  # the file named on the command line, not the project's 2h
+    lw.request("kill", session=sid)
+    proc = lw.cli("run", "--detach", "--", *SLEEP, cwd=tmp_path, env={"LOOPWARDEN_LIMITS_MAX_RUNTIME": "20m"})
+    assert proc.returncode == 0, proc.stderr
+    assert lw.status(proc.stdout.strip())["max_runtime"] == 1200
+    lw.request("kill", session=proc.stdout.strip())
