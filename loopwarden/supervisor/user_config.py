@@ -56,8 +56,11 @@ class ProjectDefaults:
     limits: dict[str, Any] = field(default_factory=dict)  # "limits.max_runtime" -> the value as written
 
     def covers(self, cwd: str | os.PathLike[str]) -> bool:
-        here = Path(cwd)
-        return here == self.root or self.root in here.parents
+        """Whether `cwd` is the root or inside it, as written or through symlinks (a shell's directory is the
+        real one: ~/code may be a link to /data/code)."""
+        roots = {self.root, Path(os.path.realpath(self.root))}
+        return any(here in roots or not roots.isdisjoint(here.parents)
+                   for here in {Path(cwd), Path(os.path.realpath(cwd))})
 
     def sets(self) -> list[str]:
         """The limits as `--set` words."""
@@ -178,26 +181,41 @@ def check_keys(wanted: Mapping[str, str], defaults: Mapping[str, Iterable[str]],
                reserved: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
     """The rebindings that can be taken (action id -> its keys, comma-separated) and a warning for each that
     cannot: an unknown action, or a key another action (or `reserved`, the keys of the table itself) keeps.
-    `defaults` and `wanted` hold keys as the console names them (Textual's long names: question_mark)."""
-    warnings: list[str] = []
-    held = {action: set(keys) for action, keys in defaults.items()}
-    table_keys = set(reserved)
-    chosen: dict[str, str] = {}
+    They are judged together, so two actions can swap keys whatever order they are written in; of two asking
+    for the same key, the first written gets it. `defaults` and `wanted` hold keys as the console names them
+    (Textual's long names: question_mark)."""
+    problems: dict[str, str] = {}
+    asked: dict[str, list[str]] = {}
     for action, keys in wanted.items():
-        if action not in defaults:
-            close = difflib.get_close_matches(action, list(defaults), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(sorted(defaults))}"
-            warnings.append(f"console.keys.{action}: unknown action{hint}; ignored")
+        if action in defaults:
+            asked[action] = [k.strip() for k in keys.split(",") if k.strip()]
             continue
-        new = [k.strip() for k in keys.split(",") if k.strip()]
-        clash = next(((k, f"{owner}'s key") for k in new for owner, ks in held.items() if owner != action and k in ks),
-                     None) or next(((k, "a key of the sessions table") for k in new if k in table_keys), None)
-        if clash:
-            warnings.append(f"console.keys.{action}: {clash[0]!r} is already {clash[1]}; the default is kept")
-            continue
-        held[action] = set(new)
-        chosen[action] = ",".join(new)
-    return chosen, warnings
+        close = difflib.get_close_matches(action, list(defaults), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(sorted(defaults))}"
+        problems[action] = f"console.keys.{action}: unknown action{hint}; ignored"
+    table_keys = set(reserved)
+    while (refused := _first_clash(asked, defaults, table_keys)) is not None:
+        action, key, owner = refused
+        problems[action] = f"console.keys.{action}: {key!r} is already {owner}; the default is kept"
+        del asked[action]  # it keeps its default keys, which may now clash with another's new ones: judge again
+    chosen = {action: ",".join(keys) for action, keys in asked.items()}
+    return chosen, [problems[action] for action in wanted if action in problems]
+
+
+def _first_clash(asked: Mapping[str, list[str]], defaults: Mapping[str, Iterable[str]],
+                 table_keys: set[str]) -> tuple[str, str, str] | None:
+    """The first rebinding (in the order written) whose key is the table's, an action's that keeps its
+    defaults, or one asked for earlier: (action, key, whose it is)."""
+    held = {owner: set(keys) for owner, keys in defaults.items() if owner not in asked}
+    for action, keys in asked.items():
+        for key in keys:
+            owner = next((f"{o}'s key" for o, ks in held.items() if key in ks), None)
+            if owner is None and key in table_keys:
+                owner = "a key of the sessions table"
+            if owner is not None:
+                return action, key, owner
+        held[action] = set(keys)
+    return None
 
 
 def check_theme(theme: str | None, known: Iterable[str]) -> tuple[str | None, list[str]]:
