@@ -103,3 +103,16 @@ def test_a_config_file_or_an_environment_variable_beats_the_projects_limit(lw: H
     assert proc.returncode == 0, proc.stderr
     assert lw.status(proc.stdout.strip())["max_runtime"] == 1200
     lw.request("kill", session=proc.stdout.strip())
+
+
+def test_a_key_that_is_no_keys_name_is_refused_in_one_line_and_the_action_keeps_its_own(lw: Harness) -> None:
+    write_config(lw, '[console.keys]\nkill = "Ctrl+X"\nquit = "ctl+q"\napprove = "F5"\n'
+                     'deny = "ctrl+shift+d"\npause = "f5,P,ctrl+f6"\n')
+    check = lw.cli("config", "check")
+    assert check.returncode == 1
+    assert check.stderr.splitlines() == [
+        f"loopwarden: console.keys.{action}: {key!r} is not a key's name (such as ctrl+x, K, f5, escape, space); "
+        "the default is kept" for action, key in (("kill", "Ctrl+X"), ("quit", "ctl+q"), ("approve", "F5"))]
+    shown = lw.cli("config", "show").stdout
+    assert 'deny = "ctrl+shift+d"' in shown and 'pause = "f5,P,ctrl+f6"' in shown
+    assert "kill =" not in shown
