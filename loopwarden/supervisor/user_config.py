@@ -35,7 +35,7 @@ theme = "gruvbox"            # any Textual theme: textual-dark, nord, dracula, .
 
 [console.keys]               # action = "key" (several: "ctrl+x,X"); `loopwarden config check` lists them
 kill = "ctrl+x"
-limits = "l"
+limits = "ctrl+l"
 
 [projects."~/code/api"]      # sessions started in this directory or below it
 adapter = "claude-code"
@@ -178,9 +178,10 @@ def _limits(where: str, table: Mapping[str, Any], warnings: list[str]) -> dict[s
 
 
 def check_keys(wanted: Mapping[str, str], defaults: Mapping[str, Iterable[str]],
-               reserved: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+               reserved: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """The rebindings that can be taken (action id -> its keys, comma-separated) and a warning for each that
-    cannot: an unknown action, or a key another action (or `reserved`, the keys of the table itself) keeps.
+    cannot: an unknown action, or a key another action keeps, or one of `reserved` (key -> where it is kept:
+    "the sessions table"), which the console's screens and Textual keep for themselves.
     They are judged together, so two actions can swap keys whatever order they are written in; of two asking
     for the same key, the first written gets it. `defaults` and `wanted` hold keys as the console names them
     (Textual's long names: question_mark)."""
@@ -193,8 +194,7 @@ def check_keys(wanted: Mapping[str, str], defaults: Mapping[str, Iterable[str]],
         close = difflib.get_close_matches(action, list(defaults), n=1)
         hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(sorted(defaults))}"
         problems[action] = f"console.keys.{action}: unknown action{hint}; ignored"
-    table_keys = set(reserved)
-    while (refused := _first_clash(asked, defaults, table_keys)) is not None:
+    while (refused := _first_clash(asked, defaults, reserved or {})) is not None:
         action, key, owner = refused
         problems[action] = f"console.keys.{action}: {key!r} is already {owner}; the default is kept"
         del asked[action]  # it keeps its default keys, which may now clash with another's new ones: judge again
@@ -203,15 +203,15 @@ def check_keys(wanted: Mapping[str, str], defaults: Mapping[str, Iterable[str]],
 
 
 def _first_clash(asked: Mapping[str, list[str]], defaults: Mapping[str, Iterable[str]],
-                 table_keys: set[str]) -> tuple[str, str, str] | None:
-    """The first rebinding (in the order written) whose key is the table's, an action's that keeps its
-    defaults, or one asked for earlier: (action, key, whose it is)."""
+                 reserved: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """The first rebinding (in the order written) whose key is reserved, an action's that keeps its defaults,
+    or one asked for earlier: (action, key, whose it is)."""
     held = {owner: set(keys) for owner, keys in defaults.items() if owner not in asked}
     for action, keys in asked.items():
         for key in keys:
             owner = next((f"{o}'s key" for o, ks in held.items() if key in ks), None)
-            if owner is None and key in table_keys:
-                owner = "a key of the sessions table"
+            if owner is None and key in reserved:
+                owner = f"a key of {reserved[key]}"
             if owner is not None:
                 return action, key, owner
         held[action] = set(keys)

@@ -12,6 +12,7 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.keys import Keys, _character_to_key
+from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
 
 from ..paths import working_directory
@@ -66,14 +67,28 @@ def rebindable_actions() -> dict[str, list[str]]:
     return {b.id: _keys(b.key) for b in [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS] if b.id}
 
 
-def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
-    """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
+def kept_keys(rebindable: set[str]) -> dict[str, str]:
+    """The keys no action may take (key -> where it is kept): those of the screens the actions work on (a screen's
+    own key there hides the app's), and Textual's own (ctrl+q quits before any binding of ours is asked)."""
     from .app import Sessions
+    from .detail import SessionDetail
+    from .gates import GatesQueue
     from .session_table import SessionTable
 
+    places = [("Textual's own", [*App.BINDINGS, *Screen.BINDINGS, Binding(App.COMMAND_PALETTE_BINDING, "")]),
+              ("the sessions table", [*SessionTable.BINDINGS, *Sessions.BINDINGS]),
+              ("the session detail", SessionDetail.BINDINGS), ("the gates queue", GatesQueue.BINDINGS)]
+    kept: dict[str, str] = {}
+    for place, bindings in places:
+        for b in bindings:
+            if isinstance(b, Binding) and b.id not in rebindable:  # the gates queue's approve moves with the app's
+                kept.update((key, kept.get(key, place)) for key in _keys(b.key))
+    return kept
+
+
+def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
+    """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
     defaults = rebindable_actions()
-    table = [key for b in [*SessionTable.BINDINGS, *Sessions.BINDINGS] if isinstance(b, Binding)
-             for key in _keys(b.key)]
     wanted, named_badly = {}, []
     for action, keys in user.keys.items():
         bad = _not_a_key(keys)
@@ -82,7 +97,7 @@ def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -
         else:
             named_badly.append(f"console.keys.{action}: {bad!r} is not a key's name (such as ctrl+x, K, f5, "
                                "escape, space); the default is kept")
-    keymap, key_warnings = check_keys(wanted, defaults, table)
+    keymap, key_warnings = check_keys(wanted, defaults, kept_keys(set(defaults)))
     key_warnings = named_badly + key_warnings
     theme, theme_warnings = check_theme(user.theme, themes)
     return ConsoleSettings(keymap, theme, key_warnings + theme_warnings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loopwarden.supervisor.user_config import EXAMPLE
 from tests.support.daemon import Harness
 from tests.support.paths import PY
 
@@ -116,3 +117,17 @@ def test_a_key_that_is_no_keys_name_is_refused_in_one_line_and_the_action_keeps_
     shown = lw.cli("config", "show").stdout
     assert 'deny = "ctrl+shift+d"' in shown and 'pause = "f5,P,ctrl+f6"' in shown
     assert "kill =" not in shown
+
+
+def test_a_key_the_detail_the_gates_queue_or_textual_keeps_is_refused_and_the_example_takes_none(
+        lw: Harness) -> None:
+    write_config(lw, '[console.keys]\nlimits = "l"\nkill = "ctrl+q"\nquit = "tab"\npause = "ctrl+p"\n')
+    check = lw.cli("config", "check")
+    assert check.returncode == 1
+    assert check.stderr.splitlines() == [
+        "loopwarden: console.keys.limits: 'l' is already a key of the session detail; the default is kept",
+        "loopwarden: console.keys.kill: 'ctrl+q' is already a key of Textual's own; the default is kept",
+        "loopwarden: console.keys.quit: 'tab' is already a key of Textual's own; the default is kept",
+        "loopwarden: console.keys.pause: 'ctrl+p' is already a key of Textual's own; the default is kept"]
+    write_config(lw, EXAMPLE)  # the example `config check --help` and docs/configuration.md show
+    assert lw.cli("config", "check").returncode == 0, "the example has a problem"

@@ -13,7 +13,7 @@ def test_the_example_file_reads_without_a_warning_and_the_engine_reads_the_same_
     path.write_text(EXAMPLE + "\n[notify]\nevents = [\"gate\"]\n")
     user = read_user_config(path)
     assert (user.exists, user.error, user.warnings) == (True, None, ())
-    assert user.theme == "gruvbox" and user.keys == {"kill": "ctrl+x", "limits": "l"}
+    assert user.theme == "gruvbox" and user.keys == {"kill": "ctrl+x", "limits": "ctrl+l"}
     (api,) = user.projects
     assert api.root == Path.home() / "code" / "api"
     assert api.describe() == "adapter claude-code, worktree on, limits.max_runtime=2h, limits.max_cost_usd=5.0"
@@ -64,11 +64,12 @@ def test_what_a_project_cannot_take_is_a_warning_and_left_out(tmp_path: Path) ->
 
 def test_a_key_another_action_keeps_or_an_unknown_action_keeps_the_default() -> None:
     defaults = {"kill": ["ctrl+k", "K"], "quit": ["q"], "approve": ["a"]}
-    chosen, warnings = check_keys({"kill": "ctrl+x", "approve": "q", "nope": "z"}, defaults, reserved=["j"])
+    table = {"j": "the sessions table"}
+    chosen, warnings = check_keys({"kill": "ctrl+x", "approve": "q", "nope": "z"}, defaults, reserved=table)
     assert chosen == {"kill": "ctrl+x"}
     assert warnings == ["console.keys.approve: 'q' is already quit's key; the default is kept",
                         "console.keys.nope: unknown action; it accepts approve, kill, quit; ignored"]
-    assert check_keys({"kill": "j"}, defaults, reserved=["j"])[1] == [
+    assert check_keys({"kill": "j"}, defaults, reserved=table)[1] == [
         "console.keys.kill: 'j' is already a key of the sessions table; the default is kept"]
 
 
