@@ -62,7 +62,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
 
     In a directory the user config names (`[projects."~/code/api"]` in
     `loopwarden config path`), that project's adapter, worktree and limits
-    apply where no flag says otherwise; one line says which.
+    apply where no flag, --config file or LOOPWARDEN_* variable says
+    otherwise; one line says which.
 
     Ctrl-C detaches without stopping the session. The exit code is the
     session's: the agent's own when it exits, or the termination reason's
