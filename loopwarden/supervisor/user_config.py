@@ -88,9 +88,9 @@ class UserConfig:
     error: str | None = None  # the file could not be read: every default applies
 
     def project_for(self, cwd: str | os.PathLike[str]) -> ProjectDefaults | None:
-        """The project whose directory holds `cwd`, the deepest when several do."""
+        """The project whose directory holds `cwd`, the deepest (as the directories really are) when several do."""
         holding = [p for p in self.projects if p.covers(cwd)]
-        return max(holding, key=lambda p: len(p.root.parts)) if holding else None
+        return max(holding, key=lambda p: len(Path(os.path.realpath(p.root)).parts)) if holding else None
 
 
 def read_user_config(path: Path) -> UserConfig:

@@ -100,3 +100,15 @@ def test_an_unknown_theme_keeps_the_default() -> None:
     assert check_theme("nord", ["nord", "dracula"]) == ("nord", [])
     assert check_theme("nrd", ["nord", "dracula"]) == (
         None, ["console.theme: unknown theme 'nrd' (did you mean nord?); the default is kept"])
+
+
+def test_the_deepest_project_is_judged_by_the_real_directories(tmp_path: Path) -> None:
+    (tmp_path / "data" / "code" / "api").mkdir(parents=True)
+    (tmp_path / "home" / "u").mkdir(parents=True)
+    (tmp_path / "home" / "u" / "code").symlink_to(tmp_path / "data" / "code")
+    path = tmp_path / "config.toml"
+    path.write_text(f'[projects."{tmp_path / "home" / "u" / "code"}"]\nadapter = "native"\n'
+                    f'[projects."{tmp_path / "data" / "code" / "api"}"]\nadapter = "plain"\n')
+    user = read_user_config(path)
+    assert user.project_for(tmp_path / "data" / "code" / "api").adapter == "plain"  # type: ignore[union-attr]
+    assert user.project_for(tmp_path / "data" / "code" / "web").adapter == "native"  # type: ignore[union-attr]
