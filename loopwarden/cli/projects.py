@@ -3,12 +3,13 @@ given on the command line wins, and what was applied is said in one line."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 import click
 
 from ..paths import default_paths
-from ..supervisor.config import parse_set
+from ..supervisor.config import given_keys, parse_set
 from ..supervisor.user_config import read_user_config
 
 
@@ -22,8 +23,9 @@ class RunChoices:
 
 
 def with_project_defaults(cwd: str, adapters: list[str], *, adapter_given: bool, worktree: bool | None,
-                          sets: tuple[str, ...]) -> RunChoices:
-    """The launch with the defaults of the deepest project holding `cwd` where no flag says otherwise."""
+                          sets: tuple[str, ...], config_file: str | None = None) -> RunChoices:
+    """The launch with the defaults of the deepest project holding `cwd` where nothing explicit says otherwise:
+    a flag, `--set`, or a key the `--config` file or a LOOPWARDEN_* variable sets."""
     user = read_user_config(default_paths().config_file)
     if user.error:
         click.echo(f"loopwarden: warning: {user.error}", err=True)
@@ -38,7 +40,7 @@ def with_project_defaults(cwd: str, adapters: list[str], *, adapter_given: bool,
         click.echo(f"loopwarden: warning: projects.\"{project.name}\".adapter: {adapter!r} is not an adapter "
                    f"({', '.join(adapters)}); chosen as without it", err=True)
         adapter = None
-    given = {parse_set(word)[0] for word in sets}
+    given = {parse_set(word)[0] for word in sets} | given_keys(config_file, os.environ)
     limits = {key: value for key, value in project.limits.items() if key not in given}
     applied = replace(project, adapter=adapter, worktree=project.worktree if worktree is None else None,
                       limits=limits)

@@ -66,7 +66,8 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
 
     In a directory the user config names (`[projects."~/code/api"]` in
     `loopwarden config path`), that project's adapter, worktree and limits
-    apply where no flag says otherwise; one line says which.
+    apply where no flag, --config file or LOOPWARDEN_* variable says
+    otherwise; one line says which.
 
     Ctrl-C detaches without stopping the session. The exit code is the
     session's: the agent's own when it exits, or the termination reason's
@@ -103,7 +104,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         cwd = working_directory()
         given = click.get_current_context().get_parameter_source("adapter") != ParameterSource.DEFAULT
         chosen = with_project_defaults(cwd, registry.names(), adapter_given=given or bool(known_agent),
-                                       worktree=worktree, sets=sets)
+                                       worktree=worktree, sets=sets, config_file=config_file)
         adapter, worktree, sets = chosen.adapter or adapter, chosen.worktree, chosen.sets
         build_config(config_file, preset, sets)  # fail here, before anything starts
         launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=known_agent)

@@ -77,7 +77,8 @@ CHECK_HELP = f"""Check the user config: each problem in one line; exit 1 when th
 The user config is config.toml in the profile's config directory (`loopwarden config path`); the daemon
 reads its engine sections ([notify], [budgets] ...), the console its [console] section, and both
 `loopwarden run` and the console's launch dialog (n) its [projects."DIR"] defaults, for sessions started in
-DIR or below it (the deepest DIR wins; a flag given to run wins over a default). What cannot be taken keeps
+DIR or below it (the deepest DIR wins; a flag, --config file or LOOPWARDEN_* variable given to run wins over
+a default). What cannot be taken keeps
 its default. `loopwarden config show` prints the effective settings.
 
 \b

@@ -859,3 +859,17 @@ def load_config(
     config = _apply(config, _env_overrides(env), "environment")
     set_values = dict(parse_set(item) for item in sets)
     return _apply(config, set_values, "--set")
+
+
+def given_keys(file: str | os.PathLike[str] | None, env: Mapping[str, str]) -> set[str]:
+    """The keys a `--config` file and the environment set: explicit choices, which a project's launch defaults
+    do not override. A file or variable in error gives none here (load_config says why)."""
+    keys: set[str] = set()
+    try:
+        keys |= set(_env_overrides(env))
+        if file is not None:
+            data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
+            keys |= set(_flatten_toml(data, f"config file {file}"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ConfigError):
+        pass
+    return keys

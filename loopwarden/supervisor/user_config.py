@@ -35,7 +35,7 @@ theme = "gruvbox"            # any Textual theme: textual-dark, nord, dracula, .
 
 [console.keys]               # action = "key" (several: "ctrl+x,X"); `loopwarden config check` lists them
 kill = "ctrl+x"
-limits = "l"
+limits = "ctrl+l"
 
 [projects."~/code/api"]      # sessions started in this directory or below it
 adapter = "claude-code"
@@ -56,8 +56,11 @@ class ProjectDefaults:
     limits: dict[str, Any] = field(default_factory=dict)  # "limits.max_runtime" -> the value as written
 
     def covers(self, cwd: str | os.PathLike[str]) -> bool:
-        here = Path(cwd)
-        return here == self.root or self.root in here.parents
+        """Whether `cwd` is the root or inside it, as written or through symlinks (a shell's directory is the
+        real one: ~/code may be a link to /data/code)."""
+        roots = {self.root, Path(os.path.realpath(self.root))}
+        return any(here in roots or not roots.isdisjoint(here.parents)
+                   for here in {Path(cwd), Path(os.path.realpath(cwd))})
 
     def sets(self) -> list[str]:
         """The limits as `--set` words."""
@@ -85,9 +88,9 @@ class UserConfig:
     error: str | None = None  # the file could not be read: every default applies
 
     def project_for(self, cwd: str | os.PathLike[str]) -> ProjectDefaults | None:
-        """The project whose directory holds `cwd`, the deepest when several do."""
+        """The project whose directory holds `cwd`, the deepest (as the directories really are) when several do."""
         holding = [p for p in self.projects if p.covers(cwd)]
-        return max(holding, key=lambda p: len(p.root.parts)) if holding else None
+        return max(holding, key=lambda p: len(Path(os.path.realpath(p.root)).parts)) if holding else None
 
 
 def read_user_config(path: Path) -> UserConfig:
@@ -175,29 +178,44 @@ def _limits(where: str, table: Mapping[str, Any], warnings: list[str]) -> dict[s
 
 
 def check_keys(wanted: Mapping[str, str], defaults: Mapping[str, Iterable[str]],
-               reserved: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+               reserved: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """The rebindings that can be taken (action id -> its keys, comma-separated) and a warning for each that
-    cannot: an unknown action, or a key another action (or `reserved`, the keys of the table itself) keeps.
-    `defaults` and `wanted` hold keys as the console names them (Textual's long names: question_mark)."""
-    warnings: list[str] = []
-    held = {action: set(keys) for action, keys in defaults.items()}
-    table_keys = set(reserved)
-    chosen: dict[str, str] = {}
+    cannot: an unknown action, or a key another action keeps, or one of `reserved` (key -> where it is kept:
+    "the sessions table"), which the console's screens and Textual keep for themselves.
+    They are judged together, so two actions can swap keys whatever order they are written in; of two asking
+    for the same key, the first written gets it. `defaults` and `wanted` hold keys as the console names them
+    (Textual's long names: question_mark)."""
+    problems: dict[str, str] = {}
+    asked: dict[str, list[str]] = {}
     for action, keys in wanted.items():
-        if action not in defaults:
-            close = difflib.get_close_matches(action, list(defaults), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(sorted(defaults))}"
-            warnings.append(f"console.keys.{action}: unknown action{hint}; ignored")
+        if action in defaults:
+            asked[action] = [k.strip() for k in keys.split(",") if k.strip()]
             continue
-        new = [k.strip() for k in keys.split(",") if k.strip()]
-        clash = next(((k, f"{owner}'s key") for k in new for owner, ks in held.items() if owner != action and k in ks),
-                     None) or next(((k, "a key of the sessions table") for k in new if k in table_keys), None)
-        if clash:
-            warnings.append(f"console.keys.{action}: {clash[0]!r} is already {clash[1]}; the default is kept")
-            continue
-        held[action] = set(new)
-        chosen[action] = ",".join(new)
-    return chosen, warnings
+        close = difflib.get_close_matches(action, list(defaults), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f"; it accepts {', '.join(sorted(defaults))}"
+        problems[action] = f"console.keys.{action}: unknown action{hint}; ignored"
+    while (refused := _first_clash(asked, defaults, reserved or {})) is not None:
+        action, key, owner = refused
+        problems[action] = f"console.keys.{action}: {key!r} is already {owner}; the default is kept"
+        del asked[action]  # it keeps its default keys, which may now clash with another's new ones: judge again
+    chosen = {action: ",".join(keys) for action, keys in asked.items()}
+    return chosen, [problems[action] for action in wanted if action in problems]
+
+
+def _first_clash(asked: Mapping[str, list[str]], defaults: Mapping[str, Iterable[str]],
+                 reserved: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """The first rebinding (in the order written) whose key is reserved, an action's that keeps its defaults,
+    or one asked for earlier: (action, key, whose it is)."""
+    held = {owner: set(keys) for owner, keys in defaults.items() if owner not in asked}
+    for action, keys in asked.items():
+        for key in keys:
+            owner = next((f"{o}'s key" for o, ks in held.items() if key in ks), None)
+            if owner is None and key in reserved:
+                owner = f"a key of {reserved[key]}"
+            if owner is not None:
+                return action, key, owner
+        held[action] = set(keys)
+    return None
 
 
 def check_theme(theme: str | None, known: Iterable[str]) -> tuple[str | None, list[str]]:

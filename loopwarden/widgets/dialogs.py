@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -209,8 +210,8 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                                tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
                                        "checkout is left as it is: review with 'loopwarden diff ID'")
             if self.project is not None:
-                yield Label(f"project defaults from {self.project.name}: {self.project.describe()}",
-                            id="project", classes="hint", markup=False)
+                yield Label(self._project_line(self.project, [a for _, a in adapters]), id="project",
+                            classes="hint", markup=False)
             yield Label("", id="error", classes="error", markup=False)  # errors quote what was typed
             with Horizontal(classes="buttons"):
                 yield _unfocused(Button("Launch", id="launch", variant="primary"))
@@ -254,6 +255,15 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                 "name": self.query_one("#name", Input).value.strip() or None,
                 "worktree": self.query_one("#worktree", Checkbox).value,
                 "sets": self.project.sets() if self.project else []}
+
+    @staticmethod
+    def _project_line(project: ProjectDefaults, offered: list[str]) -> str:
+        """What the project's defaults set here, and its adapter when the dialog does not offer it."""
+        taken = project.adapter in offered
+        applied = project if taken else replace(project, adapter=None)
+        line = f"project defaults from {project.name}: {applied.describe()}"
+        return line if taken or not project.adapter else \
+            f"{line} (its adapter {project.adapter!r} is not one offered: auto)"
 
     def _default_adapter(self, offered: list[str]) -> str:
         """The project's adapter when it is one offered, else auto."""

@@ -4,12 +4,15 @@ warning (or the file's error) said once in a toast; what cannot be taken leaves 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.keys import Keys, _character_to_key
+from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
 
 from ..paths import working_directory
@@ -30,6 +33,33 @@ def _keys(keys: str) -> list[str]:
     return App._normalize_keymap({"k": keys})["k"].split(",")
 
 
+MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
+NAMED_KEYS = frozenset({k.value for k in Keys if "+" not in k.value and not k.value.startswith("<")}
+                       | {_character_to_key(chr(code)) for code in range(32, 127)})  # slash, question_mark ...
+
+
+def is_key_name(key: str) -> bool:
+    """Whether Textual ever names a key press `key` (normalised: `?` is question_mark): a binding to anything
+    else, such as "Ctrl+X" or "F5", would leave its action without a key."""
+    *modifiers, name = key.split("+")
+    if not name or not MODIFIERS.issuperset(modifiers):
+        return False
+    if len(name) == 1 or name in NAMED_KEYS:
+        return True
+    try:
+        char = unicodedata.lookup(name.replace("_", " "))  # a character beyond ASCII by its name
+    except KeyError:
+        return False
+    return _character_to_key(char) == name
+
+
+def _not_a_key(keys: str) -> str | None:
+    """The first of `keys` (comma-separated, as the user wrote them) that is no key's name, if any."""
+    written = keys.split(",")
+    return next((w.strip() for w, name in zip(written, _keys(keys), strict=True) if name and not is_key_name(name)),
+                None)
+
+
 def rebindable_actions() -> dict[str, list[str]]:
     """Each action the user config may rebind (its binding id) with its keys."""
     from .app import ACTION_KEYS, GENERAL_KEYS, SESSION_KEYS  # the app applies these settings: imported late
@@ -37,16 +67,38 @@ def rebindable_actions() -> dict[str, list[str]]:
     return {b.id: _keys(b.key) for b in [*SESSION_KEYS, *ACTION_KEYS, *GENERAL_KEYS] if b.id}
 
 
-def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
-    """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
+def kept_keys(rebindable: set[str]) -> dict[str, str]:
+    """The keys no action may take (key -> where it is kept): those of the screens the actions work on (a screen's
+    own key there hides the app's), and Textual's own (ctrl+q quits before any binding of ours is asked)."""
     from .app import Sessions
+    from .detail import SessionDetail
+    from .gates import GatesQueue
     from .session_table import SessionTable
 
+    places = [("Textual's own", [*App.BINDINGS, *Screen.BINDINGS, Binding(App.COMMAND_PALETTE_BINDING, "")]),
+              ("the sessions table", [*SessionTable.BINDINGS, *Sessions.BINDINGS]),
+              ("the session detail", SessionDetail.BINDINGS), ("the gates queue", GatesQueue.BINDINGS)]
+    kept: dict[str, str] = {}
+    for place, bindings in places:
+        for b in bindings:
+            if isinstance(b, Binding) and b.id not in rebindable:  # the gates queue's approve moves with the app's
+                kept.update((key, kept.get(key, place)) for key in _keys(b.key))
+    return kept
+
+
+def console_settings(user: UserConfig, themes: Iterable[str] = BUILTIN_THEMES) -> ConsoleSettings:
+    """The console's keymap and theme from `user`, checked against its bindings and `themes`."""
     defaults = rebindable_actions()
-    table = [key for b in [*SessionTable.BINDINGS, *Sessions.BINDINGS] if isinstance(b, Binding)
-             for key in _keys(b.key)]
-    wanted = {action: ",".join(_keys(keys)) for action, keys in user.keys.items()}
-    keymap, key_warnings = check_keys(wanted, defaults, table)
+    wanted, named_badly = {}, []
+    for action, keys in user.keys.items():
+        bad = _not_a_key(keys)
+        if bad is None:
+            wanted[action] = ",".join(_keys(keys))
+        else:
+            named_badly.append(f"console.keys.{action}: {bad!r} is not a key's name (such as ctrl+x, K, f5, "
+                               "escape, space); the default is kept")
+    keymap, key_warnings = check_keys(wanted, defaults, kept_keys(set(defaults)))
+    key_warnings = named_badly + key_warnings
     theme, theme_warnings = check_theme(user.theme, themes)
     return ConsoleSettings(keymap, theme, key_warnings + theme_warnings)
 

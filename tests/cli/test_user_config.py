@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loopwarden.supervisor.user_config import EXAMPLE
 from tests.support.daemon import Harness
 from tests.support.paths import PY
 
@@ -89,3 +90,44 @@ def test_config_check_and_show_say_each_problem_in_one_line(lw: Harness) -> None
 def test_config_check_help_teaches_with_an_example_file(lw: Harness) -> None:
     helped = lw.cli("config", "check", "--help").stdout
     assert '[projects."~/code/api"]' in helped and 'kill = "ctrl+x"' in helped and "[console]" in helped
+
+
+def test_a_config_file_or_an_environment_variable_beats_the_projects_limit(lw: Harness, tmp_path: Path) -> None:
+    write_config(lw, f'[projects."{tmp_path}"]\nadapter = "plain"\nlimits.max_runtime = "2h"\n')
+    chosen = tmp_path / "chosen.toml"
+    chosen.write_text('[limits]\nmax_runtime = "30m"\n')
+    sid, said = detached(lw, "--config", str(chosen), cwd=tmp_path)
+    assert f"loopwarden: project defaults from {tmp_path}: adapter plain" in said.splitlines()
+    assert lw.status(sid)["max_runtime"] == 1800  # the file named on the command line, not the project's 2h
+    lw.request("kill", session=sid)
+    proc = lw.cli("run", "--detach", "--", *SLEEP, cwd=tmp_path, env={"LOOPWARDEN_LIMITS_MAX_RUNTIME": "20m"})
+    assert proc.returncode == 0, proc.stderr
+    assert lw.status(proc.stdout.strip())["max_runtime"] == 1200
+    lw.request("kill", session=proc.stdout.strip())
+
+
+def test_a_key_that_is_no_keys_name_is_refused_in_one_line_and_the_action_keeps_its_own(lw: Harness) -> None:
+    write_config(lw, '[console.keys]\nkill = "Ctrl+X"\nquit = "ctl+q"\napprove = "F5"\n'
+                     'deny = "ctrl+shift+d"\npause = "f5,P,ctrl+f6"\n')
+    check = lw.cli("config", "check")
+    assert check.returncode == 1
+    assert check.stderr.splitlines() == [
+        f"loopwarden: console.keys.{action}: {key!r} is not a key's name (such as ctrl+x, K, f5, escape, space); "
+        "the default is kept" for action, key in (("kill", "Ctrl+X"), ("quit", "ctl+q"), ("approve", "F5"))]
+    shown = lw.cli("config", "show").stdout
+    assert 'deny = "ctrl+shift+d"' in shown and 'pause = "f5,P,ctrl+f6"' in shown
+    assert "kill =" not in shown
+
+
+def test_a_key_the_detail_the_gates_queue_or_textual_keeps_is_refused_and_the_example_takes_none(
+        lw: Harness) -> None:
+    write_config(lw, '[console.keys]\nlimits = "l"\nkill = "ctrl+q"\nquit = "tab"\npause = "ctrl+p"\n')
+    check = lw.cli("config", "check")
+    assert check.returncode == 1
+    assert check.stderr.splitlines() == [
+        "loopwarden: console.keys.limits: 'l' is already a key of the session detail; the default is kept",
+        "loopwarden: console.keys.kill: 'ctrl+q' is already a key of Textual's own; the default is kept",
+        "loopwarden: console.keys.quit: 'tab' is already a key of Textual's own; the default is kept",
+        "loopwarden: console.keys.pause: 'ctrl+p' is already a key of Textual's own; the default is kept"]
+    write_config(lw, EXAMPLE)  # the example `config check --help` and docs/configuration.md show
+    assert lw.cli("config", "check").returncode == 0, "the example has a problem"

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from textual.app import App
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList
+from textual.widgets import Input, Label, OptionList, Select
 
+from loopwarden.sessions.base import AUTO
+from loopwarden.supervisor.user_config import ProjectDefaults
 from loopwarden.widgets.app import ConsoleApp
 from loopwarden.widgets.counters import ChooseCounter
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
@@ -149,3 +151,36 @@ async def test_reset_by_name_from_the_command_line_and_an_unknown_name_is_one_li
     assert wrong.returncode == 2 and len(wrong.stderr.splitlines()) == 1
     assert "bogus" in wrong.stderr and "monologue" in wrong.stderr and "same_error" in wrong.stderr
     lw.request("kill", session=sid)
+
+
+TEXT_DIALOGS = {name: (make, fill) for name, (make, fill, _, letters) in DIALOGS.items() if not letters}
+
+
+@pytest.mark.parametrize("name", list(TEXT_DIALOGS))
+async def test_y_and_n_in_a_dialog_with_text_are_typed_not_answers(name: str) -> None:
+    make, fill = TEXT_DIALOGS[name]
+    app = Host()
+    async with app.run_test(size=SIZES[1]) as pilot:
+        dialog = make()
+        app.push_screen(dialog, app.answers.append)
+        await until(pilot, lambda: app.screen is dialog and dialog.is_mounted, what="the dialog")
+        assert fill is not None
+        fill(dialog)
+        field = next(i for i in dialog.query(Input) if i.has_focus)
+        field.cursor_position = len(field.value)
+        await pilot.press("y", "n", "Y", "N")
+        await until(pilot, lambda: field.value.endswith("ynYN"), what="y and n typed")
+        assert app.screen is dialog and app.answers == []
+
+
+async def test_a_projects_adapter_the_dialog_does_not_offer_is_said_not_shown_as_applied(tmp_path: Path) -> None:
+    project = ProjectDefaults(str(tmp_path), tmp_path, adapter="nope", limits={"limits.max_runtime": "2h"})
+    app = Host()
+    async with app.run_test(size=SIZES[1]) as pilot:
+        dialog = Launch(lambda spec: spec, project)
+        app.push_screen(dialog, app.answers.append)
+        await until(pilot, lambda: app.screen is dialog and dialog.is_mounted, what="the dialog")
+        assert dialog.query_one("#adapter", Select).value == AUTO
+        said = str(dialog.query_one("#project", Label).render())
+        assert said == (f"project defaults from {tmp_path}: limits.max_runtime=2h (its adapter 'nope' is not one "
+                        "offered: auto)")
