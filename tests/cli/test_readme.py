@@ -76,6 +76,15 @@ STORIES: dict[str, list[str]] = {
         'loopwarden continue s3 --note "carry on"',
         "loopwarden takeover s3",
     ],
+    "a working day": [
+        "loopwarden run --tag team-a --tag nightly -d -- ./my-agent --task T1",
+        "loopwarden ls --tag team-a",
+        "loopwarden set s3 tag=urgent",
+        "loopwarden logs s3 --since 10m --grep Traceback",
+        "loopwarden audit --session s3 --since 1h",
+        "loopwarden reset s3 --counter same_error",
+        "loopwarden config check",
+    ],
     "a worktree": [
         'loopwarden run --worktree --agent gemini -- "fix the failing test"',
         "loopwarden diff s1 --stat",
@@ -288,6 +297,39 @@ def test_acting_on_sessions(lw: Harness, agents_env: dict[str, str], fake_api: F
     terminal.shows("under loopwarden's supervision?", timeout=60)
     terminal.keys("n", "Enter")
     terminal.shows("[exit 0]")
+    readme.check_all_ran()
+
+
+# ---- a working day -------------------------------------------------------------------------------------------
+
+def test_a_working_day(lw: Harness, agents_env: dict[str, str], tmp_path: Path) -> None:
+    """./my-agent is a small script that prints a traceback and goes on working; a second, untagged session
+    shows that `ls --tag` and the filters leave it out."""
+    work = tmp_path / "project"
+    work.mkdir()
+    agent = work / "my-agent"
+    agent.write_text("#!/bin/sh\necho \"working on $2\"\necho 'Traceback (most recent call last):'\nexec sleep 600\n")
+    agent.chmod(0o755)
+    other = lw.launch(PY, str(AGENTS / "plain_chatter.py"), adapter="plain", name="untagged")
+    readme = story("a working day", agents_env, work)
+    sid = readme.run("loopwarden run --tag team-a --tag nightly -d -- ./my-agent --task T1").stdout.strip()
+    assert re.fullmatch(r"s\d+", sid), sid
+    names = {"s3": sid}
+    listed = readme.run("loopwarden ls --tag team-a").stdout
+    assert sid in listed and "team-a" in listed and other not in listed, listed
+    readme.run("loopwarden set s3 tag=urgent", names)
+    assert "urgent" in wait_for(lambda: next((" ".join(s.get("tags") or []) for s in lw.request("list")
+                                              if s["id"] == sid and "urgent" in (s.get("tags") or [])), None),
+                                30, "the new tag")
+    found = wait_for(lambda: (out := readme.run("loopwarden logs s3 --since 10m --grep Traceback", names).stdout)
+                     and "Traceback" in out and out, 30, "the traceback in the store")
+    assert "working on T1" not in found, found  # only what matches
+    audit = readme.run("loopwarden audit --session s3 --since 1h", names).stdout
+    assert "tag" in audit and other not in audit, audit
+    readme.run("loopwarden reset s3 --counter same_error", names)
+    assert any(a["action"] == "reset" for a in lw.request("actions", session=sid))
+    checked = readme.run("loopwarden config check")
+    assert checked.returncode == 0, checked.stderr
     readme.check_all_ran()
 
 
