@@ -23,14 +23,14 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ENGINE = Path("loopwarden", "supervisor")
-# What is compiled: every guard, what SessionHealth.observe runs for each event, and a native line's typed reading
-# (typed_line.py). The rest of the engine runs once per session, verdict or configuration; three modules of the
-# per-event path stay Python:
+# What is compiled: every guard, what SessionHealth.observe runs for each event (roster.py routes it to the guards),
+# and a native line's typed reading (typed_line.py). The rest of the engine runs once per session, verdict or
+# configuration; three modules of the per-event path stay Python:
 #   events.py  typed.py makes events with object.__new__ and stores their fields, which a native class refuses;
 #   typed.py   mypyc drops the class keywords of msgspec Structs (tag, kw_only, forbid_unknown_fields);
 #   lines.py   LineSplitter's overloaded __init__ (typed by its self) compiles to C that does not build.
-PER_EVENT = ("health.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py", "kinds.py",
-             "typed_line.py")
+PER_EVENT = ("health.py", "roster.py", "signature.py", "control.py", "bounds.py", "gates.py", "counters.py",
+             "kinds.py", "typed_line.py")
 # ... and what a live session runs per line it reads: its pipes, its parts (runtime/session/: reading, judging,
 # recording, carrying out; its package's __init__ stays Python, since a stale compiled package would still be
 # imported), and the record path (records.py; store.py runs on the writer's thread, where SQLite's own C is

@@ -32,6 +32,7 @@ from . import keeper_wire as wire
 from .keeper_revival import DAEMON_WAIT, HANDOVER_WAIT, RESTARTS, Revival
 from .keeper_requests import Requests
 from .kept import Gathering, KeptAgent, OutStream, Registrations
+from .keeper_input import InputSide
 from .keeper_output import OutputSide
 from .kept_output import Channel
 from .principal import classify, descends_from, marked_ancestor
@@ -57,10 +58,10 @@ class Keeper:
         self._control_out = bytearray()
         self._idle_since: float | None = None
         self._pending: dict[socket.socket, tuple[bytearray, float]] = {}  # connections before their first line
-        self._frames: dict[socket.socket, wire.FrameReader] = {}
         self._ticked = 0.0
         self.gathering = Gathering()
         self.outputs = OutputSide(self.fds, self.agents, receive)
+        self.inputs = InputSide(self.fds, receive, self.pump)
         self.offers_output = True  # hello offers the output connection (as a keeper before it did not, when off)
         self.stopping = False  # SIGTERM: it exits once its agents are gone
         self.generation = 0  # bumped for each daemon attached: its streams carry it
@@ -216,15 +217,7 @@ class Keeper:
             conn.close()
             return
         if stream == "in":
-            old = agent.stdin.conn
-            if old is not None:
-                self.fds.forget(old.fileno())
-            agent.stdin.attach(conn)
-            agent.stdin.generation = self.generation
-            self._frames[conn] = wire.FrameReader()
-            self.fds.want(conn.fileno(), selectors.EVENT_READ, partial(self._on_stdin, agent))
-            if rest:
-                self._take_frames(agent, rest)
+            self.inputs.attach(agent, conn, self.generation, rest)
         elif stream in wire.STREAMS:
             out = agent.streams[stream]
             carrier = self.outputs.carrier(conn, message)
@@ -288,24 +281,13 @@ class Keeper:
                     self.fds.forget(stream.conn.fileno())
                     stream.detach()
             if agent.stdin.conn is not None and not self._current(agent.stdin.generation):
-                self._drain_stdin_conn(agent)
-                self._close_stdin_conn(agent)
+                self.inputs.drain(agent)
+                self.inputs.close(agent)
 
     def _current(self, generation: object) -> bool:
         """Whether a stream opened by daemon `generation` belongs to the daemon attached now (a new one may have come
         while the last one's streams were taken)."""
         return self.control is not None and generation == self.generation
-
-    def _drain_stdin_conn(self, agent: KeptAgent) -> None:
-        """Frames the daemon sent before it went are taken, whichever connection the keeper happened to read first:
-        one may answer a line the store has (then it must reach the agent), or one it has not (dropped at `take`)."""
-        conn = agent.stdin.conn
-        if conn is None:
-            return
-        while data := receive(conn):
-            self._take_frames(agent, data)
-            if agent.stdin.conn is None:
-                return
 
     def send(self, message: dict[str, Any]) -> None:
         if self.control is None:
@@ -387,36 +369,6 @@ class Keeper:
 
     def _writable(self, agent: KeptAgent, _mask: int) -> None:
         self.pump(agent)
-
-    def _on_stdin(self, agent: KeptAgent, _mask: int) -> None:
-        conn = agent.stdin.conn
-        if conn is None:
-            return
-        data = receive(conn)
-        if data is None:
-            return
-        if not data:
-            self._close_stdin_conn(agent)
-            return
-        self._take_frames(agent, data)
-
-    def _take_frames(self, agent: KeptAgent, data: bytes) -> None:
-        conn = agent.stdin.conn
-        assert conn is not None
-        reader = self._frames[conn]
-        for seq, payload in reader.feed(data):
-            agent.stdin.queue(seq, payload)
-        if reader.bad:
-            self._close_stdin_conn(agent)
-        self.pump(agent)
-
-    def _close_stdin_conn(self, agent: KeptAgent) -> None:
-        conn = agent.stdin.conn
-        if conn is not None:
-            self.fds.forget(conn.fileno())
-            self._frames.pop(conn, None)
-            conn.close()
-            agent.stdin.conn = None
 
     def _reap(self, _mask: int) -> None:
         try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -39,7 +39,8 @@ from ..supervisor import protocol
 from ..supervisor.changes import LIMIT as DIFF_LIMIT
 from ..supervisor.verdicts import Action, Verdict
 from . import acp_agents, acp_kept
-from .base import Adapter, Capability, Handover, line
+from .acp_programs import AcpPrograms, split_words
+from .base import Capability, line
 from .recorded import RecordParser, invalid, launch_model
 
 CLOSE = b""  # a reply that closes the agent's stdin
@@ -55,31 +56,6 @@ USAGE = ("used", "size")
 
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{1,200}")')
 _METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,200})"')
-
-
-# ---- launching ----------------------------------------------------------------
-
-def split_words(words: list[str]) -> tuple[list[str], str | None]:
-    """`AGENT COMMAND... -- PROMPT`: the agent's command and the prompt (None when there is no `--`).
-
-    The first `--` splits them, so a prompt may itself contain `--`."""
-    if "--" not in words:
-        return list(words), None
-    at = words.index("--")
-    prompt = " ".join(words[at + 1:]).strip()
-    return list(words[:at]), prompt or None
-
-
-def launch_command(words: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """The session command: the agent's command, `--`, the prompt. Raises ValueError (one line)."""
-    agent, prompt = split_words(words)
-    if not agent:
-        raise ValueError('no ACP agent command given; e.g. loopwarden run --adapter acp -- gemini --acp -- '
-                         '"fix the tests"')
-    if prompt is None:
-        raise ValueError('no prompt for the ACP agent: put it after a second --, e.g. '
-                         'loopwarden run --adapter acp -- gemini --acp -- "fix the tests"')
-    return [*agent, "--", prompt]
 
 
 # ---- reading ----------------------------------------------------------------------
@@ -429,8 +405,8 @@ def hooks_for(agent: list[str]) -> AgentHooks:
     return acp_claude.ClaudeAcpHooks() if known is not None and known.name == "claude-acp" else AgentHooks()
 
 
-class AcpAdapter(Adapter):
-    """A live ACP agent: see the module docstring."""
+class AcpAdapter(AcpPrograms):
+    """A live ACP agent (what it knows of the programs it launches: AcpPrograms): see the module docstring."""
 
     name = "acp"
     listed = 5
@@ -469,11 +445,6 @@ class AcpAdapter(Adapter):
         self._held: set[int] = set()  # taken up: the permission requests' seqs a gate still holds
         self._started_only = False  # taken up with no memory stored: the agent was sent its start lines alone
 
-    def ladder_of(self, command: list[str], env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
-        """A known agent's own name and ladder (gemini climbs Gemini's models); an unknown one is "acp"'s."""
-        known = acp_agents.agent_of(command, env)
-        return (known.name, known.ladder) if known is not None else (self.agent, self.ladder)
-
     @property
     def can_inject(self) -> bool:
         return True
@@ -484,31 +455,8 @@ class AcpAdapter(Adapter):
         return (super().capabilities | Capability.INTERRUPT | steer) & self.declared
 
     @classmethod
-    def launch_command(cls, words: list[str], env: dict[str, str] | None = None) -> list[str]:
-        return launch_command(words, env)
-
-    @classmethod
-    def launch_env(cls, command: list[str], env: dict[str, str], cwd: str) -> dict[str, str]:
-        """A known agent's fixed variables and its private layer's (sessions/acp_agents.py)."""
-        return acp_agents.launch_env(split_words(command)[0], env, cwd)
-
-    @classmethod
-    def waits_for_client(cls, argv: list[str], env: Mapping[str, str]) -> str | None:
-        agent = acp_agents.in_acp_mode(split_words(argv)[0], env)
-        return f"the command starts {agent}, an ACP agent, which waits for its client to speak first" if agent else None
-
-    @classmethod
     def replay_parser(cls) -> Callable[[bytes, int], list[ev.Event]]:
         return AcpParser().parse_line
-
-    @classmethod
-    def known_agents(cls) -> list[str]:
-        return list(acp_agents.AGENTS)
-
-    @classmethod
-    def agent_words(cls, name: str, prompt: list[str], env: Mapping[str, str], cwd: str) -> list[str]:
-        """The agent's command found, its private layer's arguments, `--`, the prompt (sessions/acp_agents.py)."""
-        return acp_agents.shortcut_words(name, prompt, env, cwd)
 
     def _request(self, method: str, params: dict[str, Any]) -> bytes:
         self._ids += 1
@@ -669,28 +617,10 @@ class AcpAdapter(Adapter):
             return self._session_new({"sessionId": self.resuming}, seq)
         return []
 
-    @classmethod
-    def handover(cls, command: list[str], conversation: str, cwd: str, env: Mapping[str, str]) -> Handover:
-        agent = split_words(command)[0]
-        known = acp_agents.agent_of(agent, {})
-        how = known.resuming if known is not None else acp_agents.Resuming()
-        if how.program_resume is None:
-            raise ValueError(f"loopwarden knows no interactive program of {agent[0]!r} to take its conversation "
-                             "over in; continue it instead ('loopwarden continue')")
-        return Handover([agent[0], how.program_resume, conversation], how.env(env) if how.env else {})
-
     def resume(self, conversation: str, note: str) -> None:
         self.resuming = self.conversation = conversation
         self.resume_state = "waiting"
         self.queued.append(note)
-
-    def resume_not_before(self, ended_at: float) -> float:
-        """An agent that names a session's file by its minute: the minute after the run's."""
-        return (ended_at // 60 + 1) * 60 + 1 if self.resuming_as.minute_named else 0.0
-
-    def resume_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        how = self.resuming_as
-        return how.env(env) if how.env else {}
 
     def _session_new(self, result: dict[str, Any], seq: int) -> list[ev.Event]:
         """The session exists: its first prompt (what was queued), or its setup first."""

@@ -4,32 +4,22 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from . import kinds, messages
 from .config import Config
 from .counters import RESETTABLE as RESETTABLE  # re-exported: its home before it moved out for the command line
 from .cost import SessionCost
-from .control import NOTHING, TUNED_GUARDS, ToolControl
-from .events import EVENT_TYPES, Event, InvalidLine, Output, ResourceSample, ToolCall, ToolResult
+from .control import NOTHING, ToolControl
+from .events import Event, InvalidLine, ToolCall, ToolResult
 from .gates import Gate, GateBook
-from .guards.alternation import AlternationGuard
-from .guards.attempts import AttemptsGuard
-from .guards.base import BlockLedger, Counter, Guard
+from .roster import GuardRoster, Observer
+from .guards.base import BlockLedger, Counter
 from .guards.budget import BudgetGuard
-from .guards.chanting import ChantingGuard
-from .guards.condensation import CondensationGuard
-from .guards.failures import FailuresGuard
-from .guards.iterations import IterationsGuard
-from .guards.loop_counter import LoopCounterGuard, Similarity, lexical_similarity
-from .guards.monologue import MonologueGuard
-from .guards.reflections import ReflectionsGuard
-from .guards.repetition import RepetitionGuard, result_matches
-from .guards.rereads import RereadsGuard
-from .guards.requests import GateRequestGuard, LargeOutputGuard
+from .guards.loop_counter import Similarity, lexical_similarity
+from .guards.repetition import result_matches
 from .guards.runtime import RuntimeGuard
-from .guards.same_error import SameErrorGuard
 from .guards.validation import ValidationGuard
 from .prices import table_of
 from .signature import ArgsTooDeep, call_signature
@@ -43,13 +33,6 @@ _DECIDED_GATES_KEPT: Final = 200
 OPERATOR_RULE: Final = "operator"  # the rule of verdicts carrying an operator's own decision (guidance, grant, kill)
 _VALIDATION_KEPT: Final = 1000
 _EXEMPT_CALLS_KEPT: Final = 16  # calls some rules skip whose results have not come yet
-# guards whose bookkeeping other rules and views need (activity, validation counts): switching their rules
-# off drops their verdicts, never their observing
-_ALWAYS_OBSERVE: Final = frozenset({"runtime", "validation"})
-# Calls and results are most events: `_take_call` and `_take_result` do validation's and runtime's bookkeeping of
-# them (what their hooks `_call`, `_step` and `_result` do; neither gives a verdict for them), one call per guard
-# fewer. A call judged by a tool's own thresholds or with exemptions still goes through the guards themselves.
-_FUSED: Final = (ToolCall, ToolResult)
 # what `_note` looks at (a usage is priced there, before the guards count its dollars)
 _NOTED: Final = frozenset({kinds.INVALID_LINE, kinds.VALIDATION_ERROR, kinds.DONE, kinds.USAGE})
 
@@ -66,27 +49,10 @@ class SessionHealth:
         self.by_type: dict[str, int] = {}
         self.cost = SessionCost(table_of(config.prices.models))
         self.budget = BudgetGuard(config.limits)
-        self.guards: list[Guard] = [
-            self._validation,
-            self.runtime,
-            RepetitionGuard(config.repetition, self.ledger),
-            SameErrorGuard(config.repetition, self.ledger),
-            AlternationGuard(config.repetition, self.ledger),
-            MonologueGuard(config.repetition),
-            RereadsGuard(config, self.ledger),
-            ChantingGuard(config),
-            CondensationGuard(config, self.by_type),
-            ReflectionsGuard(config),
-            FailuresGuard(config.failures),
-            LoopCounterGuard(config.loop, similarity),
-            AttemptsGuard(config.attempts),
-            IterationsGuard(config.limits, config.escalation),
-            self.budget,
-            LargeOutputGuard(config.spill),
-            GateRequestGuard(),
-        ]
-        self._dispatch: dict[type[Event], tuple[Guard, ...]] = {}
-        self._observers: dict[type[Event], tuple[Callable[[Event, float], Sequence[Verdict]], ...]] = {}
+        self.roster = GuardRoster(config, self.ledger, self.runtime, self._validation, self.budget, self.by_type,
+                                  similarity)
+        self.guards = self.roster.guards
+        self._observers: dict[type[Event], tuple[Observer, ...]] = {}
         self.control = ToolControl(config)
         self._route()
         self._exempt_calls: deque[tuple[ToolCall, frozenset[str]]] = deque(maxlen=_EXEMPT_CALLS_KEPT)
@@ -137,7 +103,7 @@ class SessionHealth:
                 self._note(event)
         found: list[Verdict] | None = None  # made only when a guard gives a verdict (rare)
         if exempt or tuned is not None:
-            found = self._observe_some(event, kind, exempt, tuned, now)
+            found = self.roster.observe_some(event, kind, exempt, tuned, self.config, now)
         else:  # the common case: every guard of the type, by its bound method
             at: Any = now  # boxed once for the hooks (Python calls), not once per hook (compiled, `now` is a C double)
             for guard_observe in self._observers[kind]:
@@ -145,7 +111,7 @@ class SessionHealth:
                 if verdicts:
                     found = [*found, *verdicts] if found else list(verdicts)
         if kind is kinds.USER_MESSAGE and self.config.repetition.reset_on_user_message:
-            self._human_turn()
+            self.roster.human_turn()
         if found:
             out.extend(self._settle(found, event.seq, now))
         return out
@@ -161,51 +127,15 @@ class SessionHealth:
         elif type(event) is kinds.DONE and self.state == RUNNING:
             self.state = DONE
 
-    def _observe_some(self, event: Event, kind: type[Event], exempt: frozenset[str], tuned: Config | None,
-                      now: float) -> list[Verdict] | None:
-        """The guards of the type but those the tool is exempt from, those of TUNED_GUARDS by the tool's own
-        thresholds."""
-        found: list[Verdict] | None = None
-        for guard in self._dispatch[kind]:
-            if exempt and guard.name in exempt:
-                continue
-            if tuned is not None and guard.name in TUNED_GUARDS:
-                verdicts = self._observe_tuned(guard, tuned, event, now)
-            else:
-                verdicts = guard.observe(event, now)
-            if verdicts:
-                found = [*found, *verdicts] if found else list(verdicts)
-        return found
-
-    def _human_turn(self) -> None:
-        """A person spoke (a user message): the repetition ledger and every guard's turn start afresh."""
-        self.ledger.reset()
-        for guard in self.guards:
-            guard.human_turn()
-
     def _route(self) -> None:
         """Which guards see each event type: every guard but those whose rule is switched off."""
-        off = self.control.disabled
-        on = [g for g in self.guards if g.name not in off or g.name in _ALWAYS_OBSERVE]
-        self._dispatch = {kind: tuple(g for g in on if issubclass(kind, g.handles))
-                          for kind in (*EVENT_TYPES.values(), InvalidLine, Output, ResourceSample)}
-        fused = (self._validation, self.runtime)
-        self._observers = {kind: tuple(judge for g in guards if (judge := g.hook(kind)) is not None
-                                       and not (kind in _FUSED and g in fused))
-                           for kind, guards in self._dispatch.items()}
-
-    def _observe_tuned(self, guard: Guard, tuned: Config, event: Event, now: float) -> Sequence[Verdict]:
-        """Judge one event by the tool's own thresholds, then go back to the session's."""
-        guard.configure(tuned)
-        try:
-            return guard.observe(event, now)
-        finally:
-            guard.configure(self.config)
+        self.roster.route(self.control.disabled)
+        self._observers = self.roster.observers
 
     def _take_call(self, call: ToolCall, now: float) -> tuple[frozenset[str], Config | None]:
         """The rules that skip this call (`tools.exempt`, `tools.waiting`; remembered for its result) and its
         tool's own config (`tools.limits`); with neither, validation's and runtime's bookkeeping of the call,
-        written out here (_FUSED): the guards of the common path are called without theirs."""
+        written out here (roster.py, _FUSED): the guards of the common path are called without theirs."""
         self._last_tool = call.tool
         control = self.control
         exempt = control.exempt(call.tool, call.args)
@@ -353,11 +283,9 @@ class SessionHealth:
         event and tick by them; the counters so far stay. The caller wakes its ticker, since a deadline
         (max_runtime, stall, gate expiry) may have moved."""
         self.config = config
-        self.ledger.max_blocks = config.repetition.max_blocks
         self._gate_timeout = config.gates.timeout
         self.cost.table = table_of(config.prices.models)
-        for guard in self.guards:
-            guard.configure(config)
+        self.roster.configure(config)
         self.control = ToolControl(config)
         self._route()
 
@@ -383,10 +311,7 @@ class SessionHealth:
 
     def reset_counters(self, counter: str | None = None) -> None:
         """A human intervention: reset every counter, or the one named."""
-        if counter in (None, "repetition", "blocks"):
-            self.ledger.reset()
-        for guard in self.guards:
-            guard.human_reset(counter)
+        self.roster.reset(counter)
 
     def started(self, now: float) -> None:
         """The agent's process started at `now`: its runtime and its silence count from then."""
@@ -462,10 +387,7 @@ class SessionHealth:
 
     def counters(self, now: float | None = None) -> list[Counter]:
         """Every counter against its limit; the clock's counters as of `now` when given (a live session)."""
-        out = [Counter("blocks", self.ledger.count, self.ledger.max_blocks)]
-        for guard in self.guards:
-            out.extend(self.runtime.counters(now) if guard is self.runtime else guard.counters())
-        return out
+        return self.roster.counters(now)
 
     def interventions(self) -> dict[str, int]:
         """How often each kind of verdict short of ending the session was given: {"nudge": 2, "block": 1}."""

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden.sessions import registry
-from loopwarden.sessions.acp import AcpAdapter, AcpParser, choose, launch_command, split_words
+from loopwarden.sessions.acp import AcpAdapter, AcpParser, choose
+from loopwarden.sessions.acp_programs import launch_command, split_words
 from loopwarden.sessions.base import capability_names
 from loopwarden.supervisor import events as ev
 from loopwarden.supervisor import messages

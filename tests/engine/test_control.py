@@ -35,7 +35,7 @@ def test_a_disabled_rule_gives_no_verdict_and_the_others_still_do():
 @pytest.mark.parametrize("rule", sorted(set(RULES) - {"runtime", "stall", "validation"}))
 def test_every_guard_is_taken_out_of_the_dispatch_when_its_rule_is_off(rule):
     health = SessionHealth(config(f"rules.disabled={rule}"))
-    seen = {g.name for guards in health._dispatch.values() for g in guards}
+    seen = {g.name for guards in health.roster.dispatch.values() for g in guards}
     assert rule not in seen
     assert {g.name for g in health.guards} - {rule} <= seen | {"runtime", "validation"}
 

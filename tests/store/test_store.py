@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from loopwarden.runtime import store as store_mod
+from loopwarden.runtime import store_rows
 from loopwarden.supervisor.gates import GateBook
 from loopwarden.runtime.store import SCHEMA_VERSION, TABLES, Batch, Store, StoreError
 from loopwarden.supervisor.verdicts import Action, Termination, Verdict
@@ -504,11 +505,11 @@ def test_an_encoded_event_row_past_the_text_cap_is_capped_as_a_dict_row_would_be
         assert rows[2]["data"] == {"type": "output", "text": "short", "seq": 3}
 
 
-@pytest.mark.parametrize("bad_at", [None, 5, store_mod._ROWS_PER_INSERT * 2 + 30])
+@pytest.mark.parametrize("bad_at", [None, 5, store_rows._ROWS_PER_INSERT * 2 + 30])
 def test_a_large_batch_of_events_keeps_its_order_and_is_refused_whole(tmp_path: Path, bad_at: int | None) -> None:
     """Event rows go in by statements of many rows (and the rest one by one): ids follow the batch's order, every
     kind of row takes the same way, and a bad row anywhere refuses all of them."""
-    n = store_mod._ROWS_PER_INSERT * 2 + 37
+    n = store_rows._ROWS_PER_INSERT * 2 + 37
     rows: list = []
     for i in range(n):
         sid = f"s{i % 3}"
