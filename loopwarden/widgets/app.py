@@ -13,7 +13,6 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
-from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
@@ -33,9 +32,9 @@ from .hosts_feed import HostsFeed
 from .keybar import KeyBar
 from .palette import ConsoleCommands
 from .session_actions import NEEDS, SessionActions
+from .status_line import status_line
 from .session_table import SORTS, SessionTable, needs_human, session_number
 from .saved_view import ViewKeeper, restore
-from .spending import spend_text
 from .user_settings import apply_user_settings, rebound
 
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
@@ -45,7 +44,6 @@ GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail", "group"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch", "limits", "rewind", "restart", "continue_session", "takeover"}
-RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
     Binding("enter", "open_detail", "Open", id="open", show=False),
@@ -253,46 +251,10 @@ class ConsoleApp(SessionActions, App[None]):
                          for g in s.get("pending_gates") or [])
 
     def _status(self) -> None:
-        """The line under the table; built as Content, since filter text and daemon errors are never markup."""
+        """Draw the line under the table again."""
         found = self.main.query("#status")
-        if not found:  # the screen is still being composed, or already closing: the next draw says it
-            return
-        status = found.first(Static)
-        if self.feed.error:
-            status.update(Content.styled(self.feed.error, "bold red"))
-            return
-        snaps = self.snapshots.values()
-        live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
-        human = sum(1 for s in snaps if needs_human(s))
-        table = self.table
-        count = len(self.snapshots)
-        parts = [Content(f"{count} session{'' if count == 1 else 's'}, {live} live"),
-                 Content.styled(f"{human} waiting for a human (g)", "bold magenta") if human
-                 else Content("none waiting for a human")]
-        if table.filter_text:
-            parts.append(Content(f"filter: {table.filter_text!r}, {table.row_count} shown (esc clears)"))
-        if table.hide_ended:
-            ended = len(self.snapshots) - live
-            parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
-        if table.selection:
-            parts.insert(0, Content.styled(f"{len(table.selection)} marked (space, esc unmarks)", "bold reverse"))
-        parts.append(Content(f"sort: {table.sort_text} (s, S)"))
-        if table.group_by:
-            parts.append(Content(f"group: {table.group_by} (G)"))
-        spend = spend_text(self.feed.daemon)
-        if spend is not None:
-            parts.append(Content.styled(spend[0], "bold magenta") if spend[1] else Content(spend[0]))
-        if self.read_only:
-            parts.append(Content.styled("read-only", "yellow"))
-        for host in getattr(self.feed, "host_trouble", ()):  # several hosts: those not connected now
-            parts.append(Content.styled(host, "bold red"))
-        trouble = daemon_trouble(self.feed.daemon)
-        if trouble:
-            parts.append(Content.styled(trouble, "bold red"))
-        back = self.feed.reconnected_at
-        if back is not None and time.monotonic() - back < RECONNECTED_SECONDS:
-            parts.insert(0, Content.styled("reconnected", "bold green"))
-        status.update(Content("  ·  ").join(parts))
+        if found:  # else the screen is still being composed, or already closing: the next draw says it
+            found.first(Static).update(status_line(self.snapshots, self.table, self.feed, self.read_only))
 
     @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
     def load_gates(self) -> None:
@@ -498,14 +460,3 @@ def help_sections(screen: Screen[Any] | None, read_only: bool = False,
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
     return [(title, keys) for title, keys in sections if keys]
-
-
-def daemon_trouble(health: dict[str, Any]) -> str | None:
-    """What the daemon could not write or keep, in a few words for the status line (None on a good day)."""
-    store = health.get("store") or {}
-    if store and not store.get("open"):
-        return "store NOT OPEN: nothing is kept (loopwarden status)"
-    lost = sum((store.get("unwritten") or {}).values()) + int(health.get("dropped_events") or 0)
-    if lost:
-        return f"{lost:,} records not stored (loopwarden status)"
-    return None
