@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -14,41 +13,30 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
-from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
 
 from ..runtime.client import DaemonError
-from ..runtime.contract import NEEDS as CONTRACT_NEEDS
 from ..paths import Paths
-from ..supervisor.config import show_value
 from ..supervisor.verdicts import FINAL_STATES
 from ..supervisor.visible import visible
 from .bulk import BulkActions
 from .detail import SessionDetail
-from .dialogs import AskText, Confirm, ConfirmWithReason, Launch, SetLimits
 from .feed import Feed
 from .grouping import next_group
 from .diffs import SessionDiff
-from .gates import GatesQueue, evidence_text
-from .health import limits_view
+from .gates import GatesQueue
 from .help import Help, key_names
 from .hosts_feed import HostsFeed
-from .counters import ALL, ChooseCounter, resettable_counters
-from .continuing import CONTINUE_NOTE, ConsoleTakeover, continue_question, continue_refusal
 from .keybar import KeyBar
 from .palette import ConsoleCommands
+from .session_actions import NEEDS, SessionActions
+from .status_line import status_line
 from .session_table import SORTS, SessionTable, needs_human, session_number
 from .saved_view import ViewKeeper, restore
-from .spending import spend_text
-from .user_settings import apply_user_settings, project_here, rebound
+from .user_settings import apply_user_settings, rebound
 
-# what a session must be able to do for an action (snapshot "capabilities"; see docs/adapters.md)
-_ACTION_NEEDS = {**CONTRACT_NEEDS, "approve_with_guidance": CONTRACT_NEEDS["approve"]}
-NEEDS = {action: need.name.lower() for action, need in _ACTION_NEEDS.items() if need.name}
-CANNOT = {"hold": "hold a call for a gate", "inject": "receive text",
-          "rewind": "rewind its conversation (restart it: R)"}
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
 PRUNE_SECONDS = 2.0
 GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so its change) is not known yet
@@ -56,7 +44,6 @@ GATES_AGAIN_SECONDS = 2.0  # the gates read again while one's held call (and so 
 SESSIONS_ONLY = {"filter", "sort", "reverse_sort", "hide_ended", "open_detail", "group"}
 MUTATING = {"approve", "approve_with_guidance", "deny", "grant", "reset", "inject", "pause", "resume", "kill",
             "launch", "limits", "rewind", "restart", "continue_session", "takeover"}
-RECONNECTED_SECONDS = 10.0  # how long the status line says "reconnected"
 
 SESSION_KEYS = [
     Binding("enter", "open_detail", "Open", id="open", show=False),
@@ -132,7 +119,7 @@ class Sessions(Screen[None]):
         yield KeyBar()
 
 
-class ConsoleApp(App[None]):
+class ConsoleApp(SessionActions, App[None]):
     """k9s for agents: a live table of sessions, a gates queue, single-key actions, confirmation on destructive keys."""
 
     TITLE = "loopwarden"
@@ -264,46 +251,10 @@ class ConsoleApp(App[None]):
                          for g in s.get("pending_gates") or [])
 
     def _status(self) -> None:
-        """The line under the table; built as Content, since filter text and daemon errors are never markup."""
+        """Draw the line under the table again."""
         found = self.main.query("#status")
-        if not found:  # the screen is still being composed, or already closing: the next draw says it
-            return
-        status = found.first(Static)
-        if self.feed.error:
-            status.update(Content.styled(self.feed.error, "bold red"))
-            return
-        snaps = self.snapshots.values()
-        live = sum(1 for s in snaps if s.get("state") not in FINAL_STATES)
-        human = sum(1 for s in snaps if needs_human(s))
-        table = self.table
-        count = len(self.snapshots)
-        parts = [Content(f"{count} session{'' if count == 1 else 's'}, {live} live"),
-                 Content.styled(f"{human} waiting for a human (g)", "bold magenta") if human
-                 else Content("none waiting for a human")]
-        if table.filter_text:
-            parts.append(Content(f"filter: {table.filter_text!r}, {table.row_count} shown (esc clears)"))
-        if table.hide_ended:
-            ended = len(self.snapshots) - live
-            parts.append(Content.styled(f"{ended} ended hidden (h shows)", "yellow"))
-        if table.selection:
-            parts.insert(0, Content.styled(f"{len(table.selection)} marked (space, esc unmarks)", "bold reverse"))
-        parts.append(Content(f"sort: {table.sort_text} (s, S)"))
-        if table.group_by:
-            parts.append(Content(f"group: {table.group_by} (G)"))
-        spend = spend_text(self.feed.daemon)
-        if spend is not None:
-            parts.append(Content.styled(spend[0], "bold magenta") if spend[1] else Content(spend[0]))
-        if self.read_only:
-            parts.append(Content.styled("read-only", "yellow"))
-        for host in getattr(self.feed, "host_trouble", ()):  # several hosts: those not connected now
-            parts.append(Content.styled(host, "bold red"))
-        trouble = daemon_trouble(self.feed.daemon)
-        if trouble:
-            parts.append(Content.styled(trouble, "bold red"))
-        back = self.feed.reconnected_at
-        if back is not None and time.monotonic() - back < RECONNECTED_SECONDS:
-            parts.insert(0, Content.styled("reconnected", "bold green"))
-        status.update(Content("  ·  ").join(parts))
+        if found:  # else the screen is still being composed, or already closing: the next draw says it
+            found.first(Static).update(status_line(self.snapshots, self.table, self.feed, self.read_only))
 
     @work(thread=True, exclusive=True, group="gates", exit_on_error=False)
     def load_gates(self) -> None:
@@ -367,66 +318,6 @@ class ConsoleApp(App[None]):
             self._allowed(action)
         elif action in NEEDS and not self.bulk.covers(action):
             self._capable(self.target(), action)
-
-    @staticmethod
-    def _incapable(snap: dict[str, Any] | None, action: str) -> str | None:
-        """Why the session cannot carry out `action` (one line), or None. Old snapshots list no capabilities."""
-        need = NEEDS.get(action)
-        caps = (snap or {}).get("capabilities")
-        if need is None or not isinstance(caps, list) or need in caps:
-            return None
-        return f"session {snap.get('id') if snap else '?'} ({(snap or {}).get('adapter')}) cannot {CANNOT[need]}"
-
-    def _capable(self, snap: dict[str, Any] | None, action: str) -> bool:
-        why = self._incapable(snap, action)
-        if why:
-            self.notify(visible(why), severity="warning")
-        return why is None
-
-    def _allowed(self, verb: str) -> bool:
-        """Actions need a writable console and a live link (a request now might reach another daemon)."""
-        if self.read_only:
-            self.notify(f"read-only console: cannot {verb}", severity="warning")
-            return False
-        if not self.feed.connected:
-            self.notify(f"not connected to the daemon: cannot {verb} until the console reconnects "
-                        "(see the status line)", severity="error", markup=False)
-            return False
-        return True
-
-    def _session(self, verb: str, action: str = "") -> dict[str, Any] | None:
-        """The live session an action applies to, or None after saying why there is none."""
-        if not self._allowed(verb):
-            return None
-        snap = self.target()
-        if snap is None:
-            self.notify("no session selected", severity="warning")
-            return None
-        if snap.get("state") in FINAL_STATES:  # say so now, not after a confirmation the daemon then refuses
-            self.notify(f"{snap['id']} has ended; nothing to {verb}", severity="warning", markup=False)
-            return None
-        return snap if self._capable(snap, action) else None
-
-    def _gate(self, verb: str, action: str = "") -> str | None:
-        if not self._allowed(verb):
-            return None
-        snap = self.target()
-        if snap is not None and snap.get("state") in FINAL_STATES:
-            self.notify(f"{snap['id']} has ended; no gate to {verb}", severity="warning", markup=False)
-            return None
-        if not self._capable(snap, action):
-            return None
-        ref = self.target_gate()
-        if ref is None:
-            self.notify("no gate is waiting here", severity="warning")
-        return ref
-
-    def _confirm(self, question: str, then: Callable[[], object], detail: Any = None) -> None:
-        def answer(yes: bool | None) -> None:
-            if yes:
-                then()
-
-        self.push_screen(Confirm(question, detail), answer)
 
     # ---- views ----------------------------------------------------------------
     @on(SessionTable.RowSelected, "#sessions")
@@ -516,215 +407,6 @@ class ConsoleApp(App[None]):
         screen = self.screen if not isinstance(self.screen, (Sessions, SessionDetail, GatesQueue)) else None
         self.push_screen(Help(help_sections(screen, self.read_only, self.keymap), self.read_only))
 
-    # ---- actions --------------------------------------------------------------
-    def action_approve(self) -> None:
-        if self.bulk.takes("approve"):
-            return
-        ref = self._gate("approve", "approve")
-        if ref:
-            self._with_gate(ref, lambda gate: self._confirm(
-                f"Approve {ref} ({gate.get('name') or gate.get('session')})? The call it holds goes ahead.",
-                lambda: self.act("approve", gate=ref), evidence_text(gate)))
-
-    def action_approve_with_guidance(self) -> None:
-        ref = self._gate("approve", "approve_with_guidance")
-        if ref:
-            def approve(text: str | None) -> None:
-                if text:
-                    self.act("approve", gate=ref, note=text)
-
-            self._with_gate(ref, lambda gate: self.push_screen(
-                AskText(f"Approve {ref} ({gate.get('name') or gate.get('session')}) with guidance for the agent:",
-                        "what the agent should do next", detail=evidence_text(gate)), approve))
-
-    def action_deny(self) -> None:
-        if self.bulk.takes("deny"):
-            return
-        ref = self._gate("deny", "deny")
-        if ref:
-            def ask(gate: dict[str, Any]) -> None:
-                question = (f"Deny {ref} ({gate.get('name') or gate.get('session')})? "
-                            "The session will be terminated (loop_gate_denied).")
-                self._confirm_with_reason(question, "why, for the agent and the audit log (optional)",
-                                          lambda why: self.act("deny", gate=ref, note=why or "denied from the console"),
-                                          evidence_text(gate))
-
-            self._with_gate(ref, ask)
-
-    def action_grant(self) -> None:
-        snap = self._session("grant authority to", "grant")
-        if snap:
-            self._confirm(f"Grant session {snap['id']} ({snap.get('name')}) unblock authority?",
-                          lambda: self.act("grant", session=snap["id"], note="granted from the console"))
-
-    def action_reset(self) -> None:
-        if self.bulk.takes("reset"):
-            return
-        snap = self._session("reset")
-        if snap:
-            def reset(counter: str | None) -> None:
-                if counter is not None:
-                    self.act("reset", session=snap["id"], counter=None if counter == ALL else counter,
-                             note="reset from the console")
-
-            self.push_screen(ChooseCounter(f"Reset which counter of session {snap['id']} ({snap.get('name')})?",
-                                           resettable_counters(snap)), reset)
-
-    def action_inject(self) -> None:
-        if self.bulk.takes("inject"):
-            return
-        snap = self._session("send text to", "inject")
-        if snap:
-            def inject(text: str | None) -> None:
-                if text:
-                    self.act("inject", session=snap["id"], text=text)
-
-            self.push_screen(AskText(f"Message for session {snap['id']} ({snap.get('name')}):"), inject)
-
-    def action_pause(self) -> None:
-        if self.bulk.takes("pause"):
-            return
-        snap = self._session("pause")
-        if snap:
-            self.act("pause", session=snap["id"])
-
-    def action_resume(self) -> None:
-        if self.bulk.takes("resume"):
-            return
-        snap = self._session("resume")
-        if snap:
-            self.act("resume", session=snap["id"])
-
-    def action_kill(self) -> None:
-        if self.bulk.takes("kill"):
-            return
-        snap = self._session("kill")
-        if snap:
-            self._confirm_with_reason(f"Kill session {snap['id']} ({snap.get('name')})?",
-                                      "why, for the audit log (optional)",
-                                      lambda why: self.act("kill", session=snap["id"],
-                                                           note=why or "killed from the console"))
-
-    def action_rewind(self) -> None:
-        snap = self._session("rewind", "rewind")
-        if snap:
-            self._confirm_with_reason(f"Rewind session {snap['id']} ({snap.get('name')}) to before its last turn "
-                                      "and retry it with the loop's evidence as guidance?",
-                                      "guidance for the agent, also for the audit log (optional)",
-                                      lambda note: self.act("rewind", session=snap["id"], note=note or None))
-
-    def action_restart(self) -> None:
-        if not self._allowed("restart"):
-            return
-        snap = self.target()  # an ended session too: restarting one is the point
-        if snap is None:
-            self.notify("no session selected", severity="warning")
-            return
-        ended = snap.get("state") in FINAL_STATES
-        self._confirm_with_reason(f"Restart the task of session {snap['id']} ({snap.get('name')}) as a new session, "
-                                  f"told first what failed?{'' if ended else ' This one is stopped first.'}",
-                                  "a note for the new run, also for the audit log (optional)",
-                                  lambda note: self.act("restart", session=snap["id"], note=note or None))
-
-    def action_continue_session(self) -> None:
-        """Continue an ended or lost session in its agent's own conversation (`loopwarden continue`), confirmed."""
-        if not self._allowed("continue"):
-            return
-        snap = self.target()
-        refusal = continue_refusal(snap)
-        if snap is None or refusal:
-            self.notify(refusal or "no session selected", severity="warning", markup=False)
-            return
-        self._confirm_with_reason(continue_question(snap), CONTINUE_NOTE,
-                                  lambda note: self.act("continue", session=snap["id"], note=note or None,
-                                                        env=dict(os.environ)))
-
-    def action_takeover(self) -> None:
-        """Take the selected session's conversation over in its agent's own program (`loopwarden takeover`)."""
-        if not self._allowed("take over"):
-            return
-        snap = self.target()
-        if snap is None:
-            self.notify("no session selected", severity="warning")
-        else:
-            ConsoleTakeover(self).offer(snap)
-
-    def action_limits(self) -> None:
-        snap = self._session("change limits of", "limits")
-        if snap:
-            def send(values: dict[str, str]) -> Any:  # in the dialog's thread; a refusal stays in the dialog
-                if not self.feed.connected:
-                    raise DaemonError("not connected to the daemon; wait until the status line says reconnected")
-                return self.feed.request("set", session=snap["id"], values=values)
-
-            def done(reply: dict[str, Any] | None) -> None:
-                if reply is not None:
-                    self.notify(f"set {snap['id']}: {outcome(reply)}", timeout=3, markup=False)
-
-            self.push_screen(SetLimits(f"Limits of session {snap['id']} ({snap.get('name')}): type KEY=VALUE",
-                                       limits_view(snap, self.clock()), send), done)
-
-    def action_launch(self) -> None:
-        if self._allowed("launch"):
-            project = project_here(self.user_config) if self.user_config is not None else None
-            self.push_screen(Launch(self._run_spec, project), self._launched)
-
-    def _run_spec(self, spec: dict[str, Any]) -> Any:
-        """Send the launch dialog's spec (in its worker thread); an error stays in the dialog."""
-        if not self.feed.connected:
-            raise DaemonError("not connected to the daemon; wait until the status line says reconnected")
-        extra = spec.pop("env_extra", None) or {}
-        return self.feed.request("run", spec={**spec, "env": {**os.environ, **extra}})
-
-    def _launched(self, reply: dict[str, Any] | None) -> None:
-        if reply is not None:
-            self.notify(f"session {reply.get('id') or '?'} started", timeout=3, markup=False)
-
-    def _with_gate(self, ref: str, then: Callable[[dict[str, Any]], object]) -> None:
-        """Call `then` with the gate's reason and evidence, read from the daemon if not loaded yet."""
-        gate = next((g for g in self.gates if g.get("ref") == ref), None)
-        if gate is not None:
-            then(gate)
-        else:
-            self._fetch_gate(ref, then)
-
-    @work(thread=True, exit_on_error=False)
-    def _fetch_gate(self, ref: str, then: Callable[[dict[str, Any]], object]) -> None:
-        try:
-            gates = self.feed.request("gates")
-        except (DaemonError, OSError) as exc:
-            self.call_from_thread(self.notify, f"cannot read gate {ref}: {visible(str(exc))}", severity="error",
-                                  markup=False)
-            return
-        gate = next((g for g in gates or [] if g.get("ref") == ref), None)
-        if gate is None:  # decided meanwhile (another console, an expiry): nothing left to ask about
-            self.call_from_thread(self.notify, f"gate {ref} is no longer pending", severity="warning", markup=False)
-        else:
-            self.call_from_thread(then, gate)
-
-    def _confirm_with_reason(self, question: str, placeholder: str, then: Callable[[str], object],
-                             detail: Any = None) -> None:
-        def answer(reason: str | None) -> None:
-            if reason is not None:
-                then(reason)
-
-        self.push_screen(ConfirmWithReason(question, placeholder, detail), answer)
-
-    @work(thread=True, exit_on_error=False)
-    def act(self, op: str, **fields: Any) -> None:
-        """Send one request to the daemon off the UI thread; the outcome comes back as a notification."""
-        if not self.feed.connected:  # confirmed after the link was lost: this daemon may not be the one shown
-            self.call_from_thread(self.notify, f"{op}: not sent, the console is not connected to the daemon",
-                                  severity="error", markup=False)
-            return
-        try:
-            result = self.feed.request(op, **fields)
-        except (DaemonError, OSError) as exc:
-            self.call_from_thread(self.notify, f"{op}: {visible(str(exc))}", severity="error", markup=False)
-            return
-        target = fields.get("gate") or fields.get("session") or (result or {}).get("id")
-        self.call_from_thread(self.notify, f"{op} {target}: {outcome(result)}", timeout=3, markup=False)
-
     def palette_commands(self, screen: Screen[Any]) -> Iterable[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) of what the command palette opened on `screen` offers, in its order."""
         sessions = isinstance(screen, Sessions)
@@ -778,28 +460,3 @@ def help_sections(screen: Screen[Any] | None, read_only: bool = False,
     if screen is not None and bindings(getattr(screen, "BINDINGS", [])):
         sections.insert(0, (getattr(screen, "HELP_TITLE", "This view"), bindings(screen.BINDINGS)))
     return [(title, keys) for title, keys in sections if keys]
-
-
-def outcome(result: Any) -> str:
-    """A reply in a few words: the changes a `set` made, else done."""
-    changed = result.get("changed") if isinstance(result, dict) else None
-    if isinstance(changed, dict) and changed:
-        return ", ".join(f"{key} {_pair(key, pair)}" for key, pair in changed.items())
-    return "done" if not isinstance(changed, dict) else "nothing changed"
-
-
-def _pair(key: str, pair: Any) -> str:
-    if isinstance(pair, list) and len(pair) == 2:
-        return f"{show_value(key, pair[0])} → {show_value(key, pair[1])}"
-    return f"= {pair}"
-
-
-def daemon_trouble(health: dict[str, Any]) -> str | None:
-    """What the daemon could not write or keep, in a few words for the status line (None on a good day)."""
-    store = health.get("store") or {}
-    if store and not store.get("open"):
-        return "store NOT OPEN: nothing is kept (loopwarden status)"
-    lost = sum((store.get("unwritten") or {}).values()) + int(health.get("dropped_events") or 0)
-    if lost:
-        return f"{lost:,} records not stored (loopwarden status)"
-    return None

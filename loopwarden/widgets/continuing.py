@@ -17,7 +17,7 @@ from ..sessions.base import Handover
 from ..supervisor.verdicts import FINAL_STATES
 
 if TYPE_CHECKING:
-    from .app import ConsoleApp
+    from .session_actions import SessionActions
 
 STOP_WAIT = 60.0  # seconds the console waits for the supervised run to stop before the handover
 
@@ -44,7 +44,7 @@ class ConsoleTakeover:
     """Key T: the selected session's conversation taken over in its agent's own program, the console suspended
     meanwhile (the terminal is the program's); then an offer to continue the session under supervision."""
 
-    def __init__(self, app: ConsoleApp) -> None:
+    def __init__(self, app: SessionActions) -> None:
         self.app = app
 
     def offer(self, snap: dict[str, Any]) -> None:
