@@ -169,7 +169,7 @@ class GatesQueue(Screen[None]):
         table = self.query_one("#gates", DataTable)
         for ref in refs:
             if ref in table.rows:
-                table.update_cell(ref, "ref", self._ref_cell(ref))
+                table.update_cell(ref, "ref", self._ref_cell(ref), update_width=True)  # the mark widens it
 
     def action_toggle_mark(self) -> None:
         gate = self.selected()

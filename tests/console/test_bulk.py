@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason
 from loopwarden.widgets.gates import GatesQueue
@@ -110,6 +111,8 @@ async def test_marked_gates_in_the_queue_are_denied_after_one_confirmation(lw: H
         table.move_cursor(row=table.get_row_index(refs[0]))
         await pilot.press("shift+down")  # the first two
         assert [g["ref"] for g in queue.marked] == refs[:2]
+        widest = max(len(f"{MARK} {ref}") for ref in refs[:2])  # the mark widens the GATE column, cutting no id
+        assert table.columns[ColumnKey("ref")].content_width >= widest
         await pilot.press("d")
         dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmWithReason) else None,
                              what="one denial question")
