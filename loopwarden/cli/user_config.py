@@ -82,6 +82,11 @@ a default). What cannot be taken keeps
 its default. `loopwarden config show` prints the effective settings.
 
 \b
+Examples:
+  loopwarden config check
+  loopwarden config check && loopwarden
+
+\b
 An example file:
 {_EXAMPLE_HELP}
 """

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .ladders import OWN as OWN_LADDERS
 from .ladders import LadderError
 from .ladders import parse_entry as parse_ladder
 from .prices import PriceError, parse_entry
@@ -779,7 +780,12 @@ def changed_settings(config: Config) -> dict[str, str]:
     """Every key whose value differs from its default (by the preset, a file, the environment, --set or
     `loopwarden set`), as a person writes it: what `loopwarden explain` calls retuned or switched off."""
     return {key: show_value(key, value_of(config, key)) for key in KEYS
-            if value_of(config, key) != value_of(_DEFAULTS, key)}
+            if value_of(config, key) != value_of(_DEFAULTS, key) and not _agents_own_ladder(key, config)}
+
+
+def _agents_own_ladder(key: str, config: Config) -> bool:
+    """The ladder a session's adapter brought (written into `escalation.models` at its launch) is its default."""
+    return key == "escalation.models" and tuple(config.escalation.models) in OWN_LADDERS
 
 
 def stored_settings(config: Config) -> dict[str, Any]:

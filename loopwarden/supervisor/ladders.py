@@ -18,6 +18,7 @@ DEFAULT: Final = ("haiku", "sonnet", "opus")
 ANTHROPIC: Final = DEFAULT  # Claude Code and claude-agent-acp take these aliases for the latest of each
 OPENAI: Final = ("gpt-5.4-mini", "gpt-5.4", "gpt-5.5")
 GEMINI: Final = ("gemini-3.5-flash-lite", "gemini-3.8-flash", "gemini-3.1-pro-preview")
+OWN: Final = frozenset({DEFAULT, ANTHROPIC, OPENAI, GEMINI})  # an agent's default: never "retuned" (explain)
 
 
 class LadderError(ValueError):

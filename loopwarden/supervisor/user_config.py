@@ -97,7 +97,7 @@ def read_user_config(path: Path) -> UserConfig:
     """The user config at `path`, checked; a missing file is an empty one."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a profile that is a file: its own error says so, once
         return UserConfig(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
