@@ -1,6 +1,6 @@
 """Emits varied, valid native events at a steady rate until a time limit or SIGTERM.
 
-    python tests/agents/paced_flood.py [--rate 1000] [--seconds N] [--tick 0.01]
+    python tests/agents/paced_flood.py [--rate 1000] [--seconds N] [--until FILE] [--tick 0.01]
 
 Like flood.py (the same `hello`, the same cycle of tool_call, tool_result,
 assistant_message, usage, system_nudge and condensation with arguments and
@@ -9,7 +9,9 @@ every tick (~10 ms) it writes, in one write, the events due since the start at
 `--rate` events per second. If the reader falls behind (the pipe is full), the
 writer catches up by at most one second's worth and then forgets the rest, so
 the rate never overshoots for long. `--seconds 0` (the default) runs until
-killed; otherwise `done` follows the last event. stdin is never read. SIGTERM
+killed; otherwise `done` follows the last event. `--until FILE` likewise ends
+with `done` once FILE exists (checked every tick), so a test releases its
+writers when it is ready rather than racing a fixed time. stdin is never read. SIGTERM
 (or SIGINT) ends it cleanly with exit status 0. On the way out it prints one
 line to stderr: events written, seconds, the achieved rate and how many events
 it gave up on because the reader was behind.
@@ -54,6 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=1000.0, help="events per second (default 1000)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after this long (default 0: until killed)")
+    ap.add_argument("--until", help="stop (with `done`) once this file exists")
     ap.add_argument("--tick", type=float, default=0.01, help="seconds between writes (default 0.01)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, _stop)
@@ -69,6 +72,8 @@ def main() -> int:
         cap = max(1, int(args.rate))  # catch up by at most one second's worth
         next_tick = t0
         while True:
+            if args.until and os.path.exists(args.until):
+                end = time.monotonic()
             now = min(time.monotonic(), end)
             due = base_count + int((now - base) * args.rate) - written
             if due > cap:  # the reader was behind: forget what cannot be caught up

@@ -89,7 +89,9 @@ def test_shutdown_ends_within_its_cap_and_a_run_after_stop_daemon_goes_to_a_new_
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert lw.daemon.poll() is not None, "stop-daemon returned before the daemon exited"
-    assert took < SHUTDOWN_CAP + 2, f"shutdown took {took:.1f}s with kill_grace=60s"  # +2: the CLI's own start
+    # capped, not waiting out kill_grace=60s: the bound sits well between the two, so that a busy machine's
+    # slow CLI start cannot tip it
+    assert took < (SHUTDOWN_CAP + 60) / 2, f"shutdown took {took:.1f}s with kill_grace=60s"
     assert gone(agent) and gone(grandchild)
     started_run = lw.cli("run", "-d", "--adapter", "plain", "--", PY, "-c", "import time; time.sleep(30)")
     try:
@@ -117,7 +119,7 @@ def test_a_stopping_daemon_refuses_run_and_adopt_in_one_line(lw: Harness) -> Non
                 lw.request(op, **fields)
             assert "shutting down" in str(refused.value) and "\n" not in str(refused.value)
         assert lw.daemon is not None
-        lw.daemon.wait(SHUTDOWN_CAP + 2)
+        lw.daemon.wait(SHUTDOWN_CAP + 30)  # a deadline for the exit, with room for a busy machine
     finally:
         sleeper.kill()
         sleeper.wait()

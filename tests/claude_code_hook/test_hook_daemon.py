@@ -85,7 +85,7 @@ def test_no_daemon_allows_at_once_and_a_silent_daemon_within_the_timeout(tmp_pat
             conn.close()
     assert (answer.code, answer.output) == (0, None)
     assert "no answer within 0.5s" in answer.stderr
-    assert answer.seconds < 5
+    assert answer.seconds < 30  # the socket never answers: only the 0.5 s timeout can have ended the wait
 
 
 def test_garbage_on_stdin_allows(lw: Harness) -> None:

@@ -81,6 +81,6 @@ def test_closing_the_console_does_not_wait_for_a_host_that_hangs(tmp_path: Path,
     started = time.monotonic()
     feed.close()
     took = time.monotonic() - started
-    assert took < 2.0, f"close() took {took:.1f}s"
+    assert took < 30, f"close() took {took:.1f}s"  # ssh hangs for 120 s: close() did not wait for it
     wait_for(lambda: not sleeper.is_running() or sleeper.status() == psutil.STATUS_ZOMBIE, what="ssh ended")
     assert not list(tmp_path.glob("lw-*")), "the private directory was left"

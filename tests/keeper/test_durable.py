@@ -98,22 +98,25 @@ def test_verdicts_across_a_killed_daemon_are_an_uninterrupted_runs(kept: Harness
     assert " block " in whole.read_text()  # the repetition guard spoke (its count must carry across)
 
 
-def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness) -> None:
+@pytest.mark.timeout(900)  # 200 agents started, restarted across and ended: minutes on a loaded machine
+def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness, tmp_path: Path) -> None:
     """restart-daemon with 200 live sessions, 199 writing and one waiting on a gate: every event each agent wrote
     is stored once, and the gate is still open after it, and can be approved."""
     from tests.support.scenarios import opened_gate
 
     gate = opened_gate(kept)
     sid, gate_id = gate.split(":")
-    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--seconds", "30") for _ in range(199)]
-    wait_for(lambda: all(s["state"] == "running" for s in kept.request("list") if s["id"] in writers), 120,
+    release = tmp_path / "release"  # the writers write until it exists, however long starting them all takes
+    writers = [kept.launch(PY, FLOOD, "--rate", "20", "--tick", "0.05", "--until", str(release)) for _ in range(199)]
+    wait_for(lambda: all(s["state"] == "running" for s in kept.request("list") if s["id"] in writers), 600,
              "every writer running", every=0.2)
     old = kept.request("ping")["pid"]
-    done = kept.cli("restart-daemon", "--yes")
+    done = kept.cli("restart-daemon", "--yes", timeout=300)
     assert done.returncode == 0, done.stderr
     assert "200 kept sessions taken up" in done.stdout
     assert kept.request("ping")["pid"] != old
-    ended(kept, writers)
+    release.touch()
+    ended(kept, writers, timeout=600)
     for writer in writers:
         events = kept.events(writer)
         written = int(next(e for e in events if e["kind"] == "done")["data"]["summary"].split()[0]) + 2

@@ -35,7 +35,7 @@ from loopwarden.supervisor.verdicts import Action, Verdict
 from tests.support.paths import AGENTS
 from tests.support.waiting import wait_for
 
-DEADLINE = 9.0
+DEADLINE = 90.0
 INJECT_KINDS = {Action.NUDGE: "nudge", Action.FORCE_NEXT: "force_next",
                 Action.UNBLOCK_AUTHORITY: "authority", Action.ESCALATE: "escalate"}
 
@@ -54,6 +54,7 @@ class Seen:
     calls: int
     source: str  # the event kind, "tick" or "decide"
     at: float
+    events: int = 0  # how many events the supervisor had read when it came
 
 
 @dataclass
@@ -184,7 +185,7 @@ class FakeSupervisor:
 
     def _verdicts(self, verdicts: list[Verdict], source: str, event: Event | None = None) -> None:
         for v in verdicts:
-            self.seen.append(Seen(v, self.calls, source, time.time()))
+            self.seen.append(Seen(v, self.calls, source, time.time(), len(self.events)))
             if v.gate_id is not None and v.action != Action.TERMINATE:
                 self.gate_at.setdefault(v.gate_id, time.time() + self.decide_after)
             if v.action == Action.TERMINATE and not self.stopped:
@@ -281,7 +282,11 @@ def check_stall(run: Run) -> None:
     assert run.summary() == [("nudge", "stall", 1)]
     call = next(e for e in run.events if type(e) is ToolCall)
     result = next(e for e in run.events if type(e) is ToolResult)
-    assert call.ts + 1.0 <= stall.at <= result.ts  # inside the slow call, after the 1 s timeout
+    assert call.ts + 1.0 <= stall.at  # after the 1 s timeout
+    # inside the slow call: the call was the last event read, and the result came after (by order, not by
+    # time, which a busy machine stretches)
+    assert stall.source == "tick" and run.events[stall.events - 1] is call
+    assert run.events.index(result) >= stall.events
     assert_finished(run)
 
 
@@ -290,7 +295,10 @@ def check_max_runtime(run: Run) -> None:
     assert run.seen[-1].verdict.termination == "max_runtime"  # from a tick, or from the event that came late
     calls = [e for e in run.events if type(e) is ToolCall]
     assert len(calls) >= 4 and len({json.dumps(c.args, sort_keys=True) for c in calls}) == len(calls)
-    assert run.seen[-1].verdict.evidence["elapsed"] >= 3.0 and run.elapsed < 4.5
+    stop = run.seen[-1]
+    assert stop.verdict.evidence["elapsed"] >= 3.0  # not before the limit
+    # and it stopped when told: at most the call already on its way came after the stop (counted, not timed)
+    assert len(calls) - stop.calls <= 1
     assert run.code == 0 and "stopped (max_runtime" in run.stderr
 
 
@@ -339,7 +347,6 @@ def check_healthy(run: Run) -> None:
     assert run.summary() == []
     kinds = {e.kind for e in run.events}
     assert {"tool_call", "tool_result", "test_result", "iteration", "usage", "attempt", "done"} <= kinds
-    assert run.elapsed < 5
     assert_finished(run)
 
 
@@ -374,7 +381,7 @@ OFFLINE_EXPECTED = {
 }
 
 
-@pytest.mark.timeout(20)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_bundled_scenario_triggers_its_behaviour_live_and_offline(name: str) -> None:
     run = play(name)
@@ -425,7 +432,7 @@ class Agent:
         for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
             threading.Thread(target=_reader, args=(stream, sink), daemon=True).start()
 
-    def line(self, timeout: float = 5.0) -> dict[str, Any] | None:
+    def line(self, timeout: float = 30.0) -> dict[str, Any] | None:
         item = self.out.get(timeout=timeout)
         return None if item is None else json.loads(item)
 
@@ -434,7 +441,7 @@ class Agent:
         self.proc.stdin.write(text.encode() + b"\n")
         self.proc.stdin.flush()
 
-    def wait_stderr(self, needle: str, timeout: float = 5.0) -> None:
+    def wait_stderr(self, needle: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not any(needle in s for s in self.stderr):
             remaining = deadline - time.monotonic()
@@ -446,7 +453,7 @@ class Agent:
             if item is not None:
                 self.stderr.append(item.decode())
 
-    def finish(self, timeout: float = 5.0) -> int:
+    def finish(self, timeout: float = 30.0) -> int:
         code = self.proc.wait(timeout=timeout)
         while True:
             try:
@@ -540,7 +547,7 @@ def test_stop_cuts_a_sleep_short_and_exits_0(tmp_path: Path, agent_factory: Star
     agent.wait_stderr("speed 1")
     started = time.monotonic()
     agent.send('{"type":"stop","reason":"operator","message":"bye"}')
-    assert agent.finish() == 0 and time.monotonic() - started < 5
+    assert agent.finish() == 0 and time.monotonic() - started < 30  # cut short: well under the 60 s sleep
     assert agent.line() is None  # no done: it stopped mid-sleep
     assert any("stopped (operator: bye)" in s for s in agent.stderr)
 
@@ -581,11 +588,13 @@ def test_without_handshake_the_whole_script_runs_with_stdin_closed_and_every_lin
 
 
 def test_speed_scales_sleeps(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, {"sleep": 2}, {"emit": {"type": "done"}}, handshake=False)
+    # 120 s of scenario sleep at speed 100 is 1.2 s; finishing in under half the unscaled sleep shows it was
+    # scaled, with a margin no busy machine eats
+    path = write_scenario(tmp_path, {"sleep": 120}, {"emit": {"type": "done"}}, handshake=False)
     started = time.monotonic()
-    proc = subprocess.run(scripted_argv(path, "--speed", "20"), stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=10)
-    assert proc.returncode == 0 and time.monotonic() - started < 1.5
+    proc = subprocess.run(scripted_argv(path, "--speed", "100"), stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 0 and time.monotonic() - started < 60
 
 
 def test_until_stopped_repeats_with_fresh_placeholders_until_stop(tmp_path: Path, agent_factory: Start) -> None:

@@ -14,11 +14,14 @@ def assert_the_clock_alone_ends_it(lw: Harness, sid: str, timeout: float = 60) -
     it a wall-clock limit two seconds ahead, and the clock alone ends it (within `timeout` seconds) while it
     is still going. Its last snapshot."""
     wait_for(lambda: len(of_kind(lw, sid, "tool_call")) >= 3, timeout=60, what="three tool calls")
-    limit = lw.status(sid)["runtime"] + 2.0
+    so_far = lw.status(sid)["runtime"]
+    limit = so_far + 2.0
     assert lw.cli("set", sid, f"limits.max_runtime={limit:.1f}s").returncode == 0
     snap = lw.wait_state(sid, "terminated", "exited", timeout=timeout)
     assert (snap["state"], snap["termination"]) == ("terminated", "max_runtime"), snap
-    assert limit - 0.1 <= snap["runtime"] < limit + 5.0
+    # not before the limit; and soon after it, "soon" measured against this run's own pace (how long its
+    # first three calls took), since a busy machine slows the daemon and the agent alike
+    assert limit - 0.1 <= snap["runtime"] < limit + max(5.0, 2 * so_far)
     assert len(of_kind(lw, sid, "tool_call")) > 3  # it kept going until the clock stopped it
     return snap
 
