@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from textual import events, on, work
 from textual._styles_cache import StylesCache
@@ -35,6 +35,7 @@ from .session_actions import NEEDS, SessionActions
 from .status_line import status_line
 from .session_table import SORTS, SessionTable, needs_human, session_number
 from .saved_view import ViewKeeper, restore
+from .typeahead import TypeAhead
 from .user_settings import apply_user_settings, rebound
 
 DRAW_SECONDS = 0.25  # live data is drawn on a timer, a few times a second, never per event
@@ -90,8 +91,10 @@ class FilterBox(Input):
         self.screen.query_one(SessionTable).focus()
 
 
-class Sessions(Screen[None]):
+class Sessions(TypeAhead, Screen[None]):
     """The main screen: the sessions table, a filter line and a status line."""
+
+    LINE_ACTION = "filter"  # the keys typed right after `/` go into the filter, never to the bindings
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "clear_filter", "Unmark, else clear the filter", id="clear_filter", show=False)]
@@ -367,7 +370,7 @@ class ConsoleApp(SessionActions, App[None]):
     def action_filter(self) -> None:
         box = self.main.query_one("#filter", Input)
         box.display = True
-        box.focus()
+        cast(Sessions, self.main).type_into(box)
 
     @on(Input.Changed, "#filter")
     def filter_changed(self, event: Input.Changed) -> None:

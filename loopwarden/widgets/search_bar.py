@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from .search import Match, Search
+from .typeahead import TypeAhead
 
 SEARCH_ACTIONS = frozenset({"search_next", "search_previous", "clear_search"})
 SEARCH_KEYS: list[BindingType] = [  # escape first: while a search is shown it clears it, else the view's escape runs
@@ -62,7 +63,7 @@ class SearchBar(Horizontal):
         self.query_one("#search-count", Static).update(text)  # only digits and words of ours: no agent text
 
 
-class SearchableScreen:
+class SearchableScreen(TypeAhead):
     """What a screen with a text view adds to search it: the bar's messages, `n`/`N`, escape.
 
     The screen gives `search_lines()` (the plain text of each line, as shown), `search_view()` (the widget
@@ -70,6 +71,7 @@ class SearchableScreen:
     highlights and bring the current match into view).
     """
 
+    LINE_ACTION = "search"
     search: Search
 
     def search_lines(self) -> Sequence[str]:
@@ -97,7 +99,7 @@ class SearchableScreen:
     def action_search(self) -> None:
         bar = self.search_bar
         bar.add_class("-open")
-        bar.input.focus()
+        self.type_into(bar.input)  # the keys typed right after `/` go into the query, never to the view
 
     def action_search_next(self) -> None:
         self.search.step(True)
@@ -109,6 +111,7 @@ class SearchableScreen:
 
     def action_clear_search(self) -> None:
         bar = self.search_bar
+        self.stop_typing()
         self.search.run("", ())
         with bar.input.prevent(Input.Changed):
             bar.input.value = ""
@@ -125,6 +128,7 @@ class SearchableScreen:
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "search-input":
             return
+        self.stop_typing()
         if not self.search.active:
             self.search_bar.remove_class("-open")
         self.search_view().focus()

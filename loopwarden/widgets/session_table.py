@@ -28,7 +28,7 @@ from .table_lines import cells_line, drawn_cell
 
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
-           ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "TOKENS/$"),
+           ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "COST"),
            ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"), ("tags", "TAGS"))
 HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
