@@ -27,7 +27,9 @@ guards' counters and never lets them reach a limit:
 * at most 2 failed iterations in a row (so escalation goes haiku -> sonnet ->
   opus but never to a human gate; never a 3-failure stuck pattern);
 * per task, failing test counts never grow and coverage always rises (no
-  loop-counter increments); error messages carry unique details (no exact
+  loop-counter increments); at most 3 failed check rounds (a failing test
+  run, type check or lint, or a failing test report) per human turn
+  (reflections.max_rounds = 3: a fourth waits for a `user_message`); error messages carry unique details (no exact
   repeats); collaboration requests are random word mixes (low similarity);
 * attempts vary their `work` and `blockers`; a task is `done` once and the
   next task starts.
@@ -102,6 +104,7 @@ class Gen:
         self.last_call: tuple[str, dict] | None = None
         self.streak = 0
         self.task_n = 0
+        self.failed_reports = 0       # ReflectionsGuard: failing test reports since the last human turn
         self._new_task()
 
     # ---- text helpers ------------------------------------------------------
@@ -291,7 +294,10 @@ class Gen:
         self.monologue = 0
         if not result:  # blocked: the agent never ran it
             return [call]
-        fail = allow_fail and self._can_fail(tool) and r.random() < 0.11
+        check = tool == "bash" and str(args.get("command", "")).startswith(CHECKS)
+        fail = allow_fail and self._can_fail(tool) and r.random() < 0.11 and not (check and self.failed_reports >= 3)
+        if check and fail:  # a round of the reflection budget (counted even where the guard would not)
+            self.failed_reports += 1
         res: dict = {"type": "tool_result", "ts": self._tick(0.05, 20.0), "tool": tool, "call_id": cid}
         if fail:
             res["output"], extra = self._err_output(tool, args)
@@ -326,11 +332,16 @@ class Gen:
             self.t_passed += fixed
         self.t_passed += r.randint(0, 3)
         self.t_cov = round(self.t_cov + r.uniform(0.01, 0.3), 2)  # always rises: never a "no progress" repeat
+        human = []
+        if self.t_failed and self.failed_reports >= 3:  # a fourth failed round would exhaust the budget
+            human = [{"type": "user_message", "ts": self._tick(1.0, 20.0), "text": "Keep going on the failing tests."}]
+            self.failed_reports = 0
         ev = {"type": "test_result", "ts": self._tick(0.5, 10.0), "task": self.task, "passed": self.t_passed,
               "failed": self.t_failed, "coverage": self.t_cov}
         if self.t_failed:
             ev["failing"] = r.sample(self.tests, min(self.t_failed, 8))
-        return [ev]
+        self.failed_reports += 1 if self.t_failed else 0  # a passing report clears its task's rounds, not
+        return [*human, ev]                                # those of calls sent without a task (these)
 
     def error(self) -> list[dict]:
         r = self.r
@@ -409,12 +420,14 @@ class Gen:
             out += self.tool_pair(tool, args, allow_fail=False, result=i < 5, output=same)
         out.append({"type": "user_message", "ts": self._tick(1.0, 20.0),
                     "text": "Stop re-running that test; read the failing assertion and fix the code first."})
+        self.failed_reports = 0
         self.consec_fail = 0
         self.tool_fail.clear()
         self.monologue = 0
         return out
 
 
+CHECKS = ("pytest", "python -m mypy", "ruff check", "npm test")  # the check commands _args runs
 KINDS = ["tool", "assistant", "usage", "test_result", "error", "attempt", "iteration",
          "collaboration", "condensation", "repeat", "stuck"]
 # pairs: 28.5 (two events each) vs 38 single events -> ~60% of events are tool_call/tool_result
