@@ -47,7 +47,7 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
     "validation": "invalid lines or messages in a row / the limit before the session is terminated",
     "loop": "the task's loop count / the limit before a human is asked",
     "usage": "the cost in dollars (the agent's own figure, else priced from the table; ? when the model has no "
-             "price), else its tokens",
+             "price), else its tokens (`tok`)",
     "cpu": "CPU of its process tree (100% = one core)",
     "mem": "memory of its process tree while it runs",
     "agent": "the agent it runs (claude-code, codex, gemini, ...)",
@@ -109,7 +109,7 @@ def usage_text(snap: dict[str, Any]) -> str:
     if cost:
         return f"${cost:.2f}"
     if tokens:
-        return f"{tokens / 1000:.1f}k" if tokens >= 1000 else f"{tokens:g}"
+        return f"{tokens / 1000:.1f}k tok" if tokens >= 1000 else f"{tokens:g} tok"  # no price: say they are tokens
     return "-"
 
 

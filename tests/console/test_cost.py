@@ -31,3 +31,10 @@ async def test_the_detail_shows_the_cost_its_source_tokens_and_models(lw: Harnes
         shown = " ".join(panel_text(detail).split())
     assert f"cost ${expected:,.2f}+? priced from the table; 1 usage report(s) of a model with no price" in shown
     assert "2,000,500 in (1,000,000 cached), 100,005 out · gpt-5, mystery-2" in shown
+
+
+def test_a_cell_with_tokens_and_no_price_says_they_are_tokens() -> None:
+    """The COST column shows dollars; tokens without any price are marked as tokens, never a bare number."""
+    assert usage_text({"counters": {"tokens": [48_200, 0]}}) == "48.2k tok"
+    assert usage_text({"counters": {"tokens": [300, 0]}}) == "300 tok"
+    assert usage_text({"counters": {}}) == "-"
