@@ -63,6 +63,8 @@ class CheckCommands:
     def matches(self, command: str) -> bool:
         """Cheap pre-check first (a word, path stripped, names an entry's program), then each simple command."""
         first = self.first_words
+        if not any(word in command for word in first):
+            return False  # no program of the list is even a substring: substring tests in C, no split
         split = words(command)
         if "/" not in command and first.isdisjoint(split):
             return False  # no word is a path, so none has a path to strip: one set test in C (most commands)

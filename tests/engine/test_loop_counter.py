@@ -233,3 +233,30 @@ def test_a_huge_failure_is_kept_by_its_first_characters_and_still_told_apart():
     kept = guard.tracker("default").history
     assert len(kept) == 4 and max(len(s.exact_message) + len(s.location) for s in kept) <= 600
     assert guard.tracker("default").loop_count == 1  # messages that differ past the kept part are two
+
+
+def test_failed_outputs_are_read_only_when_the_same_call_fails_again_and_unread_ones_stay_within_a_budget():
+    """A failure no other failure answers the same call as is never normalised; the outputs kept unread are
+    bounded in characters, however many calls fail."""
+    from loopwarden.supervisor.guards.loop_counter import _UNREAD_BUDGET, ToolFailure
+    from loopwarden.supervisor.health import SessionHealth
+    from tests.engine.helpers import call, fail
+    health = SessionHealth(ONLY_LOOPS)
+    guard = next(g for g in health.guards if g.name == "loop_counter")
+    seq = 0
+    for n in range(40):  # forty different calls, each failing once with 60k characters
+        for event in (call("Bash", {"command": f"make t{n}"}, call_id=f"c{n}"),
+                      fail("Bash", f"error {n}: " + "y" * 60_000, call_id=f"c{n}")):
+            seq += 1
+            event.seq = seq
+            health.observe(event, float(seq))
+    kept = list(guard.tracker("default").history)
+    assert all(type(f) is ToolFailure for f in kept)
+    assert sum(len(f.output) for f in guard.unread) <= _UNREAD_BUDGET
+    assert any(f.output for f in kept)  # the newest are still unread: no repeat asked for their key
+    for event in (call("Bash", {"command": "make t39"}, call_id="again"),
+                  fail("Bash", "error 39: " + "y" * 60_000, call_id="again")):
+        seq += 1
+        event.seq = seq
+        health.observe(event, float(seq))
+    assert guard.tracker("default").loop_count == 1  # the same call, the same failure: read, and a repeat

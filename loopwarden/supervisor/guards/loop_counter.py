@@ -28,6 +28,8 @@ Similarity = Callable[[str, str], float]
 _MAX_TASKS: Final = 256
 _MAX_CALLS: Final = 512  # calls awaiting their result, by id: the oldest is forgotten past it
 _SHOWN: Final = 300  # characters of a failure's message and location kept (its evidence shows no more)
+_FAILURE_HEAD: Final = 64 * 1024  # characters of a failed output compared (failure_key reads no further)
+_UNREAD_BUDGET: Final = 256 * 1024  # characters of failed outputs kept unread, across the session's tasks
 _WORD: Final = re.compile(r"[a-z0-9]+")
 
 
@@ -79,17 +81,71 @@ class FailureSignature:
     agent: str | None
     key: str | bytes | None = None  # what repeats compare (a tool result's `failure_key`); None: the message
 
+    def compared(self) -> str | bytes:
+        """What a repeat must equal: the key, else the message."""
+        return self.exact_message if self.key is None else self.key
+
     def evidence(self) -> dict[str, object]:
         return {"seq": self.seq, "ts": self.ts, "message": messages.clip(self.exact_message, 300),
                 "error_type": self.error_type or classify(self.exact_message), "location": self.location,
                 "agent": self.agent}
 
 
+class ToolFailure:
+    """A failed tool result, read only when it must be: its key when the same call fails again, its message and
+    location when a gate shows it. Most failures are never compared (no other failure answers the same call), so
+    most outputs are never normalised; the output is kept until it is read, within the guard's budget."""
+
+    __slots__ = ("_key", "_shown", "_where", "agent", "call", "exit_code", "output", "seq", "size", "tool", "ts")
+
+    def __init__(self, result: ToolResult, call: int | None, now: float) -> None:
+        self.tool, self.call, self.exit_code = result.tool, call, result.exit_code
+        self.output = result.output[:_FAILURE_HEAD]
+        self.size = len(self.output)
+        self.seq, self.ts, self.agent = result.seq, now, result.agent
+        self._key: bytes | None = None
+        self._shown = ""
+        self._where = ""
+
+    def settle(self) -> None:
+        """Read the output once (its key, message and location), then let it go."""
+        if self._key is not None:
+            return
+        output = self.output
+        self._key = failure_key(self.tool, output)
+        shown = error_line(output) or f"{self.tool or 'a tool'} failed" + (
+            f" (exit code {self.exit_code})" if self.exit_code else "")
+        self._shown = shown[:_SHOWN]
+        self._where = (failure_location(output) or self.tool or "unknown")[:_SHOWN]
+        self.output = ""
+
+    @property
+    def key(self) -> bytes:
+        self.settle()
+        assert self._key is not None
+        return self._key
+
+    @property
+    def exact_message(self) -> str:
+        self.settle()
+        return self._shown
+
+    @property
+    def location(self) -> str:
+        self.settle()
+        return self._where
+
+    def evidence(self) -> dict[str, object]:
+        self.settle()
+        return {"seq": self.seq, "ts": self.ts, "message": messages.clip(self._shown, 300),
+                "error_type": classify(self._shown), "location": self._where, "agent": self.agent}
+
+
 @dataclass
 class LoopTracker:
     """One task's failure history and loop count (agent changes do not reset it)."""
 
-    history: deque[FailureSignature]
+    history: deque[FailureSignature | ToolFailure]
     collaborations: deque[Collaboration]
     loop_count: int = 0
     last_test: TestResult | None = None
@@ -107,6 +163,8 @@ class LoopCounterGuard(Guard):
         self.trackers: OrderedDict[str, LoopTracker] = OrderedDict()
         self.calls: OrderedDict[str, int] = OrderedDict()  # call id -> its signature, for its result's key
         self.last_call: int | None = None  # the latest call's signature, for a result without a call id
+        self.unread: deque[ToolFailure] = deque()  # failures whose output may not be read yet, oldest first
+        self.unread_chars = 0  # their outputs' sizes, within _UNREAD_BUDGET
 
     def hook(self, kind: type[Event]) -> Observer | None:
         return self._call if kind is ToolCall else self.observe
@@ -164,20 +222,32 @@ class LoopCounterGuard(Guard):
         return FailureSignature(message[:_SHOWN], error_type, (location or "unknown")[:_SHOWN], event.seq, now,
                                 event.agent, key)
 
-    def _tool_failure(self, result: ToolResult, now: float) -> FailureSignature:
-        output = result.output
-        shown = error_line(output) or f"{result.tool or 'a tool'} failed" + (
-            f" (exit code {result.exit_code})" if result.exit_code else "")
-        where = failure_location(output) or result.tool
+    def _tool_failure(self, result: ToolResult, now: float) -> ToolFailure:
         call = self.calls.pop(result.call_id, None) if result.call_id is not None else self.last_call
-        key = failure_key(result.tool, output) + (b"" if call is None else call.to_bytes(8, "little", signed=True))
-        return FailureSignature(shown[:_SHOWN], None, (where or "unknown")[:_SHOWN], result.seq, now, result.agent,
-                                key)
+        failure = ToolFailure(result, call, now)
+        self.unread.append(failure)
+        self.unread_chars += failure.size
+        while self.unread_chars > _UNREAD_BUDGET:  # the oldest outputs still in a history are read now, and let go
+            oldest = self.unread.popleft()
+            self.unread_chars -= oldest.size
+            if oldest.output:
+                oldest.settle()
+        return failure
 
-    def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature) -> Sequence[Verdict]:
-        key = sig.exact_message if sig.key is None else sig.key
-        repeat = any((prev.exact_message if prev.key is None else prev.key) == key for prev in tracker.history)
-        tracker.history.append(sig)
+    def _failure(self, task: str, tracker: LoopTracker, sig: FailureSignature | ToolFailure) -> Sequence[Verdict]:
+        if type(sig) is ToolFailure:  # the same call failing the same way: only then are the outputs read
+            repeat = any(type(prev) is ToolFailure and prev.call == sig.call and prev.key == sig.key
+                         for prev in tracker.history)
+        else:
+            assert type(sig) is FailureSignature
+            key = sig.compared()
+            repeat = any(type(prev) is FailureSignature and prev.compared() == key for prev in tracker.history)
+        history = tracker.history
+        if len(history) == history.maxlen:
+            dropped = history[0]
+            if type(dropped) is ToolFailure and dropped.output:
+                dropped.output = ""  # out of the history, never compared again: its output need not be read
+        history.append(sig)
         if not repeat:
             return NO_VERDICTS
         return self._increment(task, tracker, "exact error message match", sig.exact_message)
@@ -226,6 +296,8 @@ class LoopCounterGuard(Guard):
     def human_reset(self, counter: str | None = None) -> None:
         if counter in (None, "loop", "loop_counter"):
             self.trackers.clear()
+            self.unread.clear()
+            self.unread_chars = 0
 
     def counters(self) -> list[Counter]:
         worst = max((t.loop_count for t in self.trackers.values()), default=0)
