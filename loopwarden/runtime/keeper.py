@@ -408,15 +408,23 @@ class Keeper:
 
 
 def listen(path: Path) -> socket.socket:
-    """The keeper's socket, the owner's alone from its creation (a stale one is replaced)."""
-    path.unlink(missing_ok=True)
+    """The keeper's socket, the owner's alone from its creation (a stale one is replaced). It is bound and
+    listening under a private name first, then renamed into place: whoever sees the path can connect."""
+    building = path.with_name(f".{path.name}.{os.getpid()}")
+    building.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        listener.bind(str(path))
+        listener.bind(str(building))
     finally:
         os.umask(old)
-    listener.listen(socket.SOMAXCONN)  # a daemon taking 200 sessions up opens 600 streams at once
+    try:
+        listener.listen(socket.SOMAXCONN)  # a daemon taking 200 sessions up opens 600 streams at once
+        os.replace(building, path)
+    except OSError:
+        listener.close()
+        building.unlink(missing_ok=True)
+        raise
     listener.setblocking(False)
     return listener
 
