@@ -89,9 +89,6 @@ def record_gemini(out: Path, root: Path) -> None:
     """Gemini CLI over ACP reports a shell call as completed with no output or exit code (its shell result has
     no text to show), so its failing test runs are not seen; a call of its own tools that fails is (status
     failed, the error as content): the model reads a file that is not there, GEMINI_READS times."""
-    from loopwarden.sessions import acp_agents
-    from loopwarden.sessions.acp import AcpAdapter
-    from tests.acp.record_stream import drive
     from tests.agents import npm_agents
     from tests.gemini.fake_gemini import FakeGemini, call, say
     from tests.gemini.gemini_home import gemini_env, write_gemini_home
@@ -101,21 +98,26 @@ def record_gemini(out: Path, root: Path) -> None:
         fake.play([*(call("read_file", file_path="calc.py") for _ in range(GEMINI_READS)), say(GIVE_UP)])
         env = gemini_env(write_gemini_home(root / "gemini-home"), fake.url, GEMINI_CLI_NO_RELAUNCH="true",
                          LOOPWARDEN_GEMINI=npm_agents.gemini_bin(npm_agents.install()) or "gemini")
-        words = acp_agents.shortcut_words("gemini", [PROMPT], env, str(work))
-        env.update(acp_agents.launch_env(words, env, str(work)))
-        adapter = AcpAdapter()
-        adapter.cwd = str(work)
-        proc = subprocess.Popen(adapter.command(words), cwd=work, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE)
-        drive(adapter, proc, out, lambda call: None)  # every call allowed
-        proc.wait(30)
+        _drive_acp("gemini", env, work, out)
+
+
+def _drive_acp(agent: str, env: dict[str, str], work: Path, out: Path) -> None:
+    """Launch `agent` over ACP as loopwarden would, every call allowed, and record its stream to `out`."""
+    from loopwarden.sessions import acp_agents
+    from loopwarden.sessions.acp import AcpAdapter
+    from tests.acp.record_stream import drive
+
+    words = acp_agents.shortcut_words(agent, [PROMPT], env, str(work))
+    env.update(acp_agents.launch_env(words, env, str(work)))
+    adapter = AcpAdapter()
+    adapter.cwd = str(work)
+    proc = subprocess.Popen(adapter.command(words), cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    drive(adapter, proc, out, lambda call: None)  # every call allowed
+    proc.wait(30)
 
 
 def record_claude_acp(out: Path, root: Path) -> None:
     """claude-agent-acp (Claude Code over ACP) on the fake Messages API, the same ROUNDS as Claude Code."""
-    from loopwarden.sessions import acp_agents
-    from loopwarden.sessions.acp import AcpAdapter
-    from tests.acp.record_stream import drive
     from tests.agents import npm_agents
     from tests.fakes.anthropic_server import FakeAnthropic, assistant_turns, call, say
 
@@ -129,14 +131,7 @@ def record_claude_acp(out: Path, root: Path) -> None:
     with FakeAnthropic(script, max_turns=len(ROUNDS) + 4) as fake:
         env = {"PATH": os.environ["PATH"], "HOME": str(home), **fake.env(), **QUIET,
                "LOOPWARDEN_CLAUDE_ACP": npm_agents.claude_acp_bin(npm_agents.install()) or "claude-agent-acp"}
-        words = acp_agents.shortcut_words("claude-acp", [PROMPT], env, str(work))
-        env.update(acp_agents.launch_env(words, env, str(work)))
-        adapter = AcpAdapter()
-        adapter.cwd = str(work)
-        proc = subprocess.Popen(adapter.command(words), cwd=work, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE)
-        drive(adapter, proc, out, lambda call: None)  # every call allowed
-        proc.wait(30)
+        _drive_acp("claude-acp", env, work, out)
 
 
 if __name__ == "__main__":
