@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from ..paths import working_directory
 from ..runtime.client import DaemonError
 from ..runtime.commands import missing_program
+from ..runtime.pods.placement import parse_on
 from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.tags import TagError, check_tags
@@ -49,12 +50,19 @@ from .projects import with_project_defaults
 @click.option("--tag", "tags", multiple=True, metavar="TAG",
               help="A label to group and filter sessions by (repeatable): 1 to 32 printable characters, no spaces "
                    "or commas. 'loopwarden ls --tag TAG' lists its sessions; 'loopwarden set ID tag=-TAG' removes it.")
+@click.option("--on", "on", metavar="PLACE",
+              help="Where the agent runs: local (here), or kubernetes[:CONTEXT[/NAMESPACE]], a pod of its own on a "
+                   "cluster your kubeconfig reaches, supervised like a local session (docs/kubernetes.md). "
+                   "Default: the setting kubernetes.place (local).")
+@click.option("--image", metavar="IMAGE",
+              help="The pod's image with --on kubernetes: the agent's program and a python3 for loopwarden's "
+                   "keeper. Default: the setting kubernetes.image.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session id and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Stream records as JSON lines instead of text.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name: str | None, adapter: str,
-        known_agent: str | None, task: str | None, worktree: bool | None, tags: tuple[str, ...], detach: bool,
-        as_json: bool, command: tuple[str, ...]) -> None:
+        known_agent: str | None, task: str | None, worktree: bool | None, tags: tuple[str, ...], on: str | None,
+        image: str | None, detach: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND as a supervised session and stream what it does.
 
     Without --adapter, loopwarden chooses from what the agent does and says
@@ -91,6 +99,7 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
       loopwarden run -d -- ./my-agent --task T1
       loopwarden run --worktree --adapter claude-code -- "fix the failing test"
       loopwarden run --tag team-a --tag flaky -d -- make test
+      loopwarden run --on kubernetes:prod/agents --image ghcr.io/me/agent:1 -- python3 agent.py
     """
     try:
         tag_list = check_tags(tags)
@@ -106,20 +115,21 @@ def run(config_file: str | None, preset: str | None, sets: tuple[str, ...], name
         chosen = with_project_defaults(cwd, registry.names(), adapter_given=given or bool(known_agent),
                                        worktree=worktree, sets=sets, config_file=config_file)
         adapter, worktree, sets = chosen.adapter or adapter, chosen.worktree, chosen.sets
-        build_config(config_file, preset, sets)  # fail here, before anything starts
+        config = build_config(config_file, preset, sets)  # fail here, before anything starts
+        pod = parse_on(on or config.kubernetes.place) is not None
         launch = registry.prepare_launch(adapter, cmd, env, cwd, agent=known_agent)
     except ValueError as exc:
         raise Fail(str(exc)) from None
     adapter, cmd = launch.adapter, launch.command
     env.update(launch.env)
-    missing = missing_program(cmd[0], os.environ.get("PATH"), cwd)
+    missing = None if pod else missing_program(cmd[0], os.environ.get("PATH"), cwd)  # a pod's image has its own
     if missing:
         click.echo(f"loopwarden: error: {missing}", err=True)
         sys.exit(127)
     spec = {"name": name, "command": cmd, "adapter": adapter, "cwd": cwd, "env": env,
             "preset": preset, "sets": list(sets), "task": task, "config_env": config_env(),
             "config_file": str(Path(config_file).resolve()) if config_file else None, "worktree": worktree,
-            "tags": tag_list}
+            "tags": tag_list, "on": on, "image": image}
     with operator_connection() as client:
         try:
             started = client.request("run", spec=spec)

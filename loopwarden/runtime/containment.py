@@ -165,6 +165,13 @@ class Containment:
         return self.root is not None and table.taken < self._rooted
 
     # ---- ending -------------------------------------------------------------
+    def signal_leader(self, pid: int, sig: int) -> None:
+        """`sig` to the agent's process group (`pid` leads it), as pause and resume send it."""
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def signal(self, sig: int, members: set[ProcId] | None = None, fds: Pidfds | None = None) -> int:
         """Send `sig` to every process of the session; how many there were. `fds`: pidfds opened for
         these processes, kept across the signals and waits of one end."""

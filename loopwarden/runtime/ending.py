@@ -24,7 +24,8 @@ SHORT: dict[Termination, str] = {
     Termination.DAEMON_STOPPED: "daemon stopped",
 }
 # how a lost session ended (lost.py), in a few words
-LOST_WORDS: dict[str, str] = {"guardian": "killed by guardian", "gone": "found gone", "running": "still running?"}
+LOST_WORDS: dict[str, str] = {"guardian": "killed by guardian", "gone": "found gone", "running": "still running?",
+                               "host": "host lost"}
 # what loopwarden did to the agent, a word per verdict action, in the order they are shown
 INTERVENTION_WORDS: dict[str, str] = {
     "nudge": "nudged", "block": "blocked", "gate": "gated", "escalate": "escalated", "force_next": "moved on",
@@ -70,6 +71,8 @@ def ending(snap: dict[str, Any], *, short: bool = False) -> str:
     lost = snap.get("lost")
     if short and head == "lost" and isinstance(lost, dict) and lost.get("how") in LOST_WORDS:
         return f"lost: {LOST_WORDS[lost['how']]}"
+    if head == "lost" and isinstance(lost, dict) and lost.get("how") == "host" and text and not short:
+        return visible(text)  # "host lost: pod lw-s3-... was deleted"
     if short or not text:
         return visible(f"{head}: {SHORT.get(Termination(raw), raw) if raw in _KNOWN else raw}")
     return visible(f"{head}: {text.removeprefix(_PREFIX)}")

@@ -66,6 +66,7 @@ class Keeper:
         self.stopping = False  # SIGTERM: it exits once its agents are gone
         self.generation = 0  # bumped for each daemon attached: its streams carry it
         self._draining: int | None = None  # the generation of a daemon that just went, whose streams are taken
+        self.first_wait = IDLE_EXIT  # seconds with no agent before the first daemon attaches (a pod's keeper waits)
         self.listener = listen(runtime / wire.SOCKET_NAME)
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
@@ -110,7 +111,7 @@ class Keeper:
             return True
         now = time.monotonic()
         self._idle_since = self._idle_since or now
-        return now - self._idle_since >= IDLE_EXIT
+        return now - self._idle_since >= (self.first_wait if self.generation == 0 else IDLE_EXIT)
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -460,6 +461,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--daemon-wait", type=float, default=DAEMON_WAIT)
     parser.add_argument("--handover-wait", type=float, default=HANDOVER_WAIT)
     parser.add_argument("--streams-only", action="store_true", help="offer no output connection, as an older keeper")
+    parser.add_argument("--first-wait", type=float, default=IDLE_EXIT,
+                        help="seconds it waits, holding no agent, for its first daemon (a pod's keeper is started "
+                             "before its daemon can reach it)")
     args = parser.parse_args(argv)
     if not args.runtime.is_dir():
         parser.error(f"{args.runtime} is not a directory")
@@ -474,6 +478,7 @@ def main(argv: list[str]) -> int:
     keeper = Keeper(args.runtime, Revival(restarts=args.restarts, daemon_wait=args.daemon_wait,
                                           handover_wait=args.handover_wait))
     keeper.offers_output = not args.streams_only
+    keeper.first_wait = args.first_wait
     keeper.run()
     return 0
 

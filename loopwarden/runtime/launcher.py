@@ -13,6 +13,8 @@ from ..supervisor.config import Config
 from ..supervisor.health import SessionHealth
 from .adopted import AdoptedSession
 from .keeping import Keeping
+from .pods.placement import Placement
+from .pods.pod_session import PodContainment, PodSession
 from .processes import ProcessWatch
 from .records import Recorder
 from .registry import SessionRegistry
@@ -43,13 +45,16 @@ class Launcher:
         self.clock = clock
 
     def launch(self, spec: SessionSpec, config: Config, adapter: Adapter, *,
-               health: SessionHealth | None = None) -> dict[str, Any]:
+               health: SessionHealth | None = None, place: Placement | None = None) -> dict[str, Any]:
         """Name `spec` (unique among live sessions), start it, and reply its id and name; `health`: the counters
-        and state it starts with (None: fresh)."""
+        and state it starts with (None: fresh); `place`: the pod it runs in (None: here)."""
         asked = spec.name
         config = for_agent(config, *adapter.ladder_of(spec.command, spec.env))  # Gemini climbs Gemini's models
         name, renamed = self.registry.unique_name(asked)  # a live session has it: name-2
         spec.name, sid = name, spec.id
+        if place is not None:
+            self._launch_in_pod(spec, config, adapter, health, place)
+            return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}
         kept = self.keeping.keeps(adapter, spec)
         session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=self._spiller(config, sid),
                               on_group=self.watch.guard_group, clock=self.clock, records=self.recorder,
@@ -64,6 +69,18 @@ class Launcher:
             self.router.publish_now(sid)  # stored before its agent starts (LiveSession._start waits for it)
         self.upkeep.wake_cleaner()  # its spill retention may be the shortest yet
         return {"id": sid, "name": name, **({"renamed_from": asked} if renamed else {})}
+
+    def _launch_in_pod(self, spec: SessionSpec, config: Config, adapter: Adapter, health: SessionHealth | None,
+                       place: Placement) -> None:
+        """A session whose agent the keeper in a pod of its own holds (pods/pod_session.py)."""
+        pod = PodSession(spec.id, place, self.watch.log)
+        session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=self._spiller(config, spec.id),
+                              on_group=lambda _pgid, _alive: None, clock=self.clock, records=self.recorder,
+                              containment=PodContainment(spec.id, pod), sink_rows=self.router.sink_rows,
+                              keeper=pod.link, health=health, pod=pod)
+        self.starter.start(session)
+        self.router.publish_now(spec.id)  # stored before its pod is made (LiveSession._start waits for it)
+        self.upkeep.wake_cleaner()
 
     def take_up(self, spec: SessionSpec, config: Config, adapter: Adapter, taken: TakenUp,
                 health: SessionHealth) -> None:

@@ -15,10 +15,12 @@ from .audit import AuditLog, warned
 from .commands import default_name, missing_program
 from .launcher import Launcher
 from .lifecycle import Shutdown, Tasks
+from .pods.placement import Placement, PlacementError, agent_env, placement
 from .principal import Principal, agent_environment
 from .processes import adoption_refusal
 from .registry import SessionRegistry
-from .requests import AlreadyAudited, BadRequest, RequestError, adopt_request, request_note, run_request
+from .requests import (AlreadyAudited, BadRequest, RequestError, RunRequest, adopt_request, request_note,
+                       run_request)
 from .restarts import Restartable
 from .session import SessionSpec, minimal_env
 from .session_runs import SessionStarter
@@ -60,6 +62,9 @@ class LaunchOperations:
                                  sets=spec_in.sets)
         except ConfigError as exc:
             raise RequestError(str(exc)) from None
+        pod = _placement(spec_in, config)
+        if pod is not None:
+            return await self._run_in_pod(spec_in, config, pod, who)
         missing = missing_program(command[0], env.get("PATH"), spec_in.cwd)
         if missing:
             raise RequestError(missing)
@@ -81,6 +86,24 @@ class LaunchOperations:
         if tree is not None:
             started = {**started, "worktree": {**tree.to_dict(), "checkout_dirty": place is not None and place.dirty}}
         return started
+
+    async def _run_in_pod(self, spec_in: RunRequest, config: Config, pod: Placement,
+                          who: Principal) -> dict[str, Any]:
+        """A session in a pod of its own: its program is the image's, its directory the pod's volume, its
+        environment only what kubernetes.pass_env names."""
+        if spec_in.worktree:
+            raise RequestError("--worktree makes a worktree on this machine; a session on kubernetes works in its "
+                               "pod's volume (kubernetes.volume)")
+        from ..sessions.registry import adapters
+
+        sid = self.registry.new_id()
+        await self.audit.before(who, sid, "run", " ".join(spec_in.command)[:200], pod.where, "started")
+        self._refuse_after_audit(who, sid, "run")
+        asked = spec_in.name or default_name(spec_in.command)[:80]
+        spec = SessionSpec(id=sid, name=asked, command=spec_in.command, adapter=spec_in.adapter, cwd=pod.workdir,
+                           env=agent_env(spec_in.env, config, pod.workdir), preset=config.preset,
+                           sets=spec_in.sets, task=spec_in.task, tags=spec_in.tags)
+        return self.launcher.launch(spec, config, adapters()[spec_in.adapter](), place=pod)
 
     @staticmethod
     async def _origin(cwd: str | None) -> worktrees.Origin:
@@ -171,3 +194,11 @@ class LaunchOperations:
 def _wants_worktree(asked: bool | None, config: Config) -> bool:
     """--worktree or --no-worktree when given, else the setting sessions.worktree."""
     return config.sessions.worktree if asked is None else asked
+
+
+def _placement(spec_in: RunRequest, config: Config) -> Placement | None:
+    """Where the run goes: None here, else its pod; RequestError (one line) when it cannot go there."""
+    try:
+        return placement(spec_in.on, spec_in.image, config, spec_in.env)
+    except PlacementError as exc:
+        raise RequestError(str(exc)) from None

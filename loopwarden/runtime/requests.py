@@ -49,6 +49,8 @@ class RunRequest:
     config_env: dict[str, str] = field(default_factory=dict)
     worktree: bool | None = None  # None: as sessions.worktree says
     tags: list[str] = field(default_factory=list)
+    on: str | None = None  # local or kubernetes[:CONTEXT[/NAMESPACE]]; None: as kubernetes.place says
+    image: str | None = None  # a pod's image; None: kubernetes.image
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ def run_request(spec: Any, adapters: Collection[str]) -> RunRequest:
         env=_str_map(spec, "env", variables=True), preset=_optional_str(spec, "preset"),
         sets=_str_list(spec, "sets"), task=_optional_str(spec, "task", TASK_CHARS),
         config_file=_path(spec, "config_file"), config_env=_str_map(spec, "config_env", variables=True),
-        worktree=worktree, tags=_tags(spec.get("tags")),
+        worktree=worktree, tags=_tags(spec.get("tags")), on=_optional_str(spec, "on"),
+        image=_optional_str(spec, "image"),
     )
 
 

@@ -292,6 +292,35 @@ class Sessions:
 
 
 @dataclass(frozen=True)
+class Kubernetes:
+    place: str = _key("text", "where 'loopwarden run' places a session when --on does not say: local (a process "
+                              "here), or kubernetes[:CONTEXT[/NAMESPACE]] (a pod of its own on a cluster, "
+                              "docs/kubernetes.md)", "local")
+    image: str = _key("text", "the image of a session's pod (--image): the agent's program and a python3 for "
+                              "loopwarden's keeper", "")
+    volume: str = _key("text", "what a session's pod works in, mounted at kubernetes.workdir: claim:NAME (a "
+                               "PersistentVolumeClaim: it outlives the pod, so 'loopwarden continue' finds the "
+                               "conversation there), host:PATH (a directory of the node), or empty (the pod's "
+                               "own, gone with it)", "")
+    workdir: str = _key("text", "where the volume is mounted in the pod: the agent's working directory and HOME",
+                        "/workspace")
+    cpu: str = _key("text", "CPU a session's pod may use, as Kubernetes writes it (500m, 2); empty = no limit; its "
+                            "memory limit is limits.max_rss", "")
+    pass_env: list[str] = _list_key("variables of the run's environment given to the agent in a pod (its API "  # noqa: RUF009
+                                    "keys and endpoints); nothing else of your environment goes there",
+                                    ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                                     "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"],
+                                    "names")
+    host_network: bool = _key("bool", "the pod shares its node's network (to reach a service on the node's "
+                                      "loopback, such as a test's model server)", False)
+    pull_policy: str = _key("choice:IfNotPresent,Always,Never", "when the node pulls the image", "IfNotPresent")
+    hold: float = _key("duration", "how long the keeper in a pod holds its agent while no daemon reaches it (the "
+                                   "API down, a laptop asleep) before it stops it", 3600.0)
+    start_timeout: float = _key("duration", "how long a pod may take to run (scheduling, pulling its image) "
+                                            "before the session ends as not started", 300.0)
+
+
+@dataclass(frozen=True)
 class Prices:
     models: list[str] = _list_key("model prices added to or replacing the shipped list prices (docs/cost.md): "  # noqa: RUF009
                                   "MODEL=IN,OUT[,CACHED[,CACHE_WRITE]] in USD per "
@@ -359,6 +388,7 @@ class Config:
     sessions: Sessions = field(default_factory=Sessions)
     prices: Prices = field(default_factory=Prices)
     budgets: Budgets = field(default_factory=Budgets)
+    kubernetes: Kubernetes = field(default_factory=Kubernetes)
     preset: str = "recommended"
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -375,6 +405,7 @@ SECTIONS: dict[str, type] = {
     "store": Store, "rules": Rules, "tools": Tools, "recovery": Recovery, "opinion": Opinion,
     "condensation": Condensation, "rereads": Rereads, "chanting": Chanting, "reflections": Reflections,
     "notify": Notify, "hooks": Hooks, "daemon": Daemon, "sessions": Sessions, "prices": Prices, "budgets": Budgets,
+    "kubernetes": Kubernetes,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -327,6 +327,11 @@ class SessionHealth:
         not a rule's verdict: nothing is counted)."""
         self.state, self.termination = TERMINATED, terminate("supervisor", Termination.CRASHED, text)
 
+    def host_lost(self, text: str) -> None:
+        """The machine the agent ran on was lost under it (its pod deleted, the cluster out of reach): the session
+        ends as lost, by no rule (nothing is counted)."""
+        self.termination = terminate("host", Termination.LOST, text)
+
     def carried_over(self) -> None:
         """A new run (`continue`) starts from this session's counters, gates and rung: not from its end."""
         self.state = GATED if self.gates.pending() else RUNNING

@@ -22,6 +22,7 @@ from ...supervisor.verdicts import SessionState, Termination, Verdict
 from ..containment import Containment
 from ..keeper_link import KeeperLink
 from ..opinion import SecondOpinion
+from ..pods.pod_session import PodSession
 from ..principal import Claim
 from ..procfs import ProcTable
 from ..spill import Spiller
@@ -41,7 +42,7 @@ from .ticker import Ticker
 from .view import SnapshotView
 from .writer import InputWriter
 
-
+POD_MARGIN = 30.0  # seconds past the keeper's own deadline the cluster ends a session's pod (activeDeadlineSeconds)
 
 
 @dataclass(frozen=True)
@@ -79,13 +80,14 @@ class LiveSession:
                  clock: Callable[[], float] = time.time, records: Records | None = None,
                  containment: Containment | None = None, sink_rows: RowsSink | None = None,
                  keeper: KeeperLink | None = None, taken: TakenUp | None = None,
-                 health: SessionHealth | None = None) -> None:
+                 health: SessionHealth | None = None, pod: PodSession | None = None) -> None:
         sid = spec.id
         self.spec = spec
         self.clock = clock
         self.spiller = spiller
         self.keeper = keeper  # the keeper holds the agent: it outlives this daemon
         self.taken = taken  # ... and an earlier daemon launched it: supervised again from where the store ends
+        self.pod = pod  # the agent runs in a pod of its own on a cluster, held by the keeper there
         self.letting_go = False  # this daemon hands the kept agent over to the next: its end touches nothing
         # a run that continues an earlier one may start with its counters (None: fresh)
         self.health = health = health or SessionHealth(config, started_at=clock())
@@ -136,7 +138,8 @@ class LiveSession:
             return
         self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin
         assert process.pid is not None and process.started_at is not None
-        self.sampler.started(process.pid)
+        if self.pod is None:  # a pod's pids are not this machine's: nothing of it is sampled here
+            self.sampler.started(process.pid)
         if self.taken is None:
             self.health.started(process.started_at)
         for said in (by_command.line() if by_command else None, f"stdin closed: {no_stdin}" if no_stdin else None,
@@ -154,7 +157,20 @@ class LiveSession:
         if agent.choosing:
             self.reader.choose(detect.QUIET, final=True)
         process.settle(terminated=self.health.state == TERMINATED, failed=agent.adapter.failure is not None)
+        if self.pod is not None:
+            await self._pod_ended()
         self.journal.publish()
+
+    async def _pod_ended(self) -> None:
+        """The pod is deleted; a session whose pod went under it (deleted, its node or the API gone) ends as a
+        host lost, which `continue` takes up on a new pod."""
+        assert self.pod is not None
+        kept = self.agent_process.process
+        with anyio.CancelScope(shield=True):
+            lost = await self.pod.end(kept.ended_by_keeper if isinstance(kept, KeptProcess) else None)
+        if lost:
+            self.agent_process.state, self.agent_process.exit_code = SessionState.LOST, None
+            self.health.host_lost(lost)
 
     async def _start(self, argv: list[str], env: dict[str, str]) -> Pipes:
         """The agent started here, by the keeper, or taken up from the keeper where an earlier daemon left it."""
@@ -173,6 +189,9 @@ class LiveSession:
         if records is not None:  # the session is stored before the keeper starts its agent: a next daemon finds it
             await records.durable(self.spec.id, records.mark(self.spec.id))
         limits = self.config.limits
+        if self.pod is not None:
+            deadline = keeper_deadline(limits.max_runtime, limits.kill_grace)
+            await self.pod.place_pod(deadline + POD_MARGIN if deadline else None)
         return await process.launch_kept(keeper, argv, env, self.spec.cwd,
                                          max_runtime=keeper_deadline(limits.max_runtime, limits.kill_grace),
                                          grace=limits.kill_grace)
@@ -269,7 +288,7 @@ class LiveSession:
 
     async def sample(self, children: dict[int, list[int]] | None = None) -> None:
         """Refresh CPU, memory and the process tree, and judge the resource limits (Sampler.sample)."""
-        if self.pid is None or self.final:
+        if self.pid is None or self.final or self.pod is not None:
             return
         self.sampler.sample(children)
 

@@ -214,12 +214,8 @@ class AgentProcess:
             self.paused = False
 
     def signal(self, sig: int) -> None:
-        if self.pid is None:
-            return
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.pid is not None:
+            self.containment.signal_leader(self.pid, sig)
 
     # ---- the end --------------------------------------------------------------------
     async def end_all(self, when: str, grace: float) -> None:

@@ -62,6 +62,15 @@ class SnapshotView:
             resumes=adapter.resumes, task=s.spec.task,
             extra={"spill_failures": s.spills.failures, "failure": adapter.failure, "resume": adapter.resume_state,
                    "kept": s.keeper is not None, "quota": adapter.quota, "worktree": s.spec.worktree,
+                   **_pod(s),
                    "adapter_reason": s.agent.choice.why if s.agent.choice else None,
                    "spill": {"dir": spiller.directory, "retention": spiller.retention,
                              **spiller.bounds.to_dict()} if spiller else None}).to_dict()
+
+
+def _pod(s: LiveSession) -> dict[str, Any]:
+    """A pod session's pod (its node, namespace, name), and how its host was lost."""
+    if s.pod is None:
+        return {}
+    pod = s.pod.describe()
+    return {"pod": pod, **({"lost": {"how": "host", "text": pod["lost"]}} if pod.get("lost") else {})}
