@@ -65,6 +65,8 @@ class Forward:
                 await _splice(reader, writer, ws, self.log)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self.log(f"a connection to the pod's keeper failed: {str(exc)[:200]}")
+        except asyncio.CancelledError:
+            pass  # the forward closed (aclose): this connection ends with it
         finally:
             self._links.discard(task)
             writer.close()
