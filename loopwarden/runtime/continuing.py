@@ -25,6 +25,7 @@ from .audit import AuditLog
 from .commands import missing_program
 from .launcher import Launcher
 from .lifecycle import Shutdown
+from .pods.placement import Placement, PlacementError, agent_env, placement
 from .principal import Principal, agent_environment
 from .rebuild import RebuildError, rebuilt_health
 from .records import AUDIT
@@ -55,6 +56,7 @@ class StoredLaunch:
     ended_at: float
     worktree: dict[str, str] | None = None
     tags: tuple[str, ...] = ()
+    pod: dict[str, Any] | None = None  # the pod it ran in (pods/pod_session.py: describe): the next run gets one too
 
     @classmethod
     def of(cls, snap: dict[str, Any]) -> StoredLaunch:
@@ -78,7 +80,7 @@ class StoredLaunch:
                    settings=settings if isinstance(settings, dict) else {}, conversation=conversation,
                    task=snap.get("task") if isinstance(snap.get("task"), str) else None,
                    ended_at=float(snap.get("ended_at") or 0.0), worktree=stored_worktree(snap),
-                   tags=tuple(stored_tags(snap)))
+                   tags=tuple(stored_tags(snap)), pod=snap["pod"] if isinstance(snap.get("pod"), dict) else None)
 
     def config(self) -> Config:
         try:
@@ -126,7 +128,8 @@ class ContinueOperations:
         adapter = self._resuming(launch, note)
         config = launch.config()
         env = {**env, **type(adapter).launch_env(launch.command, env, launch.cwd or "/"), **adapter.resume_env(env)}
-        missing = missing_program(launch.command[0], env.get("PATH"), launch.cwd)
+        pod = _placement(launch, config, env)
+        missing = None if pod else missing_program(launch.command[0], env.get("PATH"), launch.cwd)
         if missing:
             raise RequestError(missing)
         new = self.registry.new_id()
@@ -136,11 +139,13 @@ class ContinueOperations:
         spec = SessionSpec(id=new, name=launch.name, command=launch.command, adapter=launch.adapter, cwd=launch.cwd,
                            env={**env, **agent_environment(self.paths.socket)}, preset=config.preset,
                            task=launch.task, worktree=launch.worktree, tags=list(launch.tags))
+        if pod is not None:  # a new pod, on the same volume: the conversation is there
+            spec.cwd, spec.env = pod.workdir, agent_env(env, config, pod.workdir)
         earlier = await self.carried_health(sid, config)
         if earlier is not None:  # what the conversation cost so far: an agent's running total may count it again
             adapter.spent_before(earlier.cost.cost_usd)
         health = None if fresh else earlier
-        started = self.launcher.launch(spec, config, adapter, health=health)
+        started = self.launcher.launch(spec, config, adapter, health=health, place=pod)
         lacking = sorted(set(launch.env_keys) - set(spec.env))
         return {**started, "continued": sid, "conversation": launch.conversation, "missing_env": lacking,
                 "fresh_counters": health is None}
@@ -225,3 +230,16 @@ class ContinueOperations:
                 self.shutdown.refuse_starts("continue")
             except RequestError as exc:
                 raise AlreadyAudited(str(exc), kind="daemon") from None
+
+
+def _placement(launch: StoredLaunch, config: Config, env: dict[str, str]) -> Placement | None:
+    """The pod the next run goes to, where the last one ran in a pod (its place and image, the kubeconfig it
+    used); None: here."""
+    if launch.pod is None:
+        return None
+    kubeconfig = launch.pod.get("kubeconfig")
+    try:
+        return placement(str(launch.pod.get("on") or "kubernetes"), str(launch.pod.get("image") or ""), config,
+                         {**env, **({"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})})
+    except PlacementError as exc:
+        raise RequestError(f"session {launch.sid} ran in a pod and cannot be placed again: {exc}") from None

@@ -142,7 +142,7 @@ class PodSession:
         """What `ls`, `status`, the console and the web console show of the pod."""
         return {"on": self.place.where, "context": self.cluster.context if self.cluster else self.place.context,
                 "namespace": self.namespace, "pod": self.name, "node": self.node, "image": self.place.image,
-                "lost": self.lost}
+                "kubeconfig": self.place.kubeconfig, "lost": self.lost}
 
 
 class PodContainment(Containment):
