@@ -23,8 +23,6 @@ CONTAINERD_SOCK=$RUN/containerd.sock
 CNI_BRIDGE=lwtest0 CNI_NETWORK=loopwarden-test
 HOSTS_LINE="127.0.0.1 $NODE"
 SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)   # the kubelet sets these at start
-DAEMONS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
-mkdir -p "$LOGS"
 
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 

@@ -35,11 +35,14 @@ delete_pods() {
   wait_until "no containers left" 30 "[ \"\$(running_tasks)\" = 0 ]" || true
 }
 
-# Shims whose command line names our containerd's socket, and the containers under them.
+# Shims whose command line names our containerd's socket, and the containers under them. (Their process name,
+# cut to 15 characters, is "containerd-shim": too short for pgrep to tell runc's v2 shim from others.)
 stop_shims() {
-  local shim child
-  for shim in $(pgrep -x containerd-shim-runc-v2 || true); do
-    tr '\0' ' ' < "/proc/$shim/cmdline" 2>/dev/null | grep -qF -- "$CONTAINERD_SOCK" || continue
+  local process shim child
+  for process in /proc/[0-9]*; do
+    [ "$(cat "$process/comm" 2>/dev/null)" = containerd-shim ] || continue
+    tr '\0' ' ' < "$process/cmdline" 2>/dev/null | grep -qF -- "$CONTAINERD_SOCK" || continue
+    shim=${process#/proc/}
     for child in $(pgrep -P "$shim" || true); do kill -9 "$child" 2>/dev/null || true; done
     kill -9 "$shim" 2>/dev/null && say "killed shim $shim" || true
   done

@@ -20,6 +20,7 @@
 # to loopback, pods without a route out.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+mkdir -p "$LOGS"
 SRC_LIST=/etc/apt/sources.list.d/loopwarden-kubernetes-src.sources
 PACKAGES=(etcd-server etcd-client containerd runc containernetworking-plugins mmdebstrap dpkg-dev gcc golang-go
           golang-github-modern-go-reflect2-dev jq rsync iptables conntrack curl openssl make ca-certificates)

@@ -19,6 +19,7 @@
 # - Needs the ports 2379, 2380, 6443, 10250, 10257 and 10259 free: one such cluster per machine.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+mkdir -p "$LOGS"
 for f in "$BIN/kube-apiserver" "$BIN/kubelet" "$PKI/tokens.csv" "$IMG/pause.tar" "$IMG/workload.tar"; do
   [ -e "$f" ] || { echo "up.sh: $f is missing: run prepare.sh $ROOT first" >&2; exit 1; }
 done
