@@ -79,6 +79,7 @@ fetch_source() {
   apt-get update -qq
   rm -rf "$ROOT/src.partial" && mkdir -p "$ROOT/src.partial"
   (cd "$ROOT/src.partial" && apt-get source -qq kubernetes/bookworm)
+  rm -f "$SRC_LIST"
   rm -rf "$ROOT/src" && mv "$ROOT/src.partial" "$ROOT/src"
 }
 
