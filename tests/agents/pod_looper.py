@@ -1,23 +1,23 @@
 """A native agent for a pod: it says hello (handshake), then calls `ls .` again and again, waiting for each
 verdict, until a stop line or the end of its stdin. Standard library only (the pod's image has no loopwarden).
 
-    python3 pod_looper.py [MARK]
+    python3 pod_looper.py [--changing] [MARK]
 
-With MARK, it first writes MARK to ./pod-looper.pid with its pid and host name, so a test can find it in the pod.
+--changing: each call's output differs (`a b c N`), as polling does, so the repetition rules see progress and only
+repetition.progress_gate_after stops it (with a gate). MARK, a word of its command line, lets a test find its
+process on the node.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
+import time
 
 
 def main() -> int:
-    if len(sys.argv) > 1:
-        with open("pod-looper.pid", "w", encoding="utf-8") as out:
-            out.write(f"{sys.argv[1]} {os.getpid()} {socket.gethostname()}\n")
+    changing = "--changing" in sys.argv[1:]
     buf = b""
 
     def verdict() -> dict | None:
@@ -42,7 +42,10 @@ def main() -> int:
         os.write(1, f'{{"type":"tool_call","tool":"ls","args":{{"path":"."}},"call_id":"c{n}"}}\n'.encode())
         if verdict() is None:
             return 0
-        os.write(1, f'{{"type":"tool_result","tool":"ls","call_id":"c{n}","output":"a b c"}}\n'.encode())
+        if changing:
+            time.sleep(0.05)  # a poller's pace: many sessions of it stay light
+        output = f"a b c {n}" if changing else "a b c"
+        os.write(1, f'{{"type":"tool_result","tool":"ls","call_id":"c{n}","output":"{output}"}}\n'.encode())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,198 @@
+"""Sessions placed in pods (`run --on kubernetes`) on the real cluster: judged as local ones are, gated and approved
+from the console, killed and ended by max_runtime with their pods deleted, a pod deleted under a live session a
+host lost that `continue` takes up on a new pod, and twenty at once on the one node."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from loopwarden.widgets.dialogs import Confirm
+from tests.console.helpers import RecordingConsole, until
+from tests.kubernetes.helpers import Cluster, core_api
+from tests.support.daemon import Harness
+from tests.support.waiting import wait_for
+
+AGENTS = Path(__file__).parent.parent / "agents"
+SIZE = (160, 40)
+
+
+def workdir(tmp_path: Path, *agents: str) -> Path:
+    """The session's volume (a directory of the node: this machine), holding the agent's program."""
+    work = tmp_path / "work"
+    work.mkdir(mode=0o755)
+    for agent in agents:
+        shutil.copy(AGENTS / agent, work / agent)
+    return work
+
+
+def run_in_pod(lw: Harness, cluster: Cluster, namespace: str, work: Path, *command: str, adapter: str = "native",
+               sets: tuple[str, ...] = ()) -> str:
+    """`loopwarden run -d` of `command` in a pod, placed by the settings kubernetes.place and .image (the config
+    default --on and --image fall back to)."""
+    placed = (f"kubernetes.place=kubernetes:/{namespace}", f"kubernetes.image={cluster.image}",
+              f"kubernetes.volume=host:{work}", "kubernetes.pull_policy=Never")
+    return lw.run_detached(*command, adapter=adapter, sets=placed + sets, env={"KUBECONFIG": str(cluster.kubeconfig)},
+                           timeout=120)
+
+
+def pod_of(lw: Harness, sid: str) -> dict[str, Any]:
+    return wait_for(lambda: (lw.status(sid).get("pod") or {}).get("node") and lw.status(sid)["pod"],
+                    timeout=120, what=f"session {sid}'s pod to run")
+
+
+async def _pod_exists(cluster: Cluster, namespace: str, name: str) -> bool:
+    async with core_api(cluster.kubeconfig) as core:
+        try:
+            await core.read_namespaced_pod(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+    return True
+
+
+def pod_exists(cluster: Cluster, namespace: str, name: str) -> bool:
+    return asyncio.run(_pod_exists(cluster, namespace, name))
+
+
+def delete_pod(cluster: Cluster, namespace: str, name: str) -> None:
+    async def delete() -> None:
+        async with core_api(cluster.kubeconfig) as core:
+            await core.delete_namespaced_pod(name, namespace, grace_period_seconds=1)
+
+    asyncio.run(delete())
+
+
+def processes_marked(mark: str) -> list[int]:
+    """This machine's processes with `mark` in their command line: a pod's processes run on its node, here."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if mark in (proc.info["cmdline"] or []):
+            found.append(proc.info["pid"])
+    return found
+
+
+def test_a_looping_agent_in_a_pod_is_nudged_blocked_and_terminated_and_its_pod_deleted(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py")
+    snap = lw.wait_state(sid, "terminated", timeout=120)
+    assert snap["termination"] == "repetition_loop"
+    actions = [v["action"] for v in lw.verdicts(sid)]
+    assert "nudge" in actions and actions.count("block") == 3 and actions[-1] == "terminate"
+    pod = snap["pod"]
+    assert (pod["node"], pod["namespace"], pod["lost"]) == (cluster.node, namespace, None)
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what=f"pod {pod['pod']} deleted")
+
+
+@pytest.mark.anyio
+async def test_a_gate_opened_in_a_pod_is_approved_from_the_console(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
+                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=3"))
+    snap = lw.wait_state(sid, "gated", timeout=120)
+    assert snap["pod"]["node"] == cluster.node
+    ref = f"{sid}:{snap['pending_gates'][0]}"
+    calls = snap["tool_calls"]
+    app = RecordingConsole(lw.paths, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: ref in {g["ref"] for g in app.gates}, what=f"gate {ref} in the console")
+        await pilot.press("g")
+        await until(pilot, lambda: app.screen.id != "_default", what="the gates queue")
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, Confirm), what="the approval's confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: ref not in {g["ref"] for g in app.gates}, what="the gate to be decided")
+    [approve] = [a for a in lw.request("actions", session=sid) if a["action"] == "approve"]
+    assert approve["target"] == ref and approve["client"].startswith("console pid ")
+    # the agent in the pod was let go on: it calls again, until the next gate
+    wait_for(lambda: lw.status(sid)["tool_calls"] > calls, timeout=60, what="the agent to call again")
+    assert lw.cli("kill", sid).returncode == 0
+    lw.wait_state(sid, "terminated", timeout=60)
+
+
+def test_kill_deletes_the_pod_and_its_processes(lw: Harness, cluster: Cluster, namespace: str,
+                                                tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    mark = f"mark-{secrets.token_hex(4)}"
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing", mark,
+                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"))
+    pod = pod_of(lw, sid)
+    wait_for(lambda: lw.status(sid)["tool_calls"] >= 3, timeout=60, what="the agent to call")
+    assert processes_marked(mark), "the agent runs on the node"
+    kill = lw.cli("kill", sid)
+    assert kill.returncode == 0, kill.stderr
+    snap = lw.wait_state(sid, "terminated", timeout=60)
+    assert snap["termination"] == "operator" and snap["pod"]["lost"] is None
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what=f"pod {pod['pod']} deleted")
+    wait_for(lambda: not processes_marked(mark), timeout=60, what="the agent's processes to end")
+
+
+def test_max_runtime_ends_a_session_in_a_pod(lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
+                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0",
+                           "limits.max_runtime=3s"))
+    pod = pod_of(lw, sid)
+    snap = lw.wait_state(sid, "terminated", timeout=120)
+    assert snap["termination"] == "max_runtime"
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what=f"pod {pod['pod']} deleted")
+
+
+def test_a_pod_deleted_under_a_session_is_a_host_lost_and_continue_brings_it_back_on_a_new_pod(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_acp_agent.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_acp_agent.py", "--", "write the tests",
+                     adapter="acp")
+    pod = pod_of(lw, sid)
+    wait_for(lambda: lw.status(sid)["tool_calls"] >= 2, timeout=60, what="the agent to work")
+    conversation = lw.status(sid)["conversation"]
+    delete_pod(cluster, namespace, pod["pod"])
+    snap = lw.wait_state(sid, "lost", timeout=60)
+    assert snap["lost"]["how"] == "host" and "host lost" in snap["termination_text"]
+    assert pod["pod"] in snap["termination_text"]
+    listed = lw.cli("ls")
+    assert "host lost" in listed.stdout, listed.stdout
+    went_on = lw.cli("continue", sid, env={"KUBECONFIG": str(cluster.kubeconfig)})
+    assert went_on.returncode == 0, went_on.stderr
+    new = wait_for(lambda: next((s["id"] for s in lw.request("list") if s["id"] != sid
+                                 and s.get("conversation") == conversation), None), what="the continued session")
+    again = pod_of(lw, new)
+    assert again["pod"] != pod["pod"] and again["namespace"] == namespace
+    wait_for(lambda: lw.status(new)["tool_calls"] >= 1, timeout=60, what="the continued agent to work")
+    # the conversation was read back from the volume by the new pod's agent: both prompts are in it
+    [stored] = list((work / ".pod-acp").glob("*.json"))
+    assert stored.stem == conversation and stored.read_text().count('"') >= 6
+    assert "write the tests" in stored.read_text() and "Continue the task" in stored.read_text()
+    assert lw.cli("kill", new).returncode == 0
+    wait_for(lambda: not pod_exists(cluster, namespace, again["pod"]), timeout=60, what="the new pod deleted")
+
+
+def test_twenty_sessions_at_once_on_the_one_node(lw: Harness, cluster: Cluster, namespace: str,
+                                                  tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    placed = (f"kubernetes.place=kubernetes:/{namespace}", f"kubernetes.image={cluster.image}",
+              f"kubernetes.volume=host:{work}", "kubernetes.pull_policy=Never",
+              "repetition.progress_nudge_after=0", "repetition.progress_gate_after=0")
+    spec = {"command": ["python3", "pod_looper.py", "--changing"], "adapter": "native", "sets": list(placed),
+            "env": {"KUBECONFIG": str(cluster.kubeconfig)}}
+    sids = [lw.request("run", spec=spec)["id"] for _ in range(20)]
+    pods = [pod_of(lw, sid) for sid in sids]
+    assert {p["node"] for p in pods} == {cluster.node} and len({p["pod"] for p in pods}) == 20
+    wait_for(lambda: all(lw.status(sid)["tool_calls"] >= 3 for sid in sids), timeout=120,
+             what="every agent to be judged")
+    for sid in sids:
+        assert lw.cli("kill", sid).returncode == 0
+    for sid in sids:
+        lw.wait_state(sid, "terminated", timeout=120)
+    wait_for(lambda: not any(pod_exists(cluster, namespace, p["pod"]) for p in pods), timeout=120,
+             what="every pod deleted")
