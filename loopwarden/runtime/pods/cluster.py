@@ -27,6 +27,9 @@ from ...supervisor.visible import visible
 
 IN_CLUSTER_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 POLL: Final = 0.25  # seconds between looks at a pod that is starting
+# the link's lease: each connection to a pod's keeper is pinged this often, and closed when no answer comes within
+# half of it (a laptop asleep, a network gone quiet): its session is then a host lost, never an end
+LEASE: Final = 10.0
 # why a pod will not run, as its container's waiting reason says (the rest are waited out)
 STUCK: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
                           "CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
@@ -83,7 +86,7 @@ class Cluster:
             where = f"context {context!r} of {path}" if context else path
             raise ClusterError(f"kubernetes: cannot use {where}: {visible(str(exc))[:200]}") from None
         api = client.ApiClient(configuration)
-        ws = WsApiClient(configuration)
+        ws = WsApiClient(configuration, heartbeat=LEASE)
         return cls(api, ws, namespace or own or "default", context)
 
     async def close(self) -> None:
