@@ -10,7 +10,7 @@ so an attempt that fails keeps it, as does the old row.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -239,7 +239,10 @@ def _placement(launch: StoredLaunch, config: Config, env: dict[str, str]) -> Pla
         return None
     kubeconfig = launch.pod.get("kubeconfig")
     try:
-        return placement(str(launch.pod.get("on") or "kubernetes"), str(launch.pod.get("image") or ""), config,
-                         {**env, **({"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})})
+        place = placement(str(launch.pod.get("on") or "kubernetes"), str(launch.pod.get("image") or ""), config,
+                          {**env, **({"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})})
     except PlacementError as exc:
         raise RequestError(f"session {launch.sid} ran in a pod and cannot be placed again: {exc}") from None
+    earlier = launch.pod.get("pod")
+    # two agents must never write one conversation: a pod its host's loss left holding the agent is deleted first
+    return replace(place, replaces=earlier) if place is not None and isinstance(earlier, str) else place

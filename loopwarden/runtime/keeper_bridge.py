@@ -65,12 +65,16 @@ def connect(path: str, wait: float = KEEPER_WAIT) -> socket.socket:
 
 
 def main(argv: list[str]) -> int:
-    """`bridge SOCKET`: exit 0 when either side ended, 2 when the keeper cannot be reached (said on stderr)."""
+    """`bridge SOCKET [--wait SECONDS]`: exit 0 when either side ended, 2 when the keeper cannot be reached within
+    the wait (said on stderr, one line)."""
+    wait = KEEPER_WAIT
+    if len(argv) == 3 and argv[1] == "--wait":
+        wait, argv = float(argv[2]), argv[:1]
     if len(argv) != 1:
-        print("usage: bridge KEEPER_SOCKET", file=sys.stderr)
+        print("usage: bridge KEEPER_SOCKET [--wait SECONDS]", file=sys.stderr)
         return 2
     try:
-        sock = connect(argv[0])
+        sock = connect(argv[0], wait)
     except OSError as exc:
         print(f"the keeper at {argv[0]} cannot be reached: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -62,6 +62,7 @@ class Placement:
     pull_policy: str = "IfNotPresent"
     hold: float = 3600.0
     start_timeout: float = 300.0
+    replaces: str | None = None  # the pod of the conversation's earlier run (continue), deleted before this one
 
     @property
     def where(self) -> str:

@@ -64,6 +64,8 @@ class PodSession:
         self.cluster = cluster = await Cluster.connect(place.kubeconfig, place.context, place.namespace, kube)
         self.namespace = cluster.namespace
         await cluster.ensure_config_map(manifest.keeper_map(cluster.namespace))
+        if place.replaces:  # a pod left holding the conversation's agent (its host lost, the API out of reach then)
+            await cluster.delete_pod(place.replaces, grace=0)
         name = manifest.pod_name(self.sid)
         await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
                                               deadline=deadline))
