@@ -134,8 +134,8 @@ class ProcessListing:
         for ended in [k for k, s in self.sessions.items() if s.final and k in self._cache]:
             del self._cache[ended]
         session = self.sessions.get(sid)
-        if session is None or session.final or not session.pid:
-            return []
+        if session is None or session.final or not session.pid or getattr(session, "pod", None) is not None:
+            return []  # (a pod's pid is not this machine's)
         root, cache = session.pid, self._cache.get(sid, {})
         group = Capability.PROCESS_GROUP in session.capabilities
         rows, self._cache[sid] = await anyio.to_thread.run_sync(lambda: process_rows(root, group, cache))
