@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from loopwarden.widgets.dialogs import Confirm
 from tests.console.helpers import RecordingConsole, until
+from tests.kubernetes.api_proxy import FrozenableRelay
 from tests.kubernetes.helpers import Cluster, core_api
 from tests.support.daemon import Harness
 from tests.support.waiting import wait_for
@@ -196,3 +197,35 @@ def test_twenty_sessions_at_once_on_the_one_node(lw: Harness, cluster: Cluster, 
         lw.wait_state(sid, "terminated", timeout=120)
     wait_for(lambda: not any(pod_exists(cluster, namespace, p["pod"]) for p in pods), timeout=120,
              what="every pod deleted")
+
+
+def test_an_api_gone_quiet_is_a_host_lost_by_the_lease_and_continue_replaces_the_pod_left_holding_the_agent(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    relay = FrozenableRelay.of(cluster.kubeconfig)
+    try:
+        kubeconfig = relay.kubeconfig(cluster.kubeconfig, tmp_path / "kubeconfig")
+        work = workdir(tmp_path, "pod_acp_agent.py")
+        placed = (f"kubernetes.place=kubernetes:/{namespace}", f"kubernetes.image={cluster.image}",
+                  f"kubernetes.volume=host:{work}", "kubernetes.pull_policy=Never")
+        sid = lw.run_detached("python3", "pod_acp_agent.py", "--", "write the tests", adapter="acp", sets=placed,
+                              env={"KUBECONFIG": str(kubeconfig)}, timeout=120)
+        pod = pod_of(lw, sid)
+        wait_for(lambda: lw.status(sid)["tool_calls"] >= 2, timeout=60, what="the agent to work")
+        relay.frozen.set()  # nothing closes: only the lease can tell
+        snap = lw.wait_state(sid, "lost", timeout=90)
+        assert snap["lost"]["how"] == "host" and "cannot be reached" in snap["termination_text"]
+        relay.frozen.clear()
+        assert pod_exists(cluster, namespace, pod["pod"]), "the keeper holds the agent in its pod meanwhile"
+        went_on = lw.cli("continue", sid, env={"KUBECONFIG": str(kubeconfig)})
+        assert went_on.returncode == 0, went_on.stderr
+        new = wait_for(lambda: next((s["id"] for s in lw.request("list") if s["id"] != sid
+                                     and s.get("conversation") == snap["conversation"]), None),
+                       what="the continued session")
+        again = pod_of(lw, new)
+        assert again["pod"] != pod["pod"]
+        wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60,
+                 what="the pod left holding the agent to be deleted before the conversation goes on")
+        assert lw.cli("kill", new).returncode == 0
+        wait_for(lambda: not pod_exists(cluster, namespace, again["pod"]), timeout=60, what="the new pod deleted")
+    finally:
+        relay.close()
