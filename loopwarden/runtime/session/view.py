@@ -61,7 +61,7 @@ class SnapshotView:
             rate=[], validation_failures=s.health.validation_total, conversation=adapter.conversation,
             resumes=adapter.resumes, task=s.spec.task,
             extra={"spill_failures": s.spills.failures, "failure": adapter.failure, "resume": adapter.resume_state,
-                   "kept": s.keeper is not None, "quota": adapter.quota, "worktree": s.spec.worktree,
+                   "kept": s.keeper is not None and s.pod is None, "quota": adapter.quota, "worktree": s.spec.worktree,
                    **_pod(s),
                    "adapter_reason": s.agent.choice.why if s.agent.choice else None,
                    "spill": {"dir": spiller.directory, "retention": spiller.retention,
