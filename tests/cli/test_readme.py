@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -98,6 +99,11 @@ STORIES: dict[str, list[str]] = {
         "loopwarden set s2 limits.max_cost_usd=1",
         "loopwarden set budgets.day_usd=20",
         "loopwarden status",
+    ],
+    "a cluster": [
+        "kubectl apply -f deploy/kubernetes/rbac.yaml",
+        "loopwarden run --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 "
+        "--set kubernetes.volume=claim:agents-work -- python3 agent.py",
     ],
 }
 
@@ -412,3 +418,44 @@ def test_a_budget(lw: Harness, agents_env: dict[str, str], fake_api: FakeAnthrop
     assert "$" in status, status
     assert lw.status("s2")["cost"]["cost_usd"] > 0.5  # it went on past the first budget
     readme.check_all_ran()
+
+
+# ---- a cluster -----------------------------------------------------------------------------------------------
+
+CLUSTER_KUBECONFIG = "LOOPWARDEN_TEST_KUBECONFIG"  # an admin kubeconfig of a cluster whose node has local/py3:1
+
+
+def test_a_cluster(lw: Harness, tmp_path: Path) -> None:
+    """The README's manifest applied as written, in a namespace of the test's own, and a session in a pod there.
+    The dev cluster pulls no images and provisions no claims: the README's image is its local Debian-and-python3
+    image, its claim a directory of the node (this machine), where agent.py is."""
+    admin = os.environ.get(CLUSTER_KUBECONFIG)
+    if not admin:
+        pytest.skip(f"no cluster: {CLUSTER_KUBECONFIG} is unset (an admin kubeconfig)")
+    if shutil.which("kubectl") is None:
+        pytest.skip("no kubectl on PATH: the README's first command is a kubectl one")
+    namespace = f"lw-readme-{secrets.token_hex(3)}"
+    rbac = tmp_path / "rbac.yaml"
+    rbac.write_text((ROOT / "deploy" / "kubernetes" / "rbac.yaml").read_text()
+                    .replace("name: loopwarden\n", f"name: {namespace}\n", 1)  # the Namespace's own name
+                    .replace("namespace: loopwarden", f"namespace: {namespace}"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "agent.py").write_text("print('fixed: 4 passed')\n")
+    env = user_env(tmp_path / "home", LOOPWARDEN_HOME=str(lw.home), KUBECONFIG=admin)
+    readme = story("a cluster", env, tmp_path)
+    names = {"deploy/kubernetes/rbac.yaml": str(rbac), "kubernetes:/loopwarden": f"kubernetes:/{namespace}",
+             "ghcr.io/me/agent:1": "local/py3:1", "claim:agents-work": f"host:{work}"}
+    try:
+        applied = readme.run("kubectl apply -f deploy/kubernetes/rbac.yaml", names).stdout
+        assert f"namespace/{namespace} created" in applied and "role.rbac.authorization.k8s.io/loopwarden-sessions" \
+            in applied, applied
+        ran = readme.run("loopwarden run --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 --set "
+                         "kubernetes.volume=claim:agents-work -- python3 agent.py", names, timeout=180)
+        assert "fixed: 4 passed" in ran.stdout, ran.stdout
+        (session,) = lw.request("list")
+        assert session["pod"]["namespace"] == namespace and session["pod"]["node"], session
+        readme.check_all_ran()
+    finally:
+        subprocess.run(["kubectl", "delete", "namespace", namespace, "--wait=false"], env=env, capture_output=True,
+                       timeout=60, check=False)

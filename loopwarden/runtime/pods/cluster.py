@@ -26,6 +26,14 @@ from kubernetes_asyncio.stream import WsApiClient
 from ...supervisor.visible import visible
 
 IN_CLUSTER_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# every API call the daemon makes, as RBAC names it (all in the sessions' namespace; no list, no watch):
+# deploy/kubernetes/rbac.yaml grants exactly these. An exec over a websocket is a GET, which the API authorises as
+# `get` on pods/exec; clusters from 1.30 (AuthorizePodWebsocketUpgradeCreatePermission) ask for `create` as well.
+API_VERBS: Final = {
+    "configmaps": ("get", "create"),  # the keeper's ConfigMap, read and made once (ensure_config_map)
+    "pods": ("create", "get", "delete"),  # a session's pod (create_pod, read_pod and wait_running, delete_pod)
+    "pods/exec": ("create", "get"),  # each connection to the pod's keeper (exec)
+}
 POLL: Final = 0.25  # seconds between looks at a pod that is starting
 # the link's lease: each connection to a pod's keeper is pinged this often, and closed when no answer comes within
 # half of it (a laptop asleep, a network gone quiet): its session is then a host lost, never an end
