@@ -10,6 +10,7 @@ import pytest
 
 from tests.agents import npm_agents
 from tests.fakes.anthropic_server import fake_api  # noqa: F401 - the fake Messages API, for any folder's tests
+from tests.support.cluster import cluster, pytest_runtest_protocol  # noqa: F401 - the test cluster, waited for
 from tests.support.daemon import lw  # noqa: F401 - a real daemon of its own, for any test that asks for `lw`
 from tests.support.paths import ROOT
 

@@ -24,6 +24,9 @@ mkdir -p "$LOGS"
 SRC_LIST=/etc/apt/sources.list.d/loopwarden-kubernetes-src.sources
 PACKAGES=(etcd-server etcd-client containerd runc containernetworking-plugins mmdebstrap dpkg-dev gcc golang-go
           golang-github-modern-go-reflect2-dev jq rsync iptables conntrack curl openssl make ca-certificates)
+# kubectl, for the README's `kubectl apply` (tests/cli/test_readme.py runs it): Debian's own 1.20 client, unless one
+# is on the machine already (another package owning /usr/bin/kubectl would conflict with it)
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 rm -f "$ROOT/ready" "$ROOT/unavailable" "$ROOT/built"
 

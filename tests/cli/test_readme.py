@@ -36,6 +36,7 @@ from tests.gemini.fake_gemini import FakeGemini, fake_gemini, run  # noqa: F401 
 from tests.gemini.fake_gemini import say as gemini_says
 from tests.gemini.gemini_home import write_gemini_home
 from tests.hosts.sshd_harness import start_box
+from tests.kubernetes.helpers import Cluster
 from tests.support.daemon import Harness
 from tests.support.paths import AGENTS, DATA, PY, ROOT
 from tests.support.waiting import wait_for
@@ -422,16 +423,11 @@ def test_a_budget(lw: Harness, agents_env: dict[str, str], fake_api: FakeAnthrop
 
 # ---- a cluster -----------------------------------------------------------------------------------------------
 
-CLUSTER_KUBECONFIG = "LOOPWARDEN_TEST_KUBECONFIG"  # an admin kubeconfig of a cluster whose node has local/py3:1
-
-
-def test_a_cluster(lw: Harness, tmp_path: Path) -> None:
+def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path) -> None:
     """The README's manifest applied as written, in a namespace of the test's own, and a session in a pod there.
     The dev cluster pulls no images and provisions no claims: the README's image is its local Debian-and-python3
     image, its claim a directory of the node (this machine), where agent.py is."""
-    admin = os.environ.get(CLUSTER_KUBECONFIG)
-    if not admin:
-        pytest.skip(f"no cluster: {CLUSTER_KUBECONFIG} is unset (an admin kubeconfig)")
+    admin = str(cluster.kubeconfig)
     if shutil.which("kubectl") is None:
         pytest.skip("no kubectl on PATH: the README's first command is a kubectl one")
     namespace = f"lw-readme-{secrets.token_hex(3)}"
@@ -445,7 +441,7 @@ def test_a_cluster(lw: Harness, tmp_path: Path) -> None:
     env = user_env(tmp_path / "home", LOOPWARDEN_HOME=str(lw.home), KUBECONFIG=admin)
     readme = story("a cluster", env, tmp_path)
     names = {"deploy/kubernetes/rbac.yaml": str(rbac), "kubernetes:/loopwarden": f"kubernetes:/{namespace}",
-             "ghcr.io/me/agent:1": "local/py3:1", "claim:agents-work": f"host:{work}"}
+             "ghcr.io/me/agent:1": cluster.image, "claim:agents-work": f"host:{work}"}
     try:
         applied = readme.run("kubectl apply -f deploy/kubernetes/rbac.yaml", names).stdout
         assert f"namespace/{namespace} created" in applied and "role.rbac.authorization.k8s.io/loopwarden-sessions" \

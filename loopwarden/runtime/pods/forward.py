@@ -33,6 +33,7 @@ class Forward:
         self.log = log
         self.server: asyncio.AbstractServer | None = None
         self.carried = 0  # connections carried so far
+        self.failure: str | None = None  # why the last connection could not be carried, in a few words
         self._links: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -64,7 +65,8 @@ class Forward:
             async with await self.open_exec() as ws:
                 await _splice(reader, writer, ws, self.log)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            self.log(f"a connection to the pod's keeper failed: {str(exc)[:200]}")
+            self.failure = _refusal(exc)
+            self.log(f"a connection to the pod's keeper failed: {self.failure}")
         except asyncio.CancelledError:
             pass  # the forward closed (aclose): this connection ends with it
         finally:
@@ -109,3 +111,13 @@ async def _down(ws: Any, writer: asyncio.StreamWriter, log: Callable[[str], None
             await writer.drain()
         elif channel == STDERR and data:
             log(f"the pod's bridge said: {data[:200].decode('utf-8', 'replace').strip()}")
+
+
+def _refusal(exc: BaseException) -> str:
+    """Why an exec failed, in words: the API's answer when it refused (403: RBAC lacks pods/exec)."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        why = {403: "forbidden: the Role needs get and create on pods/exec",
+               404: "the pod or its container is gone"}.get(status, "refused")
+        return f"the API answered the exec with HTTP {status} ({why})"
+    return str(exc)[:200] or type(exc).__name__

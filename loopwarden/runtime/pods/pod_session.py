@@ -78,7 +78,8 @@ class PodSession:
             try:
                 await self.link.open({}, start=False)
             except (KeeperError, OSError, TimeoutError) as exc:
-                raise ClusterError(f"pod {name}: its keeper cannot be reached: {str(exc)[:200]}") from None
+                why = self.forward.failure or str(exc)[:200]
+                raise ClusterError(f"pod {name}: its keeper cannot be reached: {why}") from None
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._delete()
