@@ -9,17 +9,21 @@ message is one line naming what was asked, with the API's own reason.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any, Final, cast
 
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import ConfigException, kube_config
+from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import SERVICE_TOKEN_FILENAME, load_incluster_config
 from kubernetes_asyncio.stream import WsApiClient
 
@@ -72,11 +76,9 @@ class Cluster:
         self.context = context
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None, context: str | None, namespace: str | None,
-                      scratch: Path) -> Cluster:
+    async def connect(cls, kubeconfig: str | None, context: str | None, namespace: str | None) -> Cluster:
         """The API of `context` in `kubeconfig` (None: $KUBECONFIG's first file, else ~/.kube/config; inside a pod
-        with neither, the pod's ServiceAccount). `scratch`: a private folder for the certificates a kubeconfig
-        holds inline."""
+        with neither, the pod's ServiceAccount)."""
         configuration = client.Configuration()
         path, in_cluster = _where(kubeconfig, context)
         try:
@@ -85,16 +87,16 @@ class Cluster:
                 context, own = "in-cluster", _read(IN_CLUSTER_NAMESPACE)
             else:
                 loader = kube_config._get_kube_config_loader_for_yaml_file(
-                    path, active_context=context, persist_config=False, temp_file_path=str(scratch))
+                    path, active_context=context, persist_config=False, temp_file_path=str(_inline_files()))
                 await loader.load_and_set(configuration)
                 current = loader.current_context or {}
                 context = str(current.get("name") or context or "")
                 own = (current.get("context") or {}).get("namespace")
-        except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+            api = client.ApiClient(configuration)  # reads the certificates
+            ws = WsApiClient(configuration, heartbeat=LEASE)
+        except Exception as exc:  # noqa: BLE001 - the YAML's, the loader's and ssl's errors: all one line
             where = f"context {context!r} of {path}" if context else path
             raise ClusterError(f"kubernetes: cannot use {where}: {visible(str(exc))[:200]}") from None
-        api = client.ApiClient(configuration)
-        ws = WsApiClient(configuration, heartbeat=LEASE)
         return cls(api, ws, namespace or own or "default", context)
 
     async def close(self) -> None:
@@ -176,6 +178,16 @@ class Cluster:
         return self.ws.connect_get_namespaced_pod_exec(
             name, self.namespace, command=cast(Any, command), stdin=True, stdout=True, stderr=True, tty=False,
             _preload_content=False)
+
+
+@cache
+def _inline_files() -> Path:
+    """A private folder, for the daemon's life, for the certificates kubeconfigs hold inline: the client keeps
+    the files it writes, by their content, for the whole process (a later session reuses them), so they must
+    outlive the session that made them."""
+    folder = Path(tempfile.mkdtemp(prefix="lw-kube-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _stuck(pod: Any) -> str | None:

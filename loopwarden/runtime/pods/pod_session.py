@@ -32,6 +32,16 @@ class PodLink(KeeperLink):
     """The daemon's side of a pod's keeper: when the link breaks, every wait for an agent's exit ends (as a
     host lost), since the pod may be gone with the agent and no exit would ever be told."""
 
+    def __init__(self, sid: str, runtime: Path, log: Callable[[str], None]) -> None:
+        super().__init__(runtime, log)
+        self.sid = sid
+
+    def _exited(self, message: dict[str, Any]) -> None:
+        """A pod's keeper is the agent's neighbour (same user, same container): only its own session's exit is
+        heard, so that no number of claimed exits grows what the daemon remembers."""
+        if message.get("sid") == self.sid:
+            super()._exited(message)
+
     async def _read_replies(self) -> None:
         await super()._read_replies()
         for future in self._exits.values():
@@ -47,7 +57,7 @@ class PodSession:
         self.place = place
         self.log = log
         self.scratch = Path(tempfile.mkdtemp(prefix="lw-pod-"))  # 0700: the forward's socket, inline certificates
-        self.link = PodLink(self.scratch / "link", log)
+        self.link = PodLink(sid, self.scratch / "link", log)
         self.cluster: Cluster | None = None
         self.forward: Forward | None = None
         self.name: str | None = None
@@ -59,18 +69,16 @@ class PodSession:
     async def place_pod(self, deadline: float | None) -> None:
         """Create the pod and reach its keeper; ClusterError (one line) when it cannot, with nothing left."""
         place = self.place
-        kube = self.scratch / "kube"
-        kube.mkdir(mode=0o700)
-        self.cluster = cluster = await Cluster.connect(place.kubeconfig, place.context, place.namespace, kube)
-        self.namespace = cluster.namespace
-        await cluster.ensure_config_map(manifest.keeper_map(cluster.namespace))
-        if place.replaces:  # a pod left holding the conversation's agent (its host lost, the API out of reach then)
-            await cluster.delete_pod(place.replaces, grace=0)
-        name = manifest.pod_name(self.sid)
-        await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
-                                              deadline=deadline))
-        self.name = name
         try:
+            self.cluster = cluster = await Cluster.connect(place.kubeconfig, place.context, place.namespace)
+            self.namespace = cluster.namespace
+            await cluster.ensure_config_map(manifest.keeper_map(cluster.namespace))
+            if place.replaces:  # a pod left holding the conversation's agent (its host lost, the API out of reach)
+                await cluster.delete_pod(place.replaces, grace=0)
+            name = manifest.pod_name(self.sid)
+            self.name = name  # before it is asked for: a create cut short may have made it
+            await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
+                                                  deadline=deadline))
             self.node = await cluster.wait_running(name, place.start_timeout)
             self.forward = Forward(self.scratch / "link", lambda: cluster.exec(name, manifest.bridge_command()),
                                    self.log)
