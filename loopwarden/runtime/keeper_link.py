@@ -50,6 +50,7 @@ class KeeperLink:
         self._told = bytearray()  # `tell` lines of this pass of the event loop, written together at its end
         self.answers_dropped = 0  # stdin lines an earlier daemon queued for lines the store never got
         self.channels: Channels | None = None  # the output connection (a keeper that has none: a stream each)
+        self.spawn_fields: dict[str, Any] = {}  # what every spawn adds (a pod's: the user its agent runs as)
 
     # ---- connecting -----------------------------------------------------------------------
     async def open(self, daemon: dict[str, Any], *, start: bool = True) -> None:
@@ -181,7 +182,7 @@ class KeeperLink:
         """Start an agent in the keeper; its pid. Raises OSError when it cannot start (as a local start would)."""
         try:
             reply = await self.request("spawn", sid=sid, argv=argv, env=env, cwd=cwd, max_runtime=max_runtime,
-                                       grace=grace)
+                                       grace=grace, **self.spawn_fields)
         except KeeperError as exc:
             raise OSError(str(exc)) from None
         return int(reply["pid"])

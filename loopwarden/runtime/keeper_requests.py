@@ -54,9 +54,10 @@ class Requests:
         sid = str(message["sid"])
         if sid in self.keeper.agents:
             raise ValueError(f"session {sid} is kept already")
+        user = message.get("user")
         agent = spawn(sid, [str(a) for a in message["argv"]], {str(k): str(v) for k, v in message["env"].items()},
                       message.get("cwd") or None, max_runtime=message.get("max_runtime"),
-                      grace=float(message.get("grace") or 5.0))
+                      grace=float(message.get("grace") or 5.0), user=int(user) if user is not None else None)
         self.keeper.agents[sid] = agent
         self.keeper.by_pid[agent.pid] = agent
         for stream in agent.streams.values():
@@ -128,14 +129,17 @@ _HANDLERS: dict[str, Callable[[Requests, dict[str, Any]], dict[str, Any]]] = {
 
 
 def spawn(sid: str, argv: list[str], env: dict[str, str], cwd: str | None, *, max_runtime: float | None,
-          grace: float) -> KeptAgent:
-    """Start an agent in a session and group of its own, its three pipes ours; raises OSError when it cannot."""
+          grace: float, user: int | None = None) -> KeptAgent:
+    """Start an agent in a session and group of its own, its three pipes ours; raises OSError when it cannot.
+    `user`: the uid and gid it runs as (a pod's keeper runs its agent as another user than its own, so that the
+    agent can neither signal, trace nor replace it), with no supplementary groups."""
+    as_user: dict[str, Any] = {} if user is None else {"user": user, "group": user, "extra_groups": []}
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe()
     try:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=in_r, stdout=out_w, stderr=err_w,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, **as_user)
     except BaseException:
         for fd in (out_r, err_r, in_w):
             os.close(fd)

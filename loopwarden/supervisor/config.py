@@ -311,6 +311,10 @@ class Kubernetes:
                                     ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
                                      "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"],
                                     "names")
+    agent_user: int = _key("int", "the uid and gid the agent runs as in its pod, another than its keeper's (root in "
+                                  "the container, allowed only to switch users): the agent cannot signal, trace or "
+                                  "replace its keeper; the volume must be writable by it; 0 = the keeper's own user, "
+                                  "which leaves the keeper to the agent's mercy", 1000)
     host_network: bool = _key("bool", "the pod shares its node's network (to reach a service on the node's "
                                       "loopback, such as a test's model server)", False)
     pull_policy: str = _key("choice:IfNotPresent,Always,Never", "when the node pulls the image", "IfNotPresent")

@@ -5,6 +5,7 @@ host lost that `continue` takes up on a new pod, and twenty at once on the one n
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.support.waiting import wait_for
 
 AGENTS = Path(__file__).parent.parent / "agents"
 SIZE = (160, 40)
+AGENT_USER = 1000  # kubernetes.agent_user's default
 
 
 def workdir(tmp_path: Path, *agents: str) -> Path:
@@ -31,6 +33,7 @@ def workdir(tmp_path: Path, *agents: str) -> Path:
     work.mkdir(mode=0o755)
     for agent in agents:
         shutil.copy(AGENTS / agent, work / agent)
+    os.chown(work, AGENT_USER, AGENT_USER)  # a host: volume is the agent's to write, not its keeper's alone
     return work
 
 
@@ -92,6 +95,16 @@ def test_a_looping_agent_in_a_pod_is_nudged_blocked_and_terminated_and_its_pod_d
     pod = snap["pod"]
     assert (pod["node"], pod["namespace"], pod["lost"]) == (cluster.node, namespace, None)
     wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what=f"pod {pod['pod']} deleted")
+
+
+def test_the_agent_in_a_pod_runs_as_another_user_than_its_keeper_and_cannot_touch_it(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_prober.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_prober.py")
+    lw.wait_state(sid, "exited", "terminated", timeout=120)
+    [probe] = [e["data"] for e in lw.events(sid) if e["kind"] == "tool_call" and e["data"].get("tool") == "probe"]
+    assert probe["args"] == {"uid": AGENT_USER, "signal_keeper": "refused", "connect_keeper": "refused",
+                             "open_keepers_fds": "refused", "write_programs": "refused"}, probe
 
 
 @pytest.mark.anyio

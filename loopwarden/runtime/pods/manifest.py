@@ -65,6 +65,7 @@ def pod(name: str, namespace: str, sid: str, daemon: str, place: Placement, *,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 10,
         "hostNetwork": place.host_network,
+        **({"securityContext": {"fsGroup": place.agent_user}} if place.agent_user else {}),
         "containers": [_container(place)],
         "volumes": _volumes(place),
     }
@@ -85,14 +86,24 @@ def _container(place: Placement) -> dict[str, Any]:
         "name": CONTAINER, "image": place.image, "imagePullPolicy": place.pull_policy,
         "command": keeper_command(place), "workingDir": place.workdir,
         "resources": {"limits": limits, "requests": dict(limits)} if limits else {},
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": _security(place),
         "volumeMounts": [
             {"name": "keeper", "mountPath": KEEPER_DIR, "readOnly": True},
             {"name": "runtime", "mountPath": RUNTIME_DIR},
             {"name": "work", "mountPath": place.workdir},
         ],
     }
+
+
+def _security(place: Placement) -> dict[str, Any]:
+    """No privilege; with an agent user, the keeper is root in the container with only the right to switch users
+    (it starts the agent as agent_user, who then holds no capability at all)."""
+    context: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False,
+                               "capabilities": {"drop": ["ALL"]}}
+    if place.agent_user:
+        context["runAsUser"] = 0
+        context["capabilities"]["add"] = ["SETUID", "SETGID"]
+    return context
 
 
 def _volumes(place: Placement) -> list[dict[str, Any]]:

@@ -63,6 +63,7 @@ class Placement:
     hold: float = 3600.0
     start_timeout: float = 300.0
     replaces: str | None = None  # the pod of the conversation's earlier run (continue), deleted before this one
+    agent_user: int = 1000  # the agent's uid and gid in the pod (0: the keeper's)
 
     @property
     def where(self) -> str:
@@ -117,7 +118,7 @@ def placement(on: str | None, image: str | None, config: Config, env: dict[str, 
     return Placement(context=context, namespace=namespace, image=chosen, kubeconfig=env.get("KUBECONFIG") or None,
                      volume=Volume.parse(k8s.volume), workdir=k8s.workdir.rstrip("/"), cpu=k8s.cpu,
                      memory=config.limits.max_rss, host_network=k8s.host_network, pull_policy=k8s.pull_policy,
-                     hold=k8s.hold, start_timeout=k8s.start_timeout)
+                     hold=k8s.hold, start_timeout=k8s.start_timeout, agent_user=k8s.agent_user)
 
 
 def agent_env(env: dict[str, str], config: Config, workdir: str) -> dict[str, str]:

@@ -32,9 +32,11 @@ class PodLink(KeeperLink):
     """The daemon's side of a pod's keeper: when the link breaks, every wait for an agent's exit ends (as a
     host lost), since the pod may be gone with the agent and no exit would ever be told."""
 
-    def __init__(self, sid: str, runtime: Path, log: Callable[[str], None]) -> None:
+    def __init__(self, sid: str, runtime: Path, log: Callable[[str], None], agent_user: int = 0) -> None:
         super().__init__(runtime, log)
         self.sid = sid
+        if agent_user:
+            self.spawn_fields = {"user": agent_user}  # the keeper is root in its container; its agent is not
 
     def _exited(self, message: dict[str, Any]) -> None:
         """A pod's keeper is the agent's neighbour (same user, same container): only its own session's exit is
@@ -57,7 +59,7 @@ class PodSession:
         self.place = place
         self.log = log
         self.scratch = Path(tempfile.mkdtemp(prefix="lw-pod-"))  # 0700: the forward's socket, inline certificates
-        self.link = PodLink(sid, self.scratch / "link", log)
+        self.link = PodLink(sid, self.scratch / "link", log, place.agent_user)
         self.cluster: Cluster | None = None
         self.forward: Forward | None = None
         self.name: str | None = None
