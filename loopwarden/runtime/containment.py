@@ -165,6 +165,9 @@ class Containment:
         return self.root is not None and table.taken < self._rooted
 
     # ---- ending -------------------------------------------------------------
+    def abandon_start(self) -> None:
+        """The session is stopped before its agent started: a start that may wait (a pod's) ends now."""
+
     def signal_leader(self, pid: int, sig: int) -> None:
         """`sig` to the agent's process group (`pid` leads it), as pause and resume send it."""
         try:

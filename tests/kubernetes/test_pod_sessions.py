@@ -242,3 +242,17 @@ def test_an_api_gone_quiet_is_a_host_lost_by_the_lease_and_continue_replaces_the
         wait_for(lambda: not pod_exists(cluster, namespace, again["pod"]), timeout=60, what="the new pod deleted")
     finally:
         relay.close()
+
+
+def test_a_kill_while_the_pod_waits_for_a_node_ends_its_start_at_once(lw: Harness, cluster: Cluster, namespace: str,
+                                                                       tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py",
+                     sets=("kubernetes.cpu=64", "kubernetes.start_timeout=10m"))  # no node has 64 CPUs to give
+    name = wait_for(lambda: (lw.status(sid).get("pod") or {}).get("pod"), timeout=60, what="its pod to be made")
+    assert lw.status(sid)["state"] == "starting"
+    assert lw.cli("kill", sid).returncode == 0
+    snap = lw.wait_state(sid, "exited", "terminated", timeout=60)  # not after kubernetes.start_timeout
+    assert "stopped while its pod was starting" in str([e["data"] for e in lw.events(sid)])
+    assert snap["pod"]["node"] is None
+    wait_for(lambda: not pod_exists(cluster, namespace, name), timeout=60, what=f"pod {name} deleted")

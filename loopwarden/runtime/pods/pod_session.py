@@ -67,9 +67,22 @@ class PodSession:
         self.node: str | None = None
         self.lost: str | None = None  # how the host was lost, in words; None: it was not
         self.kept = False  # the pod is left in place (the API could not be reached to delete it)
+        self.deleted = False
+        self._placing = anyio.CancelScope()
 
     async def place_pod(self, deadline: float | None) -> None:
-        """Create the pod and reach its keeper; ClusterError (one line) when it cannot, with nothing left."""
+        """Create the pod and reach its keeper; ClusterError (one line) when it cannot, or when the session is
+        stopped meanwhile (`abandon`), with nothing left."""
+        with anyio.CancelScope() as self._placing:
+            await self._place(deadline)
+        if self._placing.cancelled_caught:
+            raise ClusterError("stopped while its pod was starting")
+
+    def abandon(self) -> None:
+        """A kill while the pod starts (it may wait for a node, an image): its start ends now, the pod deleted."""
+        self._placing.cancel()
+
+    async def _place(self, deadline: float | None) -> None:
         place = self.place
         try:
             self.cluster = cluster = await Cluster.connect(place.kubeconfig, place.context, place.namespace)
@@ -137,6 +150,10 @@ class PodSession:
         return f"host lost: the link to {where} broke; the pod was deleted so that nothing runs unwatched"
 
     async def _delete(self) -> None:
+        """Everything of the pod gone, once: the link, the forward, the pod itself, the API's client."""
+        if self.deleted:
+            return
+        self.deleted = True
         with contextlib.suppress(Exception):
             await self.link.aclose()
         if self.forward is not None:
@@ -180,6 +197,9 @@ class PodContainment(Containment):
 
     def observe(self, table: ProcTable) -> None:
         return None
+
+    def abandon_start(self) -> None:
+        self.pod.abandon()
 
     def signal_leader(self, pid: int, sig: int) -> None:
         self.pod.signal(sig)

@@ -172,6 +172,7 @@ class Interventions:
         reason = verdicts[0].reason if verdicts else "operator"
         if self.process.process is None:
             self.kill_requested = reason  # still starting: the session stops it as soon as it exists
+            self.process.containment.abandon_start()
             return
         await self.stop(self.health.termination_reason or Termination.OPERATOR, reason)
         self.journal.publish()

@@ -134,6 +134,8 @@ class LiveSession:
             process.not_started()
             self.health.never_started()
             self.journal.report(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}", error=True)
+            if self.pod is not None:  # placed, then its agent could not start there: nothing of it stays
+                await self._pod_ended()
             self.journal.publish()
             return
         self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin

@@ -27,7 +27,7 @@ class SnapshotView:
         key = (s.journal.changes, h.events, s.state, s.pid, s.started_at, s.ended_at, s.exit_code, s.stopping,
                s.agent_process.operator_paused, s.tool_calls, s.stdin_dropped, s.spills.failures, s.config, s.adapter,
                s.agent.choice, s.adapter.conversation,
-               s.adapter.resume_state, s.adapter.quota)
+               s.adapter.resume_state, s.adapter.quota, (s.pod.name, s.pod.node, s.pod.lost) if s.pod else None)
         cached = self.cache
         if cached is None or cached[0] != key:
             cached = self.cache = (key, self.build(now))
