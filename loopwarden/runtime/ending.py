@@ -104,22 +104,25 @@ def pod_words(snap: dict[str, Any]) -> str:
         return ""
     context, namespace = pod.get("context"), pod.get("namespace")
     place = f"kubernetes:{context}/{namespace}" if context and namespace else str(pod.get("on") or "kubernetes")
-    words = (str(pod["pod"]) if pod.get("pod") else "not created yet") \
-        + (f" in {namespace}" if namespace else "") \
-        + (f" on node {pod['node']}" if pod.get("node") else ", on no node yet") \
+    if not pod.get("pod"):
+        return visible(f"being created ({place}), image {pod.get('image') or '?'}")
+    words = str(pod["pod"]) + (f" in {namespace}" if namespace else "") \
+        + (f" on node {pod['node']}" if pod.get("node") else ", not on a node yet") \
         + f" ({place}), image {pod.get('image') or '?'}"
     return visible(words)
 
 
 def where_cell(snap: dict[str, Any]) -> str:
     """Where the agent runs, for the console's WHERE cell: `node1/lw-s3-ab12cd` for a pod session (`?/...` before
-    the pod has a node, its place before it has a name); "" for a session on this machine."""
+    the pod has a node, its place before it has a name); "" for a session on this machine. A long node name is
+    cut (a cloud's run to 40 characters and more), the pod's name never."""
     pod = _pod(snap)
     if pod is None:
         return ""
     if not pod.get("pod"):
-        return visible(str(pod.get("on") or "kubernetes"))
-    return visible(f"{pod.get('node') or '?'}/{pod['pod']}")
+        return visible(str(pod.get("on") or "kubernetes")[:40])
+    node = str(pod.get("node") or "?")
+    return visible(f"{node if len(node) <= 24 else node[:23] + '…'}/{pod['pod']}")
 
 
 def where_words(snap: dict[str, Any]) -> str:

@@ -164,7 +164,7 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "usage": Text(usage_text(snap)),
         "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
-        "where": Text(where_cell(snap)[:32] or "-", style="" if snap.get("pod") else "dim"),
+        "where": Text(where_cell(snap) or "-", style="" if snap.get("pod") else "dim"),
         "agent": Text(visible(str(snap.get("agent") or ""))),
         "adapter": Text(visible(str(snap.get("adapter") or ""))),
         "tags": Text(visible(",".join(map(str, snap.get("tags") or []))) or "-", style="cyan"),
