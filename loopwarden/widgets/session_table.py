@@ -267,6 +267,36 @@ class Row:
         self.version = 0
 
 
+# the table's look (its DEFAULT_CSS): header, stripes, cursor focused or not, marked rows
+TABLE_CSS = """
+SessionTable {
+    background: $surface;
+    color: $foreground;
+    height: auto;
+    max-height: 100%;
+    &:focus {
+        background-tint: $foreground 5%;
+        & > .session-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .session-table--header { background-tint: $foreground 5%; }
+    }
+    &:dark > .session-table--even-row { background: $surface-darken-1 40%; }
+    & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
+    &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
+    & > .session-table--even-row { background: $surface-lighten-1 50%; }
+    & > .session-table--marked { background: $accent 35%; text-style: bold; }
+    & > .session-table--cursor {
+        background: $block-cursor-blurred-background;
+        color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+}
+"""
+
+
 class SessionTable(ScrollView, can_focus=True):
     """All sessions, filtered and sorted; `show` applies a batch of changed snapshots by row key.
 
@@ -296,33 +326,7 @@ class SessionTable(ScrollView, can_focus=True):
                                              "session-table--odd-row", "session-table--cursor",
                                              "session-table--marked"}
 
-    DEFAULT_CSS = """
-    SessionTable {
-        background: $surface;
-        color: $foreground;
-        height: auto;
-        max-height: 100%;
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .session-table--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-            & > .session-table--header { background-tint: $foreground 5%; }
-        }
-        &:dark > .session-table--even-row { background: $surface-darken-1 40%; }
-        & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
-        &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
-        & > .session-table--even-row { background: $surface-lighten-1 50%; }
-        & > .session-table--marked { background: $accent 35%; text-style: bold; }
-        & > .session-table--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-    }
-    """
+    DEFAULT_CSS = TABLE_CSS
 
     class RowSelected(Message):
         """Enter (or a click on the cursor row) on a row; `row_key.value` is the session id."""
