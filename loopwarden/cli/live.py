@@ -10,7 +10,7 @@ import click
 import orjson
 
 from ..runtime.client import Client, DaemonError, DaemonTimeout
-from ..runtime.ending import ending, exit_words, intervened
+from ..runtime.ending import ending, exit_words, intervened, pod_words, where_words
 from ..runtime.hosts import HostError
 from ..runtime.principal import EXPLANATION
 from ..runtime.spill_bounds import SESSION_KEY, TOTAL_KEY, size_words
@@ -315,15 +315,19 @@ def ls(as_json: bool, show_all: bool, tags: tuple[str, ...]) -> None:
     sessions = visible_tree(sessions)
     width = max(7, *(len(str(s.get("adapter") or "")) for s in sessions))  # claude-code-hook is 16 wide
     agents = max(5, *(len(str(s.get("agent") or "")) for s in sessions))
+    places = [where_words(s)[:24] for s in sessions]  # a WHERE column only when a session runs on a cluster: pod node1
+    wheres = max(5, *map(len, places)) if any(places) else 0
     click.echo(f"{'ID':<6} {'NAME':<18} {'AGENT':<{agents}} {'ADAPTER':<{width}} {'STATE':<34} {'INTERVENED':<20} "
-               f"{'RUNTIME':>9} {'CALLS':>6} {'COST':>9} {'GATES':>5} {'CPU':>6} {'MEM':>6} TAGS")
-    for s in sessions:
+               f"{'RUNTIME':>9} {'CALLS':>6} {'COST':>9} {'GATES':>5} {'CPU':>6} {'MEM':>6} "
+               + (f"{'WHERE':<{wheres}} " if wheres else "") + "TAGS")
+    for s, place in zip(sessions, places, strict=True):
         click.echo(f"{s.get('id', ''):<6} {str(s.get('name', ''))[:18]:<18} {s.get('agent') or '-'!s:<{agents}} "
                    f"{s.get('adapter', '')!s:<{width}} {_state(s)[:34]:<34} {intervened(s)[:20]:<20} "
                    f"{_age(s.get('runtime')):>9} {s.get('tool_calls', 0) or 0:>6} {show_cost(s.get('cost')) or '-':>9} "
                    f"{len(s.get('pending_gates') or []):>5} {s.get('cpu_percent', 0) or 0:>5.0f}% "
                    f"{_mem(s.get('rss') if s.get('state') not in FINAL else None):>6} "  # ended: no memory
-                   f"{','.join(s.get('tags') or []) or '-'}")
+                   + (f"{place or '-':<{wheres}} " if wheres else "")
+                   + f"{','.join(s.get('tags') or []) or '-'}")
     total = total_line(call("ping").get("spending"))
     if total:
         click.echo(total)
@@ -378,6 +382,8 @@ def status(session: str | None, as_json: bool) -> None:
     if isinstance(snap.get("capabilities"), list):
         click.echo(f"can: {', '.join(snap['capabilities']) or 'watch and signal only'}")
     click.echo(f"command: {' '.join(snap.get('command') or [])}{_worktree_line(snap)}")
+    if pod_words(snap):
+        click.echo(f"pod: {pod_words(snap)}")
     if snap.get("conversation"):
         can = "; 'loopwarden continue' continues it" if snap.get("resumable") and snap.get("state") in FINAL else ""
         click.echo(f"conversation: {snap['conversation']}{can}")

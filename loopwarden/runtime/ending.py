@@ -1,5 +1,5 @@
 """A session in words, from its snapshot: why it ended (what `ls`, `status` and the console's ENDED column say)
-and what loopwarden did to it (their INTERVENED column)."""
+what loopwarden did to it (their INTERVENED column), and where it runs (a pod session's pod and node)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,46 @@ def interventions(snap: dict[str, Any]) -> list[tuple[str, str, int]]:
 def intervened(snap: dict[str, Any]) -> str:
     """`nudged 2 blocked 1`, or `-` for a session left alone."""
     return " ".join(f"{words} {count}" for _, words, count in interventions(snap)) or "-"
+
+
+def _pod(snap: dict[str, Any]) -> dict[str, Any] | None:
+    pod = snap.get("pod")
+    return pod if isinstance(pod, dict) else None
+
+
+def pod_words(snap: dict[str, Any]) -> str:
+    """Where a pod session's agent runs, for `status` and the console's detail: `lw-s3-ab12cd in agents on node
+    node1 (kubernetes:prod/agents), image local/py3:1`; "" for a session on this machine. The names are the
+    cluster's, so they go through `visible`."""
+    pod = _pod(snap)
+    if pod is None:
+        return ""
+    context, namespace = pod.get("context"), pod.get("namespace")
+    place = f"kubernetes:{context}/{namespace}" if context and namespace else str(pod.get("on") or "kubernetes")
+    if not pod.get("pod"):
+        return visible(f"being created ({place}), image {pod.get('image') or '?'}")
+    words = str(pod["pod"]) + (f" in {namespace}" if namespace else "") \
+        + (f" on node {pod['node']}" if pod.get("node") else ", not on a node yet") \
+        + f" ({place}), image {pod.get('image') or '?'}"
+    return visible(words)
+
+
+def where_cell(snap: dict[str, Any]) -> str:
+    """Where the agent runs, for the console's WHERE cell: `node1/lw-s3-ab12cd` for a pod session (`?/...` before
+    the pod has a node, its place before it has a name); "" for a session on this machine. A long node name is
+    cut (a cloud's run to 40 characters and more), the pod's name never."""
+    pod = _pod(snap)
+    if pod is None:
+        return ""
+    if not pod.get("pod"):
+        return visible(str(pod.get("on") or "kubernetes")[:40])
+    node = str(pod.get("node") or "?")
+    return visible(f"{node if len(node) <= 24 else node[:23] + '…'}/{pod['pod']}")
+
+
+def where_words(snap: dict[str, Any]) -> str:
+    """Where the agent runs, for `ls`'s WHERE column: `pod node1` (`pod` before it has a node), "" here."""
+    pod = _pod(snap)
+    if pod is None:
+        return ""
+    return visible(f"pod {pod['node']}" if pod.get("node") else "pod")

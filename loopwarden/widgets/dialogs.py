@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from ..paths import working_directory
+from ..runtime.pods.placement import LOCAL
 from ..sessions import registry
 from ..sessions.base import AUTO
 from ..supervisor.config import PRESETS, ConfigError, load_config, parse_set
@@ -178,8 +179,19 @@ def _worktree_default() -> bool:
         return False
 
 
+def _placement_defaults(project: ProjectDefaults | None) -> tuple[str, str]:
+    """The launch dialog's where and image: kubernetes.place and kubernetes.image as the settings in this
+    environment and the project's give them (local and none when unreadable: the daemon says what is wrong)."""
+    try:
+        k8s = load_config(sets=project.sets() if project else ()).kubernetes
+    except ConfigError:
+        return LOCAL, ""
+    return k8s.place, k8s.image
+
+
 class Launch(ModalScreen[dict[str, Any] | None]):
-    """A new session: command, adapter, preset, an optional name, and whether it gets a worktree of its own.
+    """A new session: command, adapter, preset, an optional name, whether it gets a worktree of its own, and
+    where it runs (here, or a pod of its own on a cluster, from an image).
 
     `submit` sends the `run` spec (blocking, so it runs in a thread) and returns the daemon's reply,
     which is the dialog's result; when it fails the dialog stays open with what was typed and the error.
@@ -209,6 +221,14 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                 yield Checkbox("own git worktree", _worktree_default() if own is None else own, id="worktree",
                                tooltip="the agent works in a worktree and branch of its own (loopwarden/ID); your "
                                        "checkout is left as it is: review with 'loopwarden diff ID'")
+            place, image = _placement_defaults(self.project)
+            with Horizontal(classes="row"):
+                shown = "" if place == LOCAL else place  # empty: here, and the placeholder says what else
+                yield Input(shown, placeholder="where: local or kubernetes:CTX/NS", id="where",
+                            tooltip="where the agent runs: local (here) or kubernetes[:CONTEXT[/NAMESPACE]], a pod "
+                                    "of its own on a cluster your kubeconfig reaches (kubernetes.place)")
+                yield Input(image, placeholder="image (kubernetes)", id="image",
+                            tooltip="the pod's image: the agent's program and a python3 (kubernetes.image)")
             if self.project is not None:
                 yield Label(self._project_line(self.project, [a for _, a in adapters]), id="project",
                             classes="hint", markup=False)
@@ -254,7 +274,9 @@ class Launch(ModalScreen[dict[str, Any] | None]):
                 "preset": self.query_one("#preset", Select).value,
                 "name": self.query_one("#name", Input).value.strip() or None,
                 "worktree": self.query_one("#worktree", Checkbox).value,
-                "sets": self.project.sets() if self.project else []}
+                "sets": self.project.sets() if self.project else [],
+                "on": self.query_one("#where", Input).value.strip() or None,
+                "image": self.query_one("#image", Input).value.strip() or None}
 
     @staticmethod
     def _project_line(project: ProjectDefaults, offered: list[str]) -> str:

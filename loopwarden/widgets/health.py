@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from ..runtime.ending import pod_words
 from ..supervisor.config import format_duration
 from ..supervisor.cost import quota_words, show_cost, show_source
 from ..supervisor.messages import AWAITING_HUMAN
@@ -55,6 +56,8 @@ def health_view(snap: dict[str, Any] | None, now: float) -> RenderableType:
     if state not in FINAL_STATES and snap.get("started_at"):
         elapsed = max(elapsed, now - snap["started_at"])
     top.add_row("runtime", format_duration(elapsed) + (f" / {format_duration(limit)}" if limit else ""))
+    if pod_words(snap):  # a session on a cluster: its pod, node and image
+        top.add_row("pod", Text(pod_words(snap), overflow="fold"))
     if snap.get("pending_gates"):
         top.add_row("gates", Text(", ".join(snap["pending_gates"]) + " waiting for a human", style="bold magenta"))
     verdict = snap.get("last_verdict")

@@ -17,7 +17,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from ..runtime.ending import INTERVENTION_WORDS, ending, interventions
+from ..runtime.ending import INTERVENTION_WORDS, ending, interventions, where_cell
 from ..supervisor.cost import show_cost
 from ..supervisor.config import format_duration
 from ..supervisor.verdicts import FINAL_STATES, SessionState
@@ -29,7 +29,8 @@ from .table_lines import cells_line, drawn_cell
 COLUMNS = (("id", "ID"), ("name", "NAME"), ("state", "STATE"), ("interventions", "INTERVENED"),
            ("reason", "ENDED"), ("runtime", "RUNTIME"), ("calls", "CALLS"), ("gates", "GATES"),
            ("repetition", "REPEAT"), ("validation", "VALID"), ("loop", "LOOP"), ("usage", "COST"),
-           ("cpu", "CPU"), ("mem", "MEM"), ("agent", "AGENT"), ("adapter", "ADAPTER"), ("tags", "TAGS"))
+           ("cpu", "CPU"), ("mem", "MEM"), ("where", "WHERE"), ("agent", "AGENT"), ("adapter", "ADAPTER"),
+           ("tags", "TAGS"))
 HOST_COLUMN = (("host", "HOST"),)  # after ID, only when the console shows more than one host (console --host)
 # most telling first: at 80 columns the table shows what loopwarden did and how sessions ended, the rest scrolls
 
@@ -50,6 +51,8 @@ COLUMN_HELP: dict[str, str] = {  # the help page's explanation of each column (t
              "price), else its tokens (`tok`)",
     "cpu": "CPU of its process tree (100% = one core)",
     "mem": "memory of its process tree while it runs",
+    "where": "where its agent runs: node/pod for a session on a cluster (run --on kubernetes), - on this machine; "
+             "shown once a session runs on a cluster",
     "agent": "the agent it runs (claude-code, codex, gemini, ...)",
     "adapter": "how loopwarden talks to it (native, plain, claude-code, codex, acp, ...)",
     "tags": "the labels given with `run --tag` or `set ID tag=NAME`; G groups the rows by tag, among others",
@@ -161,6 +164,7 @@ def row_cells(snap: dict[str, Any], now: float) -> dict[str, Text]:
         "usage": Text(usage_text(snap)),
         "cpu": Text(f"{snap.get('cpu_percent') or 0:.0f}%"),
         "mem": Text(f"{rss / (1 << 20):.0f}M" if rss else "-"),
+        "where": Text(where_cell(snap) or "-", style="" if snap.get("pod") else "dim"),
         "agent": Text(visible(str(snap.get("agent") or ""))),
         "adapter": Text(visible(str(snap.get("adapter") or ""))),
         "tags": Text(visible(",".join(map(str, snap.get("tags") or []))) or "-", style="cyan"),
@@ -180,14 +184,14 @@ def stale(cells: dict[str, Text], state: str, gone_at: float, now: float) -> dic
 
 def matches(snap: dict[str, Any], text: str, hide_ended: bool = False) -> bool:
     """The filter: every word must appear in the id, name, adapter, state, reason (raw or as ENDED says it),
-    interventions or command;
+    interventions, command or WHERE (a pod's node and name);
     `!` = needs a human. `hide_ended` leaves out the sessions that have ended."""
     if hide_ended and snap.get("state") in FINAL_STATES:
         return False
     if not text:
         return True
     fields = ("id", "host", "name", "agent", "adapter", "state", "termination", "cwd")
-    haystack = " ".join(str(snap.get(k) or "") for k in fields).lower()
+    haystack = " ".join(str(snap.get(k) or "") for k in fields).lower() + " " + where_cell(snap).lower()
     haystack += " " + " ".join(map(str, snap.get("tags") or [])).lower()
     haystack += " " + " ".join(map(str, snap.get("command") or [])).lower()
     haystack += " " + " ".join(INTERVENTION_WORDS.get(k, k) for k in snap.get("interventions") or {})
@@ -263,6 +267,36 @@ class Row:
         self.version = 0
 
 
+# the table's look (its DEFAULT_CSS): header, stripes, cursor focused or not, marked rows
+TABLE_CSS = """
+SessionTable {
+    background: $surface;
+    color: $foreground;
+    height: auto;
+    max-height: 100%;
+    &:focus {
+        background-tint: $foreground 5%;
+        & > .session-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .session-table--header { background-tint: $foreground 5%; }
+    }
+    &:dark > .session-table--even-row { background: $surface-darken-1 40%; }
+    & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
+    &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
+    & > .session-table--even-row { background: $surface-lighten-1 50%; }
+    & > .session-table--marked { background: $accent 35%; text-style: bold; }
+    & > .session-table--cursor {
+        background: $block-cursor-blurred-background;
+        color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+}
+"""
+
+
 class SessionTable(ScrollView, can_focus=True):
     """All sessions, filtered and sorted; `show` applies a batch of changed snapshots by row key.
 
@@ -292,33 +326,7 @@ class SessionTable(ScrollView, can_focus=True):
                                              "session-table--odd-row", "session-table--cursor",
                                              "session-table--marked"}
 
-    DEFAULT_CSS = """
-    SessionTable {
-        background: $surface;
-        color: $foreground;
-        height: auto;
-        max-height: 100%;
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .session-table--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-            & > .session-table--header { background-tint: $foreground 5%; }
-        }
-        &:dark > .session-table--even-row { background: $surface-darken-1 40%; }
-        & > .session-table--header { text-style: bold; background: $panel; color: $foreground; }
-        &:ansi > .session-table--header { background: ansi_bright_blue; color: ansi_default; }
-        & > .session-table--even-row { background: $surface-lighten-1 50%; }
-        & > .session-table--marked { background: $accent 35%; text-style: bold; }
-        & > .session-table--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-    }
-    """
+    DEFAULT_CSS = TABLE_CSS
 
     class RowSelected(Message):
         """Enter (or a click on the cursor row) on a row; `row_key.value` is the session id."""
@@ -340,6 +348,7 @@ class SessionTable(ScrollView, can_focus=True):
         self.sort_reverse = False
         self.hide_ended = False
         self.grouping = Grouping()  # rows of one group together, a GROUP column (G)
+        self.placed = False  # a session on a cluster was shown: the WHERE column too, from then on
         self.clock: Callable[[], float] = time.time
         self.columns: dict[ColumnKey, Column] = {}
         for key, label in (GROUP_COLUMN,) + (COLUMNS[:1] + HOST_COLUMN + COLUMNS[1:] if hosts else COLUMNS):
@@ -415,6 +424,9 @@ class SessionTable(ScrollView, can_focus=True):
                 continue
             assert snap is not None
             cells = row_cells(snap, now)
+            if snap.get("pod") and not self.placed:
+                self.placed = widths = True
+                self._column_list = self._shown_columns()
             if row is None:
                 self.rows[sid] = Row(sid, cells)
                 self._order.append(sid)
@@ -482,8 +494,9 @@ class SessionTable(ScrollView, can_focus=True):
         return f"{self.sort_by} {sort_arrow(self.sort_by, self.sort_reverse)}"
 
     def _shown_columns(self) -> list[Column]:
-        """Every column, the GROUP column first only while the rows are grouped."""
-        return [c for c in self.columns.values() if c.name != GROUP_COLUMN[0] or self.grouping.by]
+        """Every column, the GROUP column first only while the rows are grouped, WHERE once a pod session is."""
+        hidden = {GROUP_COLUMN[0]: not self.grouping.by, "where": not self.placed}
+        return [c for c in self.columns.values() if not hidden.get(c.name)]
 
     @property
     def group_by(self) -> str | None:

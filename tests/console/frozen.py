@@ -32,6 +32,21 @@ SESSIONS = [
     _snap("s6", "nightly-build", "paused", adapter="plain", runtime=400.0, tool_calls=0, rss=96 << 20),
 ]
 
+_POD = {"on": "kubernetes:prod/agents", "context": "prod", "namespace": "agents", "image": "local/py3:1", "lost": None}
+# a fleet with sessions on a cluster beside one here: running, gated, and one whose pod was deleted under it
+POD_SESSIONS = [
+    _snap("s7", "api-tests", "running", runtime=300.0, tool_calls=41, cpu_percent=1.1,
+          pod={**_POD, "pod": "lw-s7-3f9a1c", "node": "node1"}),
+    _snap("s8", "docs-pass", "gated", runtime=62.0, tool_calls=14, pending_gates=["g1"], interventions={"gate": 1},
+          pod={**_POD, "pod": "lw-s8-b70e22", "node": "gke-agents-default-pool…"}),
+    _snap("s9", "lint-fix", "lost", runtime=12.0, tool_calls=2, termination="lost",
+          termination_text="host lost: pod lw-s9-0c4d5e on node node2 was deleted",
+          lost={"how": "host", "text": "host lost: pod lw-s9-0c4d5e on node node2 was deleted"},
+          pod={**_POD, "pod": "lw-s9-0c4d5e", "node": "node2",
+               "lost": "host lost: pod lw-s9-0c4d5e on node node2 was deleted"}),
+    _snap("s10", "local-build", "running", runtime=40.0, tool_calls=3, rss=12 << 20),
+]
+
 GATES = [{
     "ref": "s3:g1", "session": "s3", "name": "migrations", "id": "g1", "rule": "loop_counter",
     "reason": "task T-3 failed 3 times with the same error after different fixes",

@@ -18,7 +18,7 @@ from loopwarden.widgets.dialogs import AskText, Confirm, ConfirmWithReason, SetL
 from loopwarden.widgets.gates import evidence_text
 from loopwarden.widgets.health import limits_view
 from loopwarden.widgets.session_table import row_cells
-from tests.console.frozen import GATES, NOW, SESSIONS, FrozenFeed
+from tests.console.frozen import GATES, NOW, POD_SESSIONS, SESSIONS, FrozenFeed
 from tests.console.helpers import until
 
 
@@ -26,19 +26,19 @@ def frozen_app(**kwargs: Any) -> ConsoleApp:
     return ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(), clock=lambda: NOW, **kwargs)  # type: ignore[arg-type]
 
 
-def measured(app: ConsoleApp) -> bool:
+def measured(app: ConsoleApp, sessions: list[dict[str, Any]] = SESSIONS) -> bool:
     """Every column is as wide as its widest cell (the table measures new rows when idle)."""
-    cells = [row_cells(snap, NOW) for snap in SESSIONS]
+    cells = [row_cells(snap, NOW) for snap in sessions]
     return all(column.content_width >= max(len(str(c[key])) for c in cells)
                for key, column in ((str(k.value), col) for k, col in app.table.columns.items())
                if key in cells[0])  # not the GROUP column: drawn from the order, not a row's cell
 
 
-def settled(app: ConsoleApp, *keys: str) -> Any:
+def settled(app: ConsoleApp, *keys: str, sessions: list[dict[str, Any]] = SESSIONS) -> Any:
     """Wait for every row and the gates, press `keys`, stop cursors blinking."""
 
     async def run_before(pilot: Any) -> None:
-        await until(pilot, lambda: app.table.row_count == len(SESSIONS) and app.gates and measured(app),
+        await until(pilot, lambda: app.table.row_count == len(sessions) and app.gates and measured(app, sessions),
                     what="the frozen state")
         app.main.refresh(repaint=True, layout=True)  # paint the measured table before a dialog covers it
         await pilot.pause()
@@ -56,6 +56,13 @@ def settled(app: ConsoleApp, *keys: str) -> Any:
 def test_sessions_screen(snap_compare: Any, size: tuple[int, int]) -> None:
     app = frozen_app()
     assert snap_compare(app, terminal_size=size, run_before=settled(app))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_sessions_screen_with_pod_sessions(snap_compare: Any, size: tuple[int, int]) -> None:
+    """A WHERE column (node/pod) once a session runs on a cluster; `-` for the one here."""
+    app = ConsoleApp(Path("/nonexistent"), feed=FrozenFeed(POD_SESSIONS), clock=lambda: NOW)  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=size, run_before=settled(app, sessions=POD_SESSIONS))
 
 
 def test_gates_queue_with_evidence(snap_compare: Any) -> None:
