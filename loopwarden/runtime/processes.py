@@ -243,7 +243,7 @@ class ProcessWatch:
         starting = False
         for s in self.sessions.values():
             pid = s.pid
-            if pid:
+            if pid and getattr(s, "pod", None) is None:  # (a pod's pid is not this machine's)
                 keep.add(pid)
             elif not starting and not s.final and Capability.PROCESS_GROUP in s.capabilities:
                 starting = True

@@ -254,6 +254,8 @@ def test_on_refuses_anything_else_in_one_line(on: str, said: str) -> None:
     ("kubernetes", "local/py3:1", ["kubernetes.volume=pvc:x"], "is not claim:NAME"),
     ("kubernetes", "local/py3:1", ["kubernetes.volume=host:relative"], "is not claim:NAME"),
     ("kubernetes", "local/py3:1", ["kubernetes.volume=host:/a/../etc"], "is not claim:NAME"),
+    ("kubernetes", "local/py3:1", ["kubernetes.volume=host:/"], "is not claim:NAME"),  # the node's whole root
+    ("kubernetes", "local/py3:1", ["kubernetes.pass_env=A,B="], "kubernetes.pass_env: 'B=' is not an environment"),
 ])
 def test_placement_refuses_what_cannot_run_in_one_line(on: str | None, image: str | None, sets: list[str],
                                                        said: str) -> None:

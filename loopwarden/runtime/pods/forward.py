@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -57,6 +59,9 @@ class Forward:
             self.directory.rmdir()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not _from_us(writer):  # another process of this user, an agent of a local session maybe: refused
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._links.add(task)
@@ -111,6 +116,18 @@ async def _down(ws: Any, writer: asyncio.StreamWriter, log: Callable[[str], None
             await writer.drain()
         elif channel == STDERR and data:
             log(f"the pod's bridge said: {data[:200].decode('utf-8', 'replace').strip()}")
+
+
+def _from_us(writer: asyncio.StreamWriter) -> bool:
+    """Whether the peer is this daemon: its connections to a pod's keeper are the only ones the forward carries
+    (they run commands in the pod with the operator's credentials)."""
+    sock = writer.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return False
+    pid, _uid, _gid = struct.unpack("3i", creds)
+    return bool(pid == os.getpid())
 
 
 def _refusal(exc: BaseException) -> str:

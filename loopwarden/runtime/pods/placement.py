@@ -20,6 +20,7 @@ _CONTEXT: Final = re.compile(r"^[\x21-\x2e\x30-\x7e]{1,253}$")
 _CLAIM: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _IMAGE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,1023}$")
 _CPU: Final = re.compile(r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$")
+_VARIABLE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class PlacementError(ValueError):
@@ -40,7 +41,8 @@ class Volume:
         kind, sep, source = text.partition(":")
         if sep and kind == "claim" and _CLAIM.match(source):
             return cls(kind, source)
-        if sep and kind == "host" and source.startswith("/") and "\n" not in source and ".." not in source.split("/"):
+        if sep and kind == "host" and source.startswith("/") and source.strip("/") and "\n" not in source \
+                and ".." not in source.split("/"):
             return cls(kind, source)
         raise PlacementError(f"kubernetes.volume: {text[:80]!r} is not claim:NAME (a PersistentVolumeClaim of the "
                              "namespace) or host:/PATH (a directory of the node)")
@@ -110,6 +112,9 @@ def placement(on: str | None, image: str | None, config: Config, env: dict[str, 
                              "agent's program and a python3)")
     if not _IMAGE.match(chosen):
         raise PlacementError(f"--image: {chosen[:80]!r} is not an image reference")
+    bad = next((name for name in k8s.pass_env if not _VARIABLE.match(name)), None)
+    if bad is not None:
+        raise PlacementError(f"kubernetes.pass_env: {bad[:60]!r} is not an environment variable's name")
     if k8s.cpu and not _CPU.match(k8s.cpu):
         raise PlacementError(f"kubernetes.cpu: {k8s.cpu[:40]!r} is not a CPU quantity such as 500m or 2")
     if not k8s.workdir.startswith("/") or k8s.workdir in ("/", "/run/loopwarden", "/opt/loopwarden"):

@@ -125,10 +125,24 @@ class PodSession:
         """The session is over: say whether its host was lost (why, in words; None: the agent ended as usual)
         and delete the pod, unless the API cannot be reached (the keeper in it then stops the agent after
         kubernetes.hold, and the cluster ends the pod at its deadline)."""
+        await self._fresh_credentials()
         if keeper_reason in (HOST_LOST, TOLD_TO_STOP) and self.name is not None:
             self.lost = await self._why_lost(keeper_reason)
         await self._delete()
         return self.lost
+
+    async def _fresh_credentials(self) -> None:
+        """A client made anew from the kubeconfig for the session's last calls: a token the kubeconfig's plugin
+        gave at its start (15 minutes on EKS, an hour on GKE) may have expired since. The old one is kept when a
+        new one cannot be had (the calls then say why)."""
+        old, place = self.cluster, self.place
+        if old is None:
+            return
+        try:
+            self.cluster = await Cluster.connect(place.kubeconfig, place.context, self.namespace)
+        except ClusterError:
+            return
+        await old.close()
 
     async def _why_lost(self, keeper_reason: str) -> str:
         assert self.cluster is not None and self.name is not None
