@@ -103,8 +103,9 @@ STORIES: dict[str, list[str]] = {
     ],
     "a cluster": [
         "kubectl apply -f deploy/kubernetes/rbac.yaml",
-        "loopwarden run --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 "
+        "loopwarden run -d --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 "
         "--set kubernetes.volume=claim:agents-work -- python3 agent.py",
+        "loopwarden console",
     ],
 }
 
@@ -423,10 +424,12 @@ def test_a_budget(lw: Harness, agents_env: dict[str, str], fake_api: FakeAnthrop
 
 # ---- a cluster -----------------------------------------------------------------------------------------------
 
-def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path) -> None:
-    """The README's manifest applied as written, in a namespace of the test's own, and a session in a pod there.
-    The dev cluster pulls no images and provisions no claims: the README's image is its local Debian-and-python3
-    image, its claim a directory of the node (this machine), where agent.py is."""
+def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path, terminal: Terminal) -> None:
+    """The README's manifest applied as written, in a namespace of the test's own; an agent polling in a pod there,
+    held at its gate; the console shows it on its node and pod, and `g`, `a`, `y` let it go on. The test cluster
+    pulls no images and provisions no claims: the README's image is its local Debian-and-python3 image, its claim
+    a directory of the node (this machine), where agent.py is (a poller: each call's output new, so only its gate
+    stops it, after repetition.progress_gate_after calls)."""
     admin = str(cluster.kubeconfig)
     if shutil.which("kubectl") is None:
         pytest.skip("no kubectl on PATH: the README's first command is a kubectl one")
@@ -437,7 +440,9 @@ def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path) -> None:
                     .replace("namespace: loopwarden", f"namespace: {namespace}"))
     work = tmp_path / "work"
     work.mkdir()
-    (work / "agent.py").write_text("print('fixed: 4 passed')\n")
+    poller = (AGENTS / "pod_looper.py").read_text().replace('"--changing" in sys.argv[1:]', "True")
+    (work / "agent.py").write_text(poller)
+    os.chown(work, 1000, 1000)  # kubernetes.agent_user's, as a claim's files would be (fsGroup)
     env = user_env(tmp_path / "home", LOOPWARDEN_HOME=str(lw.home), KUBECONFIG=admin)
     readme = story("a cluster", env, tmp_path)
     names = {"deploy/kubernetes/rbac.yaml": str(rbac), "kubernetes:/loopwarden": f"kubernetes:/{namespace}",
@@ -446,12 +451,26 @@ def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path) -> None:
         applied = readme.run("kubectl apply -f deploy/kubernetes/rbac.yaml", names).stdout
         assert f"namespace/{namespace} created" in applied and "role.rbac.authorization.k8s.io/loopwarden-sessions" \
             in applied, applied
-        ran = readme.run("loopwarden run --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 --set "
+        ran = readme.run("loopwarden run -d --on kubernetes:/loopwarden --image ghcr.io/me/agent:1 --set "
                          "kubernetes.volume=claim:agents-work -- python3 agent.py", names, timeout=180)
-        assert "fixed: 4 passed" in ran.stdout, ran.stdout
-        (session,) = lw.request("list")
-        assert session["pod"]["namespace"] == namespace and session["pod"]["node"], session
+        sid = ran.stdout.strip()
+        gated = lw.wait_state(sid, "gated", timeout=120)
+        pod = gated["pod"]
+        assert pod["namespace"] == namespace and pod["node"] == cluster.node, pod
+        terminal.open(readme.line("loopwarden console"), env, tmp_path)
+        terminal.shows(sid, "gated", f"{pod['node']}/{pod['pod']}")
+        terminal.keys("g")
+        terminal.shows(f"{sid}:{gated['pending_gates'][0]}")
+        terminal.keys("a")
+        terminal.shows("Approve")
+        terminal.keys("y")
+        wait_for(lambda: any(a["action"] == "approve" for a in lw.request("actions", session=sid)), 60,
+                 "the approval in the audit log")
+        wait_for(lambda: lw.status(sid)["tool_calls"] > gated["tool_calls"], 60, "the pod's agent to go on")
+        terminal.keys("q")
         readme.check_all_ran()
+        assert lw.cli("kill", sid).returncode == 0
     finally:
+        terminal.close()
         subprocess.run(["kubectl", "delete", "namespace", namespace, "--wait=false"], env=env, capture_output=True,
                        timeout=60, check=False)
