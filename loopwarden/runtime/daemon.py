@@ -57,6 +57,7 @@ from .spending import Spending
 from .spill_bounds import SpillLedger
 from .store import StoreError
 from .upkeep import Upkeep
+from .pods.left_behind import delete_left_pods
 
 __all__ = ["SHUTDOWN_CAP", "Daemon", "run_daemon"]
 
@@ -147,6 +148,7 @@ class Daemon:
                 tg.start_soon(self.alerting.notifier.run)
                 tg.start_soon(self.spending.days_turn)
                 self.alerting.lost(lost)
+                tg.start_soon(delete_left_pods, self.recorder.store, lost, self.log)
                 tg.start_soon(self.after_reboot.run, lost)  # sessions.continue_after_reboot
                 if ready:
                     ready()

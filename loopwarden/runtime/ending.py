@@ -25,7 +25,7 @@ SHORT: dict[Termination, str] = {
 }
 # how a lost session ended (lost.py), in a few words
 LOST_WORDS: dict[str, str] = {"guardian": "killed by guardian", "gone": "found gone", "running": "still running?",
-                               "host": "host lost"}
+                               "host": "host lost", "pod": "daemon died"}
 # what loopwarden did to the agent, a word per verdict action, in the order they are shown
 INTERVENTION_WORDS: dict[str, str] = {
     "nudge": "nudged", "block": "blocked", "gate": "gated", "escalate": "escalated", "force_next": "moved on",

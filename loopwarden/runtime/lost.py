@@ -26,7 +26,9 @@ from typing import Any
 
 import anyio
 
+from ..supervisor.visible import visible
 from . import guardian_report
+from .pods.left_behind import pod_of
 from .procfs import ProcId, alive, read_stat
 from .store import Store
 
@@ -56,7 +58,9 @@ def settle(store: Store, sids: list[str], directory: str, own: str = "") -> Sett
             left.sessions.append(sid)
         row = store.session(sid) or {}
         last = store.last("events", sid, 1)
-        details = describe(sid, report, row.get("pid"), last[0] if last else None, waiting)
+        pod = pod_of(row)
+        details = (in_pod(pod, last[0] if last else None) if pod is not None else
+                   describe(sid, report, row.get("pid"), last[0] if last else None, waiting))
         store.record_lost(sid, words(details), details, details.get("daemon_died_at"))
     for report in reports:
         if not any(report is r for r in working):
@@ -109,6 +113,15 @@ def describe(sid: str, report: dict[str, Any] | None, pid: Any, last: dict[str, 
     return out
 
 
+def in_pod(pod: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any]:
+    """A session that ran in a pod when its daemon died: no guardian and no pid of this machine tells of it (the
+    next daemon deletes its pod: pods/left_behind.py)."""
+    out: dict[str, Any] = {"how": "pod", "pod": visible(str(pod.get("pod")))[:80],
+                           "node": visible(str(pod.get("node") or "?"))[:80]}
+    out["last_event"] = {"seq": _int(last.get("seq")), "ts": _time(last.get("ts"))} if last is not None else None
+    return out
+
+
 def _running(pid: int) -> bool:
     info = read_stat(pid)
     return info is not None and not info.zombie
@@ -135,6 +148,9 @@ def words(d: dict[str, Any]) -> str:
         text = f"found gone by the guardian when the daemon died at {died} (its process had exited)"
     elif how == "gone":
         text = "found gone when the next daemon started (not seen by the guardian)"
+    elif how == "pod":
+        text = (f"its daemon died while its agent ran in pod {d.get('pod')} on node {d.get('node')}; the next daemon "
+                "deleted the pod ('loopwarden continue' takes the conversation up in a new one)")
     elif how == "running":
         text = f"still running? (not seen by the guardian; a process with its pid {d.get('pid')} exists)"
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import signal
 import shutil
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,23 @@ def test_a_kill_while_the_pod_waits_for_a_node_ends_its_start_at_once(lw: Harnes
     assert "stopped while its pod was starting" in str([e["data"] for e in lw.events(sid)])
     assert snap["pod"]["node"] is None
     wait_for(lambda: not pod_exists(cluster, namespace, name), timeout=60, what=f"pod {name} deleted")
+
+
+def test_a_daemon_that_dies_leaves_no_pod_running_unwatched(lw: Harness, cluster: Cluster, namespace: str,
+                                                            tmp_path: Path) -> None:
+    work = workdir(tmp_path, "pod_looper.py")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
+                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"))
+    pod = pod_of(lw, sid)
+    assert lw.daemon is not None
+    os.kill(lw.daemon.pid, signal.SIGKILL)  # nothing of it gets another word in
+    lw.daemon.wait(30)
+    assert pod_exists(cluster, namespace, pod["pod"]), "the keeper holds the agent in its pod meanwhile"
+    lw.start()
+    snap = lw.wait_state(sid, "lost", timeout=60)
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60,
+             what="the next daemon to delete the pod the dead one left")
+    said = wait_for(lambda: "pod" in str(lw.status(sid).get("termination_text")) and lw.status(sid), timeout=30,
+                    what="how it was lost")
+    assert pod["pod"] in said["termination_text"] and "daemon died" in said["termination_text"], said
+    assert snap["pod"]["pod"] == pod["pod"]
