@@ -55,6 +55,8 @@ class Keeping:
         # of what the store never got), answers to lines the store never got (those lines are judged again)
         self.took = {"taken_up": 0, "resent_bytes": 0, "lost_bytes": 0}
         self.unknown: list[str] = []  # kept agents the store does not know (stopped)
+        self.pod_links: dict[str, KeeperLink] = {}  # sessions in pods: each one's own keeper (pods/pod_session.py)
+        self._watching = False  # told of what is stored, and of sessions released
 
     async def open(self) -> None:
         """Reach the keeper when agents are to be kept, or when one runs (it holds an earlier daemon's agents)."""
@@ -73,8 +75,10 @@ class Keeping:
             return
         self.link = link
         self.instance = daemon_instance(link.pid)
-        self.recorder.on_positions = self._stored
-        self.registry.on_release(self._released)
+        if not self._watching:
+            self._watching = True
+            self.recorder.on_positions = self._stored
+            self.registry.on_release(self._released)
         self.log(f"keeper {link.pid}: holds {len(link.kept)} agents; new agents "
                  + ("are kept by it" if self.enabled else "are not (daemon.keep_agents is off)"))
 
@@ -99,15 +103,24 @@ class Keeping:
 
     # ---- what the store has, told to the keeper ------------------------------------------
     def _stored(self, rows: list[dict[str, Any]]) -> None:
-        link = self.link
-        if link is None:
-            return
         for row in rows:
-            link.stored(str(row["session_id"]), int(row["out_offset"]), int(row["judged_seq"]),
-                        int(row["err_offset"]))
+            sid = str(row["session_id"])
+            link = self.pod_links.get(sid) or self.link
+            if link is not None:
+                link.stored(sid, int(row["out_offset"]), int(row["judged_seq"]), int(row["err_offset"]))
+
+    def hold_in_pod(self, sid: str, link: KeeperLink) -> None:
+        """A session whose agent a pod's keeper holds: what the store has of it is told to that keeper, which
+        otherwise keeps the agent's output until it holds KEEP_BYTES, and then stops reading it."""
+        if not self._watching:
+            self._watching = True
+            self.recorder.on_positions = self._stored
+            self.registry.on_release(self._released)
+        self.pod_links[sid] = link
 
     def _released(self, sid: str, _session: object) -> None:
         """An ended session left the daemon's memory (its last records stored): its keeper forgets it."""
+        self.pod_links.pop(sid, None)
         if self.link is not None and sid in self.held:
             del self.held[sid]
             self.link.release(sid)

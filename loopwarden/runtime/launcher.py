@@ -78,6 +78,7 @@ class Launcher:
                               on_group=lambda _pgid, _alive: None, clock=self.clock, records=self.recorder,
                               containment=PodContainment(spec.id, pod), sink_rows=self.router.sink_rows,
                               keeper=pod.link, health=health, pod=pod)
+        self.keeping.hold_in_pod(spec.id, pod.link)
         self.starter.start(session)
         self.router.publish_now(spec.id)  # stored before its pod is made (LiveSession._start waits for it)
         self.upkeep.wake_cleaner()

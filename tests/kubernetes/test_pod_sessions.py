@@ -277,3 +277,17 @@ def test_a_daemon_that_dies_leaves_no_pod_running_unwatched(lw: Harness, cluster
                     what="how it was lost")
     assert pod["pod"] in said["termination_text"] and "daemon died" in said["termination_text"], said
     assert snap["pod"]["pod"] == pod["pod"]
+
+
+def test_an_agent_in_a_pod_writes_more_than_its_keeper_holds_and_nothing_stalls(
+        lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    work = workdir(tmp_path)
+    lines = 120_000  # 12 MiB of output: past the 8 MiB a keeper holds until it is told what is stored
+    (work / "writer.py").write_text("import sys\n"
+                                    f"for i in range({lines}):\n"
+                                    "    sys.stdout.write(f'line {i:08d} ' + 'x' * 90 + '\\n')\n")
+    sid = run_in_pod(lw, cluster, namespace, work, "python3", "writer.py", adapter="plain")
+    snap = lw.wait_state(sid, "exited", timeout=120)
+    assert snap["exit_code"] == 0, snap
+    page = lw.request("logs", session=sid, tail=True, limit=5)
+    assert f"line {lines - 1:08d}" in str(page["events"]), "its last line was read and stored"
