@@ -1,30 +1,32 @@
 """Sessions on Kubernetes: what placing a session in a pod costs, against a bare pod and a local session.
 
-    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000]
+    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 100000]
         [--image local/py3:1] [--pull-policy Never] [--namespace NS]
 
 Needs a cluster: $KUBECONFIG names it (its current context); without one, or with an API that does not answer,
 the script prints one SKIP line and exits 0. It works in a namespace of its own (`lw-bench-XXXXXX`, created here
-and deleted at the end; --namespace uses an existing one instead, and only deletes the pods it made). The agents
-run from a host directory mounted as the pod's volume (kubernetes.volume=host:DIR), so the node must be this
-machine (a one-node dev cluster) and the image needs only python3. A throw-away daemon (`loopwarden serve` in a
-temporary LOOPWARDEN_HOME) runs every session.
+and deleted at the end; --namespace uses an existing one instead). The agents run from a host directory mounted
+as the pod's volume (kubernetes.volume=host:DIR), so the node must be this machine (a one-node dev cluster) and
+the image needs only python3. Each session has a throw-away daemon of its own (`loopwarden serve` in a temporary
+LOOPWARDEN_HOME); every part compares places in the same run, interleaved, and prints medians over the repeats.
 
 (start) Time to the first judged event. From the start of `loopwarden run -d --on kubernetes:/NS --image IMAGE
-    -- python3 pod_looper.py` (the CLI as a user runs it) to the session's first judged event (its first tool
-    call, stored once judged): when the bench, polling the daemon's `logs` every 20 ms, first sees it, and the
-    time the daemon stored with it. Against a bare pod of the same
-    image running the same command, created here with kubernetes_asyncio: from the create call to the pod's
-    first log line (polled every 20 ms; and the container runtime's own time of that line). The two alternate,
-    each waiting for the other's pod to be gone; medians and their ratio.
-(latency) Verdict latency through the link. tests/agents/echo_handshake.py N (distinct arguments, so no rule
-    fires; each call waits for its verdict and the agent times it) run by the same daemon locally (the agent read
-    from its pipes; and held by the local keeper, the path a pod's keeper takes without the API between) and in
-    a pod. p50/p99 of each as the agent reports them, medians over the repeats, and the pod's ratio to each.
-(cpu) Daemon CPU per event. During the same sessions: the daemon's CPU time (user + system, every thread) from
-    the moment a tenth of the calls are counted to the moment nine tenths are (polled every 0.1 s), over the
-    events stored meanwhile; so the pod's placement and deletion are left out and the steady cost of its link
-    is in.
+    -- python3 pod_looper.py` (the CLI as a user runs it) to the session's first tool call, stored once judged:
+    when the bench, polling the daemon's `logs` every 20 ms, first sees it, and the time the daemon stored with
+    it; also from the daemon's receipt of the run (the CLI's own start left out), and that time in steps.
+    Against a bare pod of the same image running the same command, created here with kubernetes_asyncio: from
+    the create call to the pod's first log line (polled every 20 ms; and the container runtime's time of that
+    line). The two alternate, each waiting for the other's pod to be gone.
+(latency) Verdict latency through the link. tests/agents/echo_handshake.py N --results (distinct arguments, so
+    no rule fires; each call waits for its verdict, and the agent times it) run locally (the daemon reading its
+    pipes), locally held by the keeper (a pod's path without the API between) and in a pod; p50/p99 as the
+    agent reports them, and the pod's ratios.
+(cpu) Daemon CPU per event. tests/agents/flood.py N (events as fast as it writes them, no handshake) in the
+    same three places: the daemon's CPU time (user + system, every thread) from the moment a tenth of the events
+    are counted to the moment nine tenths are (polled every 0.1 s), over the events stored meanwhile; so the
+    pod's placement and deletion are left out and the steady cost of its link is in. The same figure for the
+    (latency) sessions is printed beside them: there every event waits for a round trip, so it holds the
+    daemon's cost per second of a session as well as per event.
 
 Prints PASS/FAIL only for what the issue states (every session judged, nothing left behind); the ratios are
 figures. Always exits 0.
@@ -42,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -52,7 +54,7 @@ from live_common import AGENTS, FINAL, PY, BenchDaemon, leftovers, verdict_line,
 from live_latency import parse_report
 
 T = TypeVar("T")
-AGENT_FILES = ("pod_looper.py", "echo_handshake.py")
+AGENT_FILES = ("pod_looper.py", "echo_handshake.py", "flood.py")
 POLL = 0.02  # seconds between looks, the same for both sides of (start)
 WINDOW_POLL = 0.1  # seconds between looks while the daemon's CPU is counted (each look costs it a request)
 API_WAIT = 5.0  # seconds the API is given to answer before the bench skips
@@ -209,11 +211,16 @@ def start_session(d: BenchDaemon, s: Setup) -> dict[str, float]:
 
     call = wait_for(first_call, 60, "the pod session's first tool call", POLL)
     seen = time.time()
-    pod = d.request("status", session=sid).get("pod") or {}  # (its pid is the pod's: not one to look for here)
+    snap = d.request("status", session=sid)  # (not d.status: its pid is the pod's, no process to look after here)
+    hello = d.request("logs", session=sid, limit=1)["events"][0]
+    pod = snap.get("pod") or {}
     d.request("kill", session=sid, note="benchmark: measured")
     wait_for(lambda: ended(d, sid), 60, "the session's end", 0.1)
     wait_for(lambda: s.kube.gone(str(pod.get("pod")), s.namespace), 60, "the session's pod to be gone", 0.2)
-    return {"seen": seen - t0, "stamped": float(call["ts"]) - t0, "cli": returned - t0}
+    return {"seen": seen - t0, "stamped": float(call["ts"]) - t0, "cli": returned - t0,
+            "daemon": float(call["ts"]) - snap["created_at"],
+            "asked": snap["created_at"] - t0, "placed": snap["started_at"] - snap["created_at"],
+            "hello": float(hello["ts"]) - snap["started_at"], "call": float(call["ts"]) - float(hello["ts"])}
 
 
 def start_bare(s: Setup, i: int) -> dict[str, float]:
@@ -238,12 +245,17 @@ def part_start(d: BenchDaemon, s: Setup, repeats: int) -> None:
     for i in range(repeats):
         sessions.append(start_session(d, s))
         bares.append(start_bare(s, i))
-        print(f"  {i + 1}: session {sessions[-1]['seen']:.3f} s (verdict stamped {sessions[-1]['stamped']:.3f}, "
+        print(f"  {i + 1}: session {sessions[-1]['seen']:.3f} s (stamped {sessions[-1]['stamped']:.3f}, "
               f"the CLI back after {sessions[-1]['cli']:.3f}); bare pod {bares[-1]['seen']:.3f} s (line stamped "
               f"{bares[-1]['stamped']:.3f}); load {os.getloadavg()[0]:.1f}")
-    for key, what in (("seen", "seen by polling"), ("stamped", "by their own times")):
-        a, b = statistics.median(x[key] for x in sessions), statistics.median(x[key] for x in bares)
+    for key, base, what in (("seen", "seen", "seen by polling"), ("stamped", "stamped", "by their own times"),
+                            ("daemon", "stamped", "from the daemon's receipt of the run (no CLI start)")):
+        a, b = statistics.median(x[key] for x in sessions), statistics.median(x[base] for x in bares)
         print(f"  median, {what}: session {a:.3f} s, bare pod {b:.3f} s: ratio {a / b:.2f} (+{a - b:.3f} s)")
+    steps = {k: statistics.median(x[k] for x in sessions) for k in ("asked", "placed", "hello", "call")}
+    print(f"  the session's median steps: the CLI to the daemon {steps['asked']:.3f} s; the pod made, running and "
+          f"its keeper reached, the agent spawned {steps['placed']:.3f} s; to its first line (its streams "
+          f"attached) {steps['hello']:.3f} s; to its first call {steps['call']:.3f} s")
 
 
 # ---- (latency) and (cpu) ----------------------------------------------------------------------------------------
@@ -253,57 +265,105 @@ def cpu_seconds(d: BenchDaemon) -> float:
     return float(times.user + times.system)
 
 
-def measured_session(d: BenchDaemon, spec: dict[str, Any], calls: int) -> dict[str, Any]:
-    """One echo_handshake session: the agent's own latency report, and the daemon's CPU per event between a tenth
-    and nine tenths of its calls (its steady state: neither the pod's placement nor its deletion)."""
+PLACES = ("local", "local kept", "pod")
+
+
+def measured_session(d: BenchDaemon, spec: dict[str, Any], key: str, total: int) -> dict[str, Any]:
+    """Run one session; the daemon's CPU per event between a tenth and nine tenths of its `total` `key` (tool_calls
+    or events, as `status` counts them): its steady state, neither the pod's placement nor its deletion."""
     sid = d.request("run", spec=spec)["id"]
 
-    def calls_past(mark: int) -> dict[str, Any] | None:
+    def past(mark: int) -> tuple[dict[str, Any], float] | None:
         snap = d.request("status", session=sid)
-        return snap if int(snap.get("tool_calls") or 0) >= mark else None
+        if int(snap.get(key) or 0) >= mark:
+            return snap, time.monotonic()
+        if snap.get("state") in FINAL:
+            raise RuntimeError(f"session {sid} ({spec['name']}) ended after {snap.get(key)} {key}: "
+                               f"{snap.get('state')} {snap.get('exit_code')} {snap.get('termination_text') or ''}; "
+                               f"the daemon's log: {d.log_tail(5)}")
+        return None
 
-    first = wait_for(lambda: calls_past(calls // 10), 120, "a tenth of the calls", 0.01)
+    first, t0 = wait_for(lambda: past(total // 10), 120, f"a tenth of the {key}", 0.01)
     cpu0 = cpu_seconds(d)
-    last = wait_for(lambda: calls_past(calls * 9 // 10), 600, "nine tenths of the calls", WINDOW_POLL)
+    last, t1 = wait_for(lambda: past(total * 9 // 10), 600, f"nine tenths of the {key}", WINDOW_POLL)
     cpu1 = cpu_seconds(d)
     snap = wait_for(lambda: ended(d, sid), 120, "the session's end", 0.1)
     events = int(last["events"]) - int(first["events"])
-    text = "\n".join(str((e.get("data") or {}).get("text")) for e in d.logs(sid) if e.get("kind") == "log")
-    report = parse_report(text)
-    return {**report, "state": snap.get("state"), "exit": snap.get("exit_code"), "events": events,
+    return {"sid": sid, "snap": snap, "rate": events / (t1 - t0),
             "us_per_event": (cpu1 - cpu0) / events * 1e6 if events else float("nan")}
 
 
-def part_link(s: Setup, repeats: int, calls: int, keep: bool, left: list[str]) -> bool:
-    """Local (pipes), local kept and pod sessions of echo_handshake, interleaved; True when every one ran to
-    its end with every call allowed. Processes left behind are added to `left`."""
-    print(f"\n(latency, cpu) echo_handshake.py {calls} calls, distinct arguments; {repeats} repeats")
-    agent = ["echo_handshake.py", str(calls), "--results"]
-    runs: dict[str, list[dict[str, Any]]] = {"local": [], "local kept": [], "pod": []}
-    for i in range(repeats):
-        for label, kept in (("local", False), ("local kept", True)):
-            with BenchDaemon("podbench-local", keep=keep, kept=kept) as d:
-                spec = {"name": "echo", "command": [PY, str(s.volume / agent[0]), *agent[1:]], "adapter": "native"}
-                runs[label].append(measured_session(d, spec, calls))
-            left += leftovers(d)
-        with BenchDaemon("podbench-pod", keep=keep) as d:
-            runs["pod"].append(measured_session(d, s.pod_spec(["python3", *agent], "echo"), calls))
+def each_place(s: Setup, agent: list[str], keep: bool, left: list[str],
+               measure: Callable[[BenchDaemon, dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`measure` of the agent (a file of the volume, and its arguments) run locally (the daemon reading its pipes),
+    locally held by the keeper (the path a pod's keeper takes, without the API between), and in a pod; each by a
+    daemon of its own. Processes left behind are added to `left`."""
+    out = {}
+    for place in PLACES:
+        with BenchDaemon("podbench", keep=keep, kept=place == "local kept") as d:
+            if place == "pod":
+                spec = s.pod_spec(["python3", *agent], Path(agent[0]).stem)
+            else:
+                spec = {"name": Path(agent[0]).stem, "command": [PY, str(s.volume / agent[0]), *agent[1:]],
+                        "adapter": "native"}
+            out[place] = measure(d, spec)
         left += leftovers(d)
-        print(f"  {i + 1}: " + "; ".join(f"{k} p50 {v[-1]['p50']:.3f} p99 {v[-1]['p99']:.3f} ms, "
-                                         f"{v[-1]['us_per_event']:.0f} us/event" for k, v in runs.items())
-              + f"; load {os.getloadavg()[0]:.1f}")
-    med: dict[str, dict[str, float]] = {
-        k: {f: statistics.median(r[f] for r in v) for f in ("p50", "p99", "us_per_event")} for k, v in runs.items()}
+    return out
+
+
+def medians(runs: dict[str, list[dict[str, Any]]], fields: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    return {k: {f: statistics.median(r[f] for r in v) for f in fields} for k, v in runs.items()}
+
+
+def part_latency(s: Setup, repeats: int, calls: int, keep: bool, left: list[str]) -> bool:
+    """echo_handshake in each place, interleaved; True when every session ran to its end, every call allowed."""
+    print(f"\n(latency) echo_handshake.py {calls} calls, distinct arguments, each waiting for its verdict; "
+          f"{repeats} repeats")
+
+    def measure(d: BenchDaemon, spec: dict[str, Any]) -> dict[str, Any]:
+        run = measured_session(d, spec, "tool_calls", calls)
+        text = "\n".join(str((e.get("data") or {}).get("text")) for e in d.logs(run["sid"]) if e.get("kind") == "log")
+        return {**run, **parse_report(text)}
+
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in PLACES}
+    for i in range(repeats):
+        for k, r in each_place(s, ["echo_handshake.py", str(calls), "--results"], keep, left, measure).items():
+            runs[k].append(r)
+        print(f"  {i + 1}: " + "; ".join(f"{k} p50 {v[-1]['p50']:.3f} p99 {v[-1]['p99']:.3f} ms"
+                                         for k, v in runs.items()) + f"; load {os.getloadavg()[0]:.1f}")
+    med = medians(runs, ("p50", "p99", "us_per_event"))
     for k, m in med.items():
-        print(f"  median {k:<11} p50 {m['p50']:7.3f} ms  p99 {m['p99']:7.3f} ms  daemon {m['us_per_event']:6.1f} "
-              f"us/event")
-    pod = med["pod"]
+        print(f"  median {k:<11} p50 {m['p50']:7.3f} ms  p99 {m['p99']:7.3f} ms  (daemon {m['us_per_event']:.0f} us "
+              f"per event of this session)")
     for base in ("local", "local kept"):
-        b = med[base]
-        print(f"  pod / {base}: p50 {pod['p50'] / b['p50']:.1f}x, p99 {pod['p99'] / b['p99']:.1f}x, "
-              f"daemon CPU per event {pod['us_per_event'] / b['us_per_event']:.2f}x")
-    return all(r["state"] == "exited" and r["exit"] == 0 and r["actions"] == {"allow": calls}
-               for v in runs.values() for r in v)
+        pod, b = med["pod"], med[base]
+        print(f"  pod / {base}: p50 {pod['p50'] / b['p50']:.1f}x, p99 {pod['p99'] / b['p99']:.1f}x")
+    return all(r["snap"].get("state") == "exited" and r["snap"].get("exit_code") == 0
+               and r["actions"] == {"allow": calls} for v in runs.values() for r in v)
+
+
+def part_cpu(s: Setup, repeats: int, events: int, keep: bool, left: list[str]) -> bool:
+    """flood.py in each place, interleaved; True when every session stored every line."""
+    print(f"\n(cpu) flood.py {events:,} events as fast as it can write them; {repeats} repeats")
+
+    def measure(d: BenchDaemon, spec: dict[str, Any]) -> dict[str, Any]:
+        return measured_session(d, spec, "events", events)
+
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in PLACES}
+    for i in range(repeats):
+        for k, r in each_place(s, ["flood.py", str(events)], keep, left, measure).items():
+            runs[k].append(r)
+        print(f"  {i + 1}: " + "; ".join(f"{k} {v[-1]['us_per_event']:.1f} us/event, {v[-1]['rate']:,.0f} events/s"
+                                         for k, v in runs.items()) + f"; load {os.getloadavg()[0]:.1f}")
+    med = medians(runs, ("us_per_event", "rate"))
+    for k, m in med.items():
+        print(f"  median {k:<11} daemon {m['us_per_event']:6.1f} us/event, {m['rate']:,.0f} events/s stored")
+    for base in ("local", "local kept"):
+        pod, b = med["pod"], med[base]
+        print(f"  pod / {base}: daemon CPU per event {pod['us_per_event'] / b['us_per_event']:.2f}x, "
+              f"events/s {pod['rate'] / b['rate']:.2f}x")
+    return all(r["snap"].get("state") == "exited" and r["snap"].get("exit_code") == 0
+               and int(r["snap"].get("events") or 0) == events + 2 for v in runs.values() for r in v)
 
 
 # ---- main ---------------------------------------------------------------------------------------------------------
@@ -328,7 +388,6 @@ def cluster_or_skip() -> tuple[Kube, str] | None:
 def run_parts(s: Setup, parts: set[str], args: argparse.Namespace) -> list[str]:
     """The parts asked for; what they left behind (processes, pods)."""
     left: list[str] = []
-    ok = True
     if "start" in parts:
         with BenchDaemon("podbench-start", keep=args.keep) as d:
             try:
@@ -336,9 +395,12 @@ def run_parts(s: Setup, parts: set[str], args: argparse.Namespace) -> list[str]:
             finally:
                 d.close()
             left += leftovers(d)
-    if parts & {"latency", "cpu"}:
-        ok = part_link(s, args.repeats, args.n, args.keep, left)
+    if "latency" in parts:
+        ok = part_latency(s, args.repeats, args.n, args.keep, left)
         print(verdict_line(ok, f"every session ran its {args.n} calls to the end, each call allowed (exit 0)"))
+    if "cpu" in parts:
+        ok = part_cpu(s, args.repeats, args.events, args.keep, left)
+        print(verdict_line(ok, f"every session stored its {args.events + 2:,} lines (exit 0)"))
     return left + [f"pod {p}" for p in s.kube.pods(s.namespace)]
 
 
@@ -346,7 +408,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="start,latency,cpu", help="parts to run (default: all three)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each part (medians; default 5)")
-    ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency, cpu) session (default 2000)")
+    ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency) session (default 2000)")
+    ap.add_argument("--events", type=int, default=100_000, help="events of each (cpu) session (default 100000)")
     ap.add_argument("--image", default="local/py3:1", help="an image with python3 on the cluster's node")
     ap.add_argument("--pull-policy", default="Never", help="its imagePullPolicy (default Never: a local image)")
     ap.add_argument("--namespace", help="an existing namespace to use (default: one of its own, deleted after)")
