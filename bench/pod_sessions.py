@@ -1,6 +1,6 @@
 """Sessions on Kubernetes: what placing a session in a pod costs, against a bare pod and a local session.
 
-    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 100000]
+    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 50000]
         [--image local/py3:1] [--pull-policy Never] [--namespace NS]
 
 Needs a cluster: $KUBECONFIG names it (its current context); without one, or with an API that does not answer,
@@ -56,6 +56,7 @@ from live_latency import parse_report
 T = TypeVar("T")
 AGENT_FILES = ("pod_looper.py", "echo_handshake.py", "flood.py")
 POLL = 0.02  # seconds between looks, the same for both sides of (start)
+STALL = 30.0  # seconds a session's count may stay still before the bench gives up on it
 WINDOW_POLL = 0.1  # seconds between looks while the daemon's CPU is counted (each look costs it a request)
 API_WAIT = 5.0  # seconds the API is given to answer before the bench skips
 
@@ -272,15 +273,22 @@ def measured_session(d: BenchDaemon, spec: dict[str, Any], key: str, total: int)
     """Run one session; the daemon's CPU per event between a tenth and nine tenths of its `total` `key` (tool_calls
     or events, as `status` counts them): its steady state, neither the pod's placement nor its deletion."""
     sid = d.request("run", spec=spec)["id"]
+    moved = [-1, time.monotonic()]  # the count last seen, and when it changed
 
     def past(mark: int) -> tuple[dict[str, Any], float] | None:
         snap = d.request("status", session=sid)
-        if int(snap.get(key) or 0) >= mark:
-            return snap, time.monotonic()
+        count, now = int(snap.get(key) or 0), time.monotonic()
+        if count >= mark:
+            return snap, now
         if snap.get("state") in FINAL:
-            raise RuntimeError(f"session {sid} ({spec['name']}) ended after {snap.get(key)} {key}: "
+            raise RuntimeError(f"session {sid} ({spec['name']}) ended after {count} {key}: "
                                f"{snap.get('state')} {snap.get('exit_code')} {snap.get('termination_text') or ''}; "
                                f"the daemon's log: {d.log_tail(5)}")
+        if count != moved[0]:
+            moved[:] = [count, now]
+        elif now - moved[1] > STALL:
+            raise RuntimeError(f"session {sid} ({spec['name']}) stalled: {count} {key} for {STALL:g} s "
+                               f"({snap.get('events')} events stored)")
         return None
 
     first, t0 = wait_for(lambda: past(total // 10), 120, f"a tenth of the {key}", 0.01)
@@ -300,13 +308,17 @@ def each_place(s: Setup, agent: list[str], keep: bool, left: list[str],
     daemon of its own. Processes left behind are added to `left`."""
     out = {}
     for place in PLACES:
-        with BenchDaemon("podbench", keep=keep, kept=place == "local kept") as d:
-            if place == "pod":
-                spec = s.pod_spec(["python3", *agent], Path(agent[0]).stem)
-            else:
-                spec = {"name": Path(agent[0]).stem, "command": [PY, str(s.volume / agent[0]), *agent[1:]],
-                        "adapter": "native"}
+        if place == "pod":
+            spec = s.pod_spec(["python3", *agent], Path(agent[0]).stem)
+        else:
+            spec = {"name": Path(agent[0]).stem, "command": [PY, str(s.volume / agent[0]), *agent[1:]],
+                    "adapter": "native"}
+        d = BenchDaemon("podbench", keep=keep, kept=place == "local kept")
+        try:  # (not `with`: a daemon too slow to start on a busy machine is stopped too)
+            d.start()
             out[place] = measure(d, spec)
+        finally:
+            d.close()
         left += leftovers(d)
     return out
 
@@ -389,12 +401,13 @@ def run_parts(s: Setup, parts: set[str], args: argparse.Namespace) -> list[str]:
     """The parts asked for; what they left behind (processes, pods)."""
     left: list[str] = []
     if "start" in parts:
-        with BenchDaemon("podbench-start", keep=args.keep) as d:
-            try:
-                part_start(d, s, args.repeats)
-            finally:
-                d.close()
-            left += leftovers(d)
+        d = BenchDaemon("podbench-start", keep=args.keep)
+        try:
+            d.start()
+            part_start(d, s, args.repeats)
+        finally:
+            d.close()
+        left += leftovers(d)
     if "latency" in parts:
         ok = part_latency(s, args.repeats, args.n, args.keep, left)
         print(verdict_line(ok, f"every session ran its {args.n} calls to the end, each call allowed (exit 0)"))
@@ -409,7 +422,9 @@ def main() -> int:
     ap.add_argument("--only", default="start,latency,cpu", help="parts to run (default: all three)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each part (medians; default 5)")
     ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency) session (default 2000)")
-    ap.add_argument("--events", type=int, default=100_000, help="events of each (cpu) session (default 100000)")
+    # (flood.py writes about 96 bytes an event: 50,000 stay under the 8 MiB a pod's keeper holds while nothing
+    # tells it what is stored; past that a pod session stalls, see bench/README.md)
+    ap.add_argument("--events", type=int, default=50_000, help="events of each (cpu) session (default 50000)")
     ap.add_argument("--image", default="local/py3:1", help="an image with python3 on the cluster's node")
     ap.add_argument("--pull-policy", default="Never", help="its imagePullPolicy (default Never: a local image)")
     ap.add_argument("--namespace", help="an existing namespace to use (default: one of its own, deleted after)")
