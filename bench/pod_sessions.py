@@ -61,6 +61,7 @@ WINDOW_POLL = 0.1  # seconds between looks while the daemon's CPU is counted (ea
 API_WAIT = 5.0  # seconds the API is given to answer before the bench skips
 
 
+
 class Kube:
     """The bench's own calls to the cluster (kubernetes_asyncio on a private event loop): its namespace and the
     bare pods of (start)."""
@@ -155,6 +156,7 @@ class Setup:
         self.volume = Path(tempfile.mkdtemp(prefix="lw-podbench-"))
         for name in AGENT_FILES:
             shutil.copy(AGENTS / name, self.volume / name)
+        self.volume.chmod(0o755)  # the agent in the pod runs as kubernetes.agent_user: it reads its program here
         self.sets = [f"kubernetes.volume=host:{self.volume}", f"kubernetes.pull_policy={pull}"]
 
     def pod_spec(self, command: list[str], name: str) -> dict[str, Any]:
@@ -424,7 +426,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency) session (default 2000)")
     # (flood.py writes about 96 bytes an event: 50,000 stay under the 8 MiB a pod's keeper holds while nothing
     # tells it what is stored; past that a pod session stalls, see bench/README.md)
-    ap.add_argument("--events", type=int, default=50_000, help="events of each (cpu) session (default 50000)")
+    ap.add_argument("--events", type=int, default=100_000, help="events of each (cpu) session (default 100000)")
     ap.add_argument("--image", default="local/py3:1", help="an image with python3 on the cluster's node")
     ap.add_argument("--pull-policy", default="Never", help="its imagePullPolicy (default Never: a local image)")
     ap.add_argument("--namespace", help="an existing namespace to use (default: one of its own, deleted after)")
