@@ -1,6 +1,6 @@
 """Sessions on Kubernetes: what placing a session in a pod costs, against a bare pod and a local session.
 
-    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 50000]
+    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 100000]
         [--image local/py3:1] [--pull-policy Never] [--namespace NS]
 
 Needs a cluster: $KUBECONFIG names it (its current context); without one, or with an API that does not answer,
@@ -424,8 +424,8 @@ def main() -> int:
     ap.add_argument("--only", default="start,latency,cpu", help="parts to run (default: all three)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each part (medians; default 5)")
     ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency) session (default 2000)")
-    # (flood.py writes about 96 bytes an event: 50,000 stay under the 8 MiB a pod's keeper holds while nothing
-    # tells it what is stored; past that a pod session stalls, see bench/README.md)
+    # (flood.py writes about 96 bytes an event: 100,000 are past the 8 MiB a pod's keeper holds until it is told
+    # what is stored)
     ap.add_argument("--events", type=int, default=100_000, help="events of each (cpu) session (default 100000)")
     ap.add_argument("--image", default="local/py3:1", help="an image with python3 on the cluster's node")
     ap.add_argument("--pull-policy", default="Never", help="its imagePullPolicy (default Never: a local image)")
