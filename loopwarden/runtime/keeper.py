@@ -467,6 +467,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.runtime.is_dir():
         parser.error(f"{args.runtime} is not a directory")
+    os.chmod(args.runtime, 0o700)  # its socket's folder the owner's alone (a pod's, made by the cluster, is not)
     lock = os.open(args.runtime / "keeper.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

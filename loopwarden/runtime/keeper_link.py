@@ -266,6 +266,7 @@ class KeeperLink:
 
     async def aclose(self) -> None:
         self._write_told()
+        self.lost = True  # closed here: nothing more is told over it
         if self._listen is not None:
             self._listen.cancel()
         if self.writer is not None:

@@ -150,7 +150,7 @@ def words(d: dict[str, Any]) -> str:
         text = "found gone when the next daemon started (not seen by the guardian)"
     elif how == "pod":
         text = (f"its daemon died while its agent ran in pod {d.get('pod')} on node {d.get('node')}; the next daemon "
-                "deleted the pod ('loopwarden continue' takes the conversation up in a new one)")
+                "deletes the pod ('loopwarden continue' takes the conversation up in a new one)")
     elif how == "running":
         text = f"still running? (not seen by the guardian; a process with its pid {d.get('pid')} exists)"
     else:

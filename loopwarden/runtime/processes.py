@@ -242,8 +242,10 @@ class ProcessWatch:
         keep: set[int] = set()
         starting = False
         for s in self.sessions.values():
+            if getattr(s, "pod", None) is not None:
+                continue  # a pod's pid is not this machine's, nor is a pod's start a local child's
             pid = s.pid
-            if pid and getattr(s, "pod", None) is None:  # (a pod's pid is not this machine's)
+            if pid:
                 keep.add(pid)
             elif not starting and not s.final and Capability.PROCESS_GROUP in s.capabilities:
                 starting = True

@@ -38,6 +38,8 @@ def main() -> int:
         "connect_keeper": attempt(connect_keeper),
         "open_keepers_fds": attempt(lambda: os.listdir("/proc/1/fd")),
         "write_programs": attempt(replace_python),
+        "replace_keepers_socket": attempt(lambda: os.unlink("/run/loopwarden/keeper.sock")),
+        "write_keepers_folder": attempt(lambda: open("/run/loopwarden/filler", "w").close()),
     }
     call = {"type": "tool_call", "tool": "probe", "args": found, "call_id": "p1"}
     sys.stdout.write('{"type":"hello","name":"pod_prober","protocol":1}\n' + json.dumps(call) + "\n")

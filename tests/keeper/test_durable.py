@@ -98,7 +98,6 @@ def test_verdicts_across_a_killed_daemon_are_an_uninterrupted_runs(kept: Harness
     assert " block " in whole.read_text()  # the repetition guard spoke (its count must carry across)
 
 
-@pytest.mark.timeout(900)  # 200 agents started, restarted across and ended: minutes on a loaded machine
 def every_event(harness: Harness, sid: str) -> list[dict[str, Any]]:
     """The session's whole stored history of events, page after page (a writer slowed by a busy machine writes
     more than one page before it is released)."""
@@ -112,6 +111,7 @@ def every_event(harness: Harness, sid: str) -> list[dict[str, Any]]:
         cursors = page["next"]
 
 
+@pytest.mark.timeout(900)  # 200 agents started, restarted across and ended: minutes on a loaded machine
 def test_restart_daemon_loses_no_event_and_hands_over_an_open_gate(kept: Harness, tmp_path: Path) -> None:
     """restart-daemon with 200 live sessions, 199 writing and one waiting on a gate: every event each agent wrote
     is stored once, and the gate is still open after it, and can be approved."""

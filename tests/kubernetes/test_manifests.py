@@ -129,10 +129,10 @@ def test_the_pod_can_act_on_nothing() -> None:
     spec = pod["spec"]
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     assert spec["restartPolicy"] == "Never" and spec["hostNetwork"] is False
-    # the keeper may only switch users: it starts the agent as kubernetes.agent_user, who has no capability at all
+    # the keeper may only switch users and signal its agent, started as kubernetes.agent_user with no capability
+    added = ["SETUID", "SETGID", "KILL"]
     assert container_of(pod)["securityContext"] == {"allowPrivilegeEscalation": False, "privileged": False,
-                                                    "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]},
-                                                    "runAsUser": 0}
+                                                    "capabilities": {"drop": ["ALL"], "add": added}, "runAsUser": 0}
     assert spec["securityContext"] == {"fsGroup": 1000}  # a claim's files the agent's group's
     assert not container_of(pod).get("env")  # the agent's environment goes to the keeper, never into the spec
     same = manifest.pod("lw-s3-abc123", "agents", "s3", "d1", place(agent_user=0), deadline=None)

@@ -38,9 +38,10 @@ async def delete_left_pods(store: Store | None, sids: list[str], log: Callable[[
 async def _delete(sid: str, pod: dict[str, Any], log: Callable[[str], None]) -> None:
     context = pod.get("context")
     try:
-        cluster = await Cluster.connect(pod.get("kubeconfig"), None if context == IN_CLUSTER else context,
-                                        pod.get("namespace"))
-    except ClusterError as exc:
+        with anyio.fail_after(30):  # a kubeconfig's plugin that hangs
+            cluster = await Cluster.connect(pod.get("kubeconfig"), None if context == IN_CLUSTER else context,
+                                            pod.get("namespace"))
+    except (ClusterError, TimeoutError) as exc:
         log(f"session {sid}: its pod {pod['pod']} is left (an earlier daemon's): {exc}")
         return
     try:

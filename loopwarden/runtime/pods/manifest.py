@@ -96,13 +96,14 @@ def _container(place: Placement) -> dict[str, Any]:
 
 
 def _security(place: Placement) -> dict[str, Any]:
-    """No privilege; with an agent user, the keeper is root in the container with only the right to switch users
-    (it starts the agent as agent_user, who then holds no capability at all)."""
+    """No privilege; with an agent user, the keeper is root in the container with only the rights to switch users
+    and to signal another user's processes (it starts the agent as agent_user, who then holds no capability at
+    all, and pauses, stops and ends it)."""
     context: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False,
                                "capabilities": {"drop": ["ALL"]}}
     if place.agent_user:
         context["runAsUser"] = 0
-        context["capabilities"]["add"] = ["SETUID", "SETGID"]
+        context["capabilities"]["add"] = ["SETUID", "SETGID", "KILL"]  # KILL: its agent is another user's
     return context
 
 

@@ -112,6 +112,8 @@ def placement(on: str | None, image: str | None, config: Config, env: dict[str, 
                              "agent's program and a python3)")
     if not _IMAGE.match(chosen):
         raise PlacementError(f"--image: {chosen[:80]!r} is not an image reference")
+    if not 0 <= k8s.agent_user < 1 << 31:
+        raise PlacementError(f"kubernetes.agent_user: {k8s.agent_user} is not a uid (0 to 2147483647)")
     bad = next((name for name in k8s.pass_env if not _VARIABLE.match(name)), None)
     if bad is not None:
         raise PlacementError(f"kubernetes.pass_env: {bad[:60]!r} is not an environment variable's name")

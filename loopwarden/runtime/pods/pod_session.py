@@ -30,7 +30,8 @@ LOOK_WAIT: Final = 10.0  # seconds the API is given to say what became of a pod 
 
 class PodLink(KeeperLink):
     """The daemon's side of a pod's keeper: when the link breaks, every wait for an agent's exit ends (as a
-    host lost), since the pod may be gone with the agent and no exit would ever be told."""
+    host lost), since the pod may be gone with the agent and no exit would ever be told. What comes over the link
+    is the pod's, untrusted: only its own session's exit is heard."""
 
     def __init__(self, sid: str, runtime: Path, log: Callable[[str], None], agent_user: int = 0) -> None:
         super().__init__(runtime, log)
@@ -39,7 +40,7 @@ class PodLink(KeeperLink):
             self.spawn_fields = {"user": agent_user}  # the keeper is root in its container; its agent is not
 
     def _exited(self, message: dict[str, Any]) -> None:
-        """A pod's keeper is the agent's neighbour (same user, same container): only its own session's exit is
+        """A pod's keeper is the agent's neighbour (the same container): only its own session's exit is
         heard, so that no number of claimed exits grows what the daemon remembers."""
         if message.get("sid") == self.sid:
             super()._exited(message)
@@ -73,10 +74,10 @@ class PodSession:
     async def place_pod(self, deadline: float | None) -> None:
         """Create the pod and reach its keeper; ClusterError (one line) when it cannot, or when the session is
         stopped meanwhile (`abandon`), with nothing left."""
-        with anyio.CancelScope() as self._placing:
+        with self._placing:  # made at once: a kill before the placement begins cancels it as it begins
             await self._place(deadline)
-        if self._placing.cancelled_caught:
-            raise ClusterError("stopped while its pod was starting")
+        if self._placing.cancel_called:
+            raise ClusterError("its start was called off (a kill, or the daemon stopping) while its pod was starting")
 
     def abandon(self) -> None:
         """A kill while the pod starts (it may wait for a node, an image): its start ends now, the pod deleted."""
@@ -92,8 +93,9 @@ class PodSession:
                 await cluster.delete_pod(place.replaces, grace=0)
             name = manifest.pod_name(self.sid)
             self.name = name  # before it is asked for: a create cut short may have made it
-            await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
-                                                  deadline=deadline))
+            with anyio.CancelScope(shield=True):  # a kill meanwhile deletes it after, never before, it is made
+                await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
+                                                      deadline=deadline))
             self.node = await cluster.wait_running(name, place.start_timeout)
             self.forward = Forward(self.scratch / "link", lambda: cluster.exec(name, manifest.bridge_command()),
                                    self.log)
@@ -125,7 +127,10 @@ class PodSession:
         """The session is over: say whether its host was lost (why, in words; None: the agent ended as usual)
         and delete the pod, unless the API cannot be reached (the keeper in it then stops the agent after
         kubernetes.hold, and the cluster ends the pod at its deadline)."""
-        await self._fresh_credentials()
+        if self.deleted:  # its placement failed or was called off: nothing of it is left
+            return self.lost
+        with anyio.move_on_after(LOOK_WAIT):  # a kubeconfig's plugin that hangs never holds the session's end
+            await self._fresh_credentials()
         if keeper_reason in (HOST_LOST, TOLD_TO_STOP) and self.name is not None:
             self.lost = await self._why_lost(keeper_reason)
         await self._delete()

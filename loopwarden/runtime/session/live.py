@@ -194,6 +194,9 @@ class LiveSession:
         if self.pod is not None:
             deadline = keeper_deadline(limits.max_runtime, limits.kill_grace)
             await self.pod.place_pod(deadline + POD_MARGIN if deadline else None)
+            self.journal.publish()  # its pod stored before its agent starts: a next daemon finds it, and deletes it
+            if records is not None:
+                await records.durable(self.spec.id, records.mark(self.spec.id))
         return await process.launch_kept(keeper, argv, env, self.spec.cwd,
                                          max_runtime=keeper_deadline(limits.max_runtime, limits.kill_grace),
                                          grace=limits.kill_grace)
