@@ -118,7 +118,8 @@ class Terminal:
     def open(self, line: str, env: dict[str, str], cwd: Path) -> None:
         """Type `line` in a new terminal (the one before, if any, closed)."""
         self.close()
-        env = {**env, "TERM": "xterm-256color"}
+        # the terminal's own size, not one the caller's environment names (Rich and Textual take COLUMNS first)
+        env = {**{k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}, "TERM": "xterm-256color"}
         launcher = self.folder / "typed.sh"
         typed = shlex.quote(line + '; echo "[exit $?]"; sleep 600')
         launcher.write_text(f"cd {shlex.quote(str(cwd))}\nexec env -i "
