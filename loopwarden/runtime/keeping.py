@@ -56,7 +56,8 @@ class Keeping:
         self.took = {"taken_up": 0, "resent_bytes": 0, "lost_bytes": 0}
         self.unknown: list[str] = []  # kept agents the store does not know (stopped)
         self.pod_links: dict[str, KeeperLink] = {}  # sessions in pods: each one's own keeper (pods/pod_session.py)
-        self._watching = False  # told of what is stored, and of sessions released
+        recorder.on_positions = self._stored  # what the store has of a kept agent, told to whichever keeper holds it
+        registry.on_release(self._released)
 
     async def open(self) -> None:
         """Reach the keeper when agents are to be kept, or when one runs (it holds an earlier daemon's agents)."""
@@ -75,10 +76,6 @@ class Keeping:
             return
         self.link = link
         self.instance = daemon_instance(link.pid)
-        if not self._watching:
-            self._watching = True
-            self.recorder.on_positions = self._stored
-            self.registry.on_release(self._released)
         self.log(f"keeper {link.pid}: holds {len(link.kept)} agents; new agents "
                  + ("are kept by it" if self.enabled else "are not (daemon.keep_agents is off)"))
 
@@ -112,10 +109,6 @@ class Keeping:
     def hold_in_pod(self, sid: str, link: KeeperLink) -> None:
         """A session whose agent a pod's keeper holds: what the store has of it is told to that keeper, which
         otherwise keeps the agent's output until it holds KEEP_BYTES, and then stops reading it."""
-        if not self._watching:
-            self._watching = True
-            self.recorder.on_positions = self._stored
-            self.registry.on_release(self._released)
         self.pod_links[sid] = link
 
     def _released(self, sid: str, _session: object) -> None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, Final, cast
@@ -107,42 +108,39 @@ class Cluster:
     # ---- the keeper's ConfigMap -----------------------------------------------------------
     async def ensure_config_map(self, body: dict[str, Any]) -> None:
         """Create it unless it is there (one per loopwarden version; never changed once made)."""
-        try:
-            await self.core.read_namespaced_config_map(body["metadata"]["name"], self.namespace)
-            return
-        except ApiException as exc:
-            if exc.status != 404:
-                raise ClusterError(f"kubernetes: cannot read the keeper's ConfigMap in {self.namespace}: "
-                                   f"{_said(exc)}") from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterError(f"kubernetes: the API cannot be reached: {_said(exc)}") from None
-        try:
-            await self.core.create_namespaced_config_map(self.namespace, cast(Any, body))  # the API's JSON as is
-        except ApiException as exc:
-            if exc.status != 409:  # made meanwhile by another daemon
-                raise ClusterError(f"kubernetes: cannot create the keeper's ConfigMap in {self.namespace}: "
-                                   f"{_said(exc)}") from None
+        with _reached():
+            try:
+                await self.core.read_namespaced_config_map(body["metadata"]["name"], self.namespace)
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise ClusterError(f"kubernetes: cannot read the keeper's ConfigMap in {self.namespace}: "
+                                       f"{_said(exc)}") from None
+            try:
+                await self.core.create_namespaced_config_map(self.namespace, cast(Any, body))  # the API's JSON as is
+            except ApiException as exc:
+                if exc.status != 409:  # made meanwhile by another daemon
+                    raise ClusterError(f"kubernetes: cannot create the keeper's ConfigMap in {self.namespace}: "
+                                       f"{_said(exc)}") from None
 
     # ---- pods -------------------------------------------------------------------------------
     async def create_pod(self, body: dict[str, Any]) -> None:
-        try:
-            await self.core.create_namespaced_pod(self.namespace, cast(Any, body))
-        except ApiException as exc:
-            raise ClusterError(f"kubernetes: cannot create pod {body['metadata']['name']} in {self.namespace}: "
-                               f"{_said(exc)}") from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterError(f"kubernetes: the API cannot be reached: {_said(exc)}") from None
+        with _reached():
+            try:
+                await self.core.create_namespaced_pod(self.namespace, cast(Any, body))
+            except ApiException as exc:
+                raise ClusterError(f"kubernetes: cannot create pod {body['metadata']['name']} in {self.namespace}: "
+                                   f"{_said(exc)}") from None
 
     async def read_pod(self, name: str) -> Any:
         """The pod as the API has it; PodGone when it is not there, ClusterError when the API cannot say."""
-        try:
-            return await self.core.read_namespaced_pod(name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise PodGone(f"pod {name} is gone from {self.namespace}") from None
-            raise ClusterError(f"kubernetes: cannot read pod {name}: {_said(exc)}") from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterError(f"kubernetes: the API cannot be reached: {_said(exc)}") from None
+        with _reached():
+            try:
+                return await self.core.read_namespaced_pod(name, self.namespace)
+            except ApiException as exc:
+                if exc.status == 404:
+                    raise PodGone(f"pod {name} is gone from {self.namespace}") from None
+                raise ClusterError(f"kubernetes: cannot read pod {name}: {_said(exc)}") from None
 
     async def wait_running(self, name: str, within: float) -> str:
         """Wait until the pod's container runs; its node's name. ClusterError (one line) when it cannot run."""
@@ -163,14 +161,12 @@ class Cluster:
 
     async def delete_pod(self, name: str, grace: int = 0) -> None:
         """Delete it (gone already is fine)."""
-        with contextlib.suppress(PodGone):
+        with _reached():
             try:
                 await self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=grace)
             except ApiException as exc:
                 if exc.status != 404:
                     raise ClusterError(f"kubernetes: cannot delete pod {name}: {_said(exc)}") from None
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                raise ClusterError(f"kubernetes: the API cannot be reached: {_said(exc)}") from None
 
     def exec(self, name: str, command: list[str]) -> Any:
         """A websocket to `command` run in the pod's container, stdin, stdout and stderr as channels 0, 1 and 2 (an
@@ -178,6 +174,18 @@ class Cluster:
         return self.ws.connect_get_namespaced_pod_exec(
             name, self.namespace, command=cast(Any, command), stdin=True, stdout=True, stderr=True, tty=False,
             _preload_content=False)
+
+
+@contextlib.contextmanager
+def _reached() -> Iterator[None]:
+    """The API's transport failing (refused, reset, timed out) as one ClusterError line; the API's own answers are
+    said by each call."""
+    try:
+        yield
+    except ClusterError:
+        raise
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise ClusterError(f"kubernetes: the API cannot be reached: {_said(exc)}") from None
 
 
 @cache

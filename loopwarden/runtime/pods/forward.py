@@ -34,7 +34,6 @@ class Forward:
         self.open_exec = open_exec
         self.log = log
         self.server: asyncio.AbstractServer | None = None
-        self.carried = 0  # connections carried so far
         self.failure: str | None = None  # why the last connection could not be carried, in a few words
         self._links: set[asyncio.Task[None]] = set()
 
@@ -65,7 +64,6 @@ class Forward:
         task = asyncio.current_task()
         assert task is not None
         self._links.add(task)
-        self.carried += 1
         try:
             async with await self.open_exec() as ws:
                 await _splice(reader, writer, ws, self.log)

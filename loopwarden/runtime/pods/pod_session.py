@@ -206,7 +206,7 @@ class PodContainment(Containment):
         return argv
 
     def started(self, pid: int, stdout_inode: int | None = None) -> None:
-        self.pid = pid  # the pod's; self.root stays None, so no claim and no guardian entry is made of it
+        """Nothing to remember: `pid` is the pod's, so no root, claim or guardian entry is made of it."""
 
     async def table(self) -> ProcTable:
         return ProcTable()
