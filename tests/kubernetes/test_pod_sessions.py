@@ -21,6 +21,7 @@ from tests.console.helpers import RecordingConsole, until
 from tests.kubernetes.api_proxy import FrozenableRelay
 from tests.kubernetes.helpers import Cluster, core_api
 from tests.support.daemon import Harness
+from tests.support.processes import processes_with
 from tests.support.waiting import wait_for
 
 AGENTS = Path(__file__).parent.parent / "agents"
@@ -47,6 +48,17 @@ def run_in_pod(lw: Harness, cluster: Cluster, namespace: str, work: Path, *comma
               f"kubernetes.volume=host:{work}", "kubernetes.pull_policy=Never")
     return lw.run_detached(*command, adapter=adapter, sets=placed + sets, env={"KUBECONFIG": str(cluster.kubeconfig)},
                            timeout=120)
+
+
+POLLING_ALLOWED = ("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0")  # no rule ends it
+
+
+def run_poller(lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path, *args: str,
+               sets: tuple[str, ...] = ()) -> str:
+    """pod_looper.py polling (`--changing`) in a pod, where no rule stops it: only what the test does ends it."""
+    work = workdir(tmp_path, "pod_looper.py")
+    return run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing", *args,
+                      sets=(*POLLING_ALLOWED, *sets))
 
 
 def pod_of(lw: Harness, sid: str) -> dict[str, Any]:
@@ -77,15 +89,6 @@ def delete_pod(cluster: Cluster, namespace: str, name: str) -> None:
     asyncio.run(delete())
 
 
-def processes_marked(mark: str) -> list[int]:
-    """This machine's processes with `mark` in their command line: a pod's processes run on its node, here."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if mark in (proc.info["cmdline"] or []):
-            found.append(proc.info["pid"])
-    return found
-
-
 def test_a_looping_agent_in_a_pod_is_nudged_blocked_and_terminated_and_its_pod_deleted(
         lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     work = workdir(tmp_path, "pod_looper.py")
@@ -113,9 +116,7 @@ def test_the_agent_in_a_pod_runs_as_another_user_than_its_keeper_and_cannot_touc
 @pytest.mark.anyio
 async def test_a_gate_opened_in_a_pod_is_approved_from_the_console(
         lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    work = workdir(tmp_path, "pod_looper.py")
-    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
-                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=3"))
+    sid = run_poller(lw, cluster, namespace, tmp_path, sets=("repetition.progress_gate_after=3",))
     snap = lw.wait_state(sid, "gated", timeout=120)
     assert snap["pod"]["node"] == cluster.node
     ref = f"{sid}:{snap['pending_gates'][0]}"
@@ -139,46 +140,39 @@ async def test_a_gate_opened_in_a_pod_is_approved_from_the_console(
 
 def test_pause_stops_the_agent_in_its_pod_and_resume_lets_it_go_on(lw: Harness, cluster: Cluster, namespace: str,
                                                                     tmp_path: Path) -> None:
-    work = workdir(tmp_path, "pod_looper.py")
     mark = f"mark-{secrets.token_hex(4)}"
-    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing", mark,
-                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"))
+    sid = run_poller(lw, cluster, namespace, tmp_path, mark)
     pod_of(lw, sid)
     wait_for(lambda: lw.status(sid)["tool_calls"] >= 3, timeout=60, what="the agent to call")
-    [agent] = wait_for(lambda: processes_marked(mark), timeout=30, what="the agent's process on the node")
+    [agent] = wait_for(lambda: processes_with(mark), timeout=30, what="the agent's process on the node")
     assert lw.cli("pause", sid).returncode == 0  # SIGSTOP, sent by the keeper in the pod to another user's process
-    wait_for(lambda: psutil.Process(agent).status() == psutil.STATUS_STOPPED, timeout=30, what="the agent stopped")
+    wait_for(lambda: agent.status() == psutil.STATUS_STOPPED, timeout=30, what="the agent stopped")
     assert lw.cli("resume", sid).returncode == 0
-    wait_for(lambda: psutil.Process(agent).status() != psutil.STATUS_STOPPED, timeout=30, what="the agent going on")
+    wait_for(lambda: agent.status() != psutil.STATUS_STOPPED, timeout=30, what="the agent going on")
     calls = lw.status(sid)["tool_calls"]
     wait_for(lambda: lw.status(sid)["tool_calls"] > calls, timeout=60, what="the agent to call again")
     assert lw.cli("kill", sid).returncode == 0
     assert lw.wait_state(sid, "terminated", timeout=60)["termination"] == "operator"
-    wait_for(lambda: not processes_marked(mark), timeout=60, what="the agent to be ended by its keeper")
+    wait_for(lambda: not processes_with(mark), timeout=60, what="the agent to be ended by its keeper")
 
 
 def test_kill_deletes_the_pod_and_its_processes(lw: Harness, cluster: Cluster, namespace: str,
                                                 tmp_path: Path) -> None:
-    work = workdir(tmp_path, "pod_looper.py")
     mark = f"mark-{secrets.token_hex(4)}"
-    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing", mark,
-                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"))
+    sid = run_poller(lw, cluster, namespace, tmp_path, mark)
     pod = pod_of(lw, sid)
     wait_for(lambda: lw.status(sid)["tool_calls"] >= 3, timeout=60, what="the agent to call")
-    assert processes_marked(mark), "the agent runs on the node"
+    assert processes_with(mark), "the agent runs on the node"
     kill = lw.cli("kill", sid)
     assert kill.returncode == 0, kill.stderr
     snap = lw.wait_state(sid, "terminated", timeout=60)
     assert snap["termination"] == "operator" and snap["pod"]["lost"] is None
     wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what=f"pod {pod['pod']} deleted")
-    wait_for(lambda: not processes_marked(mark), timeout=60, what="the agent's processes to end")
+    wait_for(lambda: not processes_with(mark), timeout=60, what="the agent's processes to end")
 
 
 def test_max_runtime_ends_a_session_in_a_pod(lw: Harness, cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    work = workdir(tmp_path, "pod_looper.py")
-    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
-                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0",
-                           "limits.max_runtime=3s"))
+    sid = run_poller(lw, cluster, namespace, tmp_path, sets=("limits.max_runtime=3s",))
     pod = pod_of(lw, sid)
     snap = lw.wait_state(sid, "terminated", timeout=120)
     assert snap["termination"] == "max_runtime"
@@ -219,7 +213,7 @@ def test_twenty_sessions_at_once_on_the_one_node(lw: Harness, cluster: Cluster, 
     work = workdir(tmp_path, "pod_looper.py")
     placed = (f"kubernetes.place=kubernetes:/{namespace}", f"kubernetes.image={cluster.image}",
               f"kubernetes.volume=host:{work}", "kubernetes.pull_policy=Never",
-              "repetition.progress_nudge_after=0", "repetition.progress_gate_after=0")
+              *POLLING_ALLOWED)
     spec = {"command": ["python3", "pod_looper.py", "--changing"], "adapter": "native", "sets": list(placed),
             "env": {"KUBECONFIG": str(cluster.kubeconfig)}}
     sids = [lw.request("run", spec=spec)["id"] for _ in range(20)]
@@ -283,9 +277,7 @@ def test_a_kill_while_the_pod_waits_for_a_node_ends_its_start_at_once(lw: Harnes
 
 def test_a_daemon_that_dies_leaves_no_pod_running_unwatched(lw: Harness, cluster: Cluster, namespace: str,
                                                             tmp_path: Path) -> None:
-    work = workdir(tmp_path, "pod_looper.py")
-    sid = run_in_pod(lw, cluster, namespace, work, "python3", "pod_looper.py", "--changing",
-                     sets=("repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"))
+    sid = run_poller(lw, cluster, namespace, tmp_path)
     pod = pod_of(lw, sid)
     assert lw.daemon is not None
     os.kill(lw.daemon.pid, signal.SIGKILL)  # nothing of it gets another word in
