@@ -462,7 +462,7 @@ def test_a_cluster(lw: Harness, cluster: Cluster, tmp_path: Path, terminal: Term
         terminal.keys("g")
         terminal.shows(f"{sid}:{gated['pending_gates'][0]}")
         terminal.keys("a")
-        terminal.shows("Approve")
+        terminal.shows("The call it holds goes ahead")  # the confirmation itself, not the key bar's "a Approve"
         terminal.keys("y")
         wait_for(lambda: any(a["action"] == "approve" for a in lw.request("actions", session=sid)), 60,
                  "the approval in the audit log")
