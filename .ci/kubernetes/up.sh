@@ -15,6 +15,10 @@
 #   for down.sh to restore.
 # - Pods get a bridge (lwtest0, 10.89.0.0/16) with no route out; no kube-proxy, no DNS. A pod that must reach
 #   the API uses hostNetwork.
+# - The kubelet neither collects images nor evicts pods. It measures a disk as used = size - available, and this
+#   machine's disk reads 85% used even with tens of GB free, so its image collection deleted the workload image
+#   (which no registry can give back) and later pods waited on ErrImageNeverPull. The disk and memory are the test
+#   run's: a full disk must fail its own tests, not evict the cluster's pods.
 # - The kubelet's API is anonymous with AlwaysAllow, and the users are static tokens: a test cluster only.
 # - Needs the ports 2379, 2380, 6443, 10250, 10257 and 10259 free: one such cluster per machine.
 set -euo pipefail
@@ -88,7 +92,9 @@ healthzBindAddress: 127.0.0.1
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}, x509: {clientCAFile: "$PKI/ca.crt"}}
 authorization: {mode: AlwaysAllow}
 clusterDomain: cluster.local
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
 EOF
 }
 

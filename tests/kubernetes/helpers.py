@@ -45,3 +45,20 @@ async def until_answered(check: Callable[[], Awaitable[Any]], timeout: float = 6
         if poll():
             return value
         await asyncio.sleep(every)
+
+
+def pod_said(pod: Any) -> str:
+    """What a pod's status says of where it is: its phase, its container's waiting or ended state, and any condition
+    not met (a timed-out wait prints it)."""
+    if pod is None or pod.status is None:
+        return "no status yet"
+    said = [f"phase {pod.status.phase}"]
+    for status in pod.status.container_statuses or []:
+        state = status.state
+        if state and state.waiting:
+            said.append(f"{status.name} waiting: {state.waiting.reason} {state.waiting.message or ''}".rstrip())
+        elif state and state.terminated:
+            said.append(f"{status.name} ended: {state.terminated.reason} {state.terminated.exit_code}")
+    said += [f"{c.type} {c.status}: {c.reason} {c.message or ''}".rstrip()
+             for c in pod.status.conditions or [] if c.status != "True"]
+    return "; ".join(said)

@@ -7,7 +7,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.kubernetes.helpers import Cluster, core_api, until_answered
+from tests.kubernetes.helpers import Cluster, core_api, pod_said, until_answered
 
 pytestmark = pytest.mark.anyio
 
@@ -27,11 +27,14 @@ async def test_a_pod_of_the_workload_image_runs_python_with_the_keepers_modules(
         await core.create_namespaced_pod(namespace, one_shot_pod("python", cluster.image,
                                                                  ["python3", "-c", KEEPER_MODULES]))
 
+        seen: list[client.V1Pod] = []
+
         async def finished_phase() -> str | None:
-            pod = await core.read_namespaced_pod("python", namespace)
+            seen[:] = [pod := await core.read_namespaced_pod("python", namespace)]
             return pod.status.phase if pod.status.phase in ("Succeeded", "Failed") else None
 
-        phase = await until_answered(finished_phase, timeout=90, what="the python pod to finish")
+        phase = await until_answered(finished_phase, timeout=90,
+                                     what=lambda: f"the python pod to finish ({pod_said(seen[0] if seen else None)})")
         log = await core.read_namespaced_pod_log("python", namespace)
         pod = await core.read_namespaced_pod("python", namespace)
     assert (phase, log) == ("Succeeded", "ok\n")
@@ -44,3 +47,15 @@ async def test_the_operator_user_has_no_rights_of_its_own(cluster: Cluster, name
             await core.list_namespaced_pod(namespace)
     assert refused.value.status == 403
     assert "loopwarden-operator" in str(refused.value.body)
+
+
+async def test_the_kubelet_keeps_the_images_it_cannot_pull_and_evicts_no_pod(cluster: Cluster) -> None:
+    """The workload image was loaded, not pulled: once deleted, every later pod waits on ErrImageNeverPull. The
+    kubelet reads this machine's disk as 85% used with tens of GB free (used = size - available), so its image
+    collection must be off, and so must its evictions: the disk and memory are the test run's."""
+    async with core_api(cluster.kubeconfig) as core:
+        answer = await core.api_client.call_api(f"/api/v1/nodes/{cluster.node}/proxy/configz", "GET",
+                                                 response_type="object", _return_http_data_only=True)
+    kubelet = answer["kubeletconfig"]
+    assert kubelet["imageGCHighThresholdPercent"] == 100
+    assert set(kubelet["evictionHard"].values()) == {"0%"}  # "0%" is no threshold

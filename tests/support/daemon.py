@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -20,6 +21,9 @@ from loopwarden.runtime.principal import KEEPER_MODULE, runs_daemon
 from loopwarden.paths import Paths, default_paths
 from tests.support.paths import PY
 from tests.support.waiting import wait_for
+
+# What a session's status says of why it is not (yet) in the state a test awaits, printed when the wait times out.
+SAID_ON_TIMEOUT = ("state", "termination", "termination_text", "exit_code", "failure", "lost", "pod")
 
 
 def exited(proc: subprocess.Popen[bytes], timeout: float) -> int:
@@ -127,10 +131,16 @@ class Harness:
         return self.request("status", session=sid)
 
     def wait_state(self, sid: str, *states: str, timeout: float = 30.0) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
         def check() -> dict[str, Any] | None:
-            snap = self.status(sid)
+            last.update(snap := self.status(sid))
             return snap if snap.get("state") in states else None
-        return wait_for(check, timeout, f"session {sid} to be {' or '.join(states)}")
+
+        def what() -> str:
+            seen = {key: last[key] for key in SAID_ON_TIMEOUT if last.get(key) not in (None, "", [], {})}
+            return f"session {sid} to be {' or '.join(states)} (last seen: {json.dumps(seen, default=str)[:600]})"
+        return wait_for(check, timeout, what)
 
     def verdicts(self, sid: str) -> list[dict[str, Any]]:
         return self.request("logs", session=sid)["verdicts"]
