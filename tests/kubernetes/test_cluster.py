@@ -3,6 +3,8 @@ nothing RBAC has not granted it by name."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -54,8 +56,7 @@ async def test_the_kubelet_keeps_the_images_it_cannot_pull_and_evicts_no_pod(clu
     kubelet reads this machine's disk as 85% used with tens of GB free (used = size - available), so its image
     collection must be off, and so must its evictions: the disk and memory are the test run's."""
     async with core_api(cluster.kubeconfig) as core:
-        answer = await core.api_client.call_api(f"/api/v1/nodes/{cluster.node}/proxy/configz", "GET",
-                                                 response_type="object", _return_http_data_only=True)
-    kubelet = answer["kubeletconfig"]
+        answer = await core.connect_get_node_proxy_with_path(cluster.node, "configz", _preload_content=False)
+        kubelet = json.loads(await answer.read())["kubeletconfig"]
     assert kubelet["imageGCHighThresholdPercent"] == 100
     assert set(kubelet["evictionHard"].values()) == {"0%"}  # "0%" is no threshold
