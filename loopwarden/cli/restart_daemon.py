@@ -19,7 +19,8 @@ def restart_daemon(yes: bool) -> None:
     """Replace the daemon with a new one (after 'pip install -U loopwarden'), agents untouched.
 
     Kept agents (all launched ones, unless daemon.keep_agents = false in the
-    config file) are held by the keeper meanwhile: the new daemon takes each one up where the store ends,
+    config file) are held by the keeper meanwhile, and sessions in pods by the keeper in each pod: the new
+    daemon takes each one up where the store ends,
     its judgement rebuilt, with no event lost or judged twice. Sessions that are
     not kept stop, as with stop-daemon; it asks first (--yes does not). Returns
     once the new daemon answers.

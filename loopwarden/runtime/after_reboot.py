@@ -28,6 +28,7 @@ class ContinueAfterReboot:
         self.registry = registry
         self.continues = continues
         self.log = log
+        self.limiter: anyio.CapacityLimiter | None = None  # one for every call: sessions in pods come one by one
 
     def settings(self) -> Sessions | None:
         """The daemon's [sessions] settings (config file < environment); None, said in the log, when unreadable."""
@@ -41,7 +42,9 @@ class ContinueAfterReboot:
         settings = self.settings() if lost else None
         if settings is None or not settings.continue_after_reboot:
             return
-        limiter = anyio.CapacityLimiter(max(1, settings.continue_at_once))
+        if self.limiter is None:
+            self.limiter = anyio.CapacityLimiter(max(1, settings.continue_at_once))
+        limiter = self.limiter
         async with anyio.create_task_group() as tg:
             for sid in lost:
                 tg.start_soon(self._one, sid, limiter)

@@ -58,6 +58,7 @@ from .spill_bounds import SpillLedger
 from .store import StoreError
 from .upkeep import Upkeep
 from .pods.left_behind import delete_left_pods
+from .pods.take_up import PodTakeUp
 
 __all__ = ["SHUTDOWN_CAP", "Daemon", "run_daemon"]
 
@@ -93,6 +94,10 @@ class Daemon:
         self.keeping = keeping = Keeping(paths, registry, recorder, watch, log=log)
         self.launcher = launcher = Launcher(paths, registry, starter, router, recorder, watch, spill_ledger, upkeep,
                                             keeping, clock=clock)
+        self.pods_left = PodTakeUp(keeping, launcher.take_up_in_pod, self._lost_in_pod, log,
+                                   taking=self.earlier.taking_up, stopping=lambda: self.shutdown.begun,
+                                   handover=lambda: self.shutdown.handover)
+        self.earlier.on_in_pods = lambda left: self.pods_left.run(recorder.store, left)  # found by a later open
         self.hooks = hooks = HookOperations(paths, registry, starter, recorder, audit, health, tasks,
                                             sink=router.sink, helpers=watch.helpers, clock=clock)
         continues = ContinueOperations(paths, registry, launcher, audit, self.shutdown)
@@ -144,6 +149,7 @@ class Daemon:
                 self.tasks.group = tg
                 self._start_work(tg, listener)
                 tg.start_soon(self.keeping.take_up_all, self.recorder.store, self.launcher.take_up)
+                tg.start_soon(self.pods_left.run, self.recorder.store, self.earlier.left_in_pods())
                 self.alerting.configure()
                 tg.start_soon(self.alerting.notifier.run)
                 tg.start_soon(self.spending.days_turn)
@@ -168,6 +174,8 @@ class Daemon:
                 sock_path.unlink()
             except OSError:
                 pass
+            if self.shutdown.handover:  # (its sessions' tasks are over: nothing reads the links' ends)
+                await self.keeping.close_pods()
             self._close(lock)
 
     def _start_work(self, tg: TaskGroup, listener: Any) -> None:
@@ -185,6 +193,13 @@ class Daemon:
         tg.start_soon(self._signals)
         tg.start_soon(self.server.accept, listener)
         tg.start_soon(self.broadcaster.heartbeats)
+
+    async def _lost_in_pod(self, sid: str, why: str) -> None:
+        """A session an earlier daemon left in a pod, not taken up: lost (and said so), its pod deleted."""
+        if await self.earlier.lose(sid, why):
+            self.alerting.lost([sid])
+            await delete_left_pods(self.recorder.store, [sid], self.log)
+            await self.after_reboot.run([sid])  # sessions.continue_after_reboot
 
     async def _hand_over(self) -> None:
         """restart-daemon: the kept sessions let go of their agents (the keeper holds them for the next daemon,
@@ -237,7 +252,7 @@ class Daemon:
         """Stop every live session within the cap: SIGTERM, at most SHUTDOWN_KILL_AT seconds (less when
         kill_grace is shorter), SIGKILL for everything left, and each records how it ended."""
         self.shutdown.begin()
-        kept = self.keeping.held if self.shutdown.handover else set()
+        kept = self.keeping.handed_over if self.shutdown.handover else set()
         live = [s for sid, s in self.registry.sessions.items() if not s.final and sid not in kept]
         if not live:
             return

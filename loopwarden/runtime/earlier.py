@@ -3,7 +3,7 @@ marked lost (and said how they ended, once their guardian is done), the newest e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -12,6 +12,7 @@ from ..paths import Paths
 from . import lost as lost_sessions
 from .broadcast import Broadcaster
 from .lifecycle import Tasks
+from .pods.left_behind import pod_of
 from .registry import RECENT_BYTES, SessionRegistry, row_snapshot
 from .store import Store, StoreError, max_session_number_readonly
 
@@ -32,6 +33,9 @@ class EarlierSessions:
         self.clock = clock
         self.pending: lost_sessions.Settled | None = None
         self.kept: set[str] = set()  # sessions whose agents the keeper held for us: running, not lost
+        self.in_pods: dict[str, dict[str, Any]] = {}  # sessions left running in pods (each one's stored pod)
+        self.taking_up: set[str] = set()  # ... of which those being taken up now (pods/take_up.py)
+        self.on_in_pods: Callable[[dict[str, dict[str, Any]]], Coroutine[Any, Any, None]] | None = None  # takes them up
 
     def open(self) -> list[str]:
         """Open the store, mark the sessions of earlier daemons that were still running as lost, and
@@ -50,8 +54,12 @@ class EarlierSessions:
     def read(self, store: Store) -> Found:
         """When the store has just been opened (in the opening thread): mark the sessions earlier daemons
         left running as lost, and read the newest ended ones and the highest id. Raises StoreError."""
-        live = set(self.registry.sessions) | self.kept  # (a copy at once: the event loop may add to it meanwhile)
-        lost = store.mark_lost(self.clock(), keep=live)
+        # (a copy at once: the event loop may add to it meanwhile)
+        live = set(self.registry.sessions) | self.kept | set(self.taking_up)
+        # in pods: their keepers may hold them still; taken up, or marked lost, by pods/take_up.py
+        self.in_pods.update({row["id"]: pod for row in store.unended() if row["id"] not in live
+                             and (pod := pod_of(row)) is not None and pod.get("node")})
+        lost = store.mark_lost(self.clock(), keep=live | set(self.in_pods))
         try:
             self.pending = lost_sessions.settle(store, lost, str(self.paths.data), self.instance())
         except StoreError:
@@ -66,6 +74,42 @@ class EarlierSessions:
         self.registry.took_history(rows, highest)
         if self.pending is not None and self.pending.sessions and self.tasks.running:
             self.tasks.start_soon(self.settle)  # (at the daemon's start, serve starts it)
+        if self.in_pods and self.on_in_pods is not None and self.tasks.running:
+            self.tasks.start_soon(self.on_in_pods, self.left_in_pods())  # (at the start, serve does)
+
+    def left_in_pods(self) -> dict[str, dict[str, Any]]:
+        """The sessions in pods found left running since the last call (each once), to take up."""
+        left, self.in_pods = self.in_pods, {}
+        self.taking_up.update(left)  # (live for a store opened again, from now on)
+        return left
+
+    async def lose(self, sid: str, why: str) -> bool:
+        """A session left running in a pod that could not be taken up: marked lost now, saying why, in the store
+        and to every console; whether it was."""
+        store = self.registry.store
+        if sid in self.registry.sessions:  # taken up after all
+            return False
+        if store is None:
+            self.log(f"session {sid} is not taken up ({why}), and cannot be marked lost: no store")
+            return False
+
+        def mark() -> dict[str, Any] | None:
+            if not store.mark_lost(self.clock(), only=[sid]):
+                return None
+            lost_sessions.record_in_pod(store, sid, why)
+            return store.session(sid)
+
+        try:
+            row = await anyio.to_thread.run_sync(mark)
+        except StoreError as exc:
+            self.log(f"session {sid} cannot be marked lost ({why}): {exc}")
+            return False
+        if row is None:
+            return False
+        snap = row_snapshot(row)
+        self.registry.recent.add(sid, snap)
+        self.broadcaster.broadcast("session", sid, snap, is_event=False)
+        return True
 
     async def settle(self) -> None:
         """Sessions an earlier daemon lost while its guardian was still stopping them: once that guardian is

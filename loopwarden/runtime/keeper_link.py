@@ -237,9 +237,9 @@ class KeeperLink:
     async def take(self, sid: str, seq: int) -> dict[str, Any]:
         """Take a session up, its stdout stored up to line `seq` (frames queued for later lines are dropped, and
         counted in `answers_dropped`)."""
-        before = next((int(s.get("stdin_dropped") or 0) for s in self.kept if s.get("sid") == sid), 0)
+        before = next((_count(s.get("stdin_dropped")) for s in self.kept if s.get("sid") == sid), 0)
         reply = await self.request("take", sid=sid, seq=seq)
-        self.answers_dropped += max(0, int(reply.get("stdin_dropped") or 0) - before)
+        self.answers_dropped += max(0, _count(reply.get("stdin_dropped")) - before)
         return reply
 
     def stored(self, sid: str, out: int, seq: int, err: int) -> None:
@@ -284,3 +284,8 @@ def daemon_command(paths: Paths) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "LOOPWARDEN_SUCCEED"}  # (it replaces no running daemon)
     return {"argv": serve_argv(), "env": env, "cwd": os.getcwd(),
             "log": str(paths.daemon_log)}
+
+
+def _count(value: Any) -> int:
+    """A count a keeper said (a pod's keeper is the agent's neighbour): 0 unless a whole number from 0 up."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -267,7 +267,7 @@ class KeptAgent:
         out, err = self.streams["out"], self.streams["err"]
         return {"sid": self.sid, "pid": self.pid, "started": self.started, "code": self.code, "reason": self.reason,
                 "out": [out.base, out.end], "err": [err.base, err.end], "stdin_dropped": self.stdin.dropped,
-                "stdin_open": self.stdin.fd is not None}
+                "stdin_open": self.stdin.fd is not None, "stopped": stopped(self.pid)}
 
     @property
     def finished(self) -> bool:
@@ -285,6 +285,16 @@ class KeptAgent:
             self.stdin.fd = None
         if self.stdin.conn is not None:
             self.stdin.conn.close()
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP: a gate or an operator holds it), as its /proc stat says."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            line = stat.read()
+    except OSError:
+        return False
+    return line[line.rfind(b")") + 2:][:1] in (b"T", b"t")
 
 
 Handler = Callable[[int], None]

@@ -78,7 +78,7 @@ class Launcher:
                               on_group=lambda _pgid, _alive: None, clock=self.clock, records=self.recorder,
                               containment=PodContainment(spec.id, pod), sink_rows=self.router.sink_rows,
                               keeper=pod.link, health=health, pod=pod)
-        self.keeping.hold_in_pod(spec.id, pod.link)
+        self.keeping.hold_in_pod(session)
         self.starter.start(session)
         self.router.publish_now(spec.id)  # stored before its pod is made (LiveSession._start waits for it)
         self.upkeep.wake_cleaner()
@@ -92,6 +92,16 @@ class Launcher:
                               containment=self.keeping.containment(spec.id), sink_rows=self.router.sink_rows,
                               keeper=self.keeping.link, taken=taken, health=health)
         self.keeping.hold(session)
+        self.starter.start(session)
+
+    def take_up_in_pod(self, spec: SessionSpec, config: Config, adapter: Adapter, taken: TakenUp,
+                       health: SessionHealth, pod: PodSession) -> None:
+        """Supervise again an agent an earlier daemon placed in a pod, whose keeper `pod` has reached again."""
+        session = LiveSession(spec, config, adapter, sink=self.router.sink, spiller=self._spiller(config, spec.id),
+                              on_group=lambda _pgid, _alive: None, clock=self.clock, records=self.recorder,
+                              containment=PodContainment(spec.id, pod), sink_rows=self.router.sink_rows,
+                              keeper=pod.link, taken=taken, health=health, pod=pod)
+        self.keeping.hold_in_pod(session)
         self.starter.start(session)
 
     def _spiller(self, config: Config, sid: str) -> Spiller:

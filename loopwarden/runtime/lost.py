@@ -52,15 +52,16 @@ def settle(store: Store, sids: list[str], directory: str, own: str = "") -> Sett
     covered = {sid: r for r in reports for sid in r["sessions"]}
     left = Settled(guardians=[_guardian(r) for r in working])
     for sid in sids:
+        row = store.session(sid) or {}
+        if pod_of(row) is not None:  # no guardian of this machine tells of it
+            record_in_pod(store, sid)
+            continue
         report = covered.get(sid)
         waiting = any(report is r for r in working) or (report is None and bool(working))
         if waiting:
             left.sessions.append(sid)
-        row = store.session(sid) or {}
         last = store.last("events", sid, 1)
-        pod = pod_of(row)
-        details = (in_pod(pod, last[0] if last else None) if pod is not None else
-                   describe(sid, report, row.get("pid"), last[0] if last else None, waiting))
+        details = describe(sid, report, row.get("pid"), last[0] if last else None, waiting)
         store.record_lost(sid, words(details), details, details.get("daemon_died_at"))
     for report in reports:
         if not any(report is r for r in working):
@@ -113,11 +114,21 @@ def describe(sid: str, report: dict[str, Any] | None, pid: Any, last: dict[str, 
     return out
 
 
-def in_pod(pod: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any]:
-    """A session that ran in a pod when its daemon died: no guardian and no pid of this machine tells of it (the
-    next daemon deletes its pod: pods/left_behind.py)."""
+def record_in_pod(store: Store, sid: str, why: str | None = None) -> None:
+    """How a lost session that ran in a pod ended (`why` the next daemon could not take it up), in the store.
+    Runs in a worker thread. Raises StoreError."""
+    last = store.last("events", sid, 1)
+    details = in_pod(pod_of(store.session(sid)) or {}, last[0] if last else None, why)
+    store.record_lost(sid, words(details), details)
+
+
+def in_pod(pod: dict[str, Any], last: dict[str, Any] | None, why: str | None = None) -> dict[str, Any]:
+    """A session that ran in a pod when its daemon died, which the next daemon could not take up (`why`): no
+    guardian and no pid of this machine tells of it (the next daemon deletes its pod: pods/left_behind.py)."""
     out: dict[str, Any] = {"how": "pod", "pod": visible(str(pod.get("pod")))[:80],
                            "node": visible(str(pod.get("node") or "?"))[:80]}
+    if why:
+        out["why"] = visible(why)[:240]
     out["last_event"] = {"seq": _int(last.get("seq")), "ts": _time(last.get("ts"))} if last is not None else None
     return out
 
@@ -149,8 +160,9 @@ def words(d: dict[str, Any]) -> str:
     elif how == "gone":
         text = "found gone when the next daemon started (not seen by the guardian)"
     elif how == "pod":
-        text = (f"its daemon died while its agent ran in pod {d.get('pod')} on node {d.get('node')}; the next daemon "
-                "deletes the pod ('loopwarden continue' takes the conversation up in a new one)")
+        text = (f"its daemon died while its agent ran in pod {d.get('pod')} on node {d.get('node')}"
+                + (f", and the next daemon could not take it up: {d['why']}" if d.get("why") else "")
+                + "; its pod is deleted ('loopwarden continue' takes the conversation up in a new one)")
     elif how == "running":
         text = f"still running? (not seen by the guardian; a process with its pid {d.get('pid')} exists)"
     else:

@@ -102,8 +102,9 @@ class DaemonOperations:
         would stop: the reply names them, for the client to ask its user first."""
         sessions = self.registry.sessions
         live = [{"id": sid, "name": s.spec.name} for sid, s in sessions.items() if not s.final]
-        kept = [s for s in live if s["id"] in self.keeping.held]
-        stopping = [s for s in live if s["id"] not in self.keeping.held]
+        handed_over = self.keeping.handed_over
+        kept = [s for s in live if s["id"] in handed_over]
+        stopping = [s for s in live if s["id"] not in handed_over]
         if req.get("unless_stopping") and stopping:
             return {"stopping": False, "live": stopping}
         self.shutdown.handover = True

@@ -311,14 +311,16 @@ class Store:
             self._lock.release()
         return True
 
-    def mark_lost(self, now: float, keep: Iterable[str] = ()) -> list[str]:
-        """Mark every session not in a final state (other than `keep`) as lost, ended now; their ids."""
-        spare = set(keep)
+    def mark_lost(self, now: float, keep: Iterable[str] = (), only: Iterable[str] | None = None) -> list[str]:
+        """Mark every session not in a final state (other than `keep`; of `only`, when given) as lost, ended now;
+        their ids."""
+        spare, among = set(keep), None if only is None else set(only)
         with self._lock, store_errors(self.path), transaction(self.db.conn):
             marks = ", ".join("?" * len(FINAL_STATES))
             ids = [row[0] for row in self.db.execute(
                 f"SELECT id FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
-                " ORDER BY created_at, rowid", FINAL_STATES) if row[0] not in spare]
+                " ORDER BY created_at, rowid", FINAL_STATES)
+                if row[0] not in spare and (among is None or row[0] in among)]
             self.db.conn.executemany(
                 "UPDATE sessions SET state = 'lost', termination = 'lost', ended_at = ?,"
                 " termination_text = coalesce(termination_text, ?) WHERE id = ?",
@@ -338,6 +340,12 @@ class Store:
     def sessions(self) -> list[dict[str, Any]]:
         """Every session, oldest first."""
         return self._select("sessions", "SELECT * FROM sessions ORDER BY created_at, rowid")
+
+    def unended(self) -> list[dict[str, Any]]:
+        """The sessions not in a final state (an earlier daemon's, at a start), oldest first."""
+        marks = ", ".join("?" * len(FINAL_STATES))
+        return self._select("sessions", f"SELECT * FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
+                            " ORDER BY created_at, rowid", FINAL_STATES)
 
     def session(self, session_id: str) -> dict[str, Any] | None:
         rows = self._select("sessions", "SELECT * FROM sessions WHERE id = ?", [session_id])

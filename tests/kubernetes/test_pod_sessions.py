@@ -275,22 +275,75 @@ def test_a_kill_while_the_pod_waits_for_a_node_ends_its_start_at_once(lw: Harnes
     wait_for(lambda: not pod_exists(cluster, namespace, name), timeout=60, what=f"pod {name} deleted")
 
 
-def test_a_daemon_that_dies_leaves_no_pod_running_unwatched(lw: Harness, cluster: Cluster, namespace: str,
-                                                            tmp_path: Path) -> None:
-    sid = run_poller(lw, cluster, namespace, tmp_path)
-    pod = pod_of(lw, sid)
+def kill_daemon(lw: Harness) -> None:
     assert lw.daemon is not None
     os.kill(lw.daemon.pid, signal.SIGKILL)  # nothing of it gets another word in
     lw.daemon.wait(30)
-    assert pod_exists(cluster, namespace, pod["pod"]), "the keeper holds the agent in its pod meanwhile"
+
+
+def test_the_next_daemon_takes_up_a_pod_session_a_dead_one_left_as_it_was(lw: Harness, cluster: Cluster,
+                                                                           namespace: str, tmp_path: Path) -> None:
+    """A daemon killed -9 under a session paused in its pod: the keeper there holds the agent, and the next daemon
+    reaches that keeper again through the API and takes the session up where the store ends, still paused; resumed,
+    it calls on, judged; killed, its pod is deleted."""
+    mark = f"mark-{secrets.token_hex(4)}"
+    sid = run_poller(lw, cluster, namespace, tmp_path, mark)
+    pod = pod_of(lw, sid)
+    wait_for(lambda: lw.status(sid)["tool_calls"] >= 3, timeout=60, what="the agent to call")
+    [agent] = wait_for(lambda: processes_with(mark), timeout=30, what="the agent's process on the node")
+    assert lw.cli("pause", sid).returncode == 0
+    wait_for(lambda: agent.status() == psutil.STATUS_STOPPED, timeout=30, what="the agent stopped")
+    calls = lw.status(sid)["tool_calls"]
+    kill_daemon(lw)
     lw.start()
-    snap = lw.wait_state(sid, "lost", timeout=60)
-    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60,
-             what="the next daemon to delete the pod the dead one left")
-    said = wait_for(lambda: "pod" in str(lw.status(sid).get("termination_text")) and lw.status(sid), timeout=30,
-                    what="how it was lost")
-    assert pod["pod"] in said["termination_text"] and "daemon died" in said["termination_text"], said
-    assert snap["pod"]["pod"] == pod["pod"]
+    snap = lw.wait_state(sid, "paused", timeout=90)  # never lost, and paused as it was left (its keeper says so)
+    assert snap["pod"]["pod"] == pod["pod"] and snap["pod"]["node"] == cluster.node, snap["pod"]
+    assert snap["tool_calls"] == calls and agent.is_running() and agent.status() == psutil.STATUS_STOPPED
+    assert lw.cli("resume", sid).returncode == 0
+    wait_for(lambda: lw.status(sid)["tool_calls"] > calls + 2, timeout=60, what="the agent to call on, judged")
+    assert lw.status(sid)["state"] == "running"
+    assert lw.cli("kill", sid).returncode == 0
+    assert lw.wait_state(sid, "terminated", timeout=60)["termination"] == "operator"
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what="its pod deleted")
+    wait_for(lambda: not processes_with(mark), timeout=60, what="the agent ended")
+
+
+def test_restart_daemon_hands_a_pod_session_to_the_next_daemon(lw: Harness, cluster: Cluster, namespace: str,
+                                                                tmp_path: Path) -> None:
+    """restart-daemon leaves a session in a pod to its keeper there, and the next daemon takes it up: the same pod,
+    its agent calling on, judged; a kill then deletes the pod."""
+    sid = run_poller(lw, cluster, namespace, tmp_path)
+    pod = pod_of(lw, sid)
+    wait_for(lambda: lw.status(sid)["tool_calls"] >= 3, timeout=60, what="the agent to call")
+    old = lw.request("ping")["pid"]
+    done = lw.cli("restart-daemon", "--yes", timeout=300)
+    assert done.returncode == 0 and "1 kept sessions taken up" in done.stdout, (done.stdout, done.stderr)
+    assert lw.request("ping")["pid"] != old
+    snap = lw.wait_state(sid, "running", timeout=90)
+    assert snap["pod"]["pod"] == pod["pod"], snap["pod"]
+    calls = snap["tool_calls"]
+    wait_for(lambda: lw.status(sid)["tool_calls"] > calls + 2, timeout=60, what="the agent to call on, judged")
+    assert lw.cli("kill", sid).returncode == 0
+    lw.wait_state(sid, "terminated", timeout=60)
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what="its pod deleted")
+
+
+def test_a_pod_deleted_while_no_daemon_watched_is_lost_saying_so(lw: Harness, cluster: Cluster, namespace: str,
+                                                                 tmp_path: Path) -> None:
+    """A daemon killed -9 under a pod session, whose pod is then deleted: the next daemon cannot take it up, marks it
+    lost saying why, and starts without waiting on it."""
+    sid = run_poller(lw, cluster, namespace, tmp_path)
+    pod = pod_of(lw, sid)
+    wait_for(lambda: lw.status(sid)["tool_calls"] >= 2, timeout=60, what="the agent to call")  # so, it is stored
+    kill_daemon(lw)
+    assert pod_exists(cluster, namespace, pod["pod"]), "the keeper holds the agent in its pod meanwhile"
+    delete_pod(cluster, namespace, pod["pod"])
+    wait_for(lambda: not pod_exists(cluster, namespace, pod["pod"]), timeout=60, what="the pod deleted")
+    lw.start()
+    snap = lw.wait_state(sid, "lost", timeout=90)
+    said = snap["termination_text"]
+    assert pod["pod"] in said and "daemon died" in said and "could not take it up" in said \
+        and "was deleted meanwhile" in said, said
 
 
 def test_an_agent_in_a_pod_writes_more_than_its_keeper_holds_and_nothing_stalls(

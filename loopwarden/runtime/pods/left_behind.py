@@ -1,7 +1,6 @@
-"""The pods an earlier daemon left: when a daemon dies while sessions run in pods, no next daemon takes them up
-(their keepers hold the agents, unwatched, for kubernetes.hold). The next daemon marks those sessions lost, then
-deletes their pods, so that no agent works on in one that nobody watches; `continue` takes each conversation up
-in a new pod, from its volume."""
+"""The pods an earlier daemon left that the next daemon cannot take up (take_up.py says when): their sessions are
+marked lost, and their pods deleted, so that no agent works on in one that nobody watches; `continue` takes each
+conversation up in a new pod, from its volume."""
 
 from __future__ import annotations
 

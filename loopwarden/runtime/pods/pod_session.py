@@ -25,6 +25,7 @@ from .placement import Placement
 
 HOST_LOST: Final = "host lost"  # the reason a pod session's exit is given when its link broke
 TOLD_TO_STOP: Final = "the keeper was told to stop"  # keeper.py: its SIGTERM, which a pod's deletion sends
+RETRY: Final = 2.0  # seconds between two tries at an earlier daemon's pod's keeper
 LOOK_WAIT: Final = 10.0  # seconds the API is given to say what became of a pod whose link broke
 
 
@@ -97,18 +98,64 @@ class PodSession:
                 await cluster.create_pod(manifest.pod(name, cluster.namespace, self.sid, daemon_instance(), place,
                                                       deadline=deadline))
             self.node = await cluster.wait_running(name, place.start_timeout)
-            self.forward = Forward(self.scratch / "link", lambda: cluster.exec(name, manifest.bridge_command()),
-                                   self.log)
-            await self.forward.start()
-            try:
-                await self.link.open({}, start=False)
-            except (KeeperError, OSError, TimeoutError) as exc:
-                why = self.forward.failure or str(exc)[:200]
-                raise ClusterError(f"pod {name}: its keeper cannot be reached: {why}") from None
+            await self._reach_keeper(cluster, name)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._delete()
             raise
+
+    async def reach_again(self, name: str, within: float) -> dict[str, Any]:
+        """An earlier daemon's pod, its agent to be taken up: its keeper reached again; what the keeper says of the
+        agent (its hello's entry). ClusterError (one line: why) when it cannot be: the pod gone or not running,
+        the API out of reach, the keeper holding no such agent. Nothing is deleted here (`end` does that)."""
+        place = self.place
+        self.name = name
+        self.cluster = cluster = await Cluster.connect(place.kubeconfig, place.context, place.namespace)
+        self.namespace = cluster.namespace
+        try:
+            pod = await cluster.read_pod(name)
+        except PodGone:
+            raise PodGone(f"its pod {name} was deleted meanwhile") from None
+        phase = pod.status.phase if pod.status else None
+        if pod.metadata.deletion_timestamp is not None or phase != "Running":
+            raise ClusterError(f"its pod {name} is " + ("being deleted" if pod.metadata.deletion_timestamp
+                                                          else f"{phase or 'not running'}"))
+        self.node = pod.spec.node_name
+        deadline = time.monotonic() + within
+        while True:  # its keeper refuses a second daemon while the last one's link lingers (a restart, a crash)
+            try:
+                await self._reach_keeper(cluster, name)
+                break
+            except ClusterError as exc:
+                if time.monotonic() + RETRY > deadline:
+                    raise
+                self.log(f"{exc}; trying again in {RETRY:g}s")
+                await self._drop_link()
+                await anyio.sleep(RETRY)
+        kept = next((k for k in self.link.kept if k.get("sid") == self.sid), None)
+        if kept is None:
+            raise ClusterError(f"the keeper in pod {name} no longer holds its agent")
+        return kept
+
+    async def _drop_link(self) -> None:
+        """The link and forward of an attempt that failed closed; a new link to try again with."""
+        with contextlib.suppress(Exception):
+            await self.link.aclose()
+        if self.forward is not None:
+            await self.forward.aclose()
+            self.forward = None
+        self.link = PodLink(self.sid, self.scratch / "link", self.log, self.place.agent_user)
+
+    async def _reach_keeper(self, cluster: Cluster, name: str) -> None:
+        """The forward to the pod's keeper started, and the link opened over it."""
+        self.forward = Forward(self.scratch / "link", lambda: cluster.exec(name, manifest.bridge_command()),
+                               self.log)
+        await self.forward.start()
+        try:
+            await self.link.open({}, start=False)
+        except (KeeperError, OSError, TimeoutError) as exc:
+            why = self.forward.failure or str(exc)[:200]
+            raise ClusterError(f"pod {name}: its keeper cannot be reached: {why}") from None
 
     # ---- signals, through the keeper ------------------------------------------------------
     def signal(self, sig: int, *, group: bool = True) -> None:
@@ -167,6 +214,16 @@ class PodSession:
         if reason:
             return f"host lost: the cluster ended {where} ({reason})"
         return f"host lost: the link to {where} broke; the pod was deleted so that nothing runs unwatched"
+
+    async def delete(self) -> None:
+        """Its pod deleted, and with it its agent; its link, forward and API client closed."""
+        self.kept = False
+        await self._delete()
+
+    async def close(self) -> None:
+        """Its link, forward and API client closed, its pod left as it is (another part deletes it)."""
+        self.kept = True
+        await self._delete()
 
     async def _delete(self) -> None:
         """Everything of the pod gone, once: the link, the forward, the pod itself, the API's client."""

@@ -20,9 +20,9 @@ from ...supervisor.events import ToolCall
 from ...supervisor.health import GATED, TERMINATED, SessionHealth
 from ...supervisor.verdicts import SessionState, Termination, Verdict
 from ..containment import Containment
-from ..keeper_link import KeeperLink
+from ..keeper_link import KeeperError, KeeperLink
 from ..opinion import SecondOpinion
-from ..pods.pod_session import PodSession
+from ..pods.pod_session import HOST_LOST, PodSession
 from ..principal import Claim
 from ..procfs import ProcTable
 from ..spill import Spiller
@@ -60,6 +60,7 @@ class TakenUp:
     remembered: int = 0  # the last line seq its adapter's stored memory covers (`Adapter.recall`)
     mid_line: bool = False  # `out` is inside the line after `seq` (the keeper forgot that line's start)
     tool_calls: int = 0  # its tool calls stored so far
+    paused: bool | None = None  # stopped (SIGSTOP), as its keeper saw; None: looked up here by its pid
 
 
 class LiveSession:
@@ -130,12 +131,13 @@ class LiveSession:
         env = spec.env or minimal_env()  # the client's environment only, never the daemon's
         try:
             pipes = await self._start(argv, env)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, KeeperError) as exc:
             process.not_started()
             self.health.never_started()
-            self.journal.report(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}", error=True)
-            if self.pod is not None:  # placed, then its agent could not start there: nothing of it stays
-                await self._pod_ended()
+            how = "take up" if self.taken is not None else "start"  # (a kept agent's keeper that failed us)
+            self.journal.report(f"cannot {how} {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}", error=True)
+            if self.pod is not None:  # placed (or reached again), its agent not started or taken up: nothing stays
+                await self._pod_ended(HOST_LOST if self.taken is not None else None)
             self.journal.publish()
             return
         self.reader.stdout_fd, self.reader.stderr_fd, self.writer.fd = pipes.stdout, pipes.stderr, pipes.stdin
@@ -163,13 +165,14 @@ class LiveSession:
             await self._pod_ended()
         self.journal.publish()
 
-    async def _pod_ended(self) -> None:
-        """The pod is deleted; a session whose pod went under it (deleted, its node or the API gone) ends as a
-        host lost, which `continue` takes up on a new pod."""
+    async def _pod_ended(self, link_lost: str | None = None) -> None:
+        """The pod is deleted; a session whose pod went under it (deleted, its node or the API gone), or whose
+        pod's keeper failed the next daemon taking it up (`link_lost`), ends as a host lost, which `continue`
+        takes up on a new pod."""
         assert self.pod is not None
         kept = self.agent_process.process
         with anyio.CancelScope(shield=True):
-            lost = await self.pod.end(kept.ended_by_keeper if isinstance(kept, KeptProcess) else None)
+            lost = await self.pod.end(link_lost or (kept.ended_by_keeper if isinstance(kept, KeptProcess) else None))
         if lost:
             self.agent_process.state, self.agent_process.exit_code = SessionState.LOST, None
             self.health.host_lost(lost)
@@ -182,7 +185,8 @@ class LiveSession:
         if taken is not None:
             self.reader.resume_at(taken.out, taken.seq, taken.judged, taken.err, taken.remembered,
                                   taken.mid_line)
-            pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err)
+            pipes = await process.take_up(keeper, taken.pid, taken.started_at, taken.out, taken.judged, taken.err,
+                                          paused=taken.paused)
             process.operator_paused = process.paused and self.health.state != GATED  # else a gate holds it
             self.reader.held_until_caught_up = list(taken.held)
             self.judge.tool_calls = taken.tool_calls
@@ -255,7 +259,8 @@ class LiveSession:
             await process.wait()
 
     def let_go(self) -> None:
-        """restart-daemon: supervision ends here (its task is cancelled next), the kept agent runs on untouched."""
+        """restart-daemon: supervision ends here (its task is cancelled next), the kept agent runs on untouched (in
+        its pod, if it runs in one: the next daemon takes it up there)."""
         self.letting_go = True
 
     async def _wind_up(self) -> None:

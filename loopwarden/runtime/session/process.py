@@ -124,7 +124,7 @@ class AgentProcess:
             self.keeper.tell("limit", sid=self.sid, max_runtime=keeper_deadline(max_runtime, grace))
 
     async def take_up(self, keeper: KeeperLink, pid: int, started_at: float | None, out: int, judged: int,
-                      err: int) -> Pipes:
+                      err: int, *, paused: bool | None = None) -> Pipes:
         """An agent an earlier daemon launched and the keeper held meanwhile: supervised again from where the store
         ends (its stdout from `out`, its stderr from `err`; what it is to be told about lines after `judged` is
         told again)."""
@@ -133,8 +133,10 @@ class AgentProcess:
         self.process = KeptProcess(keeper, self.sid, pid)
         self._running(pid)
         self.started_at = started_at or self.started_at
-        info = read_stat(pid)
-        self.paused = info is not None and info.state in ("T", "t")  # held by a gate or an operator: still
+        if paused is None:  # (a pod's pid is not this machine's: its keeper says)
+            info = read_stat(pid)
+            paused = info is not None and info.state in ("T", "t")
+        self.paused = paused  # held by a gate or an operator: still
         return await self.attach_kept(keeper, out, err)
 
     async def attach_kept(self, keeper: KeeperLink, out: int = 0, err: int = 0) -> Pipes:
