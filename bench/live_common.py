@@ -159,6 +159,12 @@ class BenchDaemon:
             self._client = Client.connect(self.paths, autostart=False, name="bench")
         return self._client
 
+    def close_client(self) -> None:
+        """Forget the connection (its daemon was replaced): the next request connects to the one now serving."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     def request(self, op: str, **fields: Any) -> Any:
         return self.client().request(op, **fields)
 

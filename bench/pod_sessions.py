@@ -1,6 +1,7 @@
 """Sessions on Kubernetes: what placing a session in a pod costs, against a bare pod and a local session.
 
-    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu] [--repeats 5] [-n 2000] [--events 100000]
+    .venv/bin/python bench/pod_sessions.py [--only start,latency,cpu,takeup] [--repeats 5] [-n 2000]
+        [--events 100000]
         [--image local/py3:1] [--pull-policy Never] [--namespace NS]
 
 Needs a cluster: $KUBECONFIG names it (its current context); without one, or with an API that does not answer,
@@ -28,6 +29,11 @@ LOOPWARDEN_HOME); every part compares places in the same run, interleaved, and p
     (latency) sessions is printed beside them: there every event waits for a round trip, so it holds the
     daemon's cost per second of a session as well as per event.
 
+(takeup) restart-daemon under a polling session (pod_looper.py --changing: each call waits for its verdict, and
+    no rule stops it): the longest wait between two of its calls judged and stored across the restart (the old
+    daemon's last to the next daemon's first: how long the agent waits unwatched), for a session in a pod (its
+    keeper reached again through the API) and one held by the local keeper; interleaved.
+
 Prints PASS/FAIL only for what the issue states (every session judged, nothing left behind); the ratios are
 figures. Always exits 0.
 """
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import secrets
 import shutil
@@ -380,6 +387,83 @@ def part_cpu(s: Setup, repeats: int, events: int, keep: bool, left: list[str]) -
                and int(r["snap"].get("events") or 0) == events + 2 for v in runs.values() for r in v)
 
 
+# ---- (takeup) -----------------------------------------------------------------------------------------------------
+POLLING = ["repetition.progress_nudge_after=0", "repetition.progress_gate_after=0"]  # no rule stops the poller
+
+
+def restarted(d: BenchDaemon, spec: dict[str, Any]) -> dict[str, Any]:
+    """restart-daemon under a polling session (each call waits for its verdict): the longest wait between two of
+    its calls judged and stored across the restart (the old daemon's last to the next one's first), and the
+    CLI's own return, from its start."""
+    sid = d.request("run", spec=spec)["id"]
+    wait_for(lambda: int(d.request("status", session=sid).get("tool_calls") or 0) >= 5, 120, "five calls", 0.05)
+    t0 = time.time()
+    done = subprocess.run([PY, "-m", "loopwarden", "restart-daemon", "--yes"], env=d.env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    returned = time.time()
+    if done.returncode != 0:
+        raise RuntimeError(f"restart-daemon failed ({done.returncode}): {done.stderr.strip()[-300:]}")
+    d.close_client()
+
+    def calls_after(since: float) -> list[float]:
+        """The stored times of its calls from `since` on (every page)."""
+        times, cursor = [], {}
+        while True:
+            page = d.request("logs", session=sid, since=since, tables=["events"], limit=1000, **cursor)
+            times += [float(e["ts"]) for e in page["events"] if e.get("kind") == "tool_call"]
+            if not page.get("more"):
+                return times
+            cursor = page["next"]
+
+    def judged_on() -> list[float] | None:
+        try:
+            times = calls_after(t0 - 1.0)
+        except Exception:  # noqa: BLE001 - the next daemon not answering yet, or not knowing the session yet
+            return None
+        return times if sum(t > returned for t in times) >= 5 else None
+
+    times = wait_for(judged_on, 120, "five calls judged by the next daemon", 0.1)
+    gap = max(b - a for a, b in itertools.pairwise(times))
+    snap = d.request("status", session=sid)
+    stopped = subprocess.run([PY, "-m", "loopwarden", "stop-daemon", "--yes"], env=d.env, capture_output=True,
+                             text=True, timeout=120, check=False)
+    if stopped.returncode != 0:
+        raise RuntimeError(f"stop-daemon failed: {stopped.stderr.strip()[-300:]}")
+    return {"gap": gap, "cli": returned - t0, "state": snap.get("state"), "pod": snap.get("pod")}
+
+
+def part_takeup(s: Setup, repeats: int, keep: bool, left: list[str]) -> bool:
+    """restart-daemon in a pod and locally kept, interleaved; True when each was taken up, the pod's in its pod."""
+    print(f"\n(takeup) restart-daemon under a polling session: the longest wait between two calls judged; "
+          f"{repeats} repeats")
+    places = ("local kept", "pod")
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in places}
+    for i in range(repeats):
+        for place in places:
+            if place == "pod":
+                spec = {**s.pod_spec(["python3", "pod_looper.py", "--changing"], "poller"),
+                        "sets": [*s.sets, *POLLING]}
+            else:
+                spec = {"name": "poller", "command": [PY, str(s.volume / "pod_looper.py"), "--changing"],
+                        "adapter": "native", "sets": POLLING}
+            d = BenchDaemon("podbench-takeup", keep=keep, kept=place == "local kept")
+            try:
+                d.start()
+                runs[place].append(restarted(d, spec))
+            finally:
+                d.close()
+            left += leftovers(d)
+        print(f"  {i + 1}: " + "; ".join(f"{k}: no call judged for {v[-1]['gap']:.3f} s (restart-daemon back after "
+                                         f"{v[-1]['cli']:.3f})" for k, v in runs.items())
+              + f"; load {os.getloadavg()[0]:.1f}")
+    med = {k: statistics.median(r["gap"] for r in v) for k, v in runs.items()}
+    print(f"  median wait between two calls judged across the restart: pod {med['pod']:.3f} s, local kept "
+          f"{med['local kept']:.3f} s: ratio {med['pod'] / med['local kept']:.2f} "
+          f"(+{med['pod'] - med['local kept']:.3f} s)")
+    return all(r["state"] == "running" for v in runs.values() for r in v) \
+        and all(isinstance(r["pod"], dict) and r["pod"].get("node") for r in runs["pod"])
+
+
 # ---- main ---------------------------------------------------------------------------------------------------------
 def cluster_or_skip() -> tuple[Kube, str] | None:
     kubeconfig = (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
@@ -416,12 +500,15 @@ def run_parts(s: Setup, parts: set[str], args: argparse.Namespace) -> list[str]:
     if "cpu" in parts:
         ok = part_cpu(s, args.repeats, args.events, args.keep, left)
         print(verdict_line(ok, f"every session stored its {args.events + 2:,} lines (exit 0)"))
+    if "takeup" in parts:
+        ok = part_takeup(s, args.repeats, args.keep, left)
+        print(verdict_line(ok, "every session was taken up by the next daemon, running (the pod's in its pod)"))
     return left + [f"pod {p}" for p in s.kube.pods(s.namespace)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="start,latency,cpu", help="parts to run (default: all three)")
+    ap.add_argument("--only", default="start,latency,cpu,takeup", help="parts to run (default: all four)")
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each part (medians; default 5)")
     ap.add_argument("-n", type=int, default=2000, help="tool calls of each (latency) session (default 2000)")
     # (flood.py writes about 96 bytes an event: 100,000 are past the 8 MiB a pod's keeper holds until it is told
@@ -433,8 +520,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the daemons' temporary LOOPWARDEN_HOMEs")
     args = ap.parse_args()
     parts = {p.strip() for p in args.only.split(",") if p.strip()}
-    if not parts <= {"start", "latency", "cpu"}:
-        ap.error(f"--only: unknown part(s) {', '.join(sorted(parts - {'start', 'latency', 'cpu'}))}")
+    known = {"start", "latency", "cpu", "takeup"}
+    if not parts <= known:
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(parts - known))}")
     found = cluster_or_skip()
     if found is None:
         return 0
