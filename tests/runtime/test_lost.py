@@ -89,6 +89,11 @@ def test_the_words_of_each_ending() -> None:
     unfinished = lost.describe("s5", report(s5={"processes": 1}), 7, None, False)
     assert "the guardian did not finish (it died too)" in lost.words(unfinished)
     assert lost.describe("s6", None, 8, None, True)["how"] == "pending"
+    in_pod = lost.in_pod({"pod": "lw-s7-1a2b3c", "node": "node1"}, {"seq": 4, "ts": T}, "its pod \x1b[2Jwas deleted")
+    assert lost.words(in_pod).startswith("its daemon died while its agent ran in pod lw-s7-1a2b3c on node node1, "
+                                         "and the next daemon could not take it up: its pod \\x1b[2Jwas deleted; "
+                                         "its pod is deleted")  # what a cluster says is shown, never obeyed
+    assert "could not take it up" not in lost.words(lost.in_pod({"pod": "lw-s8-1a2b3c"}, None))
 
 
 def test_a_broken_or_forged_report_is_read_defensively_and_removed_once_settled(tmp_path: Path) -> None:

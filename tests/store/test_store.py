@@ -361,6 +361,20 @@ def test_mark_lost_marks_every_session_not_in_a_final_state(store):
     assert store.mark_lost(NOW + 200) == []
 
 
+def test_unended_sessions_are_read_and_marked_lost_one_by_one_of_only_those_named(store):
+    """What a next daemon does with an earlier one's sessions in pods: it reads the unended ones, keeps them from
+    the mark, and marks lost later only those it could not take up."""
+    states = {"a": "running", "b": "exited", "c": "gated", "d": "lost"}
+    store.write(Batch(sessions_upsert=[{"id": sid, "state": st_, "created_at": NOW + i}
+                                       for i, (sid, st_) in enumerate(states.items())]))
+    assert [row["id"] for row in store.unended()] == ["a", "c"]
+    assert store.mark_lost(NOW + 100, keep={"a", "c"}) == []
+    assert store.mark_lost(NOW + 200, only=["c", "b", "d"]) == ["c"]  # the final ones are left as they are
+    assert [row["id"] for row in store.unended()] == ["a"]
+    assert {s["id"]: s["state"] for s in store.sessions()} == {"a": "running", "b": "exited", "c": "lost",
+                                                               "d": "lost"}
+
+
 def test_reads_from_another_thread(store):
     store.write(full_batch())
     seen = []
