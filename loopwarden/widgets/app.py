@@ -279,7 +279,9 @@ class ConsoleApp(SessionActions, App[None]):
                             severity="warning", timeout=8, markup=False)  # agent text is never markup
                 self.bell()
         self._known_gates |= refs
-        if any("changes" not in gate for gate in gates):  # a gate whose held call has not come yet: read again
+        # read again: a gate whose held call has not come yet, or one a snapshot names that the daemon does not list
+        # yet (the first snapshot holds the stored rows of sessions a restarted daemon is still taking up)
+        if any("changes" not in gate for gate in gates) or (self._gate_refs or frozenset()) - refs:
             self.set_timer(GATES_AGAIN_SECONDS, self.load_gates)
 
     # ---- what an action applies to -----------------------------------------

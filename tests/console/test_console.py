@@ -217,6 +217,28 @@ async def test_j_and_k_move_through_the_gates_queue() -> None:
         assert (queue.selected() or {}).get("ref") == "s3:g1"
 
 
+class GatesOnceTakenUp(FrozenFeed):
+    """A daemon that lists a gate the first snapshot names only from its second answer on: the gate's session was
+    still being taken up (the first snapshot is its stored row)."""
+
+    answers = 0
+
+    def request(self, op: str, **fields: Any) -> Any:
+        if op == "gates":
+            self.answers += 1
+            return [{**GATES[0], "changes": None}] if self.answers > 1 else []
+        return super().request(op, **fields)
+
+
+async def test_a_gate_a_snapshot_names_that_the_daemon_does_not_list_yet_is_read_again() -> None:
+    feed = GatesOnceTakenUp()
+    app = ConsoleApp(Path("/nonexistent"), feed=feed, clock=lambda: NOW)  # type: ignore[arg-type]
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: feed.answers >= 1, what="the gates read once")
+        await until(pilot, lambda: [g["ref"] for g in app.gates] == ["s3:g1"], timeout=10,
+                    what="the gate read again, with no new snapshot")
+
+
 async def test_the_palette_lists_the_consoles_commands_before_textuals() -> None:
     app = frozen()
     async with app.run_test(size=(160, 40)) as pilot:
