@@ -57,7 +57,7 @@ class EarlierSessions:
         # (a copy at once: the event loop may add to it meanwhile)
         live = set(self.registry.sessions) | self.kept | set(self.taking_up)
         # in pods: their keepers may hold them still; taken up, or marked lost, by pods/take_up.py
-        self.in_pods.update({row["id"]: pod for row in store.unended() if row["id"] not in live
+        self.in_pods.update({row["id"]: pod for row in store.unended_in_pods() if row["id"] not in live
                              and (pod := pod_of(row)) is not None and pod.get("node")})
         lost = store.mark_lost(self.clock(), keep=live | set(self.in_pods))
         try:

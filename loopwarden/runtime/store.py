@@ -48,6 +48,8 @@ TEXT_CAP = 64 * 1024
 LOST_TEXT = "the session's process was gone when the daemon restarted"
 
 _BUSY_TIMEOUT = 5.0
+# a session not in a final state, as a WHERE clause (FINAL_STATES are its parameters)
+_UNENDED = f"(state IS NULL OR state NOT IN ({', '.join('?' * len(FINAL_STATES))}))"
 _WAL_KEPT = 64 << 20  # bytes of write-ahead log kept on disk after a checkpoint resets it
 
 
@@ -316,10 +318,8 @@ class Store:
         their ids."""
         spare, among = set(keep), None if only is None else set(only)
         with self._lock, store_errors(self.path), transaction(self.db.conn):
-            marks = ", ".join("?" * len(FINAL_STATES))
             ids = [row[0] for row in self.db.execute(
-                f"SELECT id FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
-                " ORDER BY created_at, rowid", FINAL_STATES)
+                f"SELECT id FROM sessions WHERE {_UNENDED} ORDER BY created_at, rowid", FINAL_STATES)
                 if row[0] not in spare and (among is None or row[0] in among)]
             self.db.conn.executemany(
                 "UPDATE sessions SET state = 'lost', termination = 'lost', ended_at = ?,"
@@ -341,11 +341,15 @@ class Store:
         """Every session, oldest first."""
         return self._select("sessions", "SELECT * FROM sessions ORDER BY created_at, rowid")
 
-    def unended(self) -> list[dict[str, Any]]:
-        """The sessions not in a final state (an earlier daemon's, at a start), oldest first."""
-        marks = ", ".join("?" * len(FINAL_STATES))
-        return self._select("sessions", f"SELECT * FROM sessions WHERE state IS NULL OR state NOT IN ({marks})"
-                            " ORDER BY created_at, rowid", FINAL_STATES)
+    def unended_in_pods(self) -> list[dict[str, Any]]:
+        """The sessions not in a final state whose stored snapshot has a pod on a node (an earlier daemon's, at a
+        start), oldest first: each one's id, and a snapshot holding only that pod. Only those rows are decoded,
+        and only their pods, however many sessions an earlier daemon left."""
+        return self._select(
+            "sessions", "SELECT id, json_object('pod', json(json_extract(snapshot, '$.pod'))) AS snapshot"
+            f" FROM sessions WHERE {_UNENDED} AND"
+            " CASE WHEN json_valid(snapshot) THEN json_extract(snapshot, '$.pod.node') END IS NOT NULL"
+            " ORDER BY created_at, rowid", FINAL_STATES)
 
     def session(self, session_id: str) -> dict[str, Any] | None:
         rows = self._select("sessions", "SELECT * FROM sessions WHERE id = ?", [session_id])

@@ -361,18 +361,23 @@ def test_mark_lost_marks_every_session_not_in_a_final_state(store):
     assert store.mark_lost(NOW + 200) == []
 
 
-def test_unended_sessions_are_read_and_marked_lost_one_by_one_of_only_those_named(store):
-    """What a next daemon does with an earlier one's sessions in pods: it reads the unended ones, keeps them from
-    the mark, and marks lost later only those it could not take up."""
-    states = {"a": "running", "b": "exited", "c": "gated", "d": "lost"}
-    store.write(Batch(sessions_upsert=[{"id": sid, "state": st_, "created_at": NOW + i}
-                                       for i, (sid, st_) in enumerate(states.items())]))
-    assert [row["id"] for row in store.unended()] == ["a", "c"]
-    assert store.mark_lost(NOW + 100, keep={"a", "c"}) == []
+def test_unended_sessions_in_pods_are_read_and_marked_lost_one_by_one_of_only_those_named(store):
+    """What a next daemon does with an earlier one's sessions in pods: it reads the unended ones placed on a node,
+    keeps them from the mark, and marks lost later only those it could not take up."""
+    on_node = {"pod": "lw-s1-1a2b3c", "node": "node1", "image": "py3:1"}
+    rows = {"a": ("running", {"pod": on_node, "name": "a"}), "b": ("exited", {"pod": on_node}),
+            "c": ("gated", {"pod": {**on_node, "pod": "lw-s3-1a2b3c"}}), "d": ("lost", {"pod": on_node}),
+            "e": ("starting", {"pod": {**on_node, "node": None}}), "f": ("running", {"name": "here"}),
+            "g": ("running", None)}
+    store.write(Batch(sessions_upsert=[{"id": sid, "state": st_, "created_at": NOW + i, "snapshot": snap}
+                                       for i, (sid, (st_, snap)) in enumerate(rows.items())]))
+    assert store.unended_in_pods() == [{"id": "a", "snapshot": {"pod": on_node}},
+                                       {"id": "c", "snapshot": {"pod": {**on_node, "pod": "lw-s3-1a2b3c"}}}]
+    assert store.mark_lost(NOW + 100, keep={"a", "c", "e", "f", "g"}) == []
     assert store.mark_lost(NOW + 200, only=["c", "b", "d"]) == ["c"]  # the final ones are left as they are
-    assert [row["id"] for row in store.unended()] == ["a"]
-    assert {s["id"]: s["state"] for s in store.sessions()} == {"a": "running", "b": "exited", "c": "lost",
-                                                               "d": "lost"}
+    assert [row["id"] for row in store.unended_in_pods()] == ["a"]
+    assert {s["id"]: s["state"] for s in store.sessions()} == {
+        "a": "running", "b": "exited", "c": "lost", "d": "lost", "e": "starting", "f": "running", "g": "running"}
 
 
 def test_reads_from_another_thread(store):
