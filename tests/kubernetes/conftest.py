@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.kubernetes.helpers import Cluster, core_api
+from tests.kubernetes.helpers import Cluster, core_api, until_answered
 
 
 def namespace_name(module_name: str) -> str:
@@ -22,8 +23,21 @@ def namespace_name(module_name: str) -> str:
 
 
 async def create_namespace(kubeconfig: Path, name: str) -> None:
+    """The namespace, once its default ServiceAccount has its token: until then the API refuses a pod that mounts
+    it ("No API token found for service account default")."""
     async with core_api(kubeconfig) as core:
         await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+        async def token_made() -> bool:
+            try:
+                account = await core.read_namespaced_service_account("default", name)
+            except ApiException as exc:
+                if exc.status == 404:  # not made yet either
+                    return False
+                raise
+            return bool(account.secrets)
+
+        await until_answered(token_made, timeout=60, what=f"namespace {name}'s default ServiceAccount token")
 
 
 async def delete_namespace(kubeconfig: Path, name: str) -> None:
