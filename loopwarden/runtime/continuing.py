@@ -25,7 +25,7 @@ from .audit import AuditLog
 from .commands import missing_program
 from .launcher import Launcher
 from .lifecycle import Shutdown
-from .pods.placement import Placement, PlacementError, agent_env, placement
+from .pods.placement import Placement, PlacementError, agent_env, placed_again
 from .principal import Principal, agent_environment
 from .rebuild import RebuildError, rebuilt_health
 from .records import AUDIT
@@ -237,10 +237,8 @@ def _placement(launch: StoredLaunch, config: Config, env: dict[str, str]) -> Pla
     used); None: here."""
     if launch.pod is None:
         return None
-    kubeconfig = launch.pod.get("kubeconfig")
     try:
-        place = placement(str(launch.pod.get("on") or "kubernetes"), str(launch.pod.get("image") or ""), config,
-                          {**env, **({"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})})
+        place = placed_again(launch.pod, config, env)
     except PlacementError as exc:
         raise RequestError(f"session {launch.sid} ran in a pod and cannot be placed again: {exc}") from None
     earlier = launch.pod.get("pod")

@@ -96,7 +96,7 @@ class EarlierSessions:
         def mark() -> dict[str, Any] | None:
             if not store.mark_lost(self.clock(), only=[sid]):
                 return None
-            lost_sessions.record_in_pod(store, sid, why)
+            lost_sessions.record_in_pod(store, sid, pod_of(store.session(sid)) or {}, why)
             return store.session(sid)
 
         try:

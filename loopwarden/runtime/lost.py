@@ -53,8 +53,9 @@ def settle(store: Store, sids: list[str], directory: str, own: str = "") -> Sett
     left = Settled(guardians=[_guardian(r) for r in working])
     for sid in sids:
         row = store.session(sid) or {}
-        if pod_of(row) is not None:  # no guardian of this machine tells of it
-            record_in_pod(store, sid)
+        pod = pod_of(row)
+        if pod is not None:  # no guardian of this machine tells of it
+            record_in_pod(store, sid, pod)
             continue
         report = covered.get(sid)
         waiting = any(report is r for r in working) or (report is None and bool(working))
@@ -114,11 +115,11 @@ def describe(sid: str, report: dict[str, Any] | None, pid: Any, last: dict[str, 
     return out
 
 
-def record_in_pod(store: Store, sid: str, why: str | None = None) -> None:
-    """How a lost session that ran in a pod ended (`why` the next daemon could not take it up), in the store.
+def record_in_pod(store: Store, sid: str, pod: dict[str, Any], why: str | None = None) -> None:
+    """How a lost session that ran in `pod` ended (`why` the next daemon could not take it up), in the store.
     Runs in a worker thread. Raises StoreError."""
     last = store.last("events", sid, 1)
-    details = in_pod(pod_of(store.session(sid)) or {}, last[0] if last else None, why)
+    details = in_pod(pod, last[0] if last else None, why)
     store.record_lost(sid, words(details), details)
 
 

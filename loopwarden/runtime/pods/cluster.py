@@ -31,6 +31,7 @@ from kubernetes_asyncio.stream import WsApiClient
 from ...supervisor.visible import visible
 
 IN_CLUSTER_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+IN_CLUSTER: Final = "in-cluster"  # the context a daemon inside the cluster names (its ServiceAccount's)
 # every API call the daemon makes, as RBAC names it (all in the sessions' namespace; no list, no watch):
 # deploy/kubernetes/rbac.yaml grants exactly these. An exec over a websocket is a GET, which the API authorises as
 # `get` on pods/exec; clusters from 1.30 (AuthorizePodWebsocketUpgradeCreatePermission) ask for `create` as well.
@@ -85,7 +86,7 @@ class Cluster:
         try:
             if in_cluster:
                 load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-                context, own = "in-cluster", _read(IN_CLUSTER_NAMESPACE)
+                context, own = IN_CLUSTER, _read(IN_CLUSTER_NAMESPACE)
             else:
                 loader = kube_config._get_kube_config_loader_for_yaml_file(
                     path, active_context=context, persist_config=False, temp_file_path=str(_inline_files()))
@@ -174,6 +175,11 @@ class Cluster:
         return self.ws.connect_get_namespaced_pod_exec(
             name, self.namespace, command=cast(Any, command), stdin=True, stdout=True, stderr=True, tty=False,
             _preload_content=False)
+
+
+def context_named(context: Any) -> str | None:
+    """The context a stored pod names, to connect with again (None: the ServiceAccount's, or none named)."""
+    return context if isinstance(context, str) and context != IN_CLUSTER else None
 
 
 @contextlib.contextmanager

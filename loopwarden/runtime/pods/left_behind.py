@@ -10,9 +10,8 @@ from typing import Any
 import anyio
 
 from ..store import Store, StoreError
-from .cluster import Cluster, ClusterError
+from .cluster import Cluster, ClusterError, context_named
 
-IN_CLUSTER = "in-cluster"  # the context a daemon inside the cluster names (cluster.py)
 
 
 def pod_of(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -35,10 +34,9 @@ async def delete_left_pods(store: Store | None, sids: list[str], log: Callable[[
 
 
 async def _delete(sid: str, pod: dict[str, Any], log: Callable[[str], None]) -> None:
-    context = pod.get("context")
     try:
         with anyio.fail_after(30):  # a kubeconfig's plugin that hangs
-            cluster = await Cluster.connect(pod.get("kubeconfig"), None if context == IN_CLUSTER else context,
+            cluster = await Cluster.connect(pod.get("kubeconfig"), context_named(pod.get("context")),
                                             pod.get("namespace"))
     except (ClusterError, TimeoutError) as exc:
         log(f"session {sid}: its pod {pod['pod']} is left (an earlier daemon's): {exc}")

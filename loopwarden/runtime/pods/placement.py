@@ -128,6 +128,14 @@ def placement(on: str | None, image: str | None, config: Config, env: dict[str, 
                      hold=k8s.hold, start_timeout=k8s.start_timeout, agent_user=k8s.agent_user)
 
 
+def placed_again(pod: dict[str, Any], config: Config, env: dict[str, str]) -> Placement | None:
+    """A stored pod's placement made anew (pod_session.py: describe): its place and image, and the kubeconfig it
+    used, with the settings of `config`; PlacementError as `placement`."""
+    kubeconfig = pod.get("kubeconfig")
+    return placement(str(pod.get("on") or "kubernetes"), str(pod.get("image") or ""), config,
+                     {**env, **({"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})})
+
+
 def agent_env(env: dict[str, str], config: Config, workdir: str) -> dict[str, str]:
     """The environment of the agent in a pod: the variables kubernetes.pass_env names and nothing else of the run's
     (its PATH and HOME are this machine's, its other variables may be secrets the agent has no use for)."""

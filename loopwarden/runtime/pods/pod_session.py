@@ -61,7 +61,7 @@ class PodSession:
         self.place = place
         self.log = log
         self.scratch = Path(tempfile.mkdtemp(prefix="lw-pod-"))  # 0700: the forward's socket, inline certificates
-        self.link = PodLink(sid, self.scratch / "link", log, place.agent_user)
+        self.link = self._new_link()
         self.cluster: Cluster | None = None
         self.forward: Forward | None = None
         self.name: str | None = None
@@ -144,7 +144,10 @@ class PodSession:
         if self.forward is not None:
             await self.forward.aclose()
             self.forward = None
-        self.link = PodLink(self.sid, self.scratch / "link", self.log, self.place.agent_user)
+        self.link = self._new_link()
+
+    def _new_link(self) -> PodLink:
+        return PodLink(self.sid, self.scratch / "link", self.log, self.place.agent_user)
 
     async def _reach_keeper(self, cluster: Cluster, name: str) -> None:
         """The forward to the pod's keeper started, and the link opened over it."""

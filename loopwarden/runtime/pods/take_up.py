@@ -14,9 +14,8 @@ import anyio
 
 from ...supervisor.config import Config, ConfigError, from_stored
 from ..store import Store, StoreError
-from .cluster import ClusterError
-from .left_behind import IN_CLUSTER
-from .placement import Placement, PlacementError, placement
+from .cluster import ClusterError, context_named
+from .placement import Placement, PlacementError, placed_again
 from .pod_session import RETRY, PodSession
 
 if TYPE_CHECKING:
@@ -120,12 +119,10 @@ def _placement(store: Store, sid: str, stored: dict[str, Any]) -> Placement:
     snapshot = row.get("snapshot")
     settings = snapshot.get("config") if isinstance(snapshot, dict) else None
     config: Config = from_stored(row.get("preset"), settings if isinstance(settings, dict) else {})
-    kubeconfig = stored.get("kubeconfig")
-    place = placement(str(stored.get("on") or "kubernetes"), str(stored.get("image") or ""), config,
-                      {"KUBECONFIG": kubeconfig} if isinstance(kubeconfig, str) else {})
+    place = placed_again(stored, config, {})
     if place is None:
         raise PlacementError("it names no cluster")
-    context, namespace = stored.get("context"), stored.get("namespace")
+    namespace = stored.get("namespace")
     # the context and namespace it was made in, whatever the kubeconfig's current ones are now
-    return replace(place, context=None if context == IN_CLUSTER or not isinstance(context, str) else context,
+    return replace(place, context=context_named(stored.get("context")),
                    namespace=namespace if isinstance(namespace, str) else place.namespace)
